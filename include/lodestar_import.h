@@ -1,4 +1,187 @@
-/* lodestar_import.h: filled in by its module. */
+/*
+ * lodestar_import.h: importers from the formats users already hold.
+ *
+ * One call, lds_import_file(), reads an embedding file in one of five common
+ * formats and writes a lodestar index with the writer of lodestar_index.h.
+ * Input is read in fixed-size buffered chunks and rows are handed to the
+ * writer one at a time, so the importer's own memory is bounded by one input
+ * line (text formats) or one row (binary formats), plus the keys it has seen
+ * (to refuse duplicates), never by a size the input declares.
+ *
+ * Formats (the grammar each accepts is given at lds_import_format):
+ *   GloVe text, word2vec text, word2vec binary, NumPy .npy, and .fvecs.
+ */
 #ifndef LODESTAR_IMPORT_H
 #define LODESTAR_IMPORT_H
+
+#include "lodestar.h"
+
+#ifdef __cplusplus
+extern "C" {
 #endif
+
+/* ==== importing ========================================================== */
+
+/**
+ * Input formats. Every importer keeps the rows in file order, refuses a key
+ * seen before (LDS_E_DUP_KEY naming both lines), and refuses any number that
+ * is not finite (NaN, infinity, or a decimal that overflows binary32).
+ *
+ * - LDS_IMPORT_GLOVE: UTF-8 text, one row per line: a key, then D numbers, all
+ *   separated by single or repeated spaces or tabs. D is taken from the first
+ *   line; every later line must have exactly D numbers. Trailing whitespace
+ *   and a CR before the LF are accepted; an empty line is refused except at
+ *   the very end of the file. Numbers are C-locale decimal (strtof grammar;
+ *   the whole token must be consumed).
+ * - LDS_IMPORT_W2V_TEXT: a first line "N D" (two decimal integers), then
+ *   exactly N lines in the GloVe grammar with D numbers each. Fewer lines is
+ *   LDS_E_TRUNCATED; a non-blank line after the N-th is LDS_E_TRAILING.
+ * - LDS_IMPORT_W2V_BINARY: a first line "N D\n", then N rows, each: the key
+ *   (bytes up to a space; leading newlines are skipped), one space, then D
+ *   little-endian binary32 values, then an optional newline.
+ * - LDS_IMPORT_NPY: NumPy format versions 1.0, 2.0 and 3.0; descr '<f4' or
+ *   '<f2' (converted to binary32 exactly); fortran_order False; shape (N, D);
+ *   the data must fill the rest of the file exactly. No keys unless
+ *   options.keys_path is given.
+ * - LDS_IMPORT_FVECS: rows of (int32 little-endian d, then d binary32); every
+ *   row has the same d > 0, and the file is a whole number of rows. No keys
+ *   unless options.keys_path is given.
+ *
+ * Imported indexes never carry ids (lds_index_has_ids() is false); they carry
+ * keys for the text and word2vec formats, and for .npy/.fvecs with keys_path.
+ */
+typedef enum lds_import_format {
+    LDS_IMPORT_AUTO = 0,   /* detect from the extension, see lds_import_file */
+    LDS_IMPORT_GLOVE,      /* "glove" */
+    LDS_IMPORT_W2V_TEXT,   /* "word2vec" */
+    LDS_IMPORT_W2V_BINARY, /* "word2vec-binary" */
+    LDS_IMPORT_NPY,        /* "npy" */
+    LDS_IMPORT_FVECS       /* "fvecs" */
+} lds_import_format;
+
+/**
+ * Options of lds_import_file. Initialise with lds_import_options_default();
+ * `size` must be sizeof(lds_import_options) (or the size of an older, shorter
+ * version of this struct). Strings are borrowed for the duration of the call.
+ */
+typedef struct lds_import_options {
+    size_t size;
+    /** Input format; default LDS_IMPORT_AUTO. */
+    lds_import_format format;
+    /**
+     * NPY and FVECS only (LDS_E_INVALID_ARG with another format): a UTF-8
+     * text file with one key per line (LF or CRLF; the last line may lack its
+     * newline). Its line count must equal the row count (checked before any
+     * row is written). NULL (default): the index has no keys.
+     */
+    const char *keys_path;
+    /** Stored element type; default LDS_DTYPE_F32. The writer converts. */
+    lds_dtype dtype;
+    /** Metric recorded in the index; default LDS_METRIC_COSINE. */
+    lds_metric metric;
+    /** L2-normalize every row before storing; default false. */
+    bool normalize;
+    /** Metadata "model"; NULL (default): not set. */
+    const char *model;
+    /** Metadata "source"; NULL (default): not set. */
+    const char *source;
+    /**
+     * Called with input bytes consumed so far and the input file's size,
+     * about every MiB and once more at the end (done == total) on success.
+     * Called on the importing thread. NULL (default): no calls.
+     */
+    void (*progress)(uint64_t done, uint64_t total, void *ctx);
+    /** Passed to `progress` unchanged. */
+    void *progress_ctx;
+    /**
+     * max_dim (D), max_rows (N) and max_key_bytes (one key) are enforced as
+     * the input is read (LDS_E_LIMIT); default lds_limits_default().
+     */
+    lds_limits limits;
+} lds_import_options;
+
+/** Fills `o` with the defaults documented on each field (size included). NULL ok. */
+LDS_API void lds_import_options_default(lds_import_options *o);
+
+/** What lds_import_file produced. Set `size = sizeof(lds_import_result)` before the call. */
+typedef struct lds_import_result {
+    size_t size;
+    /** Rows written. */
+    uint64_t rows;
+    /** Elements per row. */
+    uint32_t dim;
+    /** The format actually read (never LDS_IMPORT_AUTO). */
+    lds_import_format format;
+    /** Bytes of the input file. */
+    uint64_t input_bytes;
+    /** True when the index carries keys. */
+    bool has_keys;
+} lds_import_result;
+
+/**
+ * Reads `input_path` in `options->format` and writes a lodestar index to
+ * `output_path` atomically (lds_writer_open_path: a temporary file renamed
+ * over `output_path` only after the last byte is written and synced), so a
+ * failed or interrupted import never leaves a partial file at `output_path`.
+ *
+ * With LDS_IMPORT_AUTO the format follows the extension, case-insensitively:
+ * ".txt" and ".vec" are word2vec text if the first line is exactly two
+ * non-negative decimal integers ("N D"), else GloVe; ".bin" is word2vec
+ * binary; ".npy" and ".fvecs" as named. Any other extension is
+ * LDS_E_UNSUPPORTED.
+ *
+ * `options` NULL means defaults. `res` (may be NULL) is written on success
+ * only. `err` (may be NULL) receives the detail of a refusal: `line` is the
+ * 1-based line of a text input (or of the keys file, then `field` is
+ * "keys_path") or the 1-based row of a binary input; `offset` is the byte
+ * offset in that file of the offending token, line or row; `field` names the
+ * part at fault ("line", "row", "header", "npy.shape", "fvecs.d", ...).
+ *
+ * Returns:
+ * - LDS_OK: the index is at `output_path`.
+ * - LDS_E_INVALID_ARG: a NULL path, a bad option value or size, keys_path
+ *   with a format that has its own keys.
+ * - LDS_E_UNSUPPORTED: undetectable format; an .npy dtype other than '<f4' or
+ *   '<f2', fortran_order True, a version other than 1.0/2.0/3.0.
+ * - LDS_E_IO: opening or reading an input failed (sys_errno set), or any
+ *   writer I/O error.
+ * - LDS_E_PARSE: malformed input: a bad number or integer, a row of the wrong
+ *   width, an empty line or key, a malformed header, rows that disagree on d.
+ * - LDS_E_BAD_VALUE: a number that is not finite; a zero or negative D.
+ * - LDS_E_BAD_UTF8: a key that is not valid UTF-8.
+ * - LDS_E_DUP_KEY: a key seen on an earlier line or row (both are named).
+ * - LDS_E_LIMIT: D, N or a key beyond `options->limits`.
+ * - LDS_E_TRUNCATED: the input ends before a row or before the N rows its
+ *   header promises (the .npy and word2vec binary checks happen against the
+ *   file size before any row is read).
+ * - LDS_E_TRAILING: bytes after the last promised row.
+ * - LDS_E_LENGTH_MISMATCH: the keys file's line count differs from N.
+ * - LDS_E_OVERFLOW: declared sizes whose product overflows 64 bits.
+ * - LDS_E_NOMEM: allocation failed.
+ * - Any status of lds_writer_add_row / lds_writer_finish, passed through.
+ *
+ * Thread safety: calls on distinct paths may run concurrently; the importer
+ * keeps no global state and parses numbers in its own C locale.
+ */
+LDS_API lds_status lds_import_file(const char *input_path, const char *output_path,
+                                   const lds_import_options *options, lds_import_result *res,
+                                   lds_error *err);
+
+/**
+ * The format's name: "auto", "glove", "word2vec", "word2vec-binary", "npy",
+ * "fvecs"; a static string, or NULL for an unknown value.
+ */
+LDS_API const char *lds_import_format_name(lds_import_format format);
+
+/**
+ * Parses a name printed by lds_import_format_name (also accepted: "w2v",
+ * "w2v-binary", "word2vec-bin"). LDS_E_INVALID_ARG for NULL arguments,
+ * LDS_E_BAD_VALUE for an unknown name (then `*out` is unchanged).
+ */
+LDS_API lds_status lds_import_format_from_name(const char *name, lds_import_format *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LODESTAR_IMPORT_H */
