@@ -1,4 +1,267 @@
-/* lodestar_load.h: filled in by its module. */
+/*
+ * lodestar_load.h: the stream loader (loader/).
+ *
+ * Loads an index from a path, a file descriptor, a FILE*, caller memory or a
+ * user read callback. Input compressed with zstd is recognised by its magic
+ * number and decoded on the fly. The flow and its invariants are in
+ * DESIGN.md ("The load path"); in short:
+ *
+ *   read the 64-byte header -> declared payload length
+ *   cross-check it against the transport (regular file size, zstd frame
+ *   content size) and against options.max_payload_bytes, before renting
+ *   known length   -> POOLED: rent an uninitialized buffer, read exactly that
+ *                     many bytes, hashing each chunk as it arrives
+ *   unknown length -> GROWABLE: a buffer of the loader's own, grown as bytes
+ *                     arrive, capped by options.max_payload_bytes
+ *   regular file + options.use_mmap -> MAPPED: the index borrows a mapping
+ *   caller memory  -> MEMORY: never rents
+ *   -> lds_index_from_payload -> index; the rental returned exactly once.
+ *
+ * Thread safety: every function here may be called from several threads at
+ * once on different sources; the pool they rent from is thread-safe.
+ */
 #ifndef LODESTAR_LOAD_H
 #define LODESTAR_LOAD_H
+
+#include <stdio.h>
+
+#include "lodestar.h"
+
+#ifdef __cplusplus
+extern "C" {
 #endif
+
+/* Opaque types owned by the sibling headers; repeating a typedef is valid C11
+ * and C++, and keeps this header usable whatever the include order. */
+typedef struct lds_pool lds_pool;
+typedef struct lds_index lds_index;
+
+/* ==== loading ============================================================ */
+
+/**
+ * The way a load obtained the payload bytes (lds_load_info.path).
+ *
+ * Only the enum tag is declared, not a typedef, because `lds_load_path` is
+ * also the name of the load-from-path function (as with `struct stat` and
+ * stat()): write `enum lds_load_path`.
+ */
+enum lds_load_path {
+    LDS_LOAD_POOLED = 1, /* declared length; buffer rented from the pool */
+    LDS_LOAD_GROWABLE,   /* unknown length; the loader's own buffer, grown as bytes arrive */
+    LDS_LOAD_MAPPED,     /* regular file mapped read-only; the index borrows the mapping */
+    LDS_LOAD_MEMORY      /* caller memory, borrowed or copied; never pooled */
+};
+
+/**
+ * Who holds the payload bytes once the parser has succeeded.
+ *
+ * - LDS_OWN_COPY:  the parser copies what the index keeps; the rental (or
+ *                  mapping, or growable buffer) is released before the load
+ *                  returns.
+ * - LDS_OWN_ADOPT: the index borrows the payload and keeps the rental (or
+ *                  mapping, or buffer) until lds_index_free, which releases
+ *                  it exactly once.
+ * - LDS_OWN_DEFAULT: whichever lds_load_default_ownership() returns.
+ */
+typedef enum lds_ownership { LDS_OWN_DEFAULT = 0, LDS_OWN_COPY, LDS_OWN_ADOPT } lds_ownership;
+
+/** Default of lds_load_options.max_payload_bytes: 64 GiB (2^36 bytes). */
+#define LDS_DEFAULT_MAX_PAYLOAD_BYTES (UINT64_C(1) << 36)
+/** Default of lds_load_options.chunk_bytes: 1 MiB per read call. */
+#define LDS_DEFAULT_CHUNK_BYTES ((size_t)1 << 20)
+
+/**
+ * Options of every lds_load_* call. Start from lds_load_options_default();
+ * set `size = sizeof(lds_load_options)` (the default does). Passing NULL
+ * anywhere an options pointer is taken means the defaults.
+ */
+typedef struct lds_load_options {
+    size_t size; /* sizeof(lds_load_options) */
+    /** Pool to rent the payload buffer from; NULL (default) = lds_pool_shared().
+     *  Borrowed: it must outlive every index loaded with LDS_OWN_ADOPT. */
+    lds_pool *pool;
+    /** Largest payload (bytes after the 64-byte header, decompressed) accepted;
+     *  a larger declared length is LDS_E_LIMIT before anything is rented, and the
+     *  growable path never grows past it. Default LDS_DEFAULT_MAX_PAYLOAD_BYTES. */
+    uint64_t max_payload_bytes;
+    /** Limits handed to the parser; default lds_limits_default(). */
+    lds_limits limits;
+    /** Ownership after the parse; default LDS_OWN_DEFAULT (see lds_ownership). */
+    lds_ownership ownership;
+    /** lds_load_path / lds_load_fd on an uncompressed regular file: map it instead
+     *  of reading it (LDS_LOAD_MAPPED). If mapping fails the load falls back to the
+     *  read path and sets lds_load_info.mmap_fallback. Default false. */
+    bool use_mmap;
+    /** With use_mmap: ask the kernel to pre-fault the mapping (MAP_POPULATE).
+     *  Default false. */
+    bool populate;
+    /** Verify the payload checksum (XXH3-64). Default true. */
+    bool verify_checksum;
+    /** With verify_checksum on the read paths: hash each chunk right after it is
+     *  read, while it is in cache, and give the parser the result (true, default);
+     *  false leaves the hashing to the parser, a second pass over the payload.
+     *  Both exist so that the benchmark can price them. */
+    bool hash_while_reading;
+    /** Called before each chunk is read (never during a read); returning true stops
+     *  the load with LDS_E_CANCELLED. NULL (default) = never cancelled. */
+    bool (*cancel)(void *ctx);
+    /** Called after each chunk with the payload bytes received so far and the
+     *  declared payload length (LDS_LENGTH_UNKNOWN on the growable path).
+     *  NULL (default) = no report. */
+    void (*progress)(uint64_t done, uint64_t total, void *ctx);
+    /** Passed to cancel and progress. */
+    void *callback_ctx;
+    /** Bytes asked of the source per read call (also the hashing and cancel
+     *  granularity). 0 = LDS_DEFAULT_CHUNK_BYTES; at most 1 GiB is used. */
+    size_t chunk_bytes;
+} lds_load_options;
+
+/** Fills `opts` with the defaults documented on each field (size included). */
+LDS_API void lds_load_options_default(lds_load_options *opts);
+
+/**
+ * What a load did. Pass NULL if not wanted; otherwise set `size =
+ * sizeof(lds_load_info)` (lds_load_info_init does it). It is written on
+ * success and, as far as the load got, on failure.
+ */
+typedef struct lds_load_info {
+    size_t size;               /* sizeof(lds_load_info) */
+    enum lds_load_path path;   /* 0 if the load failed before choosing one */
+    lds_ownership ownership;   /* COPY or ADOPT, resolved (never DEFAULT) */
+    bool compressed;           /* the source was a zstd frame */
+    bool checksum_verified;    /* the payload checksum was checked and matched */
+    bool hashed_while_reading; /* the checksum was computed chunk by chunk while reading */
+    bool mmap_fallback;        /* use_mmap was asked, mapping failed, the read path ran */
+    uint64_t payload_bytes;    /* payload bytes received (after the header, decompressed) */
+    uint64_t declared_bytes;   /* declared payload length, LDS_LENGTH_UNKNOWN if none */
+    uint64_t stream_bytes;     /* bytes taken from the source (compressed bytes for zstd) */
+    uint64_t capacity_bytes;   /* capacity of the buffer that held the payload */
+    uint64_t elapsed_ns;       /* wall time of the whole call (CLOCK_MONOTONIC) */
+} lds_load_info;
+
+/** Sets `info->size` and clears the rest. `info` may be NULL. */
+LDS_API void lds_load_info_init(lds_load_info *info);
+
+/**
+ * The ownership LDS_OWN_DEFAULT resolves to: LDS_OWN_ADOPT in this version,
+ * pending the measurements of the ownership ADR (docs/adr/).
+ */
+LDS_API lds_ownership lds_load_default_ownership(void);
+
+/** "pooled", "growable", "mapped", "memory", or "none" for any other value. */
+LDS_API const char *lds_load_path_name(enum lds_load_path path);
+
+/**
+ * User read callback for lds_load_callback.
+ *
+ * Reads at most `cap` bytes (cap >= 1) into `buf` and stores the count in
+ * `*got`. Returns LDS_OK with:
+ * - `*got` in [1, cap]: that many bytes were read (short reads are fine);
+ * - `*got == 0`: end of stream;
+ * - `*got == LDS_READ_RETRY`: interrupted before any byte (the EINTR case);
+ *   the loader checks for cancellation and calls again.
+ * Any other status stops the load and is returned as is (LDS_E_IO is the
+ * natural one; errno as it stands right after the call is reported in
+ * lds_error.sys_errno).
+ */
+typedef lds_status (*lds_read_fn)(void *ctx, void *buf, size_t cap, size_t *got);
+
+/** Value of `*got` by which an lds_read_fn asks to be called again. */
+#define LDS_READ_RETRY SIZE_MAX
+
+/*
+ * Common tail of the lds_load_* calls:
+ *
+ * - opts: NULL = defaults.
+ * - out:  receives the index on success (free it with lds_index_free); set to
+ *         NULL on failure.
+ * - info: optional; see lds_load_info.
+ * - err:  optional detail (status, message, field, offset in the stream,
+ *         errno, zstd error name).
+ *
+ * Statuses common to all of them:
+ * - LDS_E_INVALID_ARG: NULL out or source, bad option struct size.
+ * - LDS_E_IO (with sys_errno), or a callback's own status: the source failed.
+ * - LDS_E_TRUNCATED: the stream ended inside the header or before the declared
+ *   payload length; the message names the declared and received counts.
+ * - LDS_E_TRAILING: bytes after the payload (or after the zstd frame).
+ * - LDS_E_LENGTH_MISMATCH: the declared length disagrees with the regular
+ *   file's size (which must be position + 64 + length) or with the zstd
+ *   frame's content size (which must be 64 + length); both numbers are named.
+ * - LDS_E_LIMIT: declared (or received, on the growable path) payload above
+ *   max_payload_bytes; also any parser limit.
+ * - LDS_E_ZSTD (with zstd_error): the compressed stream is corrupt.
+ * - LDS_E_CANCELLED: options.cancel returned true.
+ * - LDS_E_NOMEM: a buffer could not be obtained.
+ * - any header or parser status (LDS_E_BAD_MAGIC, LDS_E_VERSION,
+ *   LDS_E_HEADER_CHECK, LDS_E_CHECKSUM, LDS_E_BAD_SECTION, ...).
+ * Whatever the status, every buffer rented or mapped by the call has been
+ * returned or unmapped unless it now belongs to the returned index.
+ *
+ * Data after the end: for an uncompressed source the loader reads one more
+ * byte after the payload, so a pipe is read until its writer closes it. A
+ * zstd source must hold exactly one frame: any byte after the frame is
+ * LDS_E_TRAILING too, not left unread.
+ *
+ * Length sources: the header's declared length is used when known; when it
+ * is LDS_LENGTH_UNKNOWN and the transport knows the length (a regular file's
+ * size, a zstd frame content size) that length is used, still on the pooled
+ * path; only when nobody knows does the growable path run. If the pool
+ * refuses the rental (LDS_E_NOMEM) for a declared length, the growable path
+ * runs instead, bounded by the declared length.
+ */
+
+/**
+ * Loads the index file at `path` (opened read-only, O_CLOEXEC, closed before
+ * returning, also on failure). Regular files are cross-checked against
+ * their size and may be mapped (options.use_mmap). LDS_E_IO with sys_errno
+ * if the file cannot be opened.
+ */
+LDS_API lds_status lds_load_path(const char *path, const lds_load_options *opts, lds_index **out,
+                                 lds_load_info *info, lds_error *err);
+
+/**
+ * Loads from `fd` starting at its current position; the fd is not closed. On
+ * return the position is after the bytes consumed (unspecified on failure,
+ * and unchanged after a successful mapped load). Pipes, sockets and
+ * terminals are read until end of stream; EINTR and short reads are retried.
+ */
+LDS_API lds_status lds_load_fd(int fd, const lds_load_options *opts, lds_index **out,
+                               lds_load_info *info, lds_error *err);
+
+/**
+ * Loads from `f` starting at its current position, through fread (so bytes
+ * the FILE has buffered are honoured); `f` is not closed. If `f` is backed by
+ * a regular file, the size cross-check applies. Never mapped.
+ */
+LDS_API lds_status lds_load_file(FILE *f, const lds_load_options *opts, lds_index **out,
+                                 lds_load_info *info, lds_error *err);
+
+/**
+ * Loads from `n` bytes of caller memory holding a whole file (header and
+ * payload, or a zstd frame of them). Never rents from a pool and never hands
+ * `bytes` to anyone.
+ * - copy == false: the index borrows `bytes`, which must stay valid and
+ *   unchanged until lds_index_free.
+ * - copy == true: the index copies what it keeps; `bytes` may go at once.
+ * A zstd frame is decoded into a buffer of the loader's own (malloc), which
+ * the index keeps (or copies from, per options.ownership). `n` must equal
+ * 64 + the declared length (LDS_E_LENGTH_MISMATCH otherwise; LDS_E_TRUNCATED
+ * if shorter than the header).
+ */
+LDS_API lds_status lds_load_memory(const void *bytes, size_t n, bool copy,
+                                   const lds_load_options *opts, lds_index **out,
+                                   lds_load_info *info, lds_error *err);
+
+/**
+ * Loads from a user read callback (see lds_read_fn); `ctx` is passed to it.
+ * The callback is called from this thread only, never after this returns.
+ */
+LDS_API lds_status lds_load_callback(lds_read_fn read, void *ctx, const lds_load_options *opts,
+                                     lds_index **out, lds_load_info *info, lds_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LODESTAR_LOAD_H */
