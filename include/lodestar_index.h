@@ -1,4 +1,394 @@
-/* lodestar_index.h: filled in by its module. */
+/*
+ * lodestar_index.h: the on-disk format, the payload parser, the index and the writer.
+ *
+ * A lodestar file is a fixed 64-byte header followed by the payload. The payload
+ * holds the sections (vectors first, at payload offset 0), a section table, a
+ * fixed footer that locates the table, and last an 8-byte XXH3-64 checksum of
+ * every payload byte before it. The normative description is docs/format.md; the
+ * section numbers quoted below (e.g. "format.md §4") refer to it.
+ *
+ * Thread safety: an lds_index is immutable once parsed; every accessor, lookup
+ * and search may be called from any number of threads at once. A writer is used
+ * by one thread at a time.
+ */
+/* lodestar.h includes this header at its end; including lodestar.h first means
+   that whichever header a user includes first, every sibling sees the whole API. */
+#ifndef LODESTAR_INDEX_H
+#include "lodestar.h"
+#endif
 #ifndef LODESTAR_INDEX_H
 #define LODESTAR_INDEX_H
+
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
 #endif
+
+/* ==== header ============================================================= */
+
+/** Bytes of the fixed header; the payload starts at file offset 64 (format.md §2). */
+#define LDS_HEADER_SIZE 64
+/** The declared payload length that means "unknown" (a writer streaming to a pipe). */
+#define LDS_LENGTH_UNKNOWN UINT64_MAX
+/** Bytes of the payload checksum, the last 8 bytes of the payload (format.md §5). */
+#define LDS_CHECKSUM_SIZE 8
+/** Bytes of the footer that precedes the checksum (format.md §4.3). */
+#define LDS_FOOTER_SIZE 32
+/** Length of the smallest well-formed payload: an empty vectors section, a table
+    with one entry, the footer and the checksum (format.md §4). */
+#define LDS_MIN_PAYLOAD_SIZE 96
+/** Bytes of the magic at file offset 0 (format.md §2.1). */
+#define LDS_MAGIC_SIZE 8
+/** The magic: 0x89 'L' 'D' 'S' CR LF ^Z LF, as a string literal of 8 bytes. */
+#define LDS_MAGIC "\x89LDS\r\n\x1a\n"
+/** The format major version this library reads and writes. */
+#define LDS_FORMAT_MAJOR 1
+/** The format minor version this library writes (it reads any minor of its major). */
+#define LDS_FORMAT_MINOR 0
+
+/**
+ * The decoded fields of the fixed header (format.md §2).
+ * - major, minor: format version; the decoder refuses a major other than 1.
+ * - flags: header flags; bits 0-15 must be understood (none is defined in 1.0,
+ *   so a set one is refused), bits 16-31 may be ignored.
+ * - payload_length: declared bytes after the header, or LDS_LENGTH_UNKNOWN.
+ *   It comes from an untrusted source: check it against your own limit.
+ */
+typedef struct lds_header {
+    uint16_t major, minor;
+    uint32_t flags;
+    uint64_t payload_length;
+} lds_header;
+
+/**
+ * Decodes and checks the header in `bytes[0, n)`.
+ *
+ * Checks, in this order: n >= LDS_HEADER_SIZE (else LDS_E_TRUNCATED); the magic
+ * (LDS_E_BAD_MAGIC, which is also what text-mode or 7-bit transfer damage
+ * yields); the header check value at bytes 56..63 (LDS_E_HEADER_CHECK); the
+ * major version (LDS_E_VERSION); unknown must-understand flag bits
+ * (LDS_E_UNSUPPORTED); reserved bytes 24..55 zero when minor is 0
+ * (LDS_E_BAD_VALUE). LDS_E_INVALID_ARG if `bytes` or `out` is NULL.
+ * Error offsets are relative to `bytes` (the file start).
+ * On failure `*out` is unspecified. Reads at most 64 bytes. Thread-safe.
+ */
+LDS_API lds_status lds_header_decode(const void *bytes, size_t n, lds_header *out, lds_error *err);
+
+/**
+ * Encodes `h` into the 64 bytes at `out`: the magic, the fields, zero reserved
+ * bytes and the header check value. Never fails for a non-NULL `h` and `out`
+ * (LDS_E_INVALID_ARG otherwise); does not validate the field values.
+ */
+LDS_API lds_status lds_header_encode(const lds_header *h, void *out);
+
+/* ==== parsing ============================================================ */
+
+/**
+ * Options of lds_index_from_payload. Initialize with lds_parse_options_default.
+ * - limits: checked before any declared size is trusted (LDS_E_LIMIT).
+ * - verify_checksum: default true. When false the checksum is read but not
+ *   compared; every structural check still runs, so no input can make the
+ *   parser read out of bounds.
+ * - has_precomputed_hash / precomputed_hash: the caller already hashed
+ *   payload[0, length - 8) (XXH3-64, seed 0) while reading it; the parser
+ *   compares that value with the stored checksum instead of hashing again.
+ * - copy: false (default): the index borrows `payload`, which must stay valid
+ *   and unchanged until lds_index_free; true: the index copies the sections it
+ *   keeps into its own 64-byte-aligned memory and never touches `payload` again.
+ * - release / release_ctx: borrow mode only: called exactly once by
+ *   lds_index_free (after the index stops using `payload`); never called when
+ *   parsing fails, and ignored in copy mode.
+ * - base_offset: file offset of payload[0], added to every error offset;
+ *   default LDS_HEADER_SIZE.
+ */
+typedef struct lds_parse_options {
+    size_t size;
+    lds_limits limits;
+    bool verify_checksum;
+    bool has_precomputed_hash;
+    uint64_t precomputed_hash;
+    bool copy;
+    void (*release)(void *ctx);
+    void *release_ctx;
+    uint64_t base_offset;
+} lds_parse_options;
+
+/** Fills `o` with the defaults described at lds_parse_options. NULL is ignored. */
+LDS_API void lds_parse_options_default(lds_parse_options *o);
+
+/** An index: rows of vectors with optional ids, keys and metadata. Opaque. */
+typedef struct lds_index lds_index;
+
+/**
+ * Parses and validates the payload in `payload[0, length)` (the bytes after
+ * the header; `length` is the number of bytes actually read, not a capacity)
+ * and returns a new index in `*out`. `opts` may be NULL for the defaults.
+ *
+ * Everything is validated before use, in the order of format.md §6: the
+ * checksum, the footer, the table, each section's place and length, the
+ * vector/id/key sizes, the keys (offsets, UTF-8, uniqueness) and the metadata.
+ * The payload may sit at any address (no alignment is required); rows are
+ * 64-byte aligned in memory when payload is.
+ *
+ * Returns LDS_OK, or: LDS_E_INVALID_ARG (NULL payload with length > 0, NULL out,
+ * bad options), LDS_E_TRUNCATED (shorter than a footer and checksum),
+ * LDS_E_CHECKSUM, LDS_E_BAD_SECTION (footer, table or section layout),
+ * LDS_E_BAD_VALUE (dtype, metric, scale, dim, flags, metadata values),
+ * LDS_E_UNSUPPORTED (an unknown must-understand kind or flag), LDS_E_LIMIT,
+ * LDS_E_OVERFLOW, LDS_E_BAD_UTF8, LDS_E_DUP_KEY, LDS_E_NOMEM. On failure `*out`
+ * is NULL, nothing is allocated, and `release` is not called; `err` names the
+ * field and the file offset (base_offset + payload offset) of the fault.
+ *
+ * Cost: one pass over the payload for the checksum (unless precomputed or
+ * disabled), one over the keys (UTF-8 and the key table, see
+ * lds_index_find_key), a copy of the sections in copy mode.
+ * Thread-safe (reads `payload` only).
+ */
+LDS_API lds_status lds_index_from_payload(const void *payload, size_t length,
+                                          const lds_parse_options *opts, lds_index **out,
+                                          lds_error *err);
+
+/* ==== the index ========================================================== */
+
+/** Frees the index and, in borrow mode, calls the release callback once. NULL is ok. */
+LDS_API void lds_index_free(lds_index *idx);
+
+/** Number of rows. */
+LDS_API uint64_t lds_index_rows(const lds_index *idx);
+/** Elements per row (>= 1). */
+LDS_API uint32_t lds_index_dim(const lds_index *idx);
+/** Element type of the stored rows. */
+LDS_API lds_dtype lds_index_dtype(const lds_index *idx);
+/** Metric from the section table (the typed field; metadata "metric" agrees). */
+LDS_API lds_metric lds_index_metric(const lds_index *idx);
+/** For LDS_DTYPE_I8: value = stored i8 * scale (> 0, finite). 0 for other dtypes. */
+LDS_API float lds_index_i8_scale(const lds_index *idx);
+/** The file's "normalized" flag: rows were L2-normalized by the writer. Not verified. */
+LDS_API bool lds_index_normalized(const lds_index *idx);
+/** Whether each row has a u64 id. */
+LDS_API bool lds_index_has_ids(const lds_index *idx);
+/** Whether each row has a UTF-8 key. */
+LDS_API bool lds_index_has_keys(const lds_index *idx);
+/** Whether the file declares (and the parser verified) that keys are unique. */
+LDS_API bool lds_index_keys_unique(const lds_index *idx);
+/** Payload length in bytes, checksum included (the `length` given to the parser). */
+LDS_API uint64_t lds_index_payload_bytes(const lds_index *idx);
+/** The stored XXH3-64 checksum of the payload. */
+LDS_API uint64_t lds_index_checksum(const lds_index *idx);
+/** Whether the parser compared the checksum (verify_checksum or a precomputed hash). */
+LDS_API bool lds_index_checksum_verified(const lds_index *idx);
+
+/**
+ * The stored bytes of `row`: dim * lds_dtype_size(dtype) bytes, little-endian
+ * elements, borrowed from the index (valid until lds_index_free). The pointer
+ * is aligned only as far as the payload was: load elements with memcpy.
+ * NULL if `row` >= rows or `idx` is NULL.
+ */
+LDS_API const void *lds_index_row(const lds_index *idx, uint64_t row);
+
+/**
+ * Converts `row` to float32 into `out[0, dim)`: f16 and bf16 exactly (format.md
+ * §3.1), i8 as i8 * scale. LDS_E_INVALID_ARG if `row` is out of range, `out` is
+ * NULL or `out_len` < dim (elements); `out` is untouched then.
+ */
+LDS_API lds_status lds_index_row_f32(const lds_index *idx, uint64_t row, float *out,
+                                     size_t out_len);
+
+/** Writes the id of `row` to `*id`. LDS_E_UNSUPPORTED if the index has no ids,
+    LDS_E_INVALID_ARG if `row` is out of range or `id` is NULL. */
+LDS_API lds_status lds_index_id(const lds_index *idx, uint64_t row, uint64_t *id);
+
+/**
+ * Points `*key` at the key bytes of `row` and sets `*len` (bytes). The bytes
+ * are valid UTF-8, borrowed from the index, and not NUL-terminated.
+ * LDS_E_UNSUPPORTED if the index has no keys, LDS_E_INVALID_ARG if `row` is
+ * out of range or an out-pointer is NULL.
+ */
+LDS_API lds_status lds_index_key(const lds_index *idx, uint64_t row, const char **key, size_t *len);
+
+/**
+ * Finds the row whose key is `key[0, len)` (bytes, no terminator needed). When
+ * keys are not unique the lowest such row is returned.
+ * The key table is built at load (by lds_index_from_payload) whenever the index
+ * has keys, because the uniqueness check needs it anyway: it costs one XXH3
+ * hash per key at load and one 8-byte slot per table entry, with a power-of-two
+ * table of at least 2 x rows entries (16 to 32 bytes per row). A lookup is one
+ * hash plus an expected O(1) probes.
+ * LDS_E_NOT_FOUND if absent, LDS_E_UNSUPPORTED if the index has no keys,
+ * LDS_E_INVALID_ARG for NULL `row` or NULL `key` with len > 0. Thread-safe.
+ */
+LDS_API lds_status lds_index_find_key(const lds_index *idx, const char *key, size_t len,
+                                      uint64_t *row);
+
+/**
+ * Finds the row whose id is `id` (the lowest such row if ids repeat).
+ * The id table is built lazily by the first call (thread-safe: concurrent
+ * first callers wait for one builder): O(rows) time once, and one 8-byte slot
+ * per entry in a power-of-two table of at least 2 x rows entries (16 to 32
+ * bytes per row), freed with the index. Later lookups are expected O(1).
+ * LDS_E_NOT_FOUND if absent, LDS_E_UNSUPPORTED if the index has no ids,
+ * LDS_E_NOMEM if the table cannot be built, LDS_E_INVALID_ARG for NULL `row`.
+ */
+LDS_API lds_status lds_index_find_id(const lds_index *idx, uint64_t id, uint64_t *row);
+
+/** Number of metadata entries (format.md §3.4). */
+LDS_API size_t lds_index_meta_count(const lds_index *idx);
+
+/**
+ * Entry `i` (file order) as NUL-terminated UTF-8 strings owned by the index.
+ * LDS_E_NOT_FOUND if i >= lds_index_meta_count, LDS_E_INVALID_ARG for NULL out-pointers.
+ */
+LDS_API lds_status lds_index_meta_at(const lds_index *idx, size_t i, const char **key,
+                                     const char **value);
+
+/** The value of metadata `key` (NUL-terminated, owned by the index), or NULL if absent. */
+LDS_API const char *lds_index_meta(const lds_index *idx, const char *key);
+
+/** One search result: a row and its score under the index's metric. */
+typedef struct lds_hit {
+    uint64_t row;
+    float score;
+} lds_hit;
+
+/**
+ * Exact top-k by brute force over every row, under the index's metric:
+ * cosine: dot(q, r) / (|q| |r|) (0 for a zero row), higher first;
+ * dot: dot(q, r), higher first; l2: squared Euclidean distance, lower first.
+ * Sums are accumulated in double. Ties keep the lower row first; a NaN score
+ * (a row holding NaN) ranks after every number.
+ * `query` holds `dim` floats, which must equal the index's dim; `hits` has room
+ * for k entries; `*n_hits` receives min(k, rows), hits ordered best first.
+ * Cost: O(rows x dim) time, O(k + dim) extra memory.
+ * Returns LDS_OK; LDS_E_INVALID_ARG (NULL pointers, dim mismatch); LDS_E_BAD_VALUE
+ * (a non-finite query element, or a zero query under cosine); LDS_E_NOMEM.
+ * k = 0 gives *n_hits = 0. Thread-safe.
+ */
+LDS_API lds_status lds_index_search(const lds_index *idx, const float *query, size_t dim, size_t k,
+                                    lds_hit *hits, size_t *n_hits, lds_error *err);
+
+/* ==== element conversions ================================================ */
+
+/** IEEE binary16 bits to float, exactly (subnormals, infinities, NaN payloads kept). */
+LDS_API float lds_f16_to_f32(uint16_t h);
+/** float to IEEE binary16 bits, round to nearest, ties to even; overflow gives
+    infinity, NaN stays a quiet NaN. */
+LDS_API uint16_t lds_f32_to_f16(float f);
+/** bfloat16 bits to float, exactly. */
+LDS_API float lds_bf16_to_f32(uint16_t b);
+/** float to bfloat16 bits, round to nearest, ties to even; NaN stays a quiet NaN. */
+LDS_API uint16_t lds_f32_to_bf16(float f);
+
+/* ==== writing ============================================================ */
+
+/** A writer that streams rows into a new index. Opaque; one thread at a time. */
+typedef struct lds_writer lds_writer;
+
+/**
+ * Options of the writer. Initialize with lds_writer_options_default.
+ * - dim: elements per row, 1 .. LDS_DEFAULT_MAX_DIM. Required (default 0 is refused).
+ * - dtype: stored element type; default LDS_DTYPE_F32.
+ * - metric: default LDS_METRIC_COSINE; written to the table and as metadata "metric".
+ * - normalize: L2-normalize each row before storing it (a zero row stays zero);
+ *   sets the normalized flag and metadata normalized=true.
+ * - with_ids: every row carries a u64 id (add_row's `id`).
+ * - with_keys: every row carries a UTF-8 key (add_row's `key`).
+ * - unique_keys: with_keys only: add_row refuses a repeated key (LDS_E_DUP_KEY)
+ *   and the file declares its keys unique.
+ * - i8_scale: LDS_DTYPE_I8 only: stored = round-half-even(clamp(x / scale,
+ *   -127, 127)); must be finite and > 0; default 1/127.
+ */
+typedef struct lds_writer_options {
+    size_t size;
+    uint32_t dim;
+    lds_dtype dtype;
+    lds_metric metric;
+    bool normalize;
+    bool with_ids;
+    bool with_keys;
+    bool unique_keys;
+    float i8_scale;
+} lds_writer_options;
+
+/** Fills `o` with the defaults described at lds_writer_options. NULL is ignored. */
+LDS_API void lds_writer_options_default(lds_writer_options *o);
+
+/**
+ * Opens a writer to `path`, atomically: bytes go to a new temporary file in the
+ * same directory (`path` + ".tmp.XXXXXX"); lds_writer_finish fsyncs it, renames
+ * it over `path` and fsyncs the directory. A writer freed before finishing (or
+ * a crash) leaves any existing file at `path` untouched and removes the
+ * temporary file. Returns LDS_OK, LDS_E_INVALID_ARG (NULL argument, bad
+ * options), LDS_E_IO (sys_errno set), LDS_E_NOMEM; `*out` is NULL on failure.
+ */
+LDS_API lds_status lds_writer_open_path(const char *path, const lds_writer_options *opts,
+                                        lds_writer **out, lds_error *err);
+
+/**
+ * Opens a writer to the file descriptor `fd`, which stays owned by the caller
+ * (never closed). If `fd` is seekable (lseek works and O_APPEND is not set) the
+ * header is rewritten at finish with the real payload length; otherwise (a
+ * pipe, a socket) the header declares LDS_LENGTH_UNKNOWN. The file is written
+ * from the fd's current position. Statuses as lds_writer_open_path.
+ */
+LDS_API lds_status lds_writer_open_fd(int fd, const lds_writer_options *opts, lds_writer **out,
+                                      lds_error *err);
+
+/**
+ * Opens a writer to the stdio stream `f`, which stays owned by the caller
+ * (never closed; flushed at finish). If ftello/fseeko work on it, the header is
+ * rewritten at finish with the real length, else it declares LDS_LENGTH_UNKNOWN.
+ * Statuses as lds_writer_open_path.
+ */
+LDS_API lds_status lds_writer_open_file(FILE *f, const lds_writer_options *opts, lds_writer **out,
+                                        lds_error *err);
+
+/**
+ * Appends one row: `vec` holds `dim` finite floats (dim must equal the
+ * writer's). `id` is used when with_ids, else ignored. `key[0, key_len)` is
+ * used when with_keys (valid UTF-8, at most LDS_DEFAULT_MAX_KEY_BYTES bytes,
+ * no terminator needed), else ignored. The row's vector is written at once;
+ * the id and key are buffered until finish.
+ * Returns LDS_OK; LDS_E_INVALID_ARG (NULL vec, dim mismatch, NULL key with
+ * key_len > 0); LDS_E_BAD_VALUE (a NaN or infinite element); LDS_E_BAD_UTF8;
+ * LDS_E_LIMIT (key too long, too many rows); LDS_E_DUP_KEY (unique_keys);
+ * LDS_E_IO; LDS_E_NOMEM; LDS_E_STATE (finished, or an earlier I/O failure).
+ * A refused row is not added, and the writer stays usable unless the status
+ * is LDS_E_IO or LDS_E_NOMEM.
+ */
+LDS_API lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint64_t id,
+                                      const char *key, size_t key_len, lds_error *err);
+
+/**
+ * Sets metadata `key` to `value` (NUL-terminated UTF-8; a repeated key replaces
+ * its value, keeping its place). "metric" and "normalized" are written from
+ * the options and refused here (LDS_E_INVALID_ARG). Known keys: "model",
+ * "source" (format.md §3.4). Returns LDS_OK; LDS_E_INVALID_ARG (NULL or empty
+ * key); LDS_E_BAD_UTF8; LDS_E_LIMIT (metadata above LDS_DEFAULT_MAX_METADATA_BYTES);
+ * LDS_E_NOMEM; LDS_E_STATE.
+ */
+LDS_API lds_status lds_writer_set_meta(lds_writer *w, const char *key, const char *value,
+                                       lds_error *err);
+
+/** Rows added so far; 0 for NULL. */
+LDS_API uint64_t lds_writer_rows(const lds_writer *w);
+
+/**
+ * Writes the ids, keys, metadata, section table, footer and checksum, rewrites
+ * the header when the output is seekable, flushes, and for a path writer
+ * fsyncs, renames and fsyncs the directory. Returns LDS_OK, LDS_E_IO,
+ * LDS_E_NOMEM or LDS_E_STATE (already finished or failed). After it the writer
+ * accepts only lds_writer_free.
+ */
+LDS_API lds_status lds_writer_finish(lds_writer *w, lds_error *err);
+
+/** Frees the writer; if it was not finished the output is discarded (a path
+    writer removes its temporary file; fd and FILE* outputs are left as they are).
+    NULL is ok. */
+LDS_API void lds_writer_free(lds_writer *w);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LODESTAR_INDEX_H */
