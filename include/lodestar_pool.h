@@ -1,4 +1,315 @@
-/* lodestar_pool.h: filled in by its module. */
+/*
+ * lodestar_pool.h: the buffer pool (pool/).
+ *
+ * A pool hands out uninitialized byte buffers ("leases") and takes them back
+ * for reuse. Requests are rounded up to a size class: powers of two, each
+ * doubling split in four, so a lease's capacity is at most 1.25x its length
+ * (for requests of at least LDS_POOL_MIN_CLASS bytes), and a cached buffer is
+ * only ever handed out for requests of its own class. Buffers of at least
+ * `mmap_threshold` bytes are mapped by the pool itself (only touched pages
+ * become resident, trimming unmaps them); smaller ones come from aligned
+ * malloc. Every buffer is 64-byte aligned.
+ *
+ * Each thread keeps a small cache per pool in front of per-class shared
+ * stacks, so a warm rent+return takes no lock, makes no system call and
+ * faults no page. Every lease carries a generation; a double return, a stale
+ * handle or a pointer or size the pool never gave is refused with
+ * LDS_E_POOL_REFUSED and counted, never reused.
+ *
+ * Thread safety: every function taking an lds_pool * may be called from any
+ * number of threads at once, except lds_pool_free (no other call on that pool
+ * may run or follow). The pool knows nothing of the index format.
+ */
 #ifndef LODESTAR_POOL_H
 #define LODESTAR_POOL_H
+
+#include "lodestar.h"
+
+#ifdef __cplusplus
+extern "C" {
 #endif
+
+/* ==== pool =============================================================== */
+
+/** A buffer pool; opaque. Create with lds_pool_create or use lds_pool_shared(). */
+typedef struct lds_pool lds_pool;
+
+/**
+ * A lease: one rented buffer.
+ * - ptr:      start of the buffer, 64-byte aligned; contents uninitialized.
+ * - length:   bytes requested (the `min_bytes` given to lds_pool_rent).
+ * - capacity: bytes usable at ptr; capacity >= length, and capacity <=
+ *             1.25 * length when length >= LDS_POOL_MIN_CLASS.
+ * - handle:   opaque identity of the lease (slot index and generation);
+ *             0 never names a live lease.
+ * The caller owns the buffer until it passes the lease, unchanged, to
+ * lds_pool_return. Slice data by the bytes actually written, never by capacity.
+ */
+typedef struct lds_lease {
+    void *ptr;
+    size_t length;
+    size_t capacity;
+    uint64_t handle;
+} lds_lease;
+
+/** Checked modes. Each makes one kind of misuse loud; OFF is the fast default. */
+typedef enum lds_pool_check {
+    /** No checks beyond the always-on generation check (and ASan poisoning when built with
+     *  AddressSanitizer). */
+    LDS_POOL_CHECK_OFF = 0,
+    /** Canary words are written over a returned buffer and verified at its next rent; a
+     *  mismatch (a write after return) is counted in `canary_failures` and that buffer is
+     *  discarded (freed, never handed out again), the rent is served by a fresh buffer. */
+    LDS_POOL_CHECK_CANARY,
+    /** At rent, bytes [length, capacity) are filled with LDS_POOL_POISON_BYTE (and
+     *  ASan-poisoned when built with ASan); at return the whole buffer is filled with
+     *  LDS_POOL_FREED_BYTE. A caller that reads by capacity sees the pattern. */
+    LDS_POOL_CHECK_POISON,
+    /** Every buffer is mapped by the pool; at return its pages are made PROT_NONE and it
+     *  waits in a FIFO quarantine of `guard_quarantine` buffers before being reused, so a
+     *  late read or write faults (SIGSEGV) at the access. */
+    LDS_POOL_CHECK_GUARD,
+    /** No reuse at all: every rent allocates, every return frees. */
+    LDS_POOL_CHECK_BYPASS
+} lds_pool_check;
+
+/** Smallest size class, bytes; smaller requests get a lease of this capacity. */
+#define LDS_POOL_MIN_CLASS ((size_t)64)
+/** Largest request a pool accepts, bytes (2^46); larger is LDS_E_LIMIT. */
+#define LDS_POOL_MAX_REQUEST (((size_t)1) << 46)
+/** Byte written over [length, capacity) at rent in LDS_POOL_CHECK_POISON mode. */
+#define LDS_POOL_POISON_BYTE 0xA5
+/** Byte written over the whole buffer at return in LDS_POOL_CHECK_POISON mode. */
+#define LDS_POOL_FREED_BYTE 0xDD
+/** Offset of a mapped buffer from its page start, bytes (chosen by measurement: read()
+ *  into page+16 runs at half speed; see docs/adr). Multiple of 64. */
+#define LDS_POOL_MAP_OFFSET ((size_t)256)
+/** Name of the environment variable read by lds_pool_options_default:
+ *  "off", "canary", "poison", "guard" or "bypass". */
+#define LDS_POOL_CHECK_ENV "LDS_POOL_CHECK"
+
+/**
+ * Options of a private pool. Start from lds_pool_options_default(), then set fields.
+ * Sizes are bytes, ages nanoseconds. Zero in a count or size field means "use the
+ * default" (listed per field).
+ */
+typedef struct lds_pool_options {
+    size_t size; /* sizeof(lds_pool_options) */
+    /** Checked mode; default LDS_POOL_CHECK_OFF, or the value of the environment variable
+     *  LDS_POOL_CHECK_ENV when it names a mode (read by lds_pool_options_default). */
+    lds_pool_check check;
+    /** -1 (default): rents leave contents as they are. 0..255: this byte is written over
+     *  the whole capacity at every rent (tests use it to make stale bytes visible). */
+    int fill_on_rent;
+    /** Cap on bytes of buffers the pool keeps for reuse (cached in shared stacks and thread
+     *  caches, plus pooled buffers out on lease); buffers beyond it are freed on return
+     *  (counted as drops). Default 256 MiB. */
+    size_t max_retained_bytes;
+    /** Cap on pooled buffers per size class. Default 64. */
+    uint32_t max_per_class;
+    /** Buffers per size class a thread caches without locking (0 disables thread caches;
+     *  default 4, fewer for large classes: the cache holds at most `thread_cache_bytes`
+     *  per class). */
+    uint32_t thread_cache_count;
+    /** Bytes a thread may cache per size class. Default 64 MiB. */
+    size_t thread_cache_bytes;
+    /** Requests of at least this many bytes are mapped with mmap by the pool; smaller ones
+     *  come from aligned malloc. Default 1 MiB (measured, see docs/adr). */
+    size_t mmap_threshold;
+    /** A buffer idle in a shared stack for longer than this is freed when the pool next
+     *  takes its slow path (a miss, a flush, a trim). 0 = default 30 s; UINT64_MAX = never. */
+    uint64_t max_idle_ns;
+    /** Buffers held in the guard-mode quarantine. Default 64. */
+    uint32_t guard_quarantine;
+} lds_pool_options;
+
+/** Default option values (see each field). */
+#define LDS_POOL_DEFAULT_MAX_RETAINED_BYTES (((size_t)256) << 20)
+#define LDS_POOL_DEFAULT_MAX_PER_CLASS      64u
+#define LDS_POOL_DEFAULT_THREAD_CACHE_COUNT 4u
+#define LDS_POOL_DEFAULT_THREAD_CACHE_BYTES (((size_t)64) << 20)
+#define LDS_POOL_DEFAULT_MMAP_THRESHOLD     (((size_t)1) << 20)
+#define LDS_POOL_DEFAULT_MAX_IDLE_NS        (UINT64_C(30) * 1000000000u)
+#define LDS_POOL_DEFAULT_GUARD_QUARANTINE   64u
+
+/**
+ * Fills `opts` with the defaults (size included), then sets `check` from the environment
+ * variable LDS_POOL_CHECK_ENV if it holds a mode name (unknown values are ignored).
+ * `opts` must not be NULL. Thread-safe.
+ */
+LDS_API void lds_pool_options_default(lds_pool_options *opts);
+
+/**
+ * Creates a private pool.
+ * - opts: NULL for defaults; otherwise `opts->size` must be set (sizeof or a smaller
+ *   older size; later fields then take defaults).
+ * - out:  receives the pool, owned by the caller; release with lds_pool_free.
+ * Returns LDS_OK; LDS_E_INVALID_ARG (out NULL, opts->size too small, check or
+ * fill_on_rent out of range); LDS_E_NOMEM. On failure *out is set to NULL.
+ */
+LDS_API lds_status lds_pool_create(const lds_pool_options *opts, lds_pool **out);
+
+/**
+ * Frees a private pool and every buffer it caches. Leases still out become invalid:
+ * their memory is released too, so return (or stop using) every lease first.
+ * NULL is accepted; the shared pool is ignored (it lives until process exit).
+ * Not thread-safe with respect to other calls on the same pool.
+ */
+LDS_API void lds_pool_free(lds_pool *pool);
+
+/**
+ * The process-wide shared pool, created on first call with lds_pool_options_default()
+ * (so LDS_POOL_CHECK_ENV applies). Never NULL unless memory is exhausted at the first call
+ * (then NULL, and the next call tries again). Thread-safe; the caller does not own it.
+ */
+LDS_API lds_pool *lds_pool_shared(void);
+
+/**
+ * Rents a buffer of at least `min_bytes` bytes.
+ * - pool: a pool, or NULL for lds_pool_shared().
+ * - min_bytes: requested length in bytes; 0 is allowed (capacity LDS_POOL_MIN_CLASS).
+ * - out: receives the lease; ptr 64-byte aligned, capacity = lds_pool_class_capacity(
+ *   min_bytes); contents uninitialized unless `fill_on_rent` is set.
+ * Returns LDS_OK; LDS_E_INVALID_ARG (out NULL); LDS_E_LIMIT (min_bytes >
+ * LDS_POOL_MAX_REQUEST); LDS_E_NOMEM (allocation or mapping failed). On failure *out is
+ * zeroed and nothing needs returning. Thread-safe.
+ */
+LDS_API lds_status lds_pool_rent(lds_pool *pool, size_t min_bytes, lds_lease *out);
+
+/** Flag of lds_pool_return: zero [0, capacity) before the buffer is reused. */
+#define LDS_RETURN_CLEAR 1u
+
+/**
+ * Ends a lease. `lease` must be exactly what lds_pool_rent gave (same pool, ptr, length,
+ * capacity, handle); `flags` is 0 or LDS_RETURN_CLEAR.
+ * Returns LDS_OK and zeroes *lease; or LDS_E_POOL_REFUSED when the lease is not live
+ * (double return, stale handle), names a pointer the pool never gave, or its length or
+ * capacity were altered: the refusal is counted by cause in the statistics, the buffer is
+ * not touched, and *lease is left as it was. LDS_E_INVALID_ARG for lease NULL or
+ * unknown flags. When several threads return the same lease at once, exactly one gets
+ * LDS_OK. Thread-safe.
+ */
+LDS_API lds_status lds_pool_return(lds_pool *pool, lds_lease *lease, unsigned flags);
+
+/**
+ * Capacity, in bytes, of the size class a request of `min_bytes` rounds up to:
+ * max(LDS_POOL_MIN_CLASS, the least of 2^k * {1, 1.25, 1.5, 1.75} that is >= min_bytes).
+ * For example 20,589,008 rounds to 20,971,520 (20 MiB, 1.019x). Returns 0 when
+ * min_bytes > LDS_POOL_MAX_REQUEST. Pure; thread-safe.
+ */
+LDS_API size_t lds_pool_class_capacity(size_t min_bytes);
+
+/** Ways to give memory back, for lds_pool_trim. */
+typedef enum lds_pool_trim_mode {
+    /** Free every cached buffer: the shared stacks and the calling thread's cache now;
+     *  other threads' caches at their next call on this pool (or their exit). */
+    LDS_POOL_TRIM_ALL = 0,
+    /** Free only cached buffers idle for longer than the pool's `max_idle_ns`. */
+    LDS_POOL_TRIM_IDLE = 1
+} lds_pool_trim_mode;
+
+/**
+ * Gives cached memory back to the system (free for malloc'd buffers, munmap for mapped
+ * ones); buffers out on lease are not affected. `freed_bytes` (may be NULL) receives the
+ * capacity bytes freed by this call. pool NULL means the shared pool.
+ * Returns LDS_OK, or LDS_E_INVALID_ARG for an unknown mode. Thread-safe.
+ */
+LDS_API lds_status lds_pool_trim(lds_pool *pool, lds_pool_trim_mode mode, size_t *freed_bytes);
+
+/* ==== pool statistics ==================================================== */
+
+/** Causes of a refused return, indexes of lds_pool_stats.refused. */
+typedef enum lds_pool_refusal {
+    LDS_POOL_REFUSED_STALE = 0,   /* handle's lease already returned (double or stale return) */
+    LDS_POOL_REFUSED_UNKNOWN = 1, /* handle names no slot of this pool (never given) */
+    LDS_POOL_REFUSED_POINTER = 2, /* ptr differs from the one given with this handle */
+    LDS_POOL_REFUSED_SIZE = 3,    /* length or capacity differ from the ones given */
+    LDS_POOL_REFUSED_COUNT = 4
+} lds_pool_refusal;
+
+/**
+ * A snapshot of a pool's counters. Counters are cumulative since creation unless marked
+ * "current". Byte figures count capacities unless noted. Taken without stopping other
+ * threads, so a snapshot under concurrent use is approximate (each counter is exact, the
+ * set is not one instant); with the pool quiescent, rents == returns + leases_current.
+ */
+typedef struct lds_pool_stats {
+    size_t size;               /* sizeof(lds_pool_stats); set by the caller (lds_pool_stats_init) */
+    uint64_t rents;            /* successful rents */
+    uint64_t hits_thread;      /* rents served by the calling thread's cache */
+    uint64_t hits_shared;      /* rents served by the shared per-class stacks */
+    uint64_t misses_cold;      /* rents that allocated: no buffer of the class existed */
+    uint64_t misses_exhausted; /* allocated: all buffers of the class were out on lease
+                                  or in other threads' caches */
+    uint64_t misses_oversize;  /* allocated: over the retention cap (or bypass mode), so
+                                  the buffer is never pooled */
+    uint64_t returns;          /* successful returns */
+    uint64_t refused[LDS_POOL_REFUSED_COUNT]; /* refused returns by cause */
+    uint64_t refused_total;                   /* sum of refused[] */
+    uint64_t canary_failures;                 /* canary mode: writes after return caught at rent */
+    uint64_t drops;                   /* returned buffers freed instead of kept (caps, bypass) */
+    uint64_t trims;                   /* buffers freed by trimming (explicit, idle age, evicted) */
+    uint64_t trimmed_bytes;           /* bytes freed by those trims */
+    uint64_t leases_current;          /* current: leases out */
+    uint64_t bytes_leased;            /* current: capacity bytes out on lease */
+    uint64_t bytes_leased_peak;       /* high-water of bytes_leased (exact to within 64 KiB per
+                                         thread: small leases are tallied in batches) */
+    uint64_t bytes_retained;          /* current: bytes cached for reuse, all threads */
+    uint64_t buffers_retained;        /* current: buffers cached for reuse */
+    uint64_t bytes_resident_estimate; /* current: upper bound of resident bytes held by the
+                                       pool: leased + retained, mapped pages counted whole */
+    uint64_t bytes_mapped;            /* current: bytes of address space mapped by the pool */
+    uint64_t waste_bytes_total;       /* cumulative sum of (capacity - length) over rents */
+    uint64_t waste_bytes_current;     /* current: (capacity - length) over leases out */
+    uint64_t bytes_requested_total;   /* cumulative sum of lengths rented */
+} lds_pool_stats;
+
+/** Zeroes `stats` and sets its size. NULL is ignored. */
+LDS_API void lds_pool_stats_init(lds_pool_stats *stats);
+
+/**
+ * Takes a snapshot of `pool`'s statistics (NULL = shared pool) into `out`, whose `size`
+ * the caller has set (lds_pool_stats_init); only fields that fit are written.
+ * Returns LDS_OK or LDS_E_INVALID_ARG (out NULL or size too small). Thread-safe.
+ */
+LDS_API lds_status lds_pool_get_stats(lds_pool *pool, lds_pool_stats *out);
+
+/**
+ * Writes `stats` as one JSON object (keys = the field names, refused as an object keyed
+ * "stale", "unknown", "pointer", "size") into `buf` of `cap` bytes, NUL-terminated.
+ * `needed` (may be NULL) receives the length without the NUL. buf may be NULL when cap is
+ * 0 (to ask the length). Returns LDS_OK; LDS_E_LIMIT when cap is too small (buf then holds
+ * a truncated, NUL-terminated prefix if cap > 0); LDS_E_INVALID_ARG for stats NULL.
+ */
+LDS_API lds_status lds_pool_stats_json(const lds_pool_stats *stats, char *buf, size_t cap,
+                                       size_t *needed);
+
+/* ==== scoped leases ====================================================== */
+
+#if defined(__GNUC__) || defined(__clang__)
+/** Cleanup handler of LDS_SCOPED_LEASE: returns a live lease to its pool. */
+typedef struct lds_scoped_lease {
+    lds_lease lease;
+    lds_pool *pool;
+} lds_scoped_lease;
+
+/** Returns `s->lease` to `s->pool` if it is live (handle != 0); used by LDS_SCOPED_LEASE. */
+LDS_API void lds_scoped_lease_end(lds_scoped_lease *s);
+
+/**
+ * Declares `name`, an lds_scoped_lease bound to `pool` (NULL = shared) with no lease
+ * yet; rent into it with lds_pool_rent(name.pool, n, &name.lease). When `name` leaves
+ * scope (including by an early return) its lease, if still live, is returned.
+ * Returning it by hand earlier is fine (the return zeroes the handle).
+ * GCC and Clang only (the cleanup attribute).
+ */
+#define LDS_SCOPED_LEASE(name, pool_)                                                              \
+    lds_scoped_lease name                                                                          \
+        __attribute__((cleanup(lds_scoped_lease_end))) = {{NULL, 0, 0, 0}, (pool_)}
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LODESTAR_POOL_H */
