@@ -48,7 +48,7 @@ extern "C" {
 #define LDS_FORMAT_MINOR 0
 
 /**
- * The decoded fields of the fixed header (format.md §2).
+ * The decoded fields of the fixed header (format.md §2). Rules H1-H6 of format.md §6.
  * - major, minor: format version; the decoder refuses a major other than 1.
  * - flags: header flags; bits 0-15 must be understood (none is defined in 1.0,
  *   so a set one is refused), bits 16-31 may be ignored.
@@ -68,7 +68,7 @@ typedef struct lds_header {
  * (LDS_E_BAD_MAGIC, which is also what text-mode or 7-bit transfer damage
  * yields); the header check value at bytes 56..63 (LDS_E_HEADER_CHECK); the
  * major version (LDS_E_VERSION); unknown must-understand flag bits
- * (LDS_E_UNSUPPORTED); reserved bytes 24..55 zero when minor is 0
+ * (LDS_E_UNSUPPORTED); reserved bytes 24..55 zero
  * (LDS_E_BAD_VALUE). LDS_E_INVALID_ARG if `bytes` or `out` is NULL.
  * Error offsets are relative to `bytes` (the file start).
  * On failure `*out` is unspecified. Reads at most 64 bytes. Thread-safe.
