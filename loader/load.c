@@ -1,0 +1,673 @@
+/*
+ * The load paths (DESIGN.md "The load path"): header, cross-checks and limits,
+ * then the pooled, growable, mapped or memory path, then the parser, with every
+ * rental, mapping and buffer released exactly once whatever happens.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "load_internal.h"
+
+/* The ownership LDS_OWN_DEFAULT resolves to: the one place that names it.
+ * Adopt until the ownership ADR's measurements say otherwise. */
+#define LDS__DEFAULT_OWNERSHIP LDS_OWN_ADOPT
+
+/* Growable path: first capacity, and the most it ever holds beyond the bytes
+ * received (doubling below that, then steps of this size). */
+#define LDS__GROW_MIN       ((size_t)64 << 10)
+#define LDS__GROW_AHEAD_MAX ((size_t)64 << 20)
+/* Largest single read asked of a source. */
+#define LDS__CHUNK_MAX ((size_t)1 << 30)
+
+void lds_load_options_default(lds_load_options *opts)
+{
+    if (opts == NULL)
+        return;
+    memset(opts, 0, sizeof *opts);
+    opts->size = sizeof *opts;
+    opts->pool = NULL;
+    opts->max_payload_bytes = LDS_DEFAULT_MAX_PAYLOAD_BYTES;
+    lds_limits_default(&opts->limits);
+    opts->ownership = LDS_OWN_DEFAULT;
+    opts->use_mmap = false;
+    opts->populate = false;
+    opts->verify_checksum = true;
+    opts->hash_while_reading = true;
+    opts->chunk_bytes = LDS_DEFAULT_CHUNK_BYTES;
+}
+
+void lds_load_info_init(lds_load_info *info)
+{
+    if (info == NULL)
+        return;
+    memset(info, 0, sizeof *info);
+    info->size = sizeof *info;
+}
+
+lds_ownership lds_load_default_ownership(void)
+{
+    return LDS__DEFAULT_OWNERSHIP;
+}
+
+const char *lds_load_path_name(enum lds_load_path path)
+{
+    switch (path) {
+    case LDS_LOAD_POOLED:
+        return "pooled";
+    case LDS_LOAD_GROWABLE:
+        return "growable";
+    case LDS_LOAD_MAPPED:
+        return "mapped";
+    case LDS_LOAD_MEMORY:
+        return "memory";
+    }
+    return "none";
+}
+
+/* What holds the payload bytes and how to let them go. */
+enum hold_kind { HOLD_NONE = 0, HOLD_LEASE, HOLD_MAP };
+typedef struct hold {
+    enum hold_kind kind;
+    lds_pool *pool;
+    lds_lease lease;
+    void *map;
+    size_t map_len;
+} hold;
+
+static void hold_release(hold *h)
+{
+    if (h->kind == HOLD_LEASE)
+        (void)lds_pool_return(h->pool, &h->lease, 0);
+    else if (h->kind == HOLD_MAP)
+        munmap(h->map, h->map_len);
+    h->kind = HOLD_NONE;
+}
+
+/* The parser's release callback in adopt mode: called once by lds_index_free. */
+static void hold_release_cb(void *ctx)
+{
+    hold_release(ctx);
+    free(ctx);
+}
+
+/* State of one load call. */
+typedef struct load_ctx {
+    lds_load_options o;
+    lds_ownership own;
+    lds_load_info info;
+    lds_error *err;
+    lds_index **out;
+    uint64_t t0_ns;
+    uint64_t base; /* stream offset of the header, for error offsets */
+    size_t chunk;
+} load_ctx;
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static lds_status begin(load_ctx *c, const lds_load_options *opts, lds_index **out,
+                        lds_load_info *info, lds_error *err)
+{
+    memset(c, 0, sizeof *c);
+    c->info.size = sizeof c->info;
+    c->err = err;
+    c->out = out;
+    c->t0_ns = now_ns();
+    lds_load_options_default(&c->o);
+    if (out != NULL)
+        *out = NULL;
+    if (info != NULL && (info->size == 0 || info->size > sizeof(lds_load_info)))
+        return lds__load_fail(err, LDS_E_INVALID_ARG, "info.size", 0, 0, NULL,
+                              "lds_load_info.size is %zu; set it with lds_load_info_init",
+                              info->size);
+    if (opts != NULL) {
+        if (opts->size == 0 || opts->size > sizeof(lds_load_options))
+            return lds__load_fail(err, LDS_E_INVALID_ARG, "options.size", 0, 0, NULL,
+                                  "lds_load_options.size is %zu; set it with "
+                                  "lds_load_options_default",
+                                  opts->size);
+        memcpy(&c->o, opts, opts->size);
+        c->o.size = sizeof c->o;
+    }
+    if (out == NULL)
+        return lds__load_fail(err, LDS_E_INVALID_ARG, "out", 0, 0, NULL,
+                              "the index out-pointer is NULL");
+    if (c->o.ownership != LDS_OWN_DEFAULT && c->o.ownership != LDS_OWN_COPY &&
+        c->o.ownership != LDS_OWN_ADOPT)
+        return lds__load_fail(err, LDS_E_INVALID_ARG, "options.ownership", 0, 0, NULL,
+                              "unknown ownership %d", (int)c->o.ownership);
+    c->own = c->o.ownership == LDS_OWN_DEFAULT ? LDS__DEFAULT_OWNERSHIP : c->o.ownership;
+    c->info.ownership = c->own;
+    c->chunk = c->o.chunk_bytes == 0 ? LDS_DEFAULT_CHUNK_BYTES : c->o.chunk_bytes;
+    if (c->chunk > LDS__CHUNK_MAX)
+        c->chunk = LDS__CHUNK_MAX;
+    return LDS_OK;
+}
+
+static lds_status finish(load_ctx *c, lds_status st, lds_load_info *info)
+{
+    c->info.elapsed_ns = now_ns() - c->t0_ns;
+    if (st != LDS_OK && c->out != NULL && *c->out != NULL) {
+        lds_index_free(*c->out);
+        *c->out = NULL;
+    }
+    if (info != NULL && info->size != 0 && info->size <= sizeof *info) {
+        size_t n = info->size;
+        c->info.size = n;
+        memcpy(info, &c->info, n);
+    }
+    return st;
+}
+
+static bool cancelled(const load_ctx *c)
+{
+    return c->o.cancel != NULL && c->o.cancel(c->o.callback_ctx);
+}
+
+/* Cross-checks the declared length against a transport's; picks the length
+ * to load (LDS_LENGTH_UNKNOWN if neither knows) and applies max_payload_bytes. */
+static lds_status choose_length(load_ctx *c, uint64_t declared, bool t_known, uint64_t t_len,
+                                const char *t_name, uint64_t t_value, uint64_t *length)
+{
+    if (declared != LDS_LENGTH_UNKNOWN && t_known && declared != t_len)
+        return lds__load_fail(c->err, LDS_E_LENGTH_MISMATCH, "header.payload_length", c->base + 16,
+                              0, NULL,
+                              "the header (at offset %llu) declares a payload of %llu bytes, "
+                              "but the %s of %llu bytes implies %llu",
+                              (unsigned long long)c->base, (unsigned long long)declared, t_name,
+                              (unsigned long long)t_value, (unsigned long long)t_len);
+    uint64_t len = declared != LDS_LENGTH_UNKNOWN ? declared : t_known ? t_len : LDS_LENGTH_UNKNOWN;
+    if (len != LDS_LENGTH_UNKNOWN && (len > c->o.max_payload_bytes || len > SIZE_MAX))
+        return lds__load_fail(
+            c->err, LDS_E_LIMIT, "header.payload_length", c->base + 16, 0, NULL,
+            "the payload length %llu exceeds max_payload_bytes (%llu)", (unsigned long long)len,
+            (unsigned long long)(c->o.max_payload_bytes < SIZE_MAX ? c->o.max_payload_bytes
+                                                                   : (uint64_t)SIZE_MAX));
+    *length = len;
+    c->info.declared_bytes = len;
+    return LDS_OK;
+}
+
+/* Decodes the header, shifting error offsets to the stream position. */
+static lds_status decode_header(load_ctx *c, const unsigned char *bytes, size_t n, lds_header *h)
+{
+    if (n < LDS_HEADER_SIZE)
+        return lds__load_fail(c->err, LDS_E_TRUNCATED, "header", c->base + n, 0, NULL,
+                              "the input ended inside the %d-byte header after %zu bytes",
+                              LDS_HEADER_SIZE, n);
+    lds_status st = lds_header_decode(bytes, n, h, c->err);
+    if (st != LDS_OK && c->err != NULL &&
+        c->err->size >= offsetof(lds_error, offset) + sizeof c->err->offset)
+        c->err->offset += c->base;
+    return st;
+}
+
+/* Hands the payload to the parser under the chosen ownership; releases `h`
+ * unless the new index now owns it. */
+static lds_status parse(load_ctx *c, const void *payload, size_t length, hold *h, bool precomputed,
+                        uint64_t hash)
+{
+    lds_parse_options po;
+    lds_parse_options_default(&po);
+    po.limits = c->o.limits;
+    po.verify_checksum = c->o.verify_checksum;
+    po.has_precomputed_hash = c->o.verify_checksum && precomputed;
+    po.precomputed_hash = hash;
+    po.base_offset = c->base + LDS_HEADER_SIZE;
+    hold *kept = NULL;
+    if (c->own == LDS_OWN_ADOPT && h->kind != HOLD_NONE) {
+        kept = malloc(sizeof *kept);
+        if (kept == NULL) {
+            hold_release(h);
+            return lds__load_fail(c->err, LDS_E_NOMEM, "payload", po.base_offset, 0, NULL,
+                                  "cannot allocate the payload holder");
+        }
+        *kept = *h;
+        po.release = hold_release_cb;
+        po.release_ctx = kept;
+    }
+    po.copy = c->own == LDS_OWN_COPY;
+    lds_status st = lds_index_from_payload(payload, length, &po, c->out, c->err);
+    if (st != LDS_OK || kept == NULL) {
+        free(kept);
+        hold_release(h);
+    }
+    h->kind = HOLD_NONE;
+    if (st == LDS_OK) {
+        c->info.checksum_verified = lds_index_checksum_verified(*c->out);
+        c->info.hashed_while_reading = po.has_precomputed_hash;
+    }
+    return st;
+}
+
+/* The buffer the read loop fills: a rental, or the growable mapping. */
+typedef struct payload_buf {
+    unsigned char *ptr;
+    size_t cap;
+    bool growable;
+    hold h;
+} payload_buf;
+
+static size_t page_round(size_t n)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return n > SIZE_MAX - pg ? n : (n + pg - 1) / pg * pg;
+}
+
+/* Grows the growable buffer past `received` (which equals its capacity),
+ * geometrically but never more than LDS__GROW_AHEAD_MAX ahead, nor past `bound`. */
+static lds_status grow(load_ctx *c, payload_buf *b, size_t received, size_t bound)
+{
+    size_t want = b->cap == 0 ? LDS__GROW_MIN : (b->cap > SIZE_MAX / 2 ? SIZE_MAX : b->cap * 2);
+    if (want - received > LDS__GROW_AHEAD_MAX)
+        want = received + LDS__GROW_AHEAD_MAX;
+    if (want > bound)
+        want = bound;
+    want = page_round(want);
+    void *p = b->ptr == NULL
+                  ? mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                  : mremap(b->ptr, b->cap, want, MREMAP_MAYMOVE);
+    if (p == MAP_FAILED)
+        return lds__load_fail(c->err, LDS_E_NOMEM, "payload", c->base + LDS_HEADER_SIZE + received,
+                              errno, NULL, "cannot grow the payload buffer from %zu to %zu bytes",
+                              b->cap, want);
+    b->ptr = p;
+    b->cap = want;
+    b->h.kind = HOLD_MAP;
+    b->h.map = p;
+    b->h.map_len = want;
+    return LDS_OK;
+}
+
+/*
+ * The read loop: bounded by the known length (or, unknown, by max_payload_bytes),
+ * never by the capacity; chunked; each chunk hashed right after it arrives,
+ * lagging 8 bytes behind so that the stored checksum is never hashed.
+ */
+static lds_status read_payload(load_ctx *c, lds__source *src, payload_buf *b, uint64_t length,
+                               size_t *received_out, bool *hashed, uint64_t *hash)
+{
+    bool known = length != LDS_LENGTH_UNKNOWN;
+    size_t limit = known                               ? (size_t)length
+                   : c->o.max_payload_bytes < SIZE_MAX ? (size_t)c->o.max_payload_bytes
+                                                       : SIZE_MAX;
+    bool hashing = c->o.verify_checksum && c->o.hash_while_reading;
+    XXH3_state_t *hs = NULL;
+    if (hashing) {
+        hs = XXH3_createState();
+        if (hs == NULL)
+            return lds__load_fail(c->err, LDS_E_NOMEM, "payload", c->base + LDS_HEADER_SIZE, 0,
+                                  NULL, "cannot allocate the hash state");
+        XXH3_64bits_reset(hs);
+    }
+    lds_status st = LDS_OK;
+    size_t received = 0, done_hash = 0;
+    uint64_t payload_at = c->base + LDS_HEADER_SIZE;
+    while (received < limit) {
+        if (cancelled(c)) {
+            st = lds__load_fail(c->err, LDS_E_CANCELLED, "payload", payload_at + received, 0, NULL,
+                                "cancelled after %zu payload bytes", received);
+            goto out;
+        }
+        if (received == b->cap) {
+            st = b->growable
+                     ? grow(c, b, received, limit)
+                     : lds__load_fail(c->err, LDS_E_NOMEM, "payload", payload_at, 0, NULL,
+                                      "the rental holds %zu bytes, %zu needed", b->cap, limit);
+            if (st != LDS_OK)
+                goto out;
+        }
+        size_t n = c->chunk;
+        if (n > b->cap - received)
+            n = b->cap - received;
+        if (n > limit - received)
+            n = limit - received;
+        size_t got = 0;
+        st = lds__source_read(src, b->ptr + received, n, &got, c->err);
+        if (st != LDS_OK)
+            goto out;
+        if (got == 0)
+            break;
+        received += got;
+        c->info.payload_bytes = received;
+        if (hashing && received > LDS_CHECKSUM_SIZE + done_hash) {
+            size_t to = received - LDS_CHECKSUM_SIZE;
+            XXH3_64bits_update(hs, b->ptr + done_hash, to - done_hash);
+            done_hash = to;
+        }
+        if (c->o.progress != NULL)
+            c->o.progress(received, known ? length : LDS_LENGTH_UNKNOWN, c->o.callback_ctx);
+    }
+    if (known && received < length) {
+        st = lds__load_fail(c->err, LDS_E_TRUNCATED, "payload", payload_at + received, 0, NULL,
+                            "the input ended after %zu of the %llu declared payload bytes",
+                            received, (unsigned long long)length);
+        goto out;
+    }
+    if (!known && received == limit) {
+        unsigned char probe;
+        size_t got = 0;
+        st = lds__source_read(src, &probe, 1, &got, c->err);
+        if (st == LDS_OK && got != 0)
+            st = lds__load_fail(c->err, LDS_E_LIMIT, "payload", payload_at + received, 0, NULL,
+                                "the payload exceeds max_payload_bytes (%zu bytes)", limit);
+        if (st != LDS_OK)
+            goto out;
+    }
+    st = lds__source_expect_end(src, c->err);
+    if (st != LDS_OK)
+        goto out;
+    *received_out = received;
+    *hashed = hashing && received >= LDS_CHECKSUM_SIZE;
+    *hash = *hashed ? XXH3_64bits_digest(hs) : 0;
+out:
+    XXH3_freeState(hs);
+    return st;
+}
+
+/* What the transport knows about the input, found before reading. */
+typedef struct transport {
+    bool has_size; /* a regular file: its size and our position in it */
+    uint64_t size;
+    uint64_t pos;
+    bool no_pool; /* memory path: decode into our own buffer, never rent */
+} transport;
+
+static lds_status load_stream(load_ctx *c, lds__source *src, const transport *t)
+{
+    c->base = t->has_size ? t->pos : 0;
+    lds_status st = lds__source_open(src, c->err);
+    c->info.compressed = src->compressed;
+    if (st != LDS_OK)
+        return st;
+    if (src->compressed)
+        c->base = 0; /* offsets now count decoded bytes */
+
+    unsigned char hdr[LDS_HEADER_SIZE];
+    size_t got = 0;
+    st = lds__source_read_full(src, hdr, sizeof hdr, &got, c->err);
+    if (st != LDS_OK)
+        return st;
+    lds_header h;
+    st = decode_header(c, hdr, got, &h);
+    if (st != LDS_OK)
+        return st;
+
+    uint64_t length = LDS_LENGTH_UNKNOWN;
+    if (src->compressed && src->frame_content_size != ZSTD_CONTENTSIZE_UNKNOWN) {
+        uint64_t fcs = src->frame_content_size;
+        st = choose_length(c, h.payload_length, true,
+                           fcs >= LDS_HEADER_SIZE ? fcs - LDS_HEADER_SIZE : 0,
+                           "zstd frame content size", fcs, &length);
+        if (st == LDS_OK && fcs < LDS_HEADER_SIZE)
+            st = lds__load_fail(c->err, LDS_E_LENGTH_MISMATCH, "zstd.frame_content_size", 0, 0,
+                                NULL, "the zstd frame content size %llu is below the header size",
+                                (unsigned long long)fcs);
+    } else if (!src->compressed && t->has_size) {
+        uint64_t need = t->pos + LDS_HEADER_SIZE;
+        st = choose_length(c, h.payload_length, true, t->size >= need ? t->size - need : 0,
+                           "file size", t->size, &length);
+    } else {
+        st = choose_length(c, h.payload_length, false, 0, NULL, 0, &length);
+    }
+    if (st != LDS_OK)
+        return st;
+
+    payload_buf b = {0};
+    if (t->no_pool) {
+        b.growable = true;
+        c->info.path = LDS_LOAD_MEMORY;
+    } else if (length != LDS_LENGTH_UNKNOWN) {
+        lds_pool *pool = c->o.pool != NULL ? c->o.pool : lds_pool_shared();
+        lds_lease lease;
+        st = lds_pool_rent(pool, length > 0 ? (size_t)length : 1, &lease);
+        if (st == LDS_OK) {
+            b.ptr = lease.ptr;
+            b.cap = lease.capacity;
+            b.h.kind = HOLD_LEASE;
+            b.h.pool = pool;
+            b.h.lease = lease;
+            c->info.path = LDS_LOAD_POOLED;
+        } else if (st == LDS_E_NOMEM) {
+            /* A length the pool cannot back (a lie, most likely): grow as bytes arrive. */
+            b.growable = true;
+            c->info.path = LDS_LOAD_GROWABLE;
+        } else {
+            return lds__load_fail(c->err, st, "payload", c->base + LDS_HEADER_SIZE, 0, NULL,
+                                  "the pool refused a rental of %llu bytes: %s",
+                                  (unsigned long long)length, lds_strerror(st));
+        }
+    } else {
+        b.growable = true;
+        c->info.path = LDS_LOAD_GROWABLE;
+    }
+
+    size_t received = 0;
+    bool hashed = false;
+    uint64_t hash = 0;
+    st = read_payload(c, src, &b, length, &received, &hashed, &hash);
+    c->info.capacity_bytes = b.cap;
+    c->info.stream_bytes = src->raw_bytes;
+    if (st != LDS_OK) {
+        hold_release(&b.h);
+        return st;
+    }
+    if (b.growable && b.ptr != NULL) {
+        /* Give back the address space beyond the payload (in place, never moves). */
+        size_t keep = page_round(received > 0 ? received : 1);
+        if (keep < b.cap && mremap(b.ptr, b.cap, keep, 0) != MAP_FAILED) {
+            b.cap = keep;
+            b.h.map_len = keep;
+        }
+    }
+    return parse(c, b.ptr, received, &b.h, hashed, hash);
+}
+
+/* The mapped path. Sets *fall_back (and returns LDS_OK) when the read path
+ * must run instead: the mapping failed, or the file is compressed. */
+static lds_status load_mapped(load_ctx *c, int fd, const transport *t, bool *fall_back)
+{
+    *fall_back = false;
+    if (t->size > SIZE_MAX || t->size == 0 || t->pos >= t->size) {
+        *fall_back = true;
+        return LDS_OK;
+    }
+    size_t size = (size_t)t->size;
+    int flags = MAP_PRIVATE | (c->o.populate ? MAP_POPULATE : 0);
+    unsigned char *p = lds__load_mmap(NULL, size, PROT_READ, flags, fd, 0);
+    if (p == MAP_FAILED) {
+        c->info.mmap_fallback = true;
+        *fall_back = true;
+        return LDS_OK;
+    }
+    hold h = {.kind = HOLD_MAP, .map = p, .map_len = size};
+    const unsigned char *at = p + t->pos;
+    size_t n = size - (size_t)t->pos;
+    if (n >= 4 && at[0] == 0x28 && at[1] == 0xB5 && at[2] == 0x2F && at[3] == 0xFD) {
+        hold_release(&h);
+        *fall_back = true;
+        return LDS_OK;
+    }
+    c->base = t->pos;
+    c->info.path = LDS_LOAD_MAPPED;
+    c->info.stream_bytes = n;
+    c->info.capacity_bytes = size;
+    lds_header hd;
+    lds_status st = decode_header(c, at, n, &hd);
+    uint64_t length = 0;
+    if (st == LDS_OK)
+        st = choose_length(c, hd.payload_length, true, n - LDS_HEADER_SIZE, "file size", t->size,
+                           &length);
+    if (st == LDS_OK && cancelled(c))
+        st = lds__load_fail(c->err, LDS_E_CANCELLED, "payload", c->base + LDS_HEADER_SIZE, 0, NULL,
+                            "cancelled before parsing the mapped payload");
+    if (st != LDS_OK) {
+        hold_release(&h);
+        return st;
+    }
+    c->info.payload_bytes = length;
+    if (c->o.progress != NULL)
+        c->o.progress(length, length, c->o.callback_ctx);
+    return parse(c, at + LDS_HEADER_SIZE, (size_t)length, &h, false, 0);
+}
+
+/* Position and size of a regular file behind `fd`, if it is one. */
+static void probe_fd(int fd, off_t pos, transport *t)
+{
+    struct stat sb;
+    if (fd >= 0 && pos >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        t->has_size = true;
+        t->size = (uint64_t)sb.st_size;
+        t->pos = (uint64_t)pos;
+    }
+}
+
+static lds_status load_fd(load_ctx *c, int fd)
+{
+    transport t = {0};
+    probe_fd(fd, lseek(fd, 0, SEEK_CUR), &t);
+    if (t.has_size && c->o.use_mmap) {
+        bool fall_back = false;
+        lds_status st = load_mapped(c, fd, &t, &fall_back);
+        if (!fall_back)
+            return st;
+    }
+    lds__source src;
+    lds__source_init(&src, LDS__SRC_FD, &c->o);
+    src.fd = fd;
+    lds_status st = load_stream(c, &src, &t);
+    lds__source_close(&src);
+    return st;
+}
+
+lds_status lds_load_path(const char *path, const lds_load_options *opts, lds_index **out,
+                         lds_load_info *info, lds_error *err)
+{
+    load_ctx c;
+    lds_status st = begin(&c, opts, out, info, err);
+    if (st == LDS_OK && path == NULL)
+        st = lds__load_fail(err, LDS_E_INVALID_ARG, "path", 0, 0, NULL, "the path is NULL");
+    if (st != LDS_OK)
+        return finish(&c, st, info);
+    int fd;
+    do
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+        int e = errno;
+        return finish(&c,
+                      lds__load_fail(err, LDS_E_IO, "path", 0, e, NULL, "cannot open %s: %s", path,
+                                     strerror(e)),
+                      info);
+    }
+    st = load_fd(&c, fd);
+    close(fd);
+    return finish(&c, st, info);
+}
+
+lds_status lds_load_fd(int fd, const lds_load_options *opts, lds_index **out, lds_load_info *info,
+                       lds_error *err)
+{
+    load_ctx c;
+    lds_status st = begin(&c, opts, out, info, err);
+    if (st == LDS_OK && fd < 0)
+        st = lds__load_fail(err, LDS_E_INVALID_ARG, "fd", 0, 0, NULL, "fd %d is not valid", fd);
+    if (st == LDS_OK)
+        st = load_fd(&c, fd);
+    return finish(&c, st, info);
+}
+
+lds_status lds_load_file(FILE *f, const lds_load_options *opts, lds_index **out,
+                         lds_load_info *info, lds_error *err)
+{
+    load_ctx c;
+    lds_status st = begin(&c, opts, out, info, err);
+    if (st == LDS_OK && f == NULL)
+        st = lds__load_fail(err, LDS_E_INVALID_ARG, "file", 0, 0, NULL, "the FILE* is NULL");
+    if (st != LDS_OK)
+        return finish(&c, st, info);
+    transport t = {0};
+    probe_fd(fileno(f), ftello(f), &t);
+    lds__source src;
+    lds__source_init(&src, LDS__SRC_FILE, &c.o);
+    src.file = f;
+    st = load_stream(&c, &src, &t);
+    lds__source_close(&src);
+    return finish(&c, st, info);
+}
+
+lds_status lds_load_callback(lds_read_fn read, void *ctx, const lds_load_options *opts,
+                             lds_index **out, lds_load_info *info, lds_error *err)
+{
+    load_ctx c;
+    lds_status st = begin(&c, opts, out, info, err);
+    if (st == LDS_OK && read == NULL)
+        st =
+            lds__load_fail(err, LDS_E_INVALID_ARG, "read", 0, 0, NULL, "the read callback is NULL");
+    if (st != LDS_OK)
+        return finish(&c, st, info);
+    transport t = {0};
+    lds__source src;
+    lds__source_init(&src, LDS__SRC_CALLBACK, &c.o);
+    src.fn = read;
+    src.fn_ctx = ctx;
+    st = load_stream(&c, &src, &t);
+    lds__source_close(&src);
+    return finish(&c, st, info);
+}
+
+lds_status lds_load_memory(const void *bytes, size_t n, bool copy, const lds_load_options *opts,
+                           lds_index **out, lds_load_info *info, lds_error *err)
+{
+    load_ctx c;
+    lds_status st = begin(&c, opts, out, info, err);
+    if (st == LDS_OK && bytes == NULL && n > 0)
+        st = lds__load_fail(err, LDS_E_INVALID_ARG, "bytes", 0, 0, NULL,
+                            "NULL bytes with a length of %zu", n);
+    if (st != LDS_OK)
+        return finish(&c, st, info);
+    const unsigned char *b = bytes;
+    if (n >= 4 && b[0] == 0x28 && b[1] == 0xB5 && b[2] == 0x2F && b[3] == 0xFD) {
+        /* A zstd frame: decode into a buffer of our own, never a rental. */
+        transport t = {.no_pool = true};
+        lds__source src;
+        lds__source_init(&src, LDS__SRC_MEMORY, &c.o);
+        src.mem = b;
+        src.mem_len = n;
+        st = load_stream(&c, &src, &t);
+        lds__source_close(&src);
+        return finish(&c, st, info);
+    }
+    c.info.path = LDS_LOAD_MEMORY;
+    c.info.stream_bytes = n;
+    c.info.capacity_bytes = n;
+    c.own = copy ? LDS_OWN_COPY : LDS_OWN_ADOPT;
+    c.info.ownership = c.own;
+    lds_header h;
+    st = decode_header(&c, b, n, &h);
+    uint64_t length = 0;
+    if (st == LDS_OK)
+        st = choose_length(&c, h.payload_length, true, n - LDS_HEADER_SIZE, "memory size", n,
+                           &length);
+    if (st == LDS_OK && cancelled(&c))
+        st = lds__load_fail(err, LDS_E_CANCELLED, "payload", LDS_HEADER_SIZE, 0, NULL,
+                            "cancelled before parsing");
+    if (st != LDS_OK)
+        return finish(&c, st, info);
+    c.info.payload_bytes = length;
+    hold none = {.kind = HOLD_NONE};
+    st = parse(&c, b + LDS_HEADER_SIZE, (size_t)length, &none, false, 0);
+    return finish(&c, st, info);
+}

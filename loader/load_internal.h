@@ -1,0 +1,90 @@
+/*
+ * Internal declarations of the loader: the byte source (raw transports and the
+ * zstd decoding layer above them) and the error helper. Not installed.
+ */
+#ifndef LDS_LOAD_INTERNAL_H
+#define LDS_LOAD_INTERNAL_H
+
+#include <stdarg.h>
+#include <sys/types.h>
+
+#include <zstd.h>
+
+#include "lodestar.h"
+
+/* Bytes fed to ZSTD_getFrameContentSize: enough for any frame header
+ * (ZSTD_FRAMEHEADERSIZE_MAX, which zstd.h exposes only to static linkers). */
+#define LDS__ZSTD_HEADER_MAX 18
+#define LDS__ZSTD_MAGIC      0xFD2FB528u
+
+enum lds__source_kind { LDS__SRC_FD = 1, LDS__SRC_FILE, LDS__SRC_CALLBACK, LDS__SRC_MEMORY };
+
+/*
+ * A byte source: one raw transport, a few bytes peeked ahead of the reader
+ * (to recognise zstd before the header is read), and, when the input is a
+ * zstd frame, the decoder that turns the raw bytes into the logical stream.
+ * Every read of the logical stream goes through lds__source_read.
+ */
+typedef struct lds__source {
+    enum lds__source_kind kind;
+    int fd;
+    FILE *file;
+    lds_read_fn fn;
+    void *fn_ctx;
+    const unsigned char *mem;
+    size_t mem_len;
+    size_t mem_pos;
+
+    const lds_load_options *opts; /* for cancellation while retrying EINTR */
+    bool raw_eof;                 /* the transport has reported its end */
+    uint64_t raw_bytes;           /* bytes taken from the transport */
+    uint64_t out_bytes;           /* bytes handed out of the logical stream */
+
+    unsigned char peek[LDS_HEADER_SIZE]; /* raw bytes read ahead, served first */
+    size_t peek_len;
+    size_t peek_pos;
+
+    bool compressed;
+    unsigned long long frame_content_size; /* ZSTD_CONTENTSIZE_UNKNOWN if absent */
+    ZSTD_DCtx *dctx;
+    unsigned char *zin; /* compressed input buffer */
+    size_t zin_cap;
+    size_t zin_len;
+    size_t zin_pos;
+    bool frame_done; /* ZSTD_decompressStream returned 0: frame complete and flushed */
+} lds__source;
+
+/* Sets up `src` over the given transport; nothing is read yet. */
+void lds__source_init(lds__source *src, enum lds__source_kind kind, const lds_load_options *opts);
+
+/* Reads ahead up to LDS_HEADER_SIZE raw bytes and, if they start with the zstd
+ * magic, switches the source to decoding (src->compressed, frame_content_size).
+ * LDS_E_ZSTD if the frame header is invalid, LDS_E_NOMEM, transport errors. */
+lds_status lds__source_open(lds__source *src, lds_error *err);
+
+/* Releases the decoder; the transport itself is the caller's. */
+void lds__source_close(lds__source *src);
+
+/* One read of at most `cap` (>= 1) bytes of the logical stream; `*got` = 0 at
+ * its end (end of transport, or end of the zstd frame). Short counts happen. */
+lds_status lds__source_read(lds__source *src, void *buf, size_t cap, size_t *got, lds_error *err);
+
+/* Reads until `want` bytes or the end; `*got` tells how many arrived. */
+lds_status lds__source_read_full(lds__source *src, void *buf, size_t want, size_t *got,
+                                 lds_error *err);
+
+/* Succeeds if the logical stream and, for zstd, the transport after the frame
+ * hold no more bytes; LDS_E_TRAILING otherwise (`what` names the boundary). */
+lds_status lds__source_expect_end(lds__source *src, lds_error *err);
+
+/* Fills `err` (if not NULL), writing only the members that fit in err->size,
+ * and returns `status`. */
+lds_status lds__load_fail(lds_error *err, lds_status status, const char *field, uint64_t offset,
+                          int sys_errno, const char *zstd_error, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+
+/* The mmap the loader calls; tests replace it to simulate a refusal (ENODEV). */
+extern void *(*lds__load_mmap)(void *addr, size_t length, int prot, int flags, int fd,
+                               off_t offset);
+
+#endif /* LDS_LOAD_INTERNAL_H */
