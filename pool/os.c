@@ -1,0 +1,89 @@
+/*
+ * os.c: the pool's boundary with the operating system and the sanitizers.
+ * Mappings, page protection, the clock, and AddressSanitizer's manual poisoning
+ * (compiled in only when the build uses ASan).
+ */
+#include "pool_internal.h"
+
+#include <stdint.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define LDS__ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LDS__ASAN 1
+#endif
+#endif
+
+#ifdef LDS__ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+size_t lds__page_size(void)
+{
+    static _Atomic size_t cached;
+    size_t p = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (p == 0) {
+        long v = sysconf(_SC_PAGESIZE);
+        p = v > 0 ? (size_t)v : 4096u;
+        atomic_store_explicit(&cached, p, memory_order_relaxed);
+    }
+    return p;
+}
+
+uint64_t lds__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void *lds__map(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void lds__unmap(void *base, size_t bytes)
+{
+    munmap(base, bytes);
+}
+
+int lds__protect(void *base, size_t bytes, int accessible)
+{
+    return mprotect(base, bytes, accessible ? PROT_READ | PROT_WRITE : PROT_NONE);
+}
+
+#ifdef LDS__ASAN
+void lds__asan_poison(const void *p, size_t n)
+{
+    ASAN_POISON_MEMORY_REGION(p, n);
+}
+void lds__asan_unpoison(const void *p, size_t n)
+{
+    ASAN_UNPOISON_MEMORY_REGION(p, n);
+}
+int lds__asan_is_poisoned(const void *p)
+{
+    return __asan_address_is_poisoned(p);
+}
+#else
+void lds__asan_poison(const void *p, size_t n)
+{
+    (void)p;
+    (void)n;
+}
+void lds__asan_unpoison(const void *p, size_t n)
+{
+    (void)p;
+    (void)n;
+}
+int lds__asan_is_poisoned(const void *p)
+{
+    (void)p;
+    return 0;
+}
+#endif

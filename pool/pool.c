@@ -1,0 +1,937 @@
+/*
+ * pool.c: size classes, slots and generations, thread caches, shared stacks,
+ * retention, checked modes and trimming. See pool_internal.h for the layout and
+ * docs/adr for the measured choices (mapping threshold, mapped-buffer offset).
+ */
+#include "pool_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+pthread_mutex_t lds__g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static _Atomic uint64_t g_next_pool_id = 1;
+static _Atomic(lds_pool *) g_shared;
+static pthread_mutex_t g_shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t g_key;
+
+/* The calling thread's caches, one per pool it used. Heap-allocated so the pthread key
+ * destructor can flush them whatever the order in which the thread's TLS is torn down. */
+typedef struct tls_root {
+    lds__tcache *list;
+} tls_root;
+
+static _Thread_local tls_root *tls_self __attribute__((tls_model("initial-exec")));
+static _Thread_local lds__tcache *tls_last __attribute__((tls_model("initial-exec")));
+
+#define RLX memory_order_relaxed
+
+static inline void tally_add(_Atomic uint64_t *c, uint64_t v)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, RLX) + v, RLX);
+}
+
+static inline void tally_sub(_Atomic uint64_t *c, uint64_t v)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, RLX) - v, RLX);
+}
+
+static inline void count(_Atomic uint64_t *c, uint64_t v)
+{
+    atomic_fetch_add_explicit(c, v, RLX);
+}
+
+/* ==== size classes ======================================================== */
+
+uint32_t lds__class_of(size_t min_bytes)
+{
+    if (min_bytes <= LDS_POOL_MIN_CLASS)
+        return 0;
+    uint64_t m = (uint64_t)min_bytes - 1;
+    unsigned k = 63u - (unsigned)__builtin_clzll(m);
+    return (k - LDS__POOL_MIN_SHIFT) * 4u + (uint32_t)(m >> (k - 2)) - 4u + 1u;
+}
+
+size_t lds__class_capacity(uint32_t cls)
+{
+    if (cls == 0)
+        return LDS_POOL_MIN_CLASS;
+    uint32_t j = cls - 1;
+    unsigned k = LDS__POOL_MIN_SHIFT + j / 4;
+    return (size_t)(5u + j % 4) << (k - 2);
+}
+
+size_t lds_pool_class_capacity(size_t min_bytes)
+{
+    if (min_bytes > LDS_POOL_MAX_REQUEST)
+        return 0;
+    return lds__class_capacity(lds__class_of(min_bytes));
+}
+
+/* ==== slots =============================================================== */
+
+static inline lds__slot *slot_at(lds_pool *pool, uint32_t idx)
+{
+    if (idx >= atomic_load_explicit(&pool->slot_count, memory_order_acquire))
+        return NULL;
+    lds__slot *chunk =
+        atomic_load_explicit(&pool->chunks[idx >> LDS__POOL_CHUNK_SHIFT], memory_order_acquire);
+    return chunk ? &chunk[idx & (LDS__POOL_CHUNK_SLOTS - 1)] : NULL;
+}
+
+static uint32_t slot_alloc(lds_pool *pool)
+{
+    uint32_t idx = LDS__POOL_NO_SLOT;
+    pthread_mutex_lock(&pool->slot_lock);
+    if (pool->free_slots != LDS__POOL_NO_SLOT) {
+        idx = pool->free_slots;
+        pool->free_slots = slot_at(pool, idx)->next_free;
+    } else {
+        uint32_t n = atomic_load_explicit(&pool->slot_count, RLX);
+        uint32_t c = n >> LDS__POOL_CHUNK_SHIFT;
+        if (c < LDS__POOL_MAX_CHUNKS) {
+            lds__slot *chunk = atomic_load_explicit(&pool->chunks[c], RLX);
+            if (!chunk) {
+                chunk = calloc(LDS__POOL_CHUNK_SLOTS, sizeof *chunk);
+                if (chunk)
+                    atomic_store_explicit(&pool->chunks[c], chunk, memory_order_release);
+            }
+            if (chunk) {
+                idx = n;
+                atomic_store_explicit(&pool->slot_count, n + 1, memory_order_release);
+            }
+        }
+    }
+    pthread_mutex_unlock(&pool->slot_lock);
+    return idx;
+}
+
+static void slot_release(lds_pool *pool, uint32_t idx, lds__slot *s)
+{
+    pthread_mutex_lock(&pool->slot_lock);
+    s->next_free = pool->free_slots;
+    pool->free_slots = idx;
+    pthread_mutex_unlock(&pool->slot_lock);
+}
+
+/* ==== buffers ============================================================= */
+
+static int use_map(const lds_pool *pool, size_t cap)
+{
+    return cap >= pool->opts.mmap_threshold || pool->opts.check == LDS_POOL_CHECK_GUARD ||
+           pool->opts.check == LDS_POOL_CHECK_BYPASS;
+}
+
+/* Allocates a buffer of class `cls` into a fresh slot; the slot's generation is even. */
+static uint32_t buffer_create(lds_pool *pool, uint32_t cls, int pooled)
+{
+    size_t cap = lds__class_capacity(cls);
+    uint32_t idx = slot_alloc(pool);
+    if (idx == LDS__POOL_NO_SLOT)
+        return idx;
+    lds__slot *s = slot_at(pool, idx);
+    void *base;
+    char *ptr;
+    size_t bytes;
+    int mapped = use_map(pool, cap);
+    if (mapped) {
+        size_t page = lds__page_size();
+        bytes = (LDS_POOL_MAP_OFFSET + cap + page - 1) / page * page;
+        base = lds__map(bytes);
+        ptr = (char *)base + LDS_POOL_MAP_OFFSET;
+    } else {
+        bytes = (cap + 63u) & ~(size_t)63u;
+        base = aligned_alloc(64, bytes);
+        ptr = base;
+    }
+    if (!base) {
+        slot_release(pool, idx, s);
+        return LDS__POOL_NO_SLOT;
+    }
+    s->cls = cls;
+    s->base = base;
+    s->alloc_bytes = bytes;
+    s->mapped = (uint8_t)mapped;
+    s->pooled = (uint8_t)pooled;
+    s->idle_since = 0;
+    s->armed = 0;
+    atomic_store_explicit(&s->length, 0, RLX);
+    atomic_store_explicit(&s->ptr, (uintptr_t)ptr, memory_order_release);
+    if (mapped)
+        count(&pool->bytes_mapped, bytes);
+    atomic_fetch_add_explicit(&pool->classes[cls].live, 1, RLX);
+    return idx;
+}
+
+/* Frees the buffer held by slot `idx` (which the caller owns: cached or just returned)
+ * and gives the slot back. */
+static void buffer_destroy(lds_pool *pool, uint32_t idx)
+{
+    lds__slot *s = slot_at(pool, idx);
+    size_t cap = lds__class_capacity(s->cls);
+    lds__asan_unpoison(s->base, s->alloc_bytes);
+    if (s->mapped) {
+        lds__unmap(s->base, s->alloc_bytes);
+        atomic_fetch_sub_explicit(&pool->bytes_mapped, s->alloc_bytes, RLX);
+    } else {
+        free(s->base);
+    }
+    lds__class *c = &pool->classes[s->cls];
+    atomic_fetch_sub_explicit(&c->live, 1, RLX);
+    if (s->pooled) {
+        atomic_fetch_sub_explicit(&c->pooled, 1, RLX);
+        atomic_fetch_sub_explicit(&pool->pooled_bytes, cap, RLX);
+    }
+    s->base = NULL;
+    atomic_store_explicit(&s->ptr, 0, RLX);
+    slot_release(pool, idx, s);
+}
+
+static void trimmed(lds_pool *pool, size_t cap, size_t *freed)
+{
+    count(&pool->trims, 1);
+    count(&pool->trimmed_bytes, cap);
+    if (freed)
+        *freed += cap;
+}
+
+/* ==== checked modes ======================================================= */
+
+static inline uint64_t canary_word(const lds_pool *pool, uint32_t idx, size_t at)
+{
+    return pool->canary_key ^ ((uint64_t)idx << 32) ^ (uint64_t)at;
+}
+
+/* Canary words cover the whole of a small buffer; for larger ones, the first 64 bytes of
+ * every 4 KiB and the last 64 bytes (a full fill would fault in every page of a map). */
+#define CANARY_STRIDE 4096u
+#define CANARY_SPAN   64u
+
+static void canary_words(const lds_pool *pool, uint32_t idx, char *p, size_t from, size_t to,
+                         int write, int *bad)
+{
+    for (size_t w = from; w + 8 <= to; w += 8) {
+        uint64_t v = canary_word(pool, idx, w);
+        if (write) {
+            memcpy(p + w, &v, 8);
+        } else {
+            uint64_t got;
+            memcpy(&got, p + w, 8);
+            if (got != v)
+                *bad = 1;
+        }
+    }
+}
+
+/* Writes (write = 1) or verifies the canary words of a buffer; sets *bad on a mismatch. */
+static void canary_apply(const lds_pool *pool, uint32_t idx, char *p, size_t cap, int write,
+                         int *bad)
+{
+    if (cap <= CANARY_STRIDE) {
+        canary_words(pool, idx, p, 0, cap, write, bad);
+        return;
+    }
+    for (size_t at = 0; at < cap; at += CANARY_STRIDE)
+        canary_words(pool, idx, p, at, at + CANARY_SPAN, write, bad);
+    canary_words(pool, idx, p, cap - CANARY_SPAN, cap, write, bad);
+}
+
+/* Prepares a cached buffer for handing out. Returns 0 if it must be discarded. */
+static int on_rent(lds_pool *pool, uint32_t idx, char *p, size_t len, size_t cap)
+{
+    lds__slot *s = slot_at(pool, idx);
+    lds__asan_unpoison(p, cap);
+    if (s->armed) {
+        int bad = 0;
+        s->armed = 0;
+        canary_apply(pool, idx, p, cap, 0, &bad);
+        if (bad)
+            return 0;
+    }
+    if (pool->opts.fill_on_rent >= 0)
+        memset(p, pool->opts.fill_on_rent, cap);
+    if (pool->opts.check == LDS_POOL_CHECK_POISON)
+        memset(p + len, LDS_POOL_POISON_BYTE, cap - len);
+    lds__asan_poison(p + len, cap - len);
+    return 1;
+}
+
+/* ==== thread caches ======================================================= */
+
+static void shared_push(lds_pool *pool, uint32_t idx, uint64_t now);
+
+static void tc_destructor(void *arg);
+
+static void key_init(void)
+{
+    pthread_key_create(&g_key, tc_destructor);
+}
+
+/* Moves every buffer of `tc` to the shared stacks (or frees it when there is no room). */
+static void tc_flush(lds__tcache *tc, int destroy, size_t *freed)
+{
+    lds_pool *pool = tc->pool;
+    uint64_t now = lds__now_ns();
+    for (uint32_t c = 0; c < LDS__POOL_CLASSES; c++) {
+        size_t cap = lds__class_capacity(c);
+        while (tc->n[c] > 0) {
+            uint32_t idx = tc->items[c][--tc->n[c]];
+            tally_sub(&tc->tally.cached_bytes, cap);
+            tally_sub(&tc->tally.cached_count, 1);
+            if (destroy) {
+                buffer_destroy(pool, idx);
+                trimmed(pool, cap, freed);
+            } else {
+                shared_push(pool, idx, now);
+            }
+        }
+    }
+}
+
+static void tally_fold(lds_pool *pool, const lds__tally *t)
+{
+#define FOLD(f) pool->retired.f += atomic_load_explicit(&t->f, RLX)
+    FOLD(rents);
+    FOLD(hits_thread);
+    FOLD(returns);
+    FOLD(bytes_out);
+    FOLD(bytes_in);
+    FOLD(waste_out);
+    FOLD(waste_in);
+    FOLD(requested);
+#undef FOLD
+}
+
+static void tc_unlink(lds__tcache *tc)
+{
+    if (tc->prev_in_pool)
+        tc->prev_in_pool->next_in_pool = tc->next_in_pool;
+    else
+        tc->pool->tcaches = tc->next_in_pool;
+    if (tc->next_in_pool)
+        tc->next_in_pool->prev_in_pool = tc->prev_in_pool;
+}
+
+static void peak_flush(lds_pool *pool, lds__tcache *tc)
+{
+    int64_t cur = atomic_fetch_add_explicit(&pool->leased_flushed, tc->pending, RLX) + tc->pending;
+    tc->pending = 0;
+    if (cur <= 0)
+        return;
+    uint64_t peak = atomic_load_explicit(&pool->leased_peak, RLX);
+    while ((uint64_t)cur > peak && !atomic_compare_exchange_weak_explicit(
+                                       &pool->leased_peak, &peak, (uint64_t)cur, RLX, RLX)) {
+    }
+}
+
+/* Thread exit: give every cache's buffers and tallies back to its pool. */
+static void tc_destructor(void *arg)
+{
+    tls_root *root = arg;
+    pthread_mutex_lock(&lds__g_lock);
+    lds__tcache *tc = root->list;
+    while (tc) {
+        lds__tcache *next = tc->next_in_thread;
+        if (!tc->dead) {
+            tc_flush(tc, 0, NULL);
+            peak_flush(tc->pool, tc);
+            tally_fold(tc->pool, &tc->tally);
+            tc_unlink(tc);
+        }
+        free(tc);
+        tc = next;
+    }
+    pthread_mutex_unlock(&lds__g_lock);
+    free(root);
+    tls_self = NULL;
+    tls_last = NULL;
+}
+
+static lds__tcache *tc_slow(lds_pool *pool)
+{
+    if (!tls_self) {
+        pthread_once(&g_key_once, key_init);
+        tls_self = calloc(1, sizeof *tls_self);
+        if (!tls_self)
+            return NULL;
+        pthread_setspecific(g_key, tls_self);
+    }
+    lds__tcache *found = NULL;
+    pthread_mutex_lock(&lds__g_lock);
+    for (lds__tcache **pp = &tls_self->list; *pp;) {
+        lds__tcache *tc = *pp;
+        if (tc->dead) {
+            *pp = tc->next_in_thread;
+            free(tc);
+            continue;
+        }
+        if (tc->pool_id == pool->id)
+            found = tc;
+        pp = &tc->next_in_thread;
+    }
+    if (!found) {
+        found = calloc(1, sizeof *found);
+        if (found) {
+            found->pool = pool;
+            found->pool_id = pool->id;
+            found->epoch = atomic_load_explicit(&pool->trim_epoch, RLX);
+            found->next_in_thread = tls_self->list;
+            tls_self->list = found;
+            found->next_in_pool = pool->tcaches;
+            if (pool->tcaches)
+                pool->tcaches->prev_in_pool = found;
+            pool->tcaches = found;
+        }
+    }
+    pthread_mutex_unlock(&lds__g_lock);
+    if (found)
+        tls_last = found;
+    return found;
+}
+
+static inline lds__tcache *tc_get(lds_pool *pool)
+{
+    lds__tcache *tc = tls_last;
+    if (__builtin_expect(tc != NULL && tc->pool_id == pool->id, 1))
+        return tc;
+    return tc_slow(pool);
+}
+
+static inline void tc_check_epoch(lds__tcache *tc)
+{
+    uint64_t e = atomic_load_explicit(&tc->pool->trim_epoch, memory_order_acquire);
+    if (__builtin_expect(e != tc->epoch, 0)) {
+        tc->epoch = e;
+        tc_flush(tc, 1, NULL);
+    }
+}
+
+/* ==== shared stacks, retention, idle trimming ============================= */
+
+static void shared_push(lds_pool *pool, uint32_t idx, uint64_t now)
+{
+    lds__slot *s = slot_at(pool, idx);
+    lds__class *c = &pool->classes[s->cls];
+    size_t cap = lds__class_capacity(s->cls);
+    s->idle_since = now;
+    pthread_mutex_lock(&c->lock);
+    int room = c->count < pool->opts.max_per_class;
+    if (room) {
+        c->stack[c->count++] = idx;
+        count(&pool->shared_bytes, cap);
+        count(&pool->shared_count, 1);
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (!room) {
+        buffer_destroy(pool, idx);
+        count(&pool->drops, 1);
+    }
+}
+
+static uint32_t shared_pop(lds_pool *pool, uint32_t cls)
+{
+    lds__class *c = &pool->classes[cls];
+    uint32_t idx = LDS__POOL_NO_SLOT;
+    pthread_mutex_lock(&c->lock);
+    if (c->count > 0) {
+        idx = c->stack[--c->count];
+        atomic_fetch_sub_explicit(&pool->shared_bytes, lds__class_capacity(cls), RLX);
+        atomic_fetch_sub_explicit(&pool->shared_count, 1, RLX);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return idx;
+}
+
+/* Pops the oldest buffer of class `cls` if it has been idle since before `cutoff`. */
+static uint32_t shared_pop_idle(lds_pool *pool, uint32_t cls, uint64_t cutoff)
+{
+    lds__class *c = &pool->classes[cls];
+    uint32_t idx = LDS__POOL_NO_SLOT;
+    pthread_mutex_lock(&c->lock);
+    if (c->count > 0 && slot_at(pool, c->stack[0])->idle_since < cutoff) {
+        idx = c->stack[0];
+        memmove(c->stack, c->stack + 1, (c->count - 1) * sizeof *c->stack);
+        c->count--;
+        atomic_fetch_sub_explicit(&pool->shared_bytes, lds__class_capacity(cls), RLX);
+        atomic_fetch_sub_explicit(&pool->shared_count, 1, RLX);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return idx;
+}
+
+static void trim_idle(lds_pool *pool, uint64_t now, size_t *freed)
+{
+    if (pool->opts.max_idle_ns == UINT64_MAX || now < pool->opts.max_idle_ns)
+        return;
+    uint64_t cutoff = now - pool->opts.max_idle_ns;
+    for (uint32_t c = 0; c < LDS__POOL_CLASSES; c++) {
+        uint32_t idx;
+        while ((idx = shared_pop_idle(pool, c, cutoff)) != LDS__POOL_NO_SLOT) {
+            buffer_destroy(pool, idx);
+            trimmed(pool, lds__class_capacity(c), freed);
+        }
+    }
+}
+
+/* Slow-path hook: trims idle buffers at most every max_idle_ns / 4. */
+static void maybe_age(lds_pool *pool)
+{
+    if (pool->opts.max_idle_ns == UINT64_MAX)
+        return;
+    uint64_t now = lds__now_ns();
+    uint64_t next = atomic_load_explicit(&pool->next_age_check, RLX);
+    if (now < next)
+        return;
+    uint64_t step = pool->opts.max_idle_ns / 4 + 1;
+    if (!atomic_compare_exchange_strong_explicit(&pool->next_age_check, &next, now + step, RLX,
+                                                 RLX))
+        return;
+    trim_idle(pool, now, NULL);
+}
+
+/* Frees cached buffers (own thread cache first, then shared stacks, largest classes
+ * first) until `need` more bytes fit under max_retained_bytes. */
+static void evict_for(lds_pool *pool, lds__tcache *tc, size_t need)
+{
+    size_t max = pool->opts.max_retained_bytes;
+    for (uint32_t c = LDS__POOL_CLASSES; c-- > 0;) {
+        size_t cap = lds__class_capacity(c);
+        while (atomic_load_explicit(&pool->pooled_bytes, RLX) + need > max) {
+            uint32_t idx = LDS__POOL_NO_SLOT;
+            if (tc && tc->n[c] > 0) {
+                idx = tc->items[c][--tc->n[c]];
+                tally_sub(&tc->tally.cached_bytes, cap);
+                tally_sub(&tc->tally.cached_count, 1);
+            } else {
+                idx = shared_pop(pool, c);
+            }
+            if (idx == LDS__POOL_NO_SLOT)
+                break;
+            buffer_destroy(pool, idx);
+            trimmed(pool, cap, NULL);
+        }
+        if (atomic_load_explicit(&pool->pooled_bytes, RLX) + need <= max)
+            return;
+    }
+}
+
+/* Decides at birth whether a new buffer counts against the retention caps (and so is
+ * kept on return) or is freed on return. */
+static int admit(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t cap)
+{
+    lds__class *c = &pool->classes[cls];
+    uint32_t n = atomic_load_explicit(&c->pooled, RLX);
+    do {
+        if (n >= pool->opts.max_per_class)
+            return 0;
+    } while (!atomic_compare_exchange_weak_explicit(&c->pooled, &n, n + 1, RLX, RLX));
+    size_t max = pool->opts.max_retained_bytes;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        uint64_t b = atomic_load_explicit(&pool->pooled_bytes, RLX);
+        while (b + cap <= max) {
+            if (atomic_compare_exchange_weak_explicit(&pool->pooled_bytes, &b, b + cap, RLX, RLX))
+                return 1;
+        }
+        if (attempt == 0)
+            evict_for(pool, tc, cap);
+    }
+    atomic_fetch_sub_explicit(&c->pooled, 1, RLX);
+    return 0;
+}
+
+static uint32_t rent_slow(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t cap)
+{
+    maybe_age(pool);
+    if (pool->opts.check != LDS_POOL_CHECK_BYPASS) {
+        uint32_t idx = shared_pop(pool, cls);
+        if (idx != LDS__POOL_NO_SLOT) {
+            count(&pool->hits_shared, 1);
+            return idx;
+        }
+    }
+    int pooled = 0;
+    if (cap > pool->opts.max_retained_bytes || pool->opts.check == LDS_POOL_CHECK_BYPASS) {
+        count(&pool->misses_oversize, 1);
+    } else {
+        if (atomic_load_explicit(&pool->classes[cls].live, RLX) == 0)
+            count(&pool->misses_cold, 1);
+        else
+            count(&pool->misses_exhausted, 1);
+        pooled = admit(pool, tc, cls, cap);
+    }
+    uint32_t idx = buffer_create(pool, cls, pooled);
+    if (idx == LDS__POOL_NO_SLOT && pooled) {
+        atomic_fetch_sub_explicit(&pool->classes[cls].pooled, 1, RLX);
+        atomic_fetch_sub_explicit(&pool->pooled_bytes, cap, RLX);
+    }
+    return idx;
+}
+
+/* ==== guard quarantine ==================================================== */
+
+/* Protects a returned buffer and queues it; returns the slot that leaves the quarantine
+ * (made accessible again), or LDS__POOL_NO_SLOT. */
+static uint32_t quarantine_push(lds_pool *pool, uint32_t idx)
+{
+    lds__slot *s = slot_at(pool, idx);
+    size_t cap = lds__class_capacity(s->cls);
+    lds__protect(s->base, s->alloc_bytes, 0);
+    uint32_t out = LDS__POOL_NO_SLOT;
+    uint32_t qn = pool->opts.guard_quarantine;
+    pthread_mutex_lock(&pool->guard_lock);
+    if (pool->q_count == qn) {
+        out = pool->quarantine[pool->q_head];
+        pool->q_head = (pool->q_head + 1) % qn;
+        pool->q_count--;
+    }
+    pool->quarantine[(pool->q_head + pool->q_count) % qn] = idx;
+    pool->q_count++;
+    count(&pool->q_bytes, cap);
+    if (out != LDS__POOL_NO_SLOT)
+        atomic_fetch_sub_explicit(&pool->q_bytes, lds__class_capacity(slot_at(pool, out)->cls),
+                                  RLX);
+    pthread_mutex_unlock(&pool->guard_lock);
+    if (out != LDS__POOL_NO_SLOT) {
+        lds__slot *o = slot_at(pool, out);
+        lds__protect(o->base, o->alloc_bytes, 1);
+    }
+    return out;
+}
+
+static void quarantine_drain(lds_pool *pool, size_t *freed)
+{
+    for (;;) {
+        uint32_t idx = LDS__POOL_NO_SLOT;
+        pthread_mutex_lock(&pool->guard_lock);
+        if (pool->q_count > 0) {
+            idx = pool->quarantine[pool->q_head];
+            pool->q_head = (pool->q_head + 1) % pool->opts.guard_quarantine;
+            pool->q_count--;
+            atomic_fetch_sub_explicit(&pool->q_bytes, lds__class_capacity(slot_at(pool, idx)->cls),
+                                      RLX);
+        }
+        pthread_mutex_unlock(&pool->guard_lock);
+        if (idx == LDS__POOL_NO_SLOT)
+            return;
+        size_t cap = lds__class_capacity(slot_at(pool, idx)->cls);
+        buffer_destroy(pool, idx);
+        trimmed(pool, cap, freed);
+    }
+}
+
+/* ==== rent and return ===================================================== */
+
+lds_status lds_pool_rent(lds_pool *pool, size_t min_bytes, lds_lease *out)
+{
+    if (!out)
+        return LDS_E_INVALID_ARG;
+    memset(out, 0, sizeof *out);
+    if (min_bytes > LDS_POOL_MAX_REQUEST)
+        return LDS_E_LIMIT;
+    if (!pool && !(pool = lds_pool_shared()))
+        return LDS_E_NOMEM;
+    lds__tcache *tc = tc_get(pool);
+    if (!tc)
+        return LDS_E_NOMEM;
+    tc_check_epoch(tc);
+    uint32_t cls = lds__class_of(min_bytes);
+    size_t cap = lds__class_capacity(cls);
+    uint32_t idx;
+    lds__slot *s;
+    char *p;
+    for (;;) {
+        if (tc->n[cls] > 0) {
+            idx = tc->items[cls][--tc->n[cls]];
+            tally_sub(&tc->tally.cached_bytes, cap);
+            tally_sub(&tc->tally.cached_count, 1);
+            tally_add(&tc->tally.hits_thread, 1);
+        } else {
+            idx = rent_slow(pool, tc, cls, cap);
+            if (idx == LDS__POOL_NO_SLOT)
+                return LDS_E_NOMEM;
+        }
+        s = slot_at(pool, idx);
+        p = (char *)atomic_load_explicit(&s->ptr, RLX);
+        if (on_rent(pool, idx, p, min_bytes, cap))
+            break;
+        count(&pool->canary_failures, 1);
+        count(&pool->drops, 1);
+        buffer_destroy(pool, idx);
+    }
+    uint32_t gen = atomic_load_explicit(&s->gen, RLX) + 1;
+    atomic_store_explicit(&s->length, min_bytes, RLX);
+    atomic_store_explicit(&s->gen, gen, memory_order_release);
+
+    tally_add(&tc->tally.rents, 1);
+    tally_add(&tc->tally.bytes_out, cap);
+    tally_add(&tc->tally.waste_out, cap - min_bytes);
+    tally_add(&tc->tally.requested, min_bytes);
+    tc->pending += (int64_t)cap;
+    if (tc->pending >= LDS__POOL_PEAK_BATCH)
+        peak_flush(pool, tc);
+
+    out->ptr = p;
+    out->length = min_bytes;
+    out->capacity = cap;
+    out->handle = ((uint64_t)gen << 32) | idx;
+    return LDS_OK;
+}
+
+static lds_status refuse(lds_pool *pool, lds_pool_refusal why)
+{
+    count(&pool->refused[why], 1);
+    return LDS_E_POOL_REFUSED;
+}
+
+lds_status lds_pool_return(lds_pool *pool, lds_lease *lease, unsigned flags)
+{
+    if (!lease || (flags & ~LDS_RETURN_CLEAR) != 0)
+        return LDS_E_INVALID_ARG;
+    if (!pool && !(pool = lds_pool_shared()))
+        return LDS_E_NOMEM;
+    uint64_t h = lease->handle;
+    uint32_t idx = (uint32_t)h, gen = (uint32_t)(h >> 32);
+    if (h == 0)
+        return refuse(pool, LDS_POOL_REFUSED_STALE); /* zeroed by an earlier return */
+    lds__slot *s = slot_at(pool, idx);
+    if (!s || (gen & 1u) == 0)
+        return refuse(pool, LDS_POOL_REFUSED_UNKNOWN);
+    if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen)
+        return refuse(pool, LDS_POOL_REFUSED_STALE);
+    if (atomic_load_explicit(&s->ptr, RLX) != (uintptr_t)lease->ptr || lease->ptr == NULL)
+        return refuse(pool, LDS_POOL_REFUSED_POINTER);
+    if (lease->capacity != lds__class_capacity(s->cls) ||
+        lease->length != atomic_load_explicit(&s->length, RLX))
+        return refuse(pool, LDS_POOL_REFUSED_SIZE);
+    uint32_t expect = gen;
+    if (!atomic_compare_exchange_strong_explicit(&s->gen, &expect, gen + 1, memory_order_acq_rel,
+                                                 memory_order_acquire))
+        return refuse(pool, LDS_POOL_REFUSED_STALE);
+
+    lds__tcache *tc = tc_get(pool);
+    if (!tc) {
+        /* Nowhere to tally: free the buffer (the lease did end). */
+        buffer_destroy(pool, idx);
+        count(&pool->drops, 1);
+        memset(lease, 0, sizeof *lease);
+        return LDS_OK;
+    }
+    tc_check_epoch(tc);
+    size_t cap = lease->capacity, len = lease->length;
+    char *p = lease->ptr;
+    uint32_t cls = s->cls;
+    tally_add(&tc->tally.returns, 1);
+    tally_add(&tc->tally.bytes_in, cap);
+    tally_add(&tc->tally.waste_in, cap - len);
+    tc->pending -= (int64_t)cap;
+    if (tc->pending <= -LDS__POOL_PEAK_BATCH)
+        peak_flush(pool, tc);
+    memset(lease, 0, sizeof *lease);
+
+    lds_pool_check mode = pool->opts.check;
+    if (!s->pooled || mode == LDS_POOL_CHECK_BYPASS) {
+        buffer_destroy(pool, idx);
+        count(&pool->drops, 1);
+        return LDS_OK;
+    }
+    lds__asan_unpoison(p, cap);
+    if (flags & LDS_RETURN_CLEAR)
+        memset(p, 0, cap);
+    if (mode == LDS_POOL_CHECK_CANARY) {
+        canary_apply(pool, idx, p, cap, 1, NULL);
+        s->armed = 1;
+    } else if (mode == LDS_POOL_CHECK_POISON)
+        memset(p, LDS_POOL_FREED_BYTE, cap);
+    lds__asan_poison(p, cap);
+
+    if (mode == LDS_POOL_CHECK_GUARD) {
+        idx = quarantine_push(pool, idx);
+        if (idx == LDS__POOL_NO_SLOT)
+            return LDS_OK;
+    } else if (tc->n[cls] < pool->tc_limit[cls] && mode == LDS_POOL_CHECK_OFF) {
+        tc->items[cls][tc->n[cls]++] = idx;
+        tally_add(&tc->tally.cached_bytes, cap);
+        tally_add(&tc->tally.cached_count, 1);
+        return LDS_OK;
+    }
+    maybe_age(pool);
+    shared_push(pool, idx, lds__now_ns());
+    return LDS_OK;
+}
+
+void lds_scoped_lease_end(lds_scoped_lease *s)
+{
+    if (s && s->lease.handle != 0)
+        lds_pool_return(s->pool, &s->lease, 0);
+}
+
+/* ==== trimming ============================================================ */
+
+lds_status lds_pool_trim(lds_pool *pool, lds_pool_trim_mode mode, size_t *freed_bytes)
+{
+    size_t freed = 0;
+    if (freed_bytes)
+        *freed_bytes = 0;
+    if (mode != LDS_POOL_TRIM_ALL && mode != LDS_POOL_TRIM_IDLE)
+        return LDS_E_INVALID_ARG;
+    if (!pool && !(pool = lds_pool_shared()))
+        return LDS_E_NOMEM;
+    if (mode == LDS_POOL_TRIM_IDLE) {
+        trim_idle(pool, lds__now_ns(), &freed);
+    } else {
+        /* Other threads empty their caches at their next call (they see the new epoch);
+         * the calling thread's cache is emptied here. */
+        uint64_t e = atomic_fetch_add_explicit(&pool->trim_epoch, 1, memory_order_release) + 1;
+        lds__tcache *tc = tc_get(pool);
+        if (tc) {
+            tc->epoch = e;
+            tc_flush(tc, 1, &freed);
+        }
+        for (uint32_t c = 0; c < LDS__POOL_CLASSES; c++) {
+            uint32_t idx;
+            while ((idx = shared_pop(pool, c)) != LDS__POOL_NO_SLOT) {
+                buffer_destroy(pool, idx);
+                trimmed(pool, lds__class_capacity(c), &freed);
+            }
+        }
+        quarantine_drain(pool, &freed);
+    }
+    if (freed_bytes)
+        *freed_bytes = freed;
+    return LDS_OK;
+}
+
+/* ==== creation ============================================================ */
+
+void lds_pool_options_default(lds_pool_options *opts)
+{
+    if (!opts)
+        return;
+    memset(opts, 0, sizeof *opts);
+    opts->size = sizeof *opts;
+    opts->check = LDS_POOL_CHECK_OFF;
+    opts->fill_on_rent = -1;
+    opts->max_retained_bytes = LDS_POOL_DEFAULT_MAX_RETAINED_BYTES;
+    opts->max_per_class = LDS_POOL_DEFAULT_MAX_PER_CLASS;
+    opts->thread_cache_count = LDS_POOL_DEFAULT_THREAD_CACHE_COUNT;
+    opts->thread_cache_bytes = LDS_POOL_DEFAULT_THREAD_CACHE_BYTES;
+    opts->mmap_threshold = LDS_POOL_DEFAULT_MMAP_THRESHOLD;
+    opts->max_idle_ns = LDS_POOL_DEFAULT_MAX_IDLE_NS;
+    opts->guard_quarantine = LDS_POOL_DEFAULT_GUARD_QUARANTINE;
+    const char *env = getenv(LDS_POOL_CHECK_ENV);
+    if (!env)
+        return;
+    static const char *const names[] = {"off", "canary", "poison", "guard", "bypass"};
+    for (int i = 0; i < 5; i++)
+        if (strcmp(env, names[i]) == 0)
+            opts->check = (lds_pool_check)i;
+}
+
+lds_status lds_pool_create(const lds_pool_options *opts, lds_pool **out)
+{
+    if (!out)
+        return LDS_E_INVALID_ARG;
+    *out = NULL;
+    lds_pool_options o;
+    lds_pool_options_default(&o);
+    if (opts) {
+        if (opts->size < offsetof(lds_pool_options, max_retained_bytes) || opts->size > sizeof o)
+            return LDS_E_INVALID_ARG;
+        memcpy(&o, opts, opts->size);
+        o.size = sizeof o;
+    }
+    if ((unsigned)o.check > LDS_POOL_CHECK_BYPASS || o.fill_on_rent < -1 || o.fill_on_rent > 255)
+        return LDS_E_INVALID_ARG;
+    if (o.max_per_class == 0)
+        o.max_per_class = LDS_POOL_DEFAULT_MAX_PER_CLASS;
+    if (o.thread_cache_bytes == 0)
+        o.thread_cache_bytes = LDS_POOL_DEFAULT_THREAD_CACHE_BYTES;
+    if (o.mmap_threshold == 0)
+        o.mmap_threshold = LDS_POOL_DEFAULT_MMAP_THRESHOLD;
+    if (o.max_idle_ns == 0)
+        o.max_idle_ns = LDS_POOL_DEFAULT_MAX_IDLE_NS;
+    if (o.guard_quarantine == 0)
+        o.guard_quarantine = LDS_POOL_DEFAULT_GUARD_QUARANTINE;
+    if (o.thread_cache_count > LDS__POOL_TC_MAX)
+        o.thread_cache_count = LDS__POOL_TC_MAX;
+
+    lds_pool *pool = aligned_alloc(64, (sizeof *pool + 63u) & ~(size_t)63u);
+    if (!pool)
+        return LDS_E_NOMEM;
+    memset(pool, 0, sizeof *pool);
+    pool->opts = o;
+    pool->id = atomic_fetch_add(&g_next_pool_id, 1);
+    pool->canary_key = UINT64_C(0x9E3779B97F4A7C15) ^ ((uint64_t)(uintptr_t)pool << 7);
+    pool->free_slots = LDS__POOL_NO_SLOT;
+    pthread_mutex_init(&pool->slot_lock, NULL);
+    pthread_mutex_init(&pool->guard_lock, NULL);
+    int ok = 1;
+    for (uint32_t c = 0; c < LDS__POOL_CLASSES; c++) {
+        size_t cap = lds__class_capacity(c);
+        size_t n = o.thread_cache_bytes / cap;
+        pool->tc_limit[c] = (uint8_t)(n < o.thread_cache_count ? n : o.thread_cache_count);
+        pthread_mutex_init(&pool->classes[c].lock, NULL);
+        pool->classes[c].stack = malloc(o.max_per_class * sizeof(uint32_t));
+        ok = ok && pool->classes[c].stack != NULL;
+    }
+    pool->quarantine = malloc(o.guard_quarantine * sizeof(uint32_t));
+    if (!ok || !pool->quarantine) {
+        lds_pool_free(pool);
+        return LDS_E_NOMEM;
+    }
+    *out = pool;
+    return LDS_OK;
+}
+
+void lds_pool_free(lds_pool *pool)
+{
+    if (!pool || pool->is_shared)
+        return;
+    pthread_mutex_lock(&lds__g_lock);
+    for (lds__tcache *tc = pool->tcaches; tc; tc = tc->next_in_pool)
+        tc->dead = 1;
+    pool->tcaches = NULL;
+    pthread_mutex_unlock(&lds__g_lock);
+    if (tls_last && tls_last->pool_id == pool->id)
+        tls_last = NULL;
+    /* Every slot that still holds a buffer (cached, quarantined or leased) is freed. */
+    uint32_t n = atomic_load_explicit(&pool->slot_count, RLX);
+    for (uint32_t i = 0; i < n; i++) {
+        lds__slot *s = slot_at(pool, i);
+        if (s && atomic_load_explicit(&s->ptr, RLX) != 0) {
+            if (s->mapped)
+                lds__protect(s->base, s->alloc_bytes, 1);
+            lds__asan_unpoison(s->base, s->alloc_bytes);
+            if (s->mapped)
+                lds__unmap(s->base, s->alloc_bytes);
+            else
+                free(s->base);
+        }
+    }
+    for (uint32_t c = 0; c < LDS__POOL_MAX_CHUNKS; c++)
+        free(atomic_load_explicit(&pool->chunks[c], RLX));
+    for (uint32_t c = 0; c < LDS__POOL_CLASSES; c++) {
+        pthread_mutex_destroy(&pool->classes[c].lock);
+        free(pool->classes[c].stack);
+    }
+    free(pool->quarantine);
+    pthread_mutex_destroy(&pool->slot_lock);
+    pthread_mutex_destroy(&pool->guard_lock);
+    free(pool);
+}
+
+lds_pool *lds_pool_shared(void)
+{
+    lds_pool *p = atomic_load_explicit(&g_shared, memory_order_acquire);
+    if (__builtin_expect(p != NULL, 1))
+        return p;
+    pthread_mutex_lock(&g_shared_lock);
+    p = atomic_load_explicit(&g_shared, memory_order_acquire);
+    if (!p && lds_pool_create(NULL, &p) == LDS_OK) {
+        p->is_shared = 1;
+        atomic_store_explicit(&g_shared, p, memory_order_release);
+    }
+    pthread_mutex_unlock(&g_shared_lock);
+    return p;
+}

@@ -1,0 +1,133 @@
+/*
+ * pool_internal.h: the pool's private structures, shared by the files of pool/ only.
+ *
+ * Layout: every buffer the pool has allocated owns one *slot* (its allocation,
+ * size class and generation). A lease's handle is (generation << 32 | slot index);
+ * the generation is odd while leased and even while cached, and only a successful
+ * compare-and-swap on it ends a lease, so at most one return of a lease succeeds.
+ * Free buffers sit, by slot index, in a per-thread cache (no lock) or a per-class
+ * shared stack (one mutex per class).
+ */
+#ifndef LDS_POOL_INTERNAL_H
+#define LDS_POOL_INTERNAL_H
+
+#include "lodestar_pool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* Size classes: class 0 is LDS_POOL_MIN_CLASS (2^6); then 4 per doubling up to 2^46. */
+#define LDS__POOL_MIN_SHIFT 6
+#define LDS__POOL_MAX_SHIFT 46
+#define LDS__POOL_CLASSES   (1 + (LDS__POOL_MAX_SHIFT - LDS__POOL_MIN_SHIFT) * 4)
+
+/* Slot table: chunks of slots allocated on demand, never moved while the pool lives. */
+#define LDS__POOL_CHUNK_SHIFT 10
+#define LDS__POOL_CHUNK_SLOTS (1u << LDS__POOL_CHUNK_SHIFT)
+#define LDS__POOL_MAX_CHUNKS  4096u
+#define LDS__POOL_NO_SLOT     UINT32_MAX
+
+/* Most buffers one thread caches per class (the option is clamped to this). */
+#define LDS__POOL_TC_MAX 16
+/* Thread-local tallies of leased bytes are folded into the pool's peak beyond this. */
+#define LDS__POOL_PEAK_BATCH ((int64_t)64 << 10)
+
+typedef struct lds__slot {
+    _Atomic uint32_t gen;  /* odd: leased; even: cached or unused */
+    uint32_t cls;          /* size class; fixed while the slot holds a buffer */
+    _Atomic uintptr_t ptr; /* the lease pointer; 0 when the slot holds no buffer */
+    _Atomic size_t length; /* requested length of the current lease */
+    void *base;            /* allocation start (mapping or malloc block) */
+    size_t alloc_bytes;    /* bytes mapped or allocated at base */
+    uint64_t idle_since;   /* ns (CLOCK_MONOTONIC) when pushed to a shared stack */
+    uint32_t next_free;    /* free-slot list link */
+    uint8_t mapped;        /* from mmap (else malloc) */
+    uint8_t pooled;        /* counted against the retention caps; else freed on return */
+    uint8_t armed;         /* canary words written at return, to verify at rent */
+} lds__slot;
+
+typedef struct lds__class {
+    pthread_mutex_t lock;
+    uint32_t *stack; /* cached slot indices; [0] is the oldest */
+    uint32_t count;
+    _Atomic uint32_t live;   /* buffers of this class that exist (leased, cached, quarantined) */
+    _Atomic uint32_t pooled; /* of which counted against the caps */
+} __attribute__((aligned(64))) lds__class;
+
+/* Counters a thread writes without atomics read-modify-write: only the owner stores,
+ * others (statistics) load. */
+typedef struct lds__tally {
+    _Atomic uint64_t rents, hits_thread, returns;
+    _Atomic uint64_t bytes_out, bytes_in, waste_out, waste_in, requested;
+    _Atomic uint64_t cached_bytes, cached_count;
+} lds__tally;
+
+typedef struct lds__tcache {
+    lds_pool *pool;
+    uint64_t pool_id;
+    struct lds__tcache *next_in_thread;
+    struct lds__tcache *next_in_pool, *prev_in_pool; /* under lds__g_lock */
+    int dead;                                        /* pool freed; under lds__g_lock */
+    uint64_t epoch;                                  /* pool trim epoch last seen */
+    int64_t pending;                                 /* leased bytes not yet in the peak */
+    lds__tally tally;
+    uint8_t n[LDS__POOL_CLASSES];
+    uint32_t items[LDS__POOL_CLASSES][LDS__POOL_TC_MAX];
+} lds__tcache;
+
+struct lds_pool {
+    uint64_t id;
+    lds_pool_options opts;
+    int is_shared;
+    uint64_t canary_key;
+    uint8_t tc_limit[LDS__POOL_CLASSES];
+
+    lds__class classes[LDS__POOL_CLASSES];
+    _Atomic uint64_t shared_bytes, shared_count; /* cached in shared stacks */
+
+    pthread_mutex_t slot_lock;
+    _Atomic(lds__slot *) chunks[LDS__POOL_MAX_CHUNKS];
+    _Atomic uint32_t slot_count; /* slots handed out so far (bump allocator) */
+    uint32_t free_slots;         /* free-slot list head, under slot_lock */
+
+    _Atomic uint64_t pooled_bytes; /* capacity of pooled buffers; <= max_retained_bytes */
+    _Atomic uint64_t bytes_mapped;
+    _Atomic uint64_t trim_epoch;
+    _Atomic uint64_t next_age_check;
+
+    pthread_mutex_t guard_lock; /* the guard-mode quarantine ring */
+    uint32_t *quarantine;
+    uint32_t q_head, q_count;
+    _Atomic uint64_t q_bytes;
+
+    _Atomic int64_t leased_flushed;
+    _Atomic uint64_t leased_peak;
+
+    _Atomic uint64_t hits_shared, misses_cold, misses_exhausted, misses_oversize;
+    _Atomic uint64_t refused[LDS_POOL_REFUSED_COUNT];
+    _Atomic uint64_t canary_failures, drops, trims, trimmed_bytes;
+
+    lds__tcache *tcaches; /* under lds__g_lock */
+    struct {
+        uint64_t rents, hits_thread, returns, bytes_out, bytes_in, waste_out, waste_in, requested;
+    } retired; /* tallies of exited threads, under lds__g_lock */
+};
+
+/* Guards every thread-cache list (per pool and per thread) and `retired`. */
+extern pthread_mutex_t lds__g_lock;
+
+/* os.c: the operating-system boundary. */
+size_t lds__page_size(void);
+uint64_t lds__now_ns(void);
+void *lds__map(size_t bytes);
+void lds__unmap(void *base, size_t bytes);
+int lds__protect(void *base, size_t bytes, int accessible);
+void lds__asan_poison(const void *p, size_t n);
+void lds__asan_unpoison(const void *p, size_t n);
+int lds__asan_is_poisoned(const void *p);
+
+/* pool.c helpers used by stats.c */
+size_t lds__class_capacity(uint32_t cls);
+uint32_t lds__class_of(size_t min_bytes);
+
+#endif /* LDS_POOL_INTERNAL_H */
