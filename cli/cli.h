@@ -1,0 +1,58 @@
+/*
+ * cli.h: what the subcommands of the `lodestar` program share.
+ *
+ * The program uses the public API only (include/). Exit codes: 0 success,
+ * 1 failure, 2 usage error. Errors go to stderr as "lodestar: <message>".
+ */
+#ifndef LODESTAR_CLI_H
+#define LODESTAR_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "lodestar.h"
+
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+/* Subcommands. argv[0] is "lodestar NAME"; options are parsed with getopt_long. */
+int cli_pack(int argc, char **argv);
+int cli_info(int argc, char **argv);
+int cli_verify(int argc, char **argv);
+int cli_get(int argc, char **argv);
+int cli_similar(int argc, char **argv);
+
+/* Prints "lodestar: <what>: <detail>" where the detail is the error's message
+   (which names field and offset) or, without one, the status text. Returns CLI_FAIL. */
+int cli_fail(const char *what, lds_status status, const lds_error *err);
+
+/* Prints "lodestar: <formatted message>" to stderr. Returns CLI_FAIL. */
+int cli_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Prints "<prog>: <formatted message>" and a hint to run --help, to stderr.
+   Returns CLI_USAGE. */
+int cli_usage_error(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parses a whole decimal unsigned integer; false on junk, a sign or overflow. */
+bool cli_parse_u64(const char *text, uint64_t *out);
+
+/* How a subcommand wants an index loaded. */
+typedef struct cli_load_request {
+    const char *file; /* a path, or "-" for standard input */
+    int mmap;         /* -1: the loader's default; 0: read; 1: map */
+} cli_load_request;
+
+/* Loads an index with the loader, checksum verified. `info` receives what the load did. */
+lds_status cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info,
+                    lds_error *err);
+
+/* Writes `x` in the shortest decimal form that reads back as the same float. */
+void cli_print_float(FILE *f, float x);
+
+/* Writes the shortest decimal form of `x` into buf (at least 32 bytes). */
+void cli_format_float(char *buf, size_t cap, float x);
+
+/* Finishes standard output; returns CLI_FAIL (with a message) if writing it failed. */
+int cli_close_stdout(int code);
+
+#endif /* LODESTAR_CLI_H */

@@ -1,0 +1,229 @@
+/* lodestar info and lodestar verify: load an index and describe it. */
+#include "cli.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <string.h>
+
+static const char info_usage[] =
+    "usage: lodestar info [options] FILE|-\n"
+    "\n"
+    "Load the index FILE (or standard input for -) with the stream loader,\n"
+    "verifying its checksum, and print rows, dim, dtype, metric, metadata,\n"
+    "sizes, checksum status, the load path used and the load time.\n"
+    "Indexes compressed with zstd are recognised and decoded.\n"
+    "\n"
+    "options:\n"
+    "  --json      print one JSON object instead of text\n"
+    "  --mmap      map the file instead of reading it (regular files only)\n"
+    "  --no-mmap   read the file into a pooled buffer (the default)\n"
+    "  -h, --help  print this help\n";
+
+static const char verify_usage[] =
+    "usage: lodestar verify [options] FILE|-\n"
+    "\n"
+    "Validate the index FILE completely: header, every section, offset and size,\n"
+    "keys (UTF-8, uniqueness), metadata and the payload checksum. Prints one\n"
+    "line and exits 0 if it is sound; otherwise prints what is wrong, naming the\n"
+    "field and its byte offset, and exits 1.\n"
+    "\n"
+    "options:\n"
+    "  -h, --help  print this help\n";
+
+static double elapsed_ms(const lds_load_info *info)
+{
+    return (double)info->elapsed_ns / 1e6;
+}
+
+static void print_info_text(const char *file, const lds_index *idx, const lds_load_info *info)
+{
+    printf("file:       %s\n", strcmp(file, "-") == 0 ? "(standard input)" : file);
+    printf("rows:       %" PRIu64 "\n", lds_index_rows(idx));
+    printf("dim:        %" PRIu32 "\n", lds_index_dim(idx));
+    printf("dtype:      %s", lds_dtype_name(lds_index_dtype(idx)));
+    if (lds_index_dtype(idx) == LDS_DTYPE_I8) {
+        printf(" (scale ");
+        cli_print_float(stdout, lds_index_i8_scale(idx));
+        printf(")");
+    }
+    printf("\n");
+    printf("metric:     %s\n", lds_metric_name(lds_index_metric(idx)));
+    printf("normalized: %s\n", lds_index_normalized(idx) ? "yes" : "no");
+    printf("keys:       %s\n", !lds_index_has_keys(idx)     ? "no"
+                               : lds_index_keys_unique(idx) ? "yes (unique)"
+                                                            : "yes");
+    printf("ids:        %s\n", lds_index_has_ids(idx) ? "yes" : "no");
+    size_t n_meta = lds_index_meta_count(idx);
+    printf("metadata:   %zu entr%s\n", n_meta, n_meta == 1 ? "y" : "ies");
+    for (size_t i = 0; i < n_meta; i++) {
+        const char *key = NULL, *value = NULL;
+        if (lds_index_meta_at(idx, i, &key, &value) == LDS_OK)
+            printf("  %s = %s\n", key, value);
+    }
+    printf("bytes:      %" PRIu64 " payload + %d header", lds_index_payload_bytes(idx),
+           LDS_HEADER_SIZE);
+    if (info->compressed)
+        printf(" (%" PRIu64 " compressed with zstd)", info->stream_bytes);
+    printf("\n");
+    printf("checksum:   xxh3-64 %016" PRIx64 " %s\n", lds_index_checksum(idx),
+           lds_index_checksum_verified(idx) ? "(verified)" : "(not verified)");
+    printf("load path:  %s (%s)\n", lds_load_path_name(info->path),
+           info->ownership == LDS_OWN_COPY ? "copied" : "adopted");
+    printf("load time:  %.3f ms\n", elapsed_ms(info));
+}
+
+static int print_info_json(const char *file, const lds_index *idx, const lds_load_info *info)
+{
+    json_object *o = json_object_new_object();
+    if (!o)
+        return cli_failf("out of memory");
+    json_object_object_add(o, "file", strcmp(file, "-") == 0 ? NULL : json_object_new_string(file));
+    json_object_object_add(o, "rows", json_object_new_uint64(lds_index_rows(idx)));
+    json_object_object_add(o, "dim", json_object_new_uint64(lds_index_dim(idx)));
+    json_object_object_add(o, "dtype",
+                           json_object_new_string(lds_dtype_name(lds_index_dtype(idx))));
+    if (lds_index_dtype(idx) == LDS_DTYPE_I8)
+        json_object_object_add(o, "i8_scale", json_object_new_double(lds_index_i8_scale(idx)));
+    json_object_object_add(o, "metric",
+                           json_object_new_string(lds_metric_name(lds_index_metric(idx))));
+    json_object_object_add(o, "normalized", json_object_new_boolean(lds_index_normalized(idx)));
+    json_object_object_add(o, "has_keys", json_object_new_boolean(lds_index_has_keys(idx)));
+    json_object_object_add(o, "keys_unique", json_object_new_boolean(lds_index_keys_unique(idx)));
+    json_object_object_add(o, "has_ids", json_object_new_boolean(lds_index_has_ids(idx)));
+
+    json_object *meta = json_object_new_object();
+    for (size_t i = 0; i < lds_index_meta_count(idx); i++) {
+        const char *key = NULL, *value = NULL;
+        if (lds_index_meta_at(idx, i, &key, &value) == LDS_OK)
+            json_object_object_add(meta, key, json_object_new_string(value));
+    }
+    json_object_object_add(o, "metadata", meta);
+
+    json_object_object_add(o, "payload_bytes",
+                           json_object_new_uint64(lds_index_payload_bytes(idx)));
+    json_object_object_add(o, "header_bytes", json_object_new_uint64(LDS_HEADER_SIZE));
+    json_object_object_add(o, "stream_bytes", json_object_new_uint64(info->stream_bytes));
+    json_object_object_add(o, "compressed", json_object_new_boolean(info->compressed));
+
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016" PRIx64, lds_index_checksum(idx));
+    json_object *sum = json_object_new_object();
+    json_object_object_add(sum, "algorithm", json_object_new_string("xxh3-64"));
+    json_object_object_add(sum, "value", json_object_new_string(hex));
+    json_object_object_add(sum, "verified",
+                           json_object_new_boolean(lds_index_checksum_verified(idx)));
+    json_object_object_add(o, "checksum", sum);
+
+    json_object *load = json_object_new_object();
+    json_object_object_add(load, "path", json_object_new_string(lds_load_path_name(info->path)));
+    json_object_object_add(
+        load, "ownership",
+        json_object_new_string(info->ownership == LDS_OWN_COPY ? "copy" : "adopt"));
+    json_object_object_add(load, "elapsed_ns", json_object_new_uint64(info->elapsed_ns));
+    json_object_object_add(o, "load", load);
+
+    const char *text =
+        json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+    int rc = CLI_OK;
+    if (text)
+        printf("%s\n", text);
+    else
+        rc = cli_failf("out of memory");
+    json_object_put(o);
+    return rc;
+}
+
+int cli_info(int argc, char **argv)
+{
+    enum { OPT_JSON = 256, OPT_MMAP, OPT_NO_MMAP };
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, OPT_JSON},
+        {"mmap", no_argument, NULL, OPT_MMAP},
+        {"no-mmap", no_argument, NULL, OPT_NO_MMAP},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *prog = argv[0];
+    bool json = false;
+    cli_load_request req = {.mmap = -1};
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h':
+            fputs(info_usage, stdout);
+            return CLI_OK;
+        case OPT_JSON:
+            json = true;
+            break;
+        case OPT_MMAP:
+            req.mmap = 1;
+            break;
+        case OPT_NO_MMAP:
+            req.mmap = 0;
+            break;
+        default:
+            fprintf(stderr, "Try '%s --help'.\n", prog);
+            return CLI_USAGE;
+        }
+    }
+    if (argc - optind != 1)
+        return cli_usage_error(prog, "expected one FILE (or - for standard input)");
+    req.file = argv[optind];
+
+    lds_index *idx = NULL;
+    lds_load_info info;
+    lds_error err;
+    lds_error_init(&err);
+    lds_status st = cli_load(&req, &idx, &info, &err);
+    if (st != LDS_OK)
+        return cli_fail(req.file, st, &err);
+    int rc = CLI_OK;
+    if (json)
+        rc = print_info_json(req.file, idx, &info);
+    else
+        print_info_text(req.file, idx, &info);
+    lds_index_free(idx);
+    return rc;
+}
+
+int cli_verify(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *prog = argv[0];
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h':
+            fputs(verify_usage, stdout);
+            return CLI_OK;
+        default:
+            fprintf(stderr, "Try '%s --help'.\n", prog);
+            return CLI_USAGE;
+        }
+    }
+    if (argc - optind != 1)
+        return cli_usage_error(prog, "expected one FILE (or - for standard input)");
+    /* Read, not mapped: every byte goes through the checksum as it arrives. */
+    cli_load_request req = {.file = argv[optind], .mmap = 0};
+
+    lds_index *idx = NULL;
+    lds_load_info info;
+    lds_error err;
+    lds_error_init(&err);
+    lds_status st = cli_load(&req, &idx, &info, &err);
+    if (st != LDS_OK)
+        return cli_fail(req.file, st, &err);
+    if (!lds_index_checksum_verified(idx)) {
+        lds_index_free(idx);
+        return cli_failf("%s: the checksum was not verified", req.file);
+    }
+    printf("%s: ok: %" PRIu64 " rows x %" PRIu32 " %s, checksum %016" PRIx64 " verified\n",
+           req.file, lds_index_rows(idx), lds_index_dim(idx), lds_dtype_name(lds_index_dtype(idx)),
+           lds_index_checksum(idx));
+    lds_index_free(idx);
+    return CLI_OK;
+}

@@ -1,0 +1,73 @@
+/* The `lodestar` program: pack, info, get, similar, verify. */
+#include "cli.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char usage_text[] =
+    "usage: lodestar [--help] [--version] COMMAND [ARGS]\n"
+    "\n"
+    "Build, inspect and query lodestar embedding indexes.\n"
+    "\n"
+    "commands:\n"
+    "  pack     build an index from GloVe, word2vec, .npy or .fvecs embeddings\n"
+    "  info     load an index and print its shape, metadata and how it was loaded\n"
+    "  get      print the row, id and vector of a key\n"
+    "  similar  print the nearest neighbours of a key's vector\n"
+    "  verify   validate an index completely, checksum included\n"
+    "\n"
+    "Run 'lodestar COMMAND --help' for the options of a command.\n"
+    "Exit status: 0 success, 1 failure, 2 usage error.\n";
+
+static const struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} commands[] = {
+    {"pack", cli_pack},       {"info", cli_info},     {"get", cli_get},
+    {"similar", cli_similar}, {"verify", cli_verify},
+};
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+    /* "+": stop at the first non-option, the command name. */
+    while ((c = getopt_long(argc, argv, "+hV", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h':
+            fputs(usage_text, stdout);
+            return cli_close_stdout(CLI_OK);
+        case 'V':
+            printf("lodestar %s (library %s)\n", LDS_VERSION_STRING, lds_version());
+            return cli_close_stdout(CLI_OK);
+        default:
+            fputs(usage_text, stderr);
+            return CLI_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        fputs("lodestar: missing command\n\n", stderr);
+        fputs(usage_text, stderr);
+        return CLI_USAGE;
+    }
+    const char *name = argv[optind];
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(commands[i].name, name) != 0)
+            continue;
+        /* The command sees its own argv, whose argv[0] getopt uses in its messages. */
+        static char prog[64];
+        snprintf(prog, sizeof prog, "lodestar %s", name);
+        char **sub_argv = argv + optind;
+        sub_argv[0] = prog;
+        optind = 0; /* glibc: rescan from the start with fresh state */
+        return cli_close_stdout(commands[i].run(argc - (int)(sub_argv - argv), sub_argv));
+    }
+    fprintf(stderr, "lodestar: unknown command '%s'\n\n", name);
+    fputs(usage_text, stderr);
+    return CLI_USAGE;
+}
