@@ -1,0 +1,134 @@
+/*
+ * Internals shared by the importers (format/import_*.c): a buffered reader
+ * over a file descriptor, the sink that checks keys and feeds the writer, and
+ * the error helper. Not installed; nothing outside format/import_*.c uses it.
+ */
+#ifndef LDS_IMPORT_INTERNAL_H
+#define LDS_IMPORT_INTERNAL_H
+
+#include "lodestar.h"
+
+#include <locale.h>
+#include <stdarg.h>
+
+/* Bytes read from the input per read(2) call; the reader's smallest buffer. */
+#define LDS__IMP_CHUNK ((size_t)64 * 1024)
+/* Progress is reported at most once per this many input bytes. */
+#define LDS__IMP_PROGRESS_STEP ((uint64_t)1 << 20)
+/* Longest accepted number token in a text line, used to bound a line's length. */
+#define LDS__IMP_MAX_TOKEN 64
+/* Largest .npy header accepted (NumPy writes a few hundred bytes). */
+#define LDS__IMP_MAX_NPY_HEADER ((size_t)1 << 20)
+
+/* A file read in chunks. `buf[pos, len)` are read but unconsumed bytes, and
+   `base` is the file offset of buf[0]; len < cap always (room for a NUL). */
+typedef struct lds__imp_reader {
+    int fd;
+    const char *field; /* "line"/"row" for the input, "keys_path" for the keys file */
+    unsigned char *buf;
+    size_t cap, pos, len;
+    size_t max_line; /* a longer line is LDS_E_LIMIT */
+    uint64_t base;
+    uint64_t size; /* file size; UINT64_MAX when not a regular file */
+    bool eof;
+    void (*progress)(uint64_t done, uint64_t total, void *ctx);
+    void *progress_ctx;
+    uint64_t next_report;
+} lds__imp_reader;
+
+/* The key checks and the writer at the end of every importer. */
+typedef struct lds__imp_sink {
+    const lds_import_options *opts;
+    const char *output_path;
+    lds_writer *writer;
+    uint32_t dim;
+    bool with_keys;
+    uint64_t rows;
+    uint64_t line_base;     /* line (or row number) of row r is r + line_base */
+    const char *line_field; /* "line", "row" or "keys_path" */
+    /* Keys seen so far, for the duplicate check: bytes in `arena`, key r at
+       arena[off[r], off[r + 1]); `table` holds row + 1 (0 = empty slot). */
+    char *arena;
+    size_t arena_len, arena_cap;
+    uint64_t *off;
+    size_t off_cap;
+    uint64_t *table;
+    size_t table_cap; /* power of two, or 0 */
+} lds__imp_sink;
+
+/* Everything one import call works with. */
+typedef struct lds__imp_ctx {
+    const lds_import_options *opts;
+    lds__imp_reader in;
+    lds__imp_reader keys; /* open when opts->keys_path is set */
+    lds__imp_sink sink;
+    locale_t c_locale;
+} lds__imp_ctx;
+
+/* Fills `err` (when it is non-NULL and large enough for each field) and returns `status`. */
+lds_status lds__imp_fail(lds_error *err, lds_status status, const char *field, uint64_t offset,
+                         uint64_t line, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* How messages name a place of `field`: "line", "row", or "keys file line". */
+const char *lds__imp_noun(const char *field);
+
+lds_status lds__imp_reader_open(lds__imp_reader *r, const char *path, const char *field,
+                                size_t max_line, lds_error *err);
+void lds__imp_reader_close(lds__imp_reader *r);
+/* File offset of the next unconsumed byte. */
+uint64_t lds__imp_reader_offset(const lds__imp_reader *r);
+/* Next line, without its LF or CRLF and NUL-terminated, in the reader's buffer
+   (writable, valid until the next call). At end of input *line is NULL. */
+lds_status lds__imp_reader_line(lds__imp_reader *r, uint64_t lineno, char **line, size_t *len,
+                                uint64_t *offset, lds_error *err);
+/* Up to `n` bytes into `dst`; *got < n only at end of input. */
+lds_status lds__imp_reader_read(lds__imp_reader *r, void *dst, size_t n, size_t *got,
+                                lds_error *err);
+/* Next byte without consuming it, or -1 at end of input. */
+lds_status lds__imp_reader_peek(lds__imp_reader *r, int *byte, lds_error *err);
+/* Reports progress done == total at the end of a successful import. */
+void lds__imp_reader_progress_done(lds__imp_reader *r);
+
+/* Opens the writer for rows of `dim` elements and sets the metadata. */
+lds_status lds__imp_sink_open(lds__imp_sink *s, uint32_t dim, bool with_keys, lds_error *err);
+/* Checks the key (length, UTF-8, uniqueness) and the row count, then adds the
+   row. `offset` is the file offset of the row (or of its key's line). */
+lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key, size_t key_len,
+                             uint64_t offset, lds_error *err);
+
+/* Parses a decimal token `tok[0, len)` that is followed by a byte which is not
+   part of any number (a separator or NUL); the whole token must be consumed
+   and the value finite. */
+lds_status lds__imp_parse_float(lds__imp_ctx *c, const char *tok, size_t len, float *out,
+                                const char *field, uint64_t line, uint64_t offset, size_t column,
+                                lds_error *err);
+/* Parses a non-negative decimal integer made only of digits. false on any other text or overflow.
+ */
+bool lds__imp_parse_u64(const char *tok, size_t len, uint64_t *out);
+/* True if s[0, n) is exactly two non-negative decimal integers separated by
+   spaces or tabs (the word2vec text and binary header). */
+bool lds__imp_is_w2v_header(const char *s, size_t n, uint64_t *rows, uint64_t *dim);
+
+/* Keys file for .npy/.fvecs: counts its lines (then rewinds), and reads key r. */
+lds_status lds__imp_keys_count(lds__imp_ctx *c, uint64_t *lines, lds_error *err);
+lds_status lds__imp_keys_next(lds__imp_ctx *c, uint64_t row, const char **key, size_t *len,
+                              lds_error *err);
+
+/* The importers, one per format. The caller has opened c->in and, when
+   keys_path is set, c->keys; each importer opens the sink and finishes it. */
+lds_status lds__import_text(lds__imp_ctx *c, bool w2v_header, lds_error *err);
+lds_status lds__import_w2v_binary(lds__imp_ctx *c, lds_error *err);
+lds_status lds__import_npy(lds__imp_ctx *c, lds_error *err);
+lds_status lds__import_fvecs(lds__imp_ctx *c, lds_error *err);
+
+/* Little-endian loads. */
+static inline uint32_t lds__imp_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint16_t lds__imp_le16(const unsigned char *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+#endif /* LDS_IMPORT_INTERNAL_H */

@@ -1,0 +1,371 @@
+/* NumPy .npy (format versions 1.0, 2.0, 3.0): a 2-D little-endian float32 or float16 array. */
+#include "import_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NPY_MAGIC      "\x93NUMPY"
+#define NPY_MAGIC_SIZE 6
+/* Dimensions the shape parser keeps; a longer shape is refused as not 2-D. */
+#define NPY_MAX_NDIM 8
+
+/* The three entries of an .npy header dict. */
+typedef struct npy_header {
+    char descr[16];
+    bool fortran_order;
+    size_t ndim;
+    uint64_t shape[NPY_MAX_NDIM];
+} npy_header;
+
+/* A cursor over the header text; `base` is the file offset of text[0]. */
+typedef struct cursor {
+    const char *text;
+    size_t len, i;
+    uint64_t base;
+    lds_error *err;
+} cursor;
+
+static lds_status bad(cursor *c, lds_status st, const char *what)
+{
+    return lds__imp_fail(c->err, st, "npy.header", c->base + c->i, 0, "byte %llu: .npy header: %s",
+                         (unsigned long long)(c->base + c->i), what);
+}
+
+static void skip_ws(cursor *c)
+{
+    while (c->i < c->len && (c->text[c->i] == ' ' || c->text[c->i] == '\t' ||
+                             c->text[c->i] == '\n' || c->text[c->i] == '\r'))
+        c->i++;
+}
+
+static bool eat(cursor *c, char ch)
+{
+    skip_ws(c);
+    if (c->i < c->len && c->text[c->i] == ch) {
+        c->i++;
+        return true;
+    }
+    return false;
+}
+
+static bool eat_word(cursor *c, const char *word)
+{
+    size_t n = strlen(word);
+    skip_ws(c);
+    if (c->len - c->i >= n && memcmp(c->text + c->i, word, n) == 0) {
+        c->i += n;
+        return true;
+    }
+    return false;
+}
+
+/* A Python string literal in single or double quotes, without escapes. */
+static bool string(cursor *c, const char **s, size_t *n)
+{
+    skip_ws(c);
+    if (c->i >= c->len || (c->text[c->i] != '\'' && c->text[c->i] != '"'))
+        return false;
+    char q = c->text[c->i++];
+    size_t start = c->i;
+    while (c->i < c->len && c->text[c->i] != q) {
+        if (c->text[c->i] == '\\')
+            return false;
+        c->i++;
+    }
+    if (c->i >= c->len)
+        return false;
+    *s = c->text + start;
+    *n = c->i - start;
+    c->i++;
+    return true;
+}
+
+static lds_status parse_shape(cursor *c, npy_header *h)
+{
+    if (!eat(c, '('))
+        return bad(c, LDS_E_PARSE, "'shape' is not a tuple");
+    h->ndim = 0;
+    for (;;) {
+        if (eat(c, ')'))
+            return LDS_OK;
+        skip_ws(c);
+        size_t start = c->i;
+        while (c->i < c->len && c->text[c->i] >= '0' && c->text[c->i] <= '9')
+            c->i++;
+        uint64_t v;
+        if (!lds__imp_parse_u64(c->text + start, c->i - start, &v)) {
+            c->i = start;
+            return bad(c, LDS_E_PARSE, "a 'shape' entry is not a non-negative integer");
+        }
+        if (c->i < c->len && c->text[c->i] == 'L') /* written by Python 2 */
+            c->i++;
+        if (h->ndim == NPY_MAX_NDIM)
+            return bad(c, LDS_E_UNSUPPORTED, "'shape' has too many dimensions; expected (N, D)");
+        h->shape[h->ndim++] = v;
+        if (!eat(c, ',')) {
+            if (eat(c, ')'))
+                return LDS_OK;
+            return bad(c, LDS_E_PARSE, "expected ',' or ')' in 'shape'");
+        }
+    }
+}
+
+/* Parses the header dict: exactly the keys 'descr', 'fortran_order', 'shape'. */
+static lds_status parse_header(cursor *c, npy_header *h)
+{
+    bool seen[3] = {false, false, false};
+    if (!eat(c, '{'))
+        return bad(c, LDS_E_PARSE, "expected '{'");
+    for (;;) {
+        if (eat(c, '}'))
+            break;
+        const char *key;
+        size_t klen;
+        size_t key_at = c->i;
+        if (!string(c, &key, &klen))
+            return bad(c, LDS_E_PARSE, "expected a quoted key");
+        int which = -1;
+        if (klen == 5 && memcmp(key, "descr", 5) == 0)
+            which = 0;
+        else if (klen == 13 && memcmp(key, "fortran_order", 13) == 0)
+            which = 1;
+        else if (klen == 5 && memcmp(key, "shape", 5) == 0)
+            which = 2;
+        if (which < 0 || seen[which]) {
+            c->i = key_at;
+            return bad(c, LDS_E_PARSE,
+                       which < 0 ? "unknown key (expected descr, fortran_order, shape)"
+                                 : "repeated key");
+        }
+        seen[which] = true;
+        if (!eat(c, ':'))
+            return bad(c, LDS_E_PARSE, "expected ':'");
+        lds_status st = LDS_OK;
+        if (which == 0) {
+            const char *s;
+            size_t n;
+            skip_ws(c);
+            if (c->i < c->len && c->text[c->i] == '[')
+                return bad(c, LDS_E_UNSUPPORTED, "structured dtypes are not supported");
+            if (!string(c, &s, &n))
+                return bad(c, LDS_E_PARSE, "'descr' is not a string");
+            if (n >= sizeof h->descr)
+                n = sizeof h->descr - 1;
+            memcpy(h->descr, s, n);
+            h->descr[n] = '\0';
+        } else if (which == 1) {
+            if (eat_word(c, "True"))
+                h->fortran_order = true;
+            else if (eat_word(c, "False"))
+                h->fortran_order = false;
+            else
+                return bad(c, LDS_E_PARSE, "'fortran_order' is neither True nor False");
+        } else if ((st = parse_shape(c, h)) != LDS_OK) {
+            return st;
+        }
+        if (!eat(c, ',')) {
+            if (eat(c, '}'))
+                break;
+            return bad(c, LDS_E_PARSE, "expected ',' or '}'");
+        }
+    }
+    skip_ws(c);
+    if (c->i != c->len)
+        return bad(c, LDS_E_PARSE, "text after the closing '}'");
+    if (!seen[0] || !seen[1] || !seen[2])
+        return bad(c, LDS_E_PARSE,
+                   !seen[0]   ? "no 'descr'"
+                   : !seen[1] ? "no 'fortran_order'"
+                              : "no 'shape'");
+    return LDS_OK;
+}
+
+lds_status lds__import_npy(lds__imp_ctx *c, lds_error *err)
+{
+    lds__imp_reader *in = &c->in;
+    lds__imp_sink *s = &c->sink;
+    const lds_limits *lim = &c->opts->limits;
+    bool with_keys = c->keys.fd >= 0;
+    s->line_field = with_keys ? "keys_path" : "row";
+    s->line_base = 1;
+    if (in->size == UINT64_MAX)
+        return lds__imp_fail(err, LDS_E_UNSUPPORTED, "npy", 0, 0,
+                             ".npy input must be a regular file (its size is checked against "
+                             "the header)");
+    unsigned char pre[12];
+    size_t got;
+    lds_status st = lds__imp_reader_read(in, pre, 10, &got, err);
+    if (st != LDS_OK)
+        return st;
+    if (got < 8 || memcmp(pre, NPY_MAGIC, NPY_MAGIC_SIZE) != 0)
+        return lds__imp_fail(err, LDS_E_PARSE, "npy.magic", 0, 0,
+                             "byte 0: not an .npy file (no \\x93NUMPY magic)");
+    unsigned major = pre[6], minor = pre[7];
+    if ((major != 1 && major != 2 && major != 3) || minor != 0)
+        return lds__imp_fail(err, LDS_E_UNSUPPORTED, "npy.version", 6, 0,
+                             "byte 6: .npy format version %u.%u; 1.0, 2.0 and 3.0 are supported",
+                             major, minor);
+    size_t prefix = major == 1 ? 10 : 12;
+    if (major > 1) {
+        size_t more;
+        if ((st = lds__imp_reader_read(in, pre + 10, 2, &more, err)) != LDS_OK)
+            return st;
+        got += more;
+    }
+    if (got < prefix)
+        return lds__imp_fail(err, LDS_E_TRUNCATED, "npy.header_len", 8, 0,
+                             "byte 8: the file ends inside the header length");
+    uint64_t hlen = major == 1 ? lds__imp_le16(pre + 8) : lds__imp_le32(pre + 8);
+    if (hlen > in->size - prefix)
+        return lds__imp_fail(err, LDS_E_TRUNCATED, "npy.header_len", 8, 0,
+                             "byte 8: the header length %llu runs past the end of the file "
+                             "(%llu bytes)",
+                             (unsigned long long)hlen, (unsigned long long)in->size);
+    if (hlen > LDS__IMP_MAX_NPY_HEADER)
+        return lds__imp_fail(err, LDS_E_LIMIT, "npy.header_len", 8, 0,
+                             "byte 8: header length %llu is above %zu bytes",
+                             (unsigned long long)hlen, LDS__IMP_MAX_NPY_HEADER);
+    char *text = malloc((size_t)hlen + 1);
+    if (!text)
+        return lds__imp_fail(err, LDS_E_NOMEM, "npy.header", prefix, 0, "out of memory (header)");
+    unsigned char *raw = NULL;
+    float *vec = NULL;
+    if ((st = lds__imp_reader_read(in, text, (size_t)hlen, &got, err)) != LDS_OK)
+        goto out;
+    text[hlen] = '\0';
+    npy_header h;
+    memset(&h, 0, sizeof h);
+    cursor cur = {text, (size_t)hlen, 0, prefix, err};
+    if ((st = parse_header(&cur, &h)) != LDS_OK)
+        goto out;
+
+    size_t esize;
+    if (strcmp(h.descr, "<f4") == 0) {
+        esize = 4;
+    } else if (strcmp(h.descr, "<f2") == 0) {
+        esize = 2;
+    } else {
+        st = lds__imp_fail(err, LDS_E_UNSUPPORTED, "npy.descr", prefix, 0,
+                           ".npy dtype '%s'; '<f4' and '<f2' are supported (convert with "
+                           "arr.astype('<f4'))",
+                           h.descr);
+        goto out;
+    }
+    if (h.fortran_order) {
+        st = lds__imp_fail(err, LDS_E_UNSUPPORTED, "npy.fortran_order", prefix, 0,
+                           ".npy array in Fortran order; save a C-order array "
+                           "(np.ascontiguousarray)");
+        goto out;
+    }
+    if (h.ndim != 2) {
+        st = lds__imp_fail(err, LDS_E_UNSUPPORTED, "npy.shape", prefix, 0,
+                           ".npy array of %zu dimensions; expected shape (N, D)", h.ndim);
+        goto out;
+    }
+    uint64_t rows = h.shape[0], dim = h.shape[1];
+    uint64_t data_off = prefix + hlen;
+    if (dim == 0) {
+        st = lds__imp_fail(err, LDS_E_BAD_VALUE, "npy.shape", prefix, 0,
+                           "shape (%llu, 0): D must be at least 1", (unsigned long long)rows);
+        goto out;
+    }
+    if (dim > lim->max_dim || dim > UINT32_MAX) {
+        st =
+            lds__imp_fail(err, LDS_E_LIMIT, "npy.shape", prefix, 0,
+                          "shape (%llu, %llu): D is above max_dim = %llu", (unsigned long long)rows,
+                          (unsigned long long)dim, (unsigned long long)lim->max_dim);
+        goto out;
+    }
+    if (rows > lim->max_rows) {
+        st = lds__imp_fail(err, LDS_E_LIMIT, "npy.shape", prefix, 0,
+                           "shape (%llu, %llu): N is above max_rows = %llu",
+                           (unsigned long long)rows, (unsigned long long)dim,
+                           (unsigned long long)lim->max_rows);
+        goto out;
+    }
+    uint64_t data;
+    if (__builtin_mul_overflow(rows, dim, &data) || __builtin_mul_overflow(data, esize, &data)) {
+        st = lds__imp_fail(err, LDS_E_OVERFLOW, "npy.shape", prefix, 0,
+                           "shape (%llu, %llu) of %s: the data size overflows 64 bits",
+                           (unsigned long long)rows, (unsigned long long)dim, h.descr);
+        goto out;
+    }
+    uint64_t have = in->size - data_off;
+    if (data != have) {
+        st = lds__imp_fail(
+            err, data > have ? LDS_E_TRUNCATED : LDS_E_TRAILING, "npy.shape", data_off, 0,
+            "byte %llu: the header declares shape (%llu, %llu) of %s, %llu bytes "
+            "of data, but the file holds %llu after the header",
+            (unsigned long long)data_off, (unsigned long long)rows, (unsigned long long)dim,
+            h.descr, (unsigned long long)data, (unsigned long long)have);
+        goto out;
+    }
+    if (with_keys) {
+        uint64_t lines;
+        if ((st = lds__imp_keys_count(c, &lines, err)) != LDS_OK)
+            goto out;
+        if (lines != rows) {
+            st = lds__imp_fail(err, LDS_E_LENGTH_MISMATCH, "keys_path", 0, 0,
+                               "the keys file has %llu lines but the .npy array has %llu rows",
+                               (unsigned long long)lines, (unsigned long long)rows);
+            goto out;
+        }
+    }
+
+    size_t row_bytes = (size_t)dim * esize;
+    raw = malloc(row_bytes);
+    vec = malloc((size_t)dim * sizeof *vec);
+    if (!raw || !vec) {
+        st = lds__imp_fail(err, LDS_E_NOMEM, "row", data_off, 1, "out of memory (one row)");
+        goto out;
+    }
+    if ((st = lds__imp_sink_open(s, (uint32_t)dim, with_keys, err)) != LDS_OK)
+        goto out;
+    for (uint64_t r = 0; r < rows; r++) {
+        uint64_t row = r + 1;
+        uint64_t row_off = lds__imp_reader_offset(in);
+        if ((st = lds__imp_reader_read(in, raw, row_bytes, &got, err)) != LDS_OK)
+            goto out;
+        if (got < row_bytes) {
+            /* The size was checked; the file shrank while being read. */
+            st = lds__imp_fail(err, LDS_E_TRUNCATED, "row", row_off + got, row,
+                               "row %llu (byte %llu): the file ends inside the row",
+                               (unsigned long long)row, (unsigned long long)row_off);
+            goto out;
+        }
+        for (size_t k = 0; k < (size_t)dim; k++) {
+            float v;
+            if (esize == 4) {
+                uint32_t bits = lds__imp_le32(raw + 4 * k);
+                memcpy(&v, &bits, sizeof v);
+            } else {
+                v = lds_f16_to_f32(lds__imp_le16(raw + 2 * k));
+            }
+            if (!isfinite(v)) {
+                uint64_t at = row_off + esize * k;
+                st = lds__imp_fail(err, LDS_E_BAD_VALUE, "row", at, row,
+                                   "row %llu (byte %llu): element %zu is %s, not a finite number",
+                                   (unsigned long long)row, (unsigned long long)at, k + 1,
+                                   isnan(v) ? "NaN" : "infinite");
+                goto out;
+            }
+            vec[k] = v;
+        }
+        const char *key = NULL;
+        size_t klen = 0;
+        uint64_t key_off = row_off;
+        if (with_keys) {
+            key_off = lds__imp_reader_offset(&c->keys);
+            if ((st = lds__imp_keys_next(c, r, &key, &klen, err)) != LDS_OK)
+                goto out;
+        }
+        if ((st = lds__imp_sink_row(s, vec, key, klen, key_off, err)) != LDS_OK)
+            goto out;
+    }
+out:
+    free(text);
+    free(raw);
+    free(vec);
+    return st;
+}

@@ -1,0 +1,203 @@
+/* GloVe text and word2vec text: a key, then D decimal numbers, per line. */
+#include "import_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool is_space(char ch)
+{
+    return ch == ' ' || ch == '\t';
+}
+
+/* Number of separator-delimited tokens in line[from, len). */
+static size_t count_tokens(const char *line, size_t from, size_t len)
+{
+    size_t n = 0, i = from;
+    while (i < len) {
+        while (i < len && is_space(line[i]))
+            i++;
+        if (i == len)
+            break;
+        n++;
+        while (i < len && !is_space(line[i]))
+            i++;
+    }
+    return n;
+}
+
+/* Reads the word2vec "N D" header on line 1 and checks it against the limits
+   and against the bytes left in the file. */
+static lds_status read_w2v_header(lds__imp_ctx *c, uint64_t *rows, uint64_t *dim, lds_error *err)
+{
+    char *line;
+    size_t len;
+    uint64_t off;
+    lds_status st = lds__imp_reader_line(&c->in, 1, &line, &len, &off, err);
+    if (st != LDS_OK)
+        return st;
+    if (!line)
+        return lds__imp_fail(err, LDS_E_PARSE, "header", 0, 1,
+                             "line 1 (byte 0): the input is empty; word2vec text starts with "
+                             "\"N D\"");
+    if (!lds__imp_is_w2v_header(line, len, rows, dim))
+        return lds__imp_fail(err, LDS_E_PARSE, "header", 0, 1,
+                             "line 1 (byte 0): expected the word2vec header \"N D\" (two "
+                             "non-negative integers), found \"%.*s\"",
+                             len > 40 ? 40 : (int)len, line);
+    const lds_limits *lim = &c->opts->limits;
+    if (*dim == 0)
+        return lds__imp_fail(err, LDS_E_BAD_VALUE, "header", 0, 1,
+                             "line 1 (byte 0): the header declares D = 0 dimensions");
+    if (*dim > lim->max_dim || *dim > UINT32_MAX)
+        return lds__imp_fail(err, LDS_E_LIMIT, "header", 0, 1,
+                             "line 1 (byte 0): D = %llu is above max_dim = %llu",
+                             (unsigned long long)*dim, (unsigned long long)lim->max_dim);
+    if (*rows > lim->max_rows)
+        return lds__imp_fail(err, LDS_E_LIMIT, "header", 0, 1,
+                             "line 1 (byte 0): N = %llu is above max_rows = %llu",
+                             (unsigned long long)*rows, (unsigned long long)lim->max_rows);
+    /* The shortest row is a 1-byte key and D one-digit numbers, each with its
+       separator, and a newline: refuse a header the file cannot possibly hold. */
+    uint64_t here = lds__imp_reader_offset(&c->in);
+    uint64_t need;
+    if (c->in.size != UINT64_MAX && *rows > 0) {
+        if (__builtin_mul_overflow(*dim, 2, &need) || __builtin_add_overflow(need, 2, &need) ||
+            __builtin_mul_overflow(need, *rows, &need))
+            need = UINT64_MAX;
+        else
+            need -= 1; /* the last row may lack its newline */
+        if (need > c->in.size - here)
+            return lds__imp_fail(err, LDS_E_TRUNCATED, "header", 0, 1,
+                                 "line 1 (byte 0): the header promises %llu rows of %llu numbers, "
+                                 "at least %llu bytes, but only %llu bytes follow it",
+                                 (unsigned long long)*rows, (unsigned long long)*dim,
+                                 (unsigned long long)need, (unsigned long long)(c->in.size - here));
+    }
+    return LDS_OK;
+}
+
+lds_status lds__import_text(lds__imp_ctx *c, bool w2v_header, lds_error *err)
+{
+    lds__imp_sink *s = &c->sink;
+    const lds_limits *lim = &c->opts->limits;
+    s->line_field = "line";
+    s->line_base = w2v_header ? 2 : 1;
+    uint64_t declared = 0, dim = 0;
+    uint64_t lineno = 0;
+    float *vec = NULL;
+    lds_status st = LDS_OK;
+    if (w2v_header) {
+        if ((st = read_w2v_header(c, &declared, &dim, err)) != LDS_OK)
+            return st;
+        lineno = 1;
+        vec = malloc((size_t)dim * sizeof *vec);
+        if (!vec)
+            return lds__imp_fail(err, LDS_E_NOMEM, "header", 0, 1, "out of memory (one row)");
+        if ((st = lds__imp_sink_open(s, (uint32_t)dim, true, err)) != LDS_OK)
+            goto out;
+    }
+    uint64_t blank_line = 0, blank_off = 0; /* first blank line not yet followed by a row */
+    for (;;) {
+        char *line;
+        size_t len;
+        uint64_t off;
+        lineno++;
+        if ((st = lds__imp_reader_line(&c->in, lineno, &line, &len, &off, err)) != LDS_OK)
+            goto out;
+        if (!line)
+            break;
+        size_t ntok = count_tokens(line, 0, len);
+        if (ntok == 0) {
+            if (blank_line == 0) {
+                blank_line = lineno;
+                blank_off = off;
+            }
+            continue;
+        }
+        if (blank_line != 0) {
+            st = lds__imp_fail(err, LDS_E_PARSE, "line", blank_off, blank_line,
+                               "line %llu (byte %llu): empty line between rows",
+                               (unsigned long long)blank_line, (unsigned long long)blank_off);
+            goto out;
+        }
+        if (w2v_header && s->rows == declared) {
+            st = lds__imp_fail(err, LDS_E_TRAILING, "line", off, lineno,
+                               "line %llu (byte %llu): a row after the %llu rows the header "
+                               "(line 1) declares",
+                               (unsigned long long)lineno, (unsigned long long)off,
+                               (unsigned long long)declared);
+            goto out;
+        }
+        if (is_space(line[0])) {
+            st = lds__imp_fail(err, LDS_E_PARSE, "line", off, lineno,
+                               "line %llu (byte %llu): the line starts with whitespace, so its "
+                               "key is empty",
+                               (unsigned long long)lineno, (unsigned long long)off);
+            goto out;
+        }
+        size_t klen = 0;
+        while (klen < len && !is_space(line[klen]))
+            klen++;
+        uint64_t found = ntok - 1;
+        if (!vec) {
+            /* GloVe: the first row fixes D. */
+            if (found == 0) {
+                st = lds__imp_fail(err, LDS_E_PARSE, "line", off, lineno,
+                                   "line %llu (byte %llu): a key and no numbers",
+                                   (unsigned long long)lineno, (unsigned long long)off);
+                goto out;
+            }
+            if (found > lim->max_dim || found > UINT32_MAX) {
+                st = lds__imp_fail(err, LDS_E_LIMIT, "line", off, lineno,
+                                   "line %llu (byte %llu): %llu numbers, above max_dim = %llu",
+                                   (unsigned long long)lineno, (unsigned long long)off,
+                                   (unsigned long long)found, (unsigned long long)lim->max_dim);
+                goto out;
+            }
+            dim = found;
+            vec = malloc((size_t)dim * sizeof *vec);
+            if (!vec) {
+                st =
+                    lds__imp_fail(err, LDS_E_NOMEM, "line", off, lineno, "out of memory (one row)");
+                goto out;
+            }
+            if ((st = lds__imp_sink_open(s, (uint32_t)dim, true, err)) != LDS_OK)
+                goto out;
+        }
+        if (found != dim) {
+            st = lds__imp_fail(err, LDS_E_PARSE, "line", off, lineno,
+                               "line %llu (byte %llu): expected %llu numbers, found %llu",
+                               (unsigned long long)lineno, (unsigned long long)off,
+                               (unsigned long long)dim, (unsigned long long)found);
+            goto out;
+        }
+        size_t i = klen;
+        for (size_t k = 0; k < dim; k++) {
+            while (is_space(line[i]))
+                i++;
+            size_t start = i;
+            while (i < len && !is_space(line[i]))
+                i++;
+            st = lds__imp_parse_float(c, line + start, i - start, &vec[k], "line", lineno,
+                                      off + start, k + 1, err);
+            if (st != LDS_OK)
+                goto out;
+        }
+        if ((st = lds__imp_sink_row(s, vec, line, klen, off, err)) != LDS_OK)
+            goto out;
+    }
+    if (!vec) {
+        st = lds__imp_fail(err, LDS_E_PARSE, "line", 0, 1,
+                           "line 1 (byte 0): the input holds no rows");
+    } else if (w2v_header && s->rows < declared) {
+        uint64_t end = lds__imp_reader_offset(&c->in);
+        st = lds__imp_fail(err, LDS_E_TRUNCATED, "line", end, s->rows + 2,
+                           "line %llu (byte %llu): the file ends after %llu rows, but the header "
+                           "(line 1) promises %llu",
+                           (unsigned long long)(s->rows + 2), (unsigned long long)end,
+                           (unsigned long long)s->rows, (unsigned long long)declared);
+    }
+out:
+    free(vec);
+    return st;
+}
