@@ -1,0 +1,200 @@
+/*
+ * capacity: does the number of retained buffers change the cost of the pool?
+ * For C retained buffers (32 .. 65,536) of one size class: warm rent+return,
+ * renting C buffers from an empty pool, and draining then refilling C buffers.
+ */
+#include "bench.h"
+
+#include "lodestar.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BUF_SIZE ((size_t)1024)
+
+typedef struct cap_ctx {
+    size_t count;
+    lds_pool *pool; /* the pool holding `count` retained buffers */
+    lds_pool_options po;
+    lds_lease *leases;
+    void **ptrs;
+} cap_ctx;
+
+static int rent_all(lds_pool *pool, lds_lease *leases, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (lds_pool_rent(pool, BUF_SIZE, &leases[i]) != LDS_OK) {
+            fprintf(stderr, "capacity: rent %zu of %zu failed\n", i, n);
+            return -1;
+        }
+    return 0;
+}
+
+static int return_all(lds_pool *pool, lds_lease *leases, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (lds_pool_return(pool, &leases[i], 0) != LDS_OK) {
+            fprintf(stderr, "capacity: return %zu of %zu refused\n", i, n);
+            return -1;
+        }
+    return 0;
+}
+
+static int run_warm(void *p, uint64_t ops, uint64_t *elapsed)
+{
+    cap_ctx *c = p;
+    (void)elapsed;
+    for (uint64_t i = 0; i < ops; i++) {
+        lds_lease l;
+        if (lds_pool_rent(c->pool, BUF_SIZE, &l) != LDS_OK)
+            return -1;
+        bench_escape(l.ptr);
+        if (lds_pool_return(c->pool, &l, 0) != LDS_OK)
+            return -1;
+    }
+    return 0;
+}
+
+/* A new pool each time: every rent is a cold miss. Timed: the rents only. */
+static int run_empty(void *p, uint64_t ops, uint64_t *elapsed)
+{
+    cap_ctx *c = p;
+    lds_pool *fresh = NULL;
+    (void)ops;
+    if (lds_pool_create(&c->po, &fresh) != LDS_OK)
+        return -1;
+    uint64_t t0 = bench_now_ns();
+    int rc = rent_all(fresh, c->leases, c->count);
+    *elapsed = bench_now_ns() - t0;
+    if (rc == 0)
+        rc = return_all(fresh, c->leases, c->count);
+    lds_pool_free(fresh);
+    return rc;
+}
+
+static int run_drain(void *p, uint64_t ops, uint64_t *elapsed)
+{
+    cap_ctx *c = p;
+    (void)ops;
+    uint64_t t0 = bench_now_ns();
+    int rc = rent_all(c->pool, c->leases, c->count);
+    *elapsed = bench_now_ns() - t0;
+    return rc == 0 ? return_all(c->pool, c->leases, c->count) : rc;
+}
+
+static int run_refill(void *p, uint64_t ops, uint64_t *elapsed)
+{
+    cap_ctx *c = p;
+    (void)ops;
+    if (rent_all(c->pool, c->leases, c->count) != 0)
+        return -1;
+    uint64_t t0 = bench_now_ns();
+    int rc = return_all(c->pool, c->leases, c->count);
+    *elapsed = bench_now_ns() - t0;
+    return rc;
+}
+
+/* Baseline: malloc C buffers, then free them. Timed: the mallocs. */
+static int run_malloc(void *p, uint64_t ops, uint64_t *elapsed)
+{
+    cap_ctx *c = p;
+    (void)ops;
+    uint64_t t0 = bench_now_ns();
+    for (size_t i = 0; i < c->count; i++) {
+        c->ptrs[i] = malloc(BUF_SIZE);
+        if (!c->ptrs[i])
+            return -1;
+        bench_escape(c->ptrs[i]);
+    }
+    *elapsed = bench_now_ns() - t0;
+    for (size_t i = 0; i < c->count; i++)
+        free(c->ptrs[i]);
+    return 0;
+}
+
+int bench_capacity(const bench_opts *o)
+{
+    static const size_t counts_full[] = {32, 256, 2048, 16384, 65536};
+    static const size_t counts_dry[] = {32, 256};
+    const size_t *counts = o->dry ? counts_dry : counts_full;
+    size_t n_counts = o->dry ? 2 : sizeof counts_full / sizeof counts_full[0];
+
+    bench_report *rep = bench_report_new(o);
+    if (!rep)
+        return -1;
+    char buf[160];
+    snprintf(buf, sizeof buf, "%zu B (one size class); pool caps raised to hold every buffer",
+             BUF_SIZE);
+    bench_param(rep, "buffer", buf);
+    int rc = 0;
+    for (size_t ci = 0; ci < n_counts && rc == 0; ci++) {
+        cap_ctx c;
+        memset(&c, 0, sizeof c);
+        c.count = counts[ci];
+        lds_pool_options_default(&c.po);
+        c.po.max_per_class = (uint32_t)c.count;
+        c.po.max_retained_bytes = c.count * lds_pool_class_capacity(BUF_SIZE) * 2;
+        c.po.max_idle_ns = UINT64_MAX;
+        c.leases = calloc(c.count, sizeof *c.leases);
+        c.ptrs = calloc(c.count, sizeof *c.ptrs);
+        if (!c.leases || !c.ptrs || lds_pool_create(&c.po, &c.pool) != LDS_OK) {
+            free(c.leases);
+            free(c.ptrs);
+            rc = -1;
+            break;
+        }
+        /* Fill the pool with `count` buffers. */
+        rc = rent_all(c.pool, c.leases, c.count);
+        if (rc == 0)
+            rc = return_all(c.pool, c.leases, c.count);
+
+        snprintf(buf, sizeof buf, "%zu retained buffers of %zu B", c.count, BUF_SIZE);
+        bench_table(rep, buf, true);
+        bench_alt alts[5];
+        const char *names[5] = {"warm rent+return", "rent from an empty pool",
+                                "drain (rent all retained)", "refill (return all)",
+                                "malloc (baseline for rent from empty)"};
+        int (*fns[5])(void *, uint64_t, uint64_t *) = {run_warm, run_empty, run_drain, run_refill,
+                                                       run_malloc};
+        const char *units[5] = {"ns/pair", "ns/rent", "ns/rent", "ns/return", "ns/malloc"};
+        for (int k = 0; k < 5; k++)
+            alts[k] = (bench_alt){.name = names[k],
+                                  .scale = BENCH_NS_PER_OP,
+                                  .unit = units[k],
+                                  .run = fns[k],
+                                  .ctx = &c,
+                                  .ops = k == 0 ? (o->dry ? 1000 : 200000) : c.count,
+                                  .row = bench_row_new(rep, names[k], units[k])};
+        if (rc == 0)
+            rc = bench_interleave(alts, 5, bench_warmup(o, 2),
+                                  bench_iters(o, c.count > 4096 ? 9 : 15));
+        if (rc == 0) {
+            lds_pool_stats st;
+            lds_pool_stats_init(&st);
+            lds_pool_get_stats(c.pool, &st);
+            uint64_t misses = st.misses_cold + st.misses_exhausted + st.misses_oversize;
+            bench_row_set(alts[0].row, "pool", "retained", BENCH_COUNT,
+                          (double)st.buffers_retained);
+            bench_row_set(alts[0].row, "pool", "retained_bytes", BENCH_BYTES,
+                          (double)st.bytes_retained);
+            bench_row_set(alts[0].row, "pool", "misses", BENCH_COUNT, (double)misses);
+            bench_row_set(alts[0].row, "pool", "drops", BENCH_COUNT, (double)st.drops);
+            bench_note(
+                rep,
+                "pool after the run: %llu buffers retained, %llu rents, %llu thread-cache "
+                "hits, %llu shared hits, %llu misses (cold %llu, exhausted %llu), %llu drops",
+                (unsigned long long)st.buffers_retained, (unsigned long long)st.rents,
+                (unsigned long long)st.hits_thread, (unsigned long long)st.hits_shared,
+                (unsigned long long)misses, (unsigned long long)st.misses_cold,
+                (unsigned long long)st.misses_exhausted, (unsigned long long)st.drops);
+        }
+        lds_pool_free(c.pool);
+        free(c.leases);
+        free(c.ptrs);
+    }
+    if (rc == 0)
+        rc = bench_report_finish(rep);
+    bench_report_free(rep);
+    return rc;
+}

@@ -1,0 +1,187 @@
+/*
+ * lodestar-bench: benchmarks and diagnostics of lodestar.
+ *
+ * One program, one subcommand per question. bench-map.json (top level) says
+ * which subcommands are nightly rows and which are diagnostics, each with its
+ * exact command. An unknown subcommand or option exits 2 with usage on stderr,
+ * so a typo never gives a green run.
+ */
+#include "bench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct subcommand {
+    const char *name;
+    int (*run)(const bench_opts *o);
+    const char *summary;
+} subcommand;
+
+static const subcommand subcommands[] = {
+    {"rent-return", bench_rent_return,
+     "warm rent+return pairs per size class, one thread, against malloc/free"},
+    {"contention", bench_contention, "rent+return throughput at 1..N threads, ratio to 1 thread"},
+    {"capacity", bench_capacity,
+     "32..65,536 retained buffers: warm rent/return, rent from empty, drain and refill"},
+    {"pool-cost", bench_pool_cost,
+     "diagnostic: rent vs malloc vs mmap per call, per size; allocation, residency, time"},
+    {"load", bench_load,
+     "load an index: bare read, pooled copy/adopt, mapped, growable; hash while reading vs "
+     "two passes"},
+    {"reload", bench_reload,
+     "diagnostic: 100 cycles of load-then-free-previous, pooled vs plain malloc"},
+    {"heap-warmth", bench_heap_warmth,
+     "diagnostic: a fresh process's first load vs a warmed process's (see heap-warmth.sh)"},
+};
+
+#define N_SUBCOMMANDS (sizeof subcommands / sizeof subcommands[0])
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: lodestar-bench SUBCOMMAND [options]\n\nsubcommands:\n");
+    for (size_t i = 0; i < N_SUBCOMMANDS; i++)
+        fprintf(out, "  %-12s %s\n", subcommands[i].name, subcommands[i].summary);
+    fprintf(out,
+            "\noptions:\n"
+            "  --json FILE        write raw samples and the summary as JSON\n"
+            "  --plot FILE.png    draw the sample distributions (gnuplot)\n"
+            "  --dry              quick mode: tiny sizes, 2 iterations\n"
+            "  --full             the full sweep (pool-cost: 64 B to 1 GiB)\n"
+            "  --iterations N     measured rounds (after warm-up)\n"
+            "  --warmup N         rounds dropped before measuring\n"
+            "  --size LIST        sizes, e.g. 4K or 64,4K,20589008,1G (K/M/G binary)\n"
+            "  --threads N        highest thread count (contention)\n"
+            "  --index FILE       load this index (load, reload, heap-warmth)\n"
+            "  --rows N --dim N   shape of the generated reference index\n"
+            "  --dir DIR          where generated indexes are written (default $TMPDIR or /tmp)\n"
+            "  --cycles N         reload cycles (default 100)\n"
+            "  --touch page|full  pool-cost: write one byte per page (default) or every byte\n"
+            "  --mode fresh|warm|none --loads N   heap-warmth child process mode\n"
+            "  --list             print the subcommand names, one a line\n"
+            "  --help             this text\n");
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_sizes(const char *list, bench_opts *o)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", list);
+    o->n_sizes = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (o->n_sizes == BENCH_MAX_SIZES || bench_parse_size(tok, &o->sizes[o->n_sizes]) != 0 ||
+            o->sizes[o->n_sizes] == 0)
+            return -1;
+        o->n_sizes++;
+    }
+    return o->n_sizes ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "--list") == 0) {
+        for (size_t i = 0; i < N_SUBCOMMANDS; i++)
+            printf("%s\n", subcommands[i].name);
+        return 0;
+    }
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const subcommand *sub = NULL;
+    for (size_t i = 0; i < N_SUBCOMMANDS; i++)
+        if (strcmp(argv[1], subcommands[i].name) == 0)
+            sub = &subcommands[i];
+    if (!sub) {
+        fprintf(stderr, "lodestar-bench: unknown subcommand '%s'\n\n", argv[1]);
+        usage(stderr);
+        return 2;
+    }
+
+    bench_opts o;
+    memset(&o, 0, sizeof o);
+    o.subcommand = sub->name;
+    o.warmup = -1;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long n = 0;
+        bool takes = true;
+        int bad = 0;
+        if (strcmp(a, "--dry") == 0) {
+            o.dry = true;
+            takes = false;
+        } else if (strcmp(a, "--full") == 0) {
+            o.full = true;
+            takes = false;
+        } else if (strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (!v) {
+            bad = 1;
+        } else if (strcmp(a, "--json") == 0) {
+            o.json_path = v;
+        } else if (strcmp(a, "--plot") == 0) {
+            o.plot_path = v;
+        } else if (strcmp(a, "--iterations") == 0) {
+            bad = parse_int(v, 1, 1000000, &n);
+            o.iterations = (int)n;
+        } else if (strcmp(a, "--warmup") == 0) {
+            bad = parse_int(v, 0, 1000000, &n);
+            o.warmup = (int)n;
+        } else if (strcmp(a, "--size") == 0) {
+            bad = parse_sizes(v, &o);
+        } else if (strcmp(a, "--threads") == 0) {
+            bad = parse_int(v, 1, 256, &n);
+            o.threads = (int)n;
+        } else if (strcmp(a, "--index") == 0) {
+            o.index_path = v;
+        } else if (strcmp(a, "--dir") == 0) {
+            o.work_dir = v;
+        } else if (strcmp(a, "--rows") == 0) {
+            bad = parse_int(v, 1, 100000000, &n);
+            o.rows = (uint64_t)n;
+        } else if (strcmp(a, "--dim") == 0) {
+            bad = parse_int(v, 1, 65536, &n);
+            o.dim = (uint32_t)n;
+        } else if (strcmp(a, "--cycles") == 0) {
+            bad = parse_int(v, 1, 1000000, &n);
+            o.cycles = (int)n;
+        } else if (strcmp(a, "--loads") == 0) {
+            bad = parse_int(v, 0, 1000000, &n);
+            o.loads = (int)n;
+        } else if (strcmp(a, "--mode") == 0) {
+            o.mode = v;
+        } else if (strcmp(a, "--touch") == 0) {
+            o.touch = v;
+            bad = strcmp(v, "page") != 0 && strcmp(v, "full") != 0;
+        } else {
+            fprintf(stderr, "lodestar-bench %s: unknown option '%s'\n\n", sub->name, a);
+            usage(stderr);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "lodestar-bench %s: bad or missing value for %s\n\n", sub->name, a);
+            usage(stderr);
+            return 2;
+        }
+        if (takes)
+            i++;
+    }
+    int rc = sub->run(&o);
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,145 @@
+/* The generated reference index the load benchmarks read. */
+#include "bench.h"
+
+#include "lodestar.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A reused file must still parse and have the asked-for shape. */
+static bool usable(const char *path, uint64_t rows, uint32_t dim)
+{
+    lds_index *idx = NULL;
+    lds_load_options lo;
+    lds_load_options_default(&lo);
+    lo.use_mmap = true;
+    if (lds_load_path(path, &lo, &idx, NULL, NULL) != LDS_OK)
+        return false;
+    bool ok = lds_index_rows(idx) == rows && lds_index_dim(idx) == dim;
+    lds_index_free(idx);
+    return ok;
+}
+
+static int write_index(const char *path, uint64_t rows, uint32_t dim)
+{
+    lds_writer_options wo;
+    lds_writer_options_default(&wo);
+    wo.dim = dim;
+    wo.dtype = LDS_DTYPE_F32;
+    wo.metric = LDS_METRIC_COSINE;
+    wo.with_keys = true;
+    wo.unique_keys = true;
+    lds_writer *w = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    float *vec = malloc((size_t)dim * sizeof *vec);
+    if (!vec)
+        return -1;
+    lds_status st = lds_writer_open_path(path, &wo, &w, &err);
+    uint64_t state = 0x9E3779B97F4A7C15u;
+    for (uint64_t r = 0; st == LDS_OK && r < rows; r++) {
+        for (uint32_t d = 0; d < dim; d++) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            vec[d] = (float)((double)(state >> 11) / 9007199254740992.0 - 0.5);
+        }
+        char key[32];
+        int kl = snprintf(key, sizeof key, "word%llu", (unsigned long long)r);
+        st = lds_writer_add_row(w, vec, dim, r, key, (size_t)kl, &err);
+    }
+    if (st == LDS_OK)
+        st = lds_writer_set_meta(w, "model", "lodestar-bench reference", &err);
+    if (st == LDS_OK)
+        st = lds_writer_finish(w, &err);
+    lds_writer_free(w);
+    free(vec);
+    if (st != LDS_OK) {
+        fprintf(stderr, "lodestar-bench: writing %s failed: %s (%s)\n", path, lds_status_name(st),
+                err.message);
+        return -1;
+    }
+    return 0;
+}
+
+/* Copies `src` to `dst` with the header's declared length replaced by "unknown". */
+static int write_unknown_length(const char *src, const char *dst)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", dst);
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int rc = -1;
+    if (in < 0 || out < 0)
+        goto done;
+    static unsigned char buf[1 << 20];
+    ssize_t n;
+    bool first = true;
+    while ((n = read(in, buf, sizeof buf)) > 0) {
+        if (first) {
+            lds_header h;
+            if (n < LDS_HEADER_SIZE || lds_header_decode(buf, (size_t)n, &h, NULL) != LDS_OK)
+                goto done;
+            h.payload_length = LDS_LENGTH_UNKNOWN;
+            if (lds_header_encode(&h, buf) != LDS_OK)
+                goto done;
+            first = false;
+        }
+        if (write(out, buf, (size_t)n) != n)
+            goto done;
+    }
+    if (n == 0 && rename(tmp, dst) == 0)
+        rc = 0;
+done:
+    if (in >= 0)
+        close(in);
+    if (out >= 0)
+        close(out);
+    if (rc != 0) {
+        fprintf(stderr, "lodestar-bench: writing %s failed: %s\n", dst, strerror(errno));
+        unlink(tmp);
+    }
+    return rc;
+}
+
+int bench_reference_index(const char *dir, uint64_t rows, uint32_t dim, bool unknown_length,
+                          char *out, size_t cap)
+{
+    char known[4096];
+    snprintf(known, sizeof known, "%s/lodestar-bench-ref-%llux%u.ldsi", dir,
+             (unsigned long long)rows, dim);
+    if (!usable(known, rows, dim)) {
+        fprintf(stderr, "lodestar-bench: writing reference index %s (%llu x %u f32, keys)\n", known,
+                (unsigned long long)rows, dim);
+        if (write_index(known, rows, dim) != 0)
+            return -1;
+    }
+    if (!unknown_length) {
+        snprintf(out, cap, "%s", known);
+        return 0;
+    }
+    snprintf(out, cap, "%s/lodestar-bench-ref-%llux%u-unknown-length.ldsi", dir,
+             (unsigned long long)rows, dim);
+    struct stat a, b;
+    if (stat(out, &b) == 0 && stat(known, &a) == 0 && a.st_size == b.st_size &&
+        b.st_mtime >= a.st_mtime)
+        return 0;
+    return write_unknown_length(known, out);
+}
+
+int bench_unknown_length_copy(const char *src, const char *dir, char *out, size_t cap)
+{
+    const char *base = strrchr(src, '/');
+    base = base ? base + 1 : src;
+    snprintf(out, cap, "%s/lodestar-bench-unknown-length-%s", dir, base);
+    struct stat a, b;
+    if (stat(out, &b) == 0 && stat(src, &a) == 0 && a.st_size == b.st_size &&
+        b.st_mtime >= a.st_mtime)
+        return 0;
+    return write_unknown_length(src, out);
+}

@@ -1,0 +1,188 @@
+/*
+ * reload (a diagnostic): a service that reloads its index. Each cycle loads
+ * the file into a new index and frees the previous one; 100 cycles per
+ * strategy, interleaved. Time and page faults per cycle, RSS across cycles.
+ * Strategies: the loader's pooled path (adopt and copy) and a plain malloc
+ * of the payload (what a loader without a pool would do).
+ */
+#include "bench.h"
+
+#include "lodestar.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum kind { R_ADOPT, R_COPY, R_MALLOC, R_COUNT };
+
+static const char *const kind_names[R_COUNT] = {"pooled adopt", "pooled copy",
+                                                "plain malloc + parse (borrow, free on release)"};
+
+typedef struct rl_ctx {
+    enum kind kind;
+    const char *path;
+    lds_pool *pool;
+    lds_index *current;
+} rl_ctx;
+
+static void release_free(void *p)
+{
+    free(p);
+}
+
+static int read_full(int fd, void *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        size_t want = n - got > LDS_DEFAULT_CHUNK_BYTES ? LDS_DEFAULT_CHUNK_BYTES : n - got;
+        ssize_t r = read(fd, (unsigned char *)buf + got, want);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+static lds_status load_malloc(const char *path, lds_index **out)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return LDS_E_IO;
+    unsigned char head[LDS_HEADER_SIZE];
+    lds_header h;
+    lds_status st = LDS_E_IO;
+    void *payload = NULL;
+    if (read_full(fd, head, sizeof head) != 0)
+        goto done;
+    st = lds_header_decode(head, sizeof head, &h, NULL);
+    if (st != LDS_OK)
+        goto done;
+    st = LDS_E_NOMEM;
+    payload = malloc(h.payload_length ? h.payload_length : 1);
+    if (!payload)
+        goto done;
+    st = LDS_E_IO;
+    if (read_full(fd, payload, h.payload_length) != 0)
+        goto done;
+    lds_parse_options po;
+    lds_parse_options_default(&po);
+    po.release = release_free;
+    po.release_ctx = payload;
+    st = lds_index_from_payload(payload, h.payload_length, &po, out, NULL);
+    if (st == LDS_OK)
+        payload = NULL; /* the index owns it now */
+done:
+    free(payload);
+    close(fd);
+    return st;
+}
+
+static int run(void *p, uint64_t ops, uint64_t *elapsed)
+{
+    rl_ctx *c = p;
+    (void)ops;
+    (void)elapsed;
+    lds_index *next = NULL;
+    lds_status st;
+    if (c->kind == R_MALLOC) {
+        st = load_malloc(c->path, &next);
+    } else {
+        lds_load_options lo;
+        lds_load_options_default(&lo);
+        lo.pool = c->pool;
+        lo.ownership = c->kind == R_ADOPT ? LDS_OWN_ADOPT : LDS_OWN_COPY;
+        st = lds_load_path(c->path, &lo, &next, NULL, NULL);
+    }
+    if (st != LDS_OK) {
+        fprintf(stderr, "reload: %s: %s\n", c->path, lds_status_name(st));
+        return -1;
+    }
+    lds_index_free(c->current);
+    c->current = next;
+    return 0;
+}
+
+int bench_reload(const bench_opts *o)
+{
+    uint64_t rows = o->rows ? o->rows : (o->dry ? 200 : 10000);
+    uint32_t dim = o->dim ? o->dim : (o->dry ? 16 : 512);
+    int cycles = o->cycles ? o->cycles : (o->dry ? 2 : 100);
+    char ref[4096];
+    const char *path = o->index_path;
+    if (!path) {
+        if (bench_reference_index(bench_work_dir(o), rows, dim, false, ref, sizeof ref) != 0)
+            return -1;
+        path = ref;
+    }
+    bench_report *rep = bench_report_new(o);
+    rl_ctx ctx[R_COUNT];
+    bench_alt alts[R_COUNT];
+    memset(ctx, 0, sizeof ctx);
+    if (!rep)
+        return -1;
+    bench_param(rep, "file", path);
+    char buf[256];
+    snprintf(buf, sizeof buf,
+             "%d cycles per strategy, interleaved; a cycle = load the file, then free the "
+             "previous index; no warm-up (the first cycles are the point)",
+             cycles);
+    bench_param(rep, "cycles", buf);
+    bench_param(rep, "note",
+                "RSS is the whole process's: all strategies' live indexes and retained "
+                "buffers together");
+    bench_table(rep, "reload cycles", true);
+    int rc = 0;
+    for (int k = 0; k < R_COUNT && rc == 0; k++) {
+        ctx[k].kind = (enum kind)k;
+        ctx[k].path = path;
+        if (k != R_MALLOC && lds_pool_create(NULL, &ctx[k].pool) != LDS_OK)
+            rc = -1;
+        alts[k] = (bench_alt){.name = kind_names[k],
+                              .scale = BENCH_MS,
+                              .unit = "ms/cycle",
+                              .run = run,
+                              .ctx = &ctx[k],
+                              .ops = 1,
+                              .row = bench_row_new(rep, kind_names[k], "ms/cycle")};
+    }
+    if (rc == 0)
+        rc = bench_interleave(alts, R_COUNT, 0, cycles);
+    for (int k = 0; rc == 0 && k < R_COUNT; k++) {
+        bench_row *row = alts[k].row;
+        size_t n = bench_row_count(row);
+        bench_row_set(row, "first cycle", "first_ms", BENCH_NUM, bench_row_at(row, 0));
+        bench_row_set(row, "first cycle", "first_faults", BENCH_COUNT, bench_row_faults_at(row, 0));
+        double later = 0;
+        for (size_t i = n / 2; i < n; i++)
+            later += bench_row_faults_at(row, i);
+        bench_row_set(row, "later cycles", "faults_2nd_half", BENCH_NUM,
+                      n > 1 ? later / (double)(n - n / 2) : 0);
+        bench_row_set(row, "residency", "rss_first", BENCH_BYTES, (double)bench_row_rss_at(row, 0));
+        bench_row_set(row, "residency", "rss_last", BENCH_BYTES,
+                      (double)bench_row_rss_at(row, n ? n - 1 : 0));
+        bench_row_set(row, "residency", "rss_max", BENCH_BYTES, (double)bench_row_rss_max(row));
+        if (ctx[k].pool) {
+            lds_pool_stats st;
+            lds_pool_stats_init(&st);
+            lds_pool_get_stats(ctx[k].pool, &st);
+            bench_row_set(row, "residency", "pool_retained", BENCH_BYTES,
+                          (double)st.bytes_retained);
+        }
+    }
+    if (rc == 0) {
+        bench_note(rep, "faults/op = median minor faults per cycle; faults 2nd half = mean over "
+                        "the second half of the cycles");
+        rc = bench_report_finish(rep);
+    }
+    for (int k = 0; k < R_COUNT; k++) {
+        lds_index_free(ctx[k].current);
+        lds_pool_free(ctx[k].pool);
+    }
+    bench_report_free(rep);
+    return rc;
+}

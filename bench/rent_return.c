@@ -1,0 +1,197 @@
+/* rent-return: warm rent+return pairs per size class, one thread, against malloc/free. */
+#include "bench.h"
+
+#include "lodestar.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct rr_ctx {
+    lds_pool *pool;
+    size_t size;
+} rr_ctx;
+
+static int run_pool(void *p, uint64_t ops, uint64_t *elapsed)
+{
+    rr_ctx *c = p;
+    (void)elapsed;
+    for (uint64_t i = 0; i < ops; i++) {
+        lds_lease lease;
+        if (lds_pool_rent(c->pool, c->size, &lease) != LDS_OK) {
+            fprintf(stderr, "rent-return: rent of %zu bytes failed\n", c->size);
+            return -1;
+        }
+        bench_escape(lease.ptr);
+        if (lds_pool_return(c->pool, &lease, 0) != LDS_OK) {
+            fprintf(stderr, "rent-return: return refused\n");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int run_malloc(void *p, uint64_t ops, uint64_t *elapsed)
+{
+    rr_ctx *c = p;
+    (void)elapsed;
+    for (uint64_t i = 0; i < ops; i++) {
+        void *b = malloc(c->size);
+        if (!b)
+            return -1;
+        bench_escape(b);
+        free(b);
+    }
+    return 0;
+}
+
+static uint64_t ops_for(const bench_opts *o, size_t size)
+{
+    if (o->dry)
+        return 1000;
+    return size >= ((size_t)1 << 20) ? 20000 : 200000;
+}
+
+static int check_modes(const bench_opts *o, bench_report *rep)
+{
+    static const struct {
+        lds_pool_check check;
+        const char *name;
+    } modes[] = {{LDS_POOL_CHECK_OFF, "off (generation checks only)"},
+                 {LDS_POOL_CHECK_CANARY, "canary"},
+                 {LDS_POOL_CHECK_POISON, "poison"},
+                 {LDS_POOL_CHECK_GUARD, "guard"},
+                 {LDS_POOL_CHECK_BYPASS, "bypass"}};
+    enum { N = sizeof modes / sizeof modes[0] };
+    const size_t size = 4096;
+    lds_pool *pools[N] = {0};
+    rr_ctx ctx[N];
+    bench_alt alts[N];
+    int rc = -1;
+
+    bench_table(rep, "checked modes: rent+return of 4 KiB, one thread (private pools)", true);
+    for (size_t i = 0; i < N; i++) {
+        lds_pool_options po;
+        lds_pool_options_default(&po);
+        po.check = modes[i].check;
+        if (lds_pool_create(&po, &pools[i]) != LDS_OK)
+            goto out;
+        ctx[i] = (rr_ctx){pools[i], size};
+        alts[i] = (bench_alt){.name = modes[i].name,
+                              .scale = BENCH_NS_PER_OP,
+                              .unit = "ns/pair",
+                              .run = run_pool,
+                              .ctx = &ctx[i],
+                              .ops = o->dry ? 200 : 20000,
+                              .row = bench_row_new(rep, modes[i].name, "ns/pair")};
+    }
+    rc = bench_interleave(alts, N, bench_warmup(o, 2), bench_iters(o, 15));
+    for (size_t i = 0; rc == 0 && i < N; i++) {
+        lds_pool_stats st;
+        lds_pool_stats_init(&st);
+        lds_pool_get_stats(pools[i], &st);
+        bench_row_set(
+            alts[i].row, "pool", "hit_rate", BENCH_PCT,
+            st.rents ? 100.0 * (double)(st.hits_thread + st.hits_shared) / (double)st.rents : 0);
+        bench_row_set(alts[i].row, "pool", "ratio_to_off", BENCH_RATIO,
+                      bench_row_median(alts[i].row) / bench_row_median(alts[0].row));
+    }
+out:
+    for (size_t i = 0; i < N; i++)
+        lds_pool_free(pools[i]);
+    return rc;
+}
+
+int bench_rent_return(const bench_opts *o)
+{
+    static const size_t defaults[] = {64,
+                                      256,
+                                      1024,
+                                      4096,
+                                      16384,
+                                      65536,
+                                      262144,
+                                      (size_t)1 << 20,
+                                      (size_t)4 << 20,
+                                      (size_t)16 << 20,
+                                      (size_t)64 << 20};
+    static const size_t dry_sizes[] = {64, 4096, (size_t)1 << 20};
+    const size_t *sizes = o->dry ? dry_sizes : defaults;
+    size_t n =
+        o->dry ? sizeof dry_sizes / sizeof dry_sizes[0] : sizeof defaults / sizeof defaults[0];
+    if (o->n_sizes) {
+        sizes = o->sizes;
+        n = o->n_sizes;
+    }
+    bench_report *rep = bench_report_new(o);
+    lds_pool *pool = NULL;
+    if (!rep || lds_pool_create(NULL, &pool) != LDS_OK) {
+        bench_report_free(rep);
+        return -1;
+    }
+    bench_param(rep, "pool", "private pool, default options (thread cache on)");
+    bench_param(rep, "target", "<= 5 ns per warm rent+return pair, generation checks on");
+    bench_table(rep, "warm rent+return per size class vs malloc/free of the same size, one thread",
+                true);
+
+    int rc = 0;
+    size_t missed = 0;
+    double worst = 0;
+    for (size_t s = 0; s < n && rc == 0; s++) {
+        rr_ctx ctx = {pool, sizes[s]};
+        char name[64], size_s[32];
+        bench_fmt_bytes((double)sizes[s], size_s, sizeof size_s);
+        bench_alt alts[2];
+        snprintf(name, sizeof name, "rent+return %s", size_s);
+        alts[0] = (bench_alt){.name = "pool",
+                              .scale = BENCH_NS_PER_OP,
+                              .unit = "ns/pair",
+                              .run = run_pool,
+                              .ctx = &ctx,
+                              .ops = ops_for(o, sizes[s]),
+                              .row = bench_row_new(rep, name, "ns/pair")};
+        snprintf(name, sizeof name, "malloc+free %s", size_s);
+        alts[1] = (bench_alt){.name = "malloc",
+                              .scale = BENCH_NS_PER_OP,
+                              .unit = "ns/pair",
+                              .run = run_malloc,
+                              .ctx = &ctx,
+                              .ops = ops_for(o, sizes[s]),
+                              .row = bench_row_new(rep, name, "ns/pair")};
+        lds_pool_stats before, after;
+        lds_pool_stats_init(&before);
+        lds_pool_stats_init(&after);
+        lds_pool_get_stats(pool, &before);
+        rc = bench_interleave(alts, 2, bench_warmup(o, 2), bench_iters(o, 15));
+        lds_pool_get_stats(pool, &after);
+        if (rc != 0)
+            break;
+        uint64_t rents = after.rents - before.rents;
+        uint64_t hits = (after.hits_thread - before.hits_thread);
+        bench_row_set(alts[0].row, "allocation", "requested", BENCH_BYTES, (double)sizes[s]);
+        bench_row_set(alts[0].row, "allocation", "capacity", BENCH_BYTES,
+                      (double)lds_pool_class_capacity(sizes[s]));
+        bench_row_set(alts[0].row, "pool", "thread_cache_hits", BENCH_PCT,
+                      rents ? 100.0 * (double)hits / (double)rents : 0);
+        bench_row_set(alts[0].row, "pool", "vs_malloc", BENCH_RATIO,
+                      bench_row_median(alts[1].row) / bench_row_median(alts[0].row));
+        bench_row_set(alts[1].row, "allocation", "requested", BENCH_BYTES, (double)sizes[s]);
+        double med = bench_row_median(alts[0].row);
+        if (med > worst)
+            worst = med;
+        if (med > 5.0)
+            missed++;
+    }
+    if (rc == 0) {
+        bench_note(rep, "%zu of %zu size classes meet the 5 ns target (worst median %.2f ns)",
+                   n - missed, n, worst);
+        bench_note(rep, "vs malloc = malloc+free median / rent+return median (above 1: the pool "
+                        "is faster)");
+        rc = check_modes(o, rep);
+    }
+    if (rc == 0)
+        rc = bench_report_finish(rep);
+    lds_pool_free(pool);
+    bench_report_free(rep);
+    return rc;
+}
