@@ -1,0 +1,903 @@
+/*
+ * test_pool.c: the buffer pool's unit tests (cmocka).
+ *
+ * Built twice (tests/meson.build): 'pool' runs every test; 'pool-stress', built with
+ * -DLDS_POOL_TSAN_ONLY, runs only the multi-threaded ones (stress, concurrent double
+ * return, thread exit, shared pool creation) so a ThreadSanitizer job can run just those.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "lodestar.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_ASAN 1
+#endif
+#endif
+#ifdef TEST_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+#define MiB ((size_t)1 << 20)
+
+static lds_pool *make_pool(lds_pool_check check, size_t max_retained)
+{
+    lds_pool_options o;
+    lds_pool_options_default(&o);
+    o.check = check;
+    if (max_retained)
+        o.max_retained_bytes = max_retained;
+    lds_pool *p = NULL;
+    assert_int_equal(lds_pool_create(&o, &p), LDS_OK);
+    assert_non_null(p);
+    return p;
+}
+
+static lds_pool_stats stats_of(lds_pool *p)
+{
+    lds_pool_stats s;
+    lds_pool_stats_init(&s);
+    assert_int_equal(lds_pool_get_stats(p, &s), LDS_OK);
+    return s;
+}
+
+static void assert_consistent(lds_pool *p)
+{
+    lds_pool_stats s = stats_of(p);
+    assert_int_equal(s.rents, s.returns + s.leases_current);
+}
+
+/* ==== multi-threaded tests (also the TSan suite) ========================== */
+
+/* Two threads return copies of the same lease at the same instant; exactly one wins. */
+typedef struct race_ctx {
+    lds_pool *pool;
+    pthread_barrier_t start, done;
+    lds_lease lease;
+    int ok[2];
+    int rounds;
+} race_ctx;
+
+static race_ctx g_race;
+
+static void *race_thread(void *arg)
+{
+    int me = (int)(intptr_t)arg;
+    for (int r = 0; r < g_race.rounds; r++) {
+        pthread_barrier_wait(&g_race.start);
+        lds_lease copy = g_race.lease;
+        g_race.ok[me] = lds_pool_return(g_race.pool, &copy, 0) == LDS_OK;
+        pthread_barrier_wait(&g_race.done);
+    }
+    return NULL;
+}
+
+static void test_concurrent_double_return(void **state)
+{
+    (void)state;
+    g_race.pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+    g_race.rounds = 10000;
+    pthread_barrier_init(&g_race.start, NULL, 3);
+    pthread_barrier_init(&g_race.done, NULL, 3);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, race_thread, (void *)(intptr_t)i), 0);
+    int exactly_one = 0;
+    for (int r = 0; r < g_race.rounds; r++) {
+        assert_int_equal(lds_pool_rent(g_race.pool, 100 + (size_t)(r % 7) * 1000, &g_race.lease),
+                         LDS_OK);
+        pthread_barrier_wait(&g_race.start);
+        pthread_barrier_wait(&g_race.done);
+        exactly_one += g_race.ok[0] + g_race.ok[1] == 1;
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    assert_int_equal(exactly_one, g_race.rounds);
+    lds_pool_stats s = stats_of(g_race.pool);
+    assert_int_equal(s.returns, (uint64_t)g_race.rounds);
+    assert_int_equal(s.refused[LDS_POOL_REFUSED_STALE], (uint64_t)g_race.rounds);
+    assert_int_equal(s.leases_current, 0);
+    pthread_barrier_destroy(&g_race.start);
+    pthread_barrier_destroy(&g_race.done);
+    lds_pool_free(g_race.pool);
+}
+
+#define STRESS_THREADS 4
+#define STRESS_OPS     250000 /* per thread: 10^6 rent/return pairs in all */
+
+typedef struct stress_arg {
+    lds_pool *pool;
+    unsigned seed;
+    int failures;
+} stress_arg;
+
+static void *stress_thread(void *arg)
+{
+    stress_arg *a = arg;
+    lds_lease held[8];
+    memset(held, 0, sizeof held);
+    uint32_t x = a->seed;
+    for (int i = 0; i < STRESS_OPS; i++) {
+        x = x * 1664525u + 1013904223u;
+        unsigned slot = (x >> 8) & 7u;
+        if (held[slot].handle != 0) {
+            unsigned char *p = held[slot].ptr;
+            if (p[0] != (unsigned char)slot || p[held[slot].length - 1] != (unsigned char)slot)
+                a->failures++;
+            if (lds_pool_return(a->pool, &held[slot], 0) != LDS_OK)
+                a->failures++;
+        }
+        size_t n = (x >> 12) & 0x3fffu; /* 0 .. 16 KiB */
+        if ((x & 0xffu) == 0)
+            n = (size_t)((x >> 16) & 3u) * MiB + 1; /* now and then a mapped one */
+        if (n == 0)
+            n = 1;
+        if (lds_pool_rent(a->pool, n, &held[slot]) != LDS_OK) {
+            a->failures++;
+            continue;
+        }
+        unsigned char *p = held[slot].ptr;
+        p[0] = (unsigned char)slot;
+        p[n - 1] = (unsigned char)slot;
+    }
+    for (int s = 0; s < 8; s++)
+        if (held[s].handle != 0 && lds_pool_return(a->pool, &held[s], 0) != LDS_OK)
+            a->failures++;
+    return NULL;
+}
+
+static void run_stress(lds_pool *pool)
+{
+    pthread_t t[STRESS_THREADS];
+    stress_arg args[STRESS_THREADS];
+    for (int i = 0; i < STRESS_THREADS; i++) {
+        args[i] = (stress_arg){pool, 12345u + (unsigned)i * 7919u, 0};
+        assert_int_equal(pthread_create(&t[i], NULL, stress_thread, &args[i]), 0);
+    }
+    for (int i = 0; i < STRESS_THREADS; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(args[i].failures, 0);
+    }
+}
+
+static void test_stress_threads(void **state)
+{
+    (void)state;
+    lds_pool_options o;
+    lds_pool_options_default(&o);
+    o.max_retained_bytes = 32 * MiB;
+    o.max_per_class = 16;
+    lds_pool *pool = NULL;
+    assert_int_equal(lds_pool_create(&o, &pool), LDS_OK);
+    run_stress(pool);
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.rents, (uint64_t)STRESS_THREADS * STRESS_OPS);
+    assert_int_equal(s.rents, s.returns + s.leases_current);
+    assert_int_equal(s.leases_current, 0);
+    assert_int_equal(s.bytes_leased, 0);
+    assert_int_equal(s.waste_bytes_current, 0);
+    assert_int_equal(s.refused_total, 0);
+    assert_int_equal(s.rents, s.hits_thread + s.hits_shared + s.misses_cold + s.misses_exhausted +
+                                  s.misses_oversize);
+    assert_true(s.bytes_retained <= o.max_retained_bytes);
+    assert_true(s.bytes_leased_peak > 0);
+    assert_true(s.bytes_leased_peak <= (uint64_t)STRESS_THREADS * 8 * 4 * MiB);
+    lds_pool_free(pool);
+}
+
+/* A thread's cache goes back to the pool when the thread exits. */
+static void *exit_thread(void *arg)
+{
+    lds_pool *pool = arg;
+    lds_lease l[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(lds_pool_rent(pool, 4096, &l[i]), LDS_OK);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(lds_pool_return(pool, &l[i], 0), LDS_OK);
+    return NULL;
+}
+
+static void test_thread_exit_flushes(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, exit_thread, pool), 0);
+    pthread_join(t, NULL);
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.rents, 4);
+    assert_int_equal(s.returns, 4);
+    assert_int_equal(s.buffers_retained, 4);
+    assert_int_equal(s.bytes_retained, 4 * 4096);
+    /* they are now in the shared stacks: this thread gets them without allocating */
+    lds_lease l;
+    assert_int_equal(lds_pool_rent(pool, 4096, &l), LDS_OK);
+    assert_int_equal(stats_of(pool).hits_shared, 1);
+    assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    size_t freed = 0;
+    assert_int_equal(lds_pool_trim(pool, LDS_POOL_TRIM_ALL, &freed), LDS_OK);
+    assert_int_equal(freed, 4 * 4096);
+    assert_int_equal(stats_of(pool).bytes_retained, 0);
+    lds_pool_free(pool);
+}
+
+static void *shared_thread(void *arg)
+{
+    lds_pool **out = arg;
+    *out = lds_pool_shared();
+    lds_lease l;
+    if (lds_pool_rent(*out, 333, &l) != LDS_OK || lds_pool_return(NULL, &l, 0) != LDS_OK)
+        *out = NULL;
+    return NULL;
+}
+
+static void test_shared_pool_once(void **state)
+{
+    (void)state;
+    pthread_t t[8];
+    lds_pool *got[8];
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, shared_thread, &got[i]), 0);
+    for (int i = 0; i < 8; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < 8; i++) {
+        assert_non_null(got[i]);
+        assert_ptr_equal(got[i], lds_pool_shared());
+    }
+    lds_pool_free(lds_pool_shared()); /* ignored for the shared pool */
+    assert_consistent(lds_pool_shared());
+}
+
+#ifndef LDS_POOL_TSAN_ONLY
+
+/* ==== single-threaded tests ============================================== */
+
+static int overlap(const lds_lease *a, const lds_lease *b)
+{
+    const char *a0 = a->ptr, *b0 = b->ptr;
+    return a0 < b0 + b->capacity && b0 < a0 + a->capacity;
+}
+
+/* A late writer the sanitizer does not instrument, like a kernel read() or a library built
+ * without ASan: it lets the pool's own checks (canary, guard) be tested under ASan too. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((no_sanitize_address, noinline))
+#endif
+static void
+late_write(void *p, char v)
+{
+    *(volatile char *)p = v;
+}
+
+static void test_class_capacity(void **state)
+{
+    (void)state;
+    assert_int_equal(lds_pool_class_capacity(0), 64);
+    assert_int_equal(lds_pool_class_capacity(64), 64);
+    assert_int_equal(lds_pool_class_capacity(65), 80);
+    assert_int_equal(lds_pool_class_capacity(80), 80);
+    assert_int_equal(lds_pool_class_capacity(81), 96);
+    assert_int_equal(lds_pool_class_capacity(129), 160);
+    assert_int_equal(lds_pool_class_capacity(1000), 1024);
+    assert_int_equal(lds_pool_class_capacity(MiB), MiB);
+    assert_int_equal(lds_pool_class_capacity(MiB + 1), MiB + MiB / 4);
+    assert_int_equal(lds_pool_class_capacity(20589008), 20971520);
+    assert_int_equal(lds_pool_class_capacity(LDS_POOL_MAX_REQUEST), LDS_POOL_MAX_REQUEST);
+    assert_int_equal(lds_pool_class_capacity(LDS_POOL_MAX_REQUEST + 1), 0);
+    /* waste <= 25% of the request, everywhere from the minimum class up */
+    uint32_t x = 1;
+    for (int i = 0; i < 200000; i++) {
+        x = x * 1664525u + 1013904223u;
+        size_t n = 64 + ((size_t)x << (i % 20)) % ((size_t)1 << 40);
+        size_t c = lds_pool_class_capacity(n);
+        assert_true(c >= n);
+        assert_true((c - n) * 4 <= n);
+    }
+    for (size_t n = 64; n < 70000; n++) {
+        size_t c = lds_pool_class_capacity(n);
+        assert_true(c >= n && (c - n) * 4 <= n);
+        assert_int_equal(c % 16, 0);
+    }
+}
+
+static void test_rent_basics(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+    size_t sizes[] = {0, 1, 63, 100, 4096, 100000, MiB, 3 * MiB + 5};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        lds_lease l;
+        assert_int_equal(lds_pool_rent(pool, sizes[i], &l), LDS_OK);
+        assert_non_null(l.ptr);
+        assert_int_equal((uintptr_t)l.ptr % 64, 0);
+        assert_int_equal(l.length, sizes[i]);
+        assert_int_equal(l.capacity, lds_pool_class_capacity(sizes[i]));
+        assert_true(l.handle != 0);
+        if (sizes[i] >= MiB) /* mapped: page + LDS_POOL_MAP_OFFSET */
+            assert_int_equal((uintptr_t)l.ptr % 4096, LDS_POOL_MAP_OFFSET);
+        memset(l.ptr, 0x11, l.capacity);
+        assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+        assert_null(l.ptr);
+        assert_int_equal(l.handle, 0);
+    }
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.rents, 8);
+    assert_int_equal(s.returns, 8);
+    assert_int_equal(s.misses_cold, 6); /* 0, 1 and 63 share class 64 */
+    assert_int_equal(s.hits_thread, 2);
+    assert_int_equal(s.bytes_requested_total, 0 + 1 + 63 + 100 + 4096 + 100000 + MiB + 3 * MiB + 5);
+    lds_lease l;
+    assert_int_equal(lds_pool_rent(pool, LDS_POOL_MAX_REQUEST + 1, &l), LDS_E_LIMIT);
+    assert_null(l.ptr);
+    assert_int_equal(lds_pool_rent(pool, 1, NULL), LDS_E_INVALID_ARG);
+    assert_int_equal(lds_pool_return(pool, NULL, 0), LDS_E_INVALID_ARG);
+    assert_int_equal(lds_pool_rent(pool, 10, &l), LDS_OK);
+    assert_int_equal(lds_pool_return(pool, &l, 4u), LDS_E_INVALID_ARG);
+    assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    lds_pool_options bad;
+    lds_pool_options_default(&bad);
+    bad.fill_on_rent = 256;
+    lds_pool *p2 = NULL;
+    assert_int_equal(lds_pool_create(&bad, &p2), LDS_E_INVALID_ARG);
+    assert_null(p2);
+    lds_pool_free(pool);
+    lds_pool_free(NULL);
+}
+
+static void test_double_return_then_two_rents(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+    lds_lease a, copy;
+    assert_int_equal(lds_pool_rent(pool, 1000, &a), LDS_OK);
+    copy = a;
+    assert_int_equal(lds_pool_return(pool, &a, 0), LDS_OK);
+    assert_int_equal(lds_pool_return(pool, &copy, 0), LDS_E_POOL_REFUSED);
+    assert_int_equal(lds_pool_return(pool, &a, 0), LDS_E_POOL_REFUSED); /* zeroed lease */
+    lds_lease x, y;
+    assert_int_equal(lds_pool_rent(pool, 1000, &x), LDS_OK);
+    assert_int_equal(lds_pool_rent(pool, 1000, &y), LDS_OK);
+    assert_ptr_not_equal(x.ptr, y.ptr);
+    assert_false(overlap(&x, &y));
+    /* the stale copy stays refused although its buffer is leased again */
+    assert_int_equal(lds_pool_return(pool, &copy, 0), LDS_E_POOL_REFUSED);
+    assert_int_equal(stats_of(pool).refused[LDS_POOL_REFUSED_STALE], 3);
+    assert_int_equal(lds_pool_return(pool, &x, 0), LDS_OK);
+    assert_int_equal(lds_pool_return(pool, &y, 0), LDS_OK);
+    assert_consistent(pool);
+    lds_pool_free(pool);
+}
+
+static void test_triple_return_four_rents(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+    lds_lease a;
+    assert_int_equal(lds_pool_rent(pool, 5000, &a), LDS_OK);
+    lds_lease c1 = a, c2 = a;
+    assert_int_equal(lds_pool_return(pool, &a, 0), LDS_OK);
+    assert_int_equal(lds_pool_return(pool, &c1, 0), LDS_E_POOL_REFUSED);
+    assert_int_equal(lds_pool_return(pool, &c2, 0), LDS_E_POOL_REFUSED);
+    lds_lease r[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(lds_pool_rent(pool, 5000, &r[i]), LDS_OK);
+    for (int i = 0; i < 4; i++)
+        for (int j = i + 1; j < 4; j++)
+            assert_false(overlap(&r[i], &r[j]));
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(lds_pool_return(pool, &r[i], 0), LDS_OK);
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.refused_total, 2);
+    assert_int_equal(s.returns, 5);
+    assert_consistent(pool);
+    lds_pool_free(pool);
+}
+
+static void test_foreign_and_forged_returns(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+    _Alignas(64) static char mine[4096];
+    lds_lease foreign = {mine, 100, 112, (UINT64_C(1) << 32) | 0};
+    assert_int_equal(lds_pool_return(pool, &foreign, 0), LDS_E_POOL_REFUSED);
+    foreign.handle = (UINT64_C(3) << 32) | 999999u;
+    assert_int_equal(lds_pool_return(pool, &foreign, 0), LDS_E_POOL_REFUSED);
+
+    lds_lease good;
+    assert_int_equal(lds_pool_rent(pool, 100, &good), LDS_OK);
+    lds_lease f = good;
+    f.ptr = mine;
+    assert_int_equal(lds_pool_return(pool, &f, 0), LDS_E_POOL_REFUSED);
+    f = good;
+    f.ptr = (char *)good.ptr + 64;
+    assert_int_equal(lds_pool_return(pool, &f, 0), LDS_E_POOL_REFUSED);
+    f = good;
+    f.length = 50;
+    assert_int_equal(lds_pool_return(pool, &f, 0), LDS_E_POOL_REFUSED);
+    f = good;
+    f.capacity = 4096;
+    assert_int_equal(lds_pool_return(pool, &f, 0), LDS_E_POOL_REFUSED);
+    f = good;
+    f.handle += UINT64_C(2) << 32; /* a future generation */
+    assert_int_equal(lds_pool_return(pool, &f, 0), LDS_E_POOL_REFUSED);
+    f = good;
+    f.handle += UINT64_C(1) << 32; /* an even generation never names a lease */
+    assert_int_equal(lds_pool_return(pool, &f, 0), LDS_E_POOL_REFUSED);
+
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.refused[LDS_POOL_REFUSED_UNKNOWN], 3);
+    assert_int_equal(s.refused[LDS_POOL_REFUSED_POINTER], 2);
+    assert_int_equal(s.refused[LDS_POOL_REFUSED_SIZE], 2);
+    assert_int_equal(s.refused[LDS_POOL_REFUSED_STALE], 1);
+    assert_int_equal(s.refused_total, 8);
+    assert_int_equal(s.returns, 0);
+    assert_int_equal(s.leases_current, 1);
+    /* nothing was passed on: the real lease still returns, and the caller's memory never
+     * comes out of the pool */
+    assert_int_equal(lds_pool_return(pool, &good, 0), LDS_OK);
+    for (int i = 0; i < 4; i++) {
+        lds_lease l;
+        assert_int_equal(lds_pool_rent(pool, 100, &l), LDS_OK);
+        assert_ptr_not_equal(l.ptr, mine);
+        assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    }
+    assert_consistent(pool);
+    lds_pool_free(pool);
+}
+
+/* A caller that reads by capacity instead of length sees the poison. */
+static void test_poison_past_length(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_POISON, 0);
+    for (int round = 0; round < 2; round++) { /* fresh, then reused */
+        lds_lease l;
+        assert_int_equal(lds_pool_rent(pool, 100, &l), LDS_OK);
+        assert_int_equal(l.capacity, 112);
+        unsigned char *p = l.ptr;
+        memset(p, 'x', l.length);
+#ifdef TEST_ASAN
+        assert_false(__asan_address_is_poisoned(p + 99));
+        for (size_t i = l.length; i < l.capacity; i++)
+            assert_true(__asan_address_is_poisoned(p + i));
+#else
+        for (size_t i = l.length; i < l.capacity; i++)
+            assert_int_equal(p[i], LDS_POOL_POISON_BYTE);
+#endif
+        assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+#ifdef TEST_ASAN
+        assert_true(__asan_address_is_poisoned(p));
+#else
+        assert_int_equal(p[0], LDS_POOL_FREED_BYTE); /* still cached: readable */
+#endif
+    }
+    lds_pool_free(pool);
+}
+
+static void test_fill_on_rent_and_clear(void **state)
+{
+    (void)state;
+    lds_pool_options o;
+    lds_pool_options_default(&o);
+    o.check = LDS_POOL_CHECK_OFF;
+    o.fill_on_rent = 0x5A;
+    lds_pool *pool = NULL;
+    assert_int_equal(lds_pool_create(&o, &pool), LDS_OK);
+    lds_lease l;
+    assert_int_equal(lds_pool_rent(pool, 3000, &l), LDS_OK);
+    for (size_t i = 0; i < l.length; i++)
+        assert_int_equal(((unsigned char *)l.ptr)[i], 0x5A);
+    memset(l.ptr, 0x77, l.length);
+    assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    assert_int_equal(lds_pool_rent(pool, 3000, &l), LDS_OK);
+    assert_int_equal(((unsigned char *)l.ptr)[0], 0x5A);
+    assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    lds_pool_free(pool);
+
+    /* LDS_RETURN_CLEAR: the same buffer comes back zeroed */
+    pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+    assert_int_equal(lds_pool_rent(pool, 3000, &l), LDS_OK);
+    void *first = l.ptr;
+    memset(l.ptr, 0xFF, l.length);
+    assert_int_equal(lds_pool_return(pool, &l, LDS_RETURN_CLEAR), LDS_OK);
+    assert_int_equal(lds_pool_rent(pool, 3000, &l), LDS_OK);
+    assert_ptr_equal(l.ptr, first);
+    for (size_t i = 0; i < l.length; i++)
+        assert_int_equal(((unsigned char *)l.ptr)[i], 0);
+    assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    lds_pool_free(pool);
+}
+
+static void test_canary_catches_write_after_return(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_CANARY, 0);
+    size_t sizes[] = {256, 2 * MiB};
+    for (int i = 0; i < 2; i++) {
+        /* no false alarm without a late write */
+        lds_lease l;
+        assert_int_equal(lds_pool_rent(pool, sizes[i], &l), LDS_OK);
+        memset(l.ptr, 1, l.length);
+        assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+        assert_int_equal(lds_pool_rent(pool, sizes[i], &l), LDS_OK);
+        assert_int_equal(stats_of(pool).canary_failures, (uint64_t)i);
+        char *old = l.ptr;
+        assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+        late_write(old + (i == 0 ? 8 : 3 * 4096 + 16), 0x42);
+        lds_pool_stats before = stats_of(pool);
+        lds_lease next;
+        assert_int_equal(lds_pool_rent(pool, sizes[i], &next), LDS_OK);
+        lds_pool_stats after = stats_of(pool);
+        assert_int_equal(after.canary_failures, (uint64_t)i + 1);
+        /* the damaged buffer was discarded (freed), and the rent served by a new one */
+        assert_int_equal(after.drops, before.drops + 1);
+        assert_int_equal(after.misses_cold, before.misses_cold + 1);
+        assert_int_equal(after.bytes_retained, before.bytes_retained - next.capacity);
+        assert_int_equal(lds_pool_return(pool, &next, 0), LDS_OK);
+    }
+    assert_consistent(pool);
+    lds_pool_free(pool);
+}
+
+static void test_guard_faults_at_write(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_GUARD, 0);
+    lds_lease l;
+    assert_int_equal(lds_pool_rent(pool, 1000, &l), LDS_OK);
+    memset(l.ptr, 3, l.length);
+    char *old = l.ptr;
+    assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL); /* cmocka catches it otherwise */
+        late_write(old, 1);
+        _exit(0); /* reached only if the write did not fault */
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+#ifdef TEST_ASAN
+    /* ASan's own SEGV handler reports the fault and exits with an error instead. */
+    assert_true((WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) ||
+                (WIFEXITED(status) && WEXITSTATUS(status) != 0));
+#else
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGSEGV);
+#endif
+    /* quarantined: the next rent gets another buffer */
+    assert_int_equal(lds_pool_rent(pool, 1000, &l), LDS_OK);
+    assert_ptr_not_equal(l.ptr, old);
+    assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.buffers_retained, 2);
+    size_t freed = 0;
+    assert_int_equal(lds_pool_trim(pool, LDS_POOL_TRIM_ALL, &freed), LDS_OK);
+    assert_int_equal(freed, 2 * 1024);
+    lds_pool_free(pool);
+}
+
+static void test_bypass_never_reuses(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_BYPASS, 0);
+    for (int i = 0; i < 3; i++) {
+        lds_lease l;
+        assert_int_equal(lds_pool_rent(pool, 777, &l), LDS_OK);
+        assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    }
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.hits_thread + s.hits_shared, 0);
+    assert_int_equal(s.misses_oversize, 3);
+    assert_int_equal(s.drops, 3);
+    assert_int_equal(s.bytes_retained, 0);
+    assert_int_equal(s.bytes_mapped, 0);
+    lds_pool_free(pool);
+}
+
+static void test_env_selects_check_mode(void **state)
+{
+    (void)state;
+    const char *names[] = {"off", "canary", "poison", "guard", "bypass"};
+    for (int i = 0; i < 5; i++) {
+        setenv(LDS_POOL_CHECK_ENV, names[i], 1);
+        lds_pool_options o;
+        lds_pool_options_default(&o);
+        assert_int_equal(o.check, i);
+    }
+    setenv(LDS_POOL_CHECK_ENV, "nonsense", 1);
+    lds_pool_options o;
+    lds_pool_options_default(&o);
+    assert_int_equal(o.check, LDS_POOL_CHECK_OFF);
+    unsetenv(LDS_POOL_CHECK_ENV);
+}
+
+static size_t rss_bytes(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%ld %ld", &pages, &resident), 2);
+    fclose(f);
+    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static void test_burst_then_trim(void **state)
+{
+    (void)state;
+    const size_t cap = 64 * MiB;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, cap);
+    enum { N = 24 };
+    lds_lease l[N];
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(lds_pool_rent(pool, 4 * MiB, &l[i]), LDS_OK);
+        memset(l[i].ptr, i, l[i].length);
+    }
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.bytes_leased, N * 4 * MiB);
+    assert_int_equal(s.bytes_leased_peak, N * 4 * MiB);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(lds_pool_return(pool, &l[i], 0), LDS_OK);
+    s = stats_of(pool);
+    assert_true(s.bytes_retained <= cap);
+    assert_int_equal(s.bytes_retained, 16 * 4 * MiB); /* admitted up to the cap */
+    assert_int_equal(s.drops, N - 16);
+    size_t before = rss_bytes();
+    size_t freed = 0;
+    assert_int_equal(lds_pool_trim(pool, LDS_POOL_TRIM_ALL, &freed), LDS_OK);
+    size_t after = rss_bytes();
+    assert_int_equal(freed, 16 * 4 * MiB);
+    s = stats_of(pool);
+    assert_int_equal(s.bytes_retained, 0);
+    assert_int_equal(s.bytes_mapped, 0);
+    assert_int_equal(s.trims, 16);
+    assert_int_equal(s.trimmed_bytes, 16 * 4 * MiB);
+    assert_true(before > after + 48 * MiB);
+    lds_pool_free(pool);
+}
+
+static void test_idle_buffers_age_out(void **state)
+{
+    (void)state;
+    lds_pool_options o;
+    lds_pool_options_default(&o);
+    o.max_idle_ns = 2000000; /* 2 ms */
+    o.thread_cache_count = 0;
+    lds_pool *pool = NULL;
+    assert_int_equal(lds_pool_create(&o, &pool), LDS_OK);
+    lds_lease l[8];
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(lds_pool_rent(pool, 2 * MiB, &l[i]), LDS_OK);
+        memset(l[i].ptr, 1, l[i].length);
+    }
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(lds_pool_return(pool, &l[i], 0), LDS_OK);
+    assert_int_equal(stats_of(pool).bytes_retained, 8 * 2 * MiB);
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+    /* the next slow-path call (a miss in another class) trims them */
+    lds_lease x;
+    assert_int_equal(lds_pool_rent(pool, 100, &x), LDS_OK);
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.bytes_retained, 0);
+    assert_int_equal(s.trims, 8);
+    assert_int_equal(s.bytes_mapped, 0);
+    assert_int_equal(lds_pool_return(pool, &x, 0), LDS_OK);
+    nanosleep(&ts, NULL);
+    size_t freed = 0;
+    assert_int_equal(lds_pool_trim(pool, LDS_POOL_TRIM_IDLE, &freed), LDS_OK);
+    assert_int_equal(freed, 112);
+    lds_pool_free(pool);
+}
+
+static void test_many_long_lived_leases(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+    enum { N = 5000 };
+    lds_lease *l = calloc(N, sizeof *l);
+    assert_non_null(l);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(lds_pool_rent(pool, 1000, &l[i]), LDS_OK);
+        memset(l[i].ptr, i & 0xff, l[i].length);
+    }
+    for (int i = 0; i < N; i++)
+        assert_int_equal(((unsigned char *)l[i].ptr)[999], i & 0xff);
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.misses_cold, 1);
+    assert_int_equal(s.misses_exhausted, N - 1);
+    assert_int_equal(s.leases_current, N);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(lds_pool_return(pool, &l[i], 0), LDS_OK);
+    s = stats_of(pool);
+    assert_int_equal(s.leases_current, 0);
+    assert_int_equal(s.buffers_retained, LDS_POOL_DEFAULT_MAX_PER_CLASS);
+    assert_int_equal(s.drops, N - LDS_POOL_DEFAULT_MAX_PER_CLASS);
+    /* and the pool still works, from its cache */
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(lds_pool_rent(pool, 1000, &l[i]), LDS_OK);
+    }
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(lds_pool_return(pool, &l[i], 0), LDS_OK);
+    assert_int_equal(stats_of(pool).misses_exhausted, N - 1 + 100 - 64);
+    free(l);
+    assert_consistent(pool);
+    lds_pool_free(pool);
+}
+
+static void test_giant_buffer_not_pinned(void **state)
+{
+    (void)state;
+    const size_t cap = 64 * MiB;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, cap);
+    /* larger than the cap: never pooled */
+    lds_lease g;
+    assert_int_equal(lds_pool_rent(pool, 200 * MiB, &g), LDS_OK);
+    memset(g.ptr, 1, 8 * MiB);
+    assert_int_equal(lds_pool_return(pool, &g, 0), LDS_OK);
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.misses_oversize, 1);
+    assert_int_equal(s.drops, 1);
+    assert_int_equal(s.bytes_retained, 0);
+    assert_int_equal(s.bytes_mapped, 0);
+    /* within the cap: cached, then evicted when other classes need the room */
+    assert_int_equal(lds_pool_rent(pool, 48 * MiB, &g), LDS_OK);
+    assert_int_equal(lds_pool_return(pool, &g, 0), LDS_OK);
+    assert_int_equal(stats_of(pool).bytes_retained, 48 * MiB);
+    lds_lease l[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(lds_pool_rent(pool, 8 * MiB, &l[i]), LDS_OK);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(lds_pool_return(pool, &l[i], 0), LDS_OK);
+    s = stats_of(pool);
+    assert_true(s.bytes_retained <= cap);
+    assert_int_equal(s.bytes_retained, 4 * 8 * MiB);
+    assert_int_equal(s.trims, 1);
+    assert_int_equal(s.trimmed_bytes, 48 * MiB);
+    lds_pool_free(pool);
+}
+
+static long minor_faults(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_minflt;
+}
+
+/* A warm rent+return is served by the thread cache and faults no page. */
+static void test_warm_path(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+    size_t sizes[] = {64, 4096, 65536, 2 * MiB};
+    for (int k = 0; k < 4; k++) {
+        lds_lease l;
+        assert_int_equal(lds_pool_rent(pool, sizes[k], &l), LDS_OK);
+        memset(l.ptr, 1, l.length);
+        assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    }
+    lds_pool_stats before = stats_of(pool);
+    long f0 = minor_faults();
+    for (int i = 0; i < 100000; i++) {
+        lds_lease l;
+        if (lds_pool_rent(pool, sizes[i & 3], &l) != LDS_OK)
+            fail();
+        ((char *)l.ptr)[l.length - 1] = (char)i;
+        if (lds_pool_return(pool, &l, 0) != LDS_OK)
+            fail();
+    }
+    long f1 = minor_faults();
+    lds_pool_stats after = stats_of(pool);
+    assert_int_equal(after.hits_thread - before.hits_thread, 100000);
+    assert_int_equal(after.misses_cold + after.misses_exhausted, 4);
+    assert_true(f1 - f0 <= 2); /* cmocka's own bookkeeping at most */
+    lds_pool_free(pool);
+}
+
+static lds_status scoped_user(lds_pool *pool, int fail_early)
+{
+    LDS_SCOPED_LEASE(buf, pool);
+    lds_status st = lds_pool_rent(buf.pool, 4000, &buf.lease);
+    if (st != LDS_OK)
+        return st;
+    memset(buf.lease.ptr, 9, buf.lease.length);
+    if (fail_early)
+        return LDS_E_IO; /* the lease goes back anyway */
+    return lds_pool_return(buf.pool, &buf.lease, 0);
+}
+
+static void test_scoped_lease(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+    assert_int_equal(scoped_user(pool, 1), LDS_E_IO);
+    assert_int_equal(scoped_user(pool, 0), LDS_OK);
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.rents, 2);
+    assert_int_equal(s.returns, 2);
+    assert_int_equal(s.refused_total, 0);
+    lds_pool_free(pool);
+}
+
+static void test_stats_json(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+    lds_lease l;
+    assert_int_equal(lds_pool_rent(pool, 100, &l), LDS_OK);
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.waste_bytes_current, 12);
+    assert_int_equal(s.waste_bytes_total, 12);
+    char buf[2048];
+    size_t need = 0;
+    assert_int_equal(lds_pool_stats_json(&s, buf, sizeof buf, &need), LDS_OK);
+    assert_int_equal(strlen(buf), need);
+    assert_non_null(strstr(buf, "\"rents\":1,"));
+    assert_non_null(strstr(buf, "\"bytes_leased\":112,"));
+    assert_non_null(strstr(buf, "\"refused\":{\"stale\":0,"));
+    assert_int_equal(buf[0], '{');
+    assert_int_equal(buf[need - 1], '}');
+    char small[16];
+    size_t need2 = 0;
+    assert_int_equal(lds_pool_stats_json(&s, small, sizeof small, &need2), LDS_E_LIMIT);
+    assert_int_equal(need2, need);
+    assert_int_equal(strlen(small), sizeof small - 1);
+    assert_int_equal(lds_pool_stats_json(&s, NULL, 0, &need2), LDS_E_LIMIT);
+    assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    s = stats_of(pool);
+    assert_int_equal(s.waste_bytes_current, 0);
+    lds_pool_stats tiny = {.size = 4};
+    assert_int_equal(lds_pool_get_stats(pool, &tiny), LDS_E_INVALID_ARG);
+    lds_pool_free(pool);
+}
+
+#endif /* LDS_POOL_TSAN_ONLY */
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+#ifndef LDS_POOL_TSAN_ONLY
+        cmocka_unit_test(test_class_capacity),
+        cmocka_unit_test(test_rent_basics),
+        cmocka_unit_test(test_double_return_then_two_rents),
+        cmocka_unit_test(test_triple_return_four_rents),
+        cmocka_unit_test(test_foreign_and_forged_returns),
+        cmocka_unit_test(test_poison_past_length),
+        cmocka_unit_test(test_fill_on_rent_and_clear),
+        cmocka_unit_test(test_canary_catches_write_after_return),
+        cmocka_unit_test(test_guard_faults_at_write),
+        cmocka_unit_test(test_bypass_never_reuses),
+        cmocka_unit_test(test_env_selects_check_mode),
+        cmocka_unit_test(test_burst_then_trim),
+        cmocka_unit_test(test_idle_buffers_age_out),
+        cmocka_unit_test(test_many_long_lived_leases),
+        cmocka_unit_test(test_giant_buffer_not_pinned),
+        cmocka_unit_test(test_warm_path),
+        cmocka_unit_test(test_scoped_lease),
+        cmocka_unit_test(test_stats_json),
+#endif
+        cmocka_unit_test(test_concurrent_double_return),
+        cmocka_unit_test(test_stress_threads),
+        cmocka_unit_test(test_thread_exit_flushes),
+        cmocka_unit_test(test_shared_pool_once),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
