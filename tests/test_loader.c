@@ -1,0 +1,1540 @@
+/*
+ * Tests of the stream loader (loader/): each pins an invariant of DESIGN.md
+ * ("Invariants") or a promise of lodestar_load.h. Index files are made by the
+ * writer in the test itself.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <zstd.h>
+
+#include "lodestar.h"
+#include "../loader/load_internal.h"
+
+static char tmpdir[64];
+
+/* ==== helpers ============================================================ */
+
+typedef struct bytes {
+    unsigned char *p;
+    size_t n;
+} bytes;
+
+typedef struct cfg {
+    uint64_t rows;
+    uint32_t dim;
+    lds_dtype dtype;
+    bool ids;
+    bool keys;
+    size_t key_pad; /* extra bytes per key */
+} cfg;
+
+/* Writes an index with the writer into a temporary FILE and returns its bytes. */
+static bytes make_index(const cfg *c)
+{
+    lds_writer_options wo;
+    lds_writer_options_default(&wo);
+    wo.dim = c->dim;
+    wo.dtype = c->dtype ? c->dtype : LDS_DTYPE_F32;
+    wo.with_ids = c->ids;
+    wo.with_keys = c->keys;
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    lds_writer *w = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_writer_open_file(f, &wo, &w, &err), LDS_OK);
+    assert_int_equal(lds_writer_set_meta(w, "model", "loader-test", &err), LDS_OK);
+    float *v = malloc(sizeof(float) * c->dim);
+    assert_non_null(v);
+    char key[256];
+    for (uint64_t r = 0; r < c->rows; r++) {
+        for (uint32_t d = 0; d < c->dim; d++)
+            v[d] = (float)((r * 31 + d * 7) % 97) / 13.0f - 3.0f;
+        int kl = snprintf(key, sizeof key, "row-%llu", (unsigned long long)r);
+        for (size_t i = 0; i < c->key_pad && (size_t)kl < sizeof key - 1; i++)
+            key[kl++] = 'x';
+        assert_int_equal(lds_writer_add_row(w, v, c->dim, r * 1000 + 5, key, (size_t)kl, &err),
+                         LDS_OK);
+    }
+    free(v);
+    assert_int_equal(lds_writer_finish(w, &err), LDS_OK);
+    lds_writer_free(w);
+    bytes b;
+    assert_int_equal(fseeko(f, 0, SEEK_END), 0);
+    b.n = (size_t)ftello(f);
+    b.p = malloc(b.n);
+    assert_non_null(b.p);
+    rewind(f);
+    assert_int_equal(fread(b.p, 1, b.n, f), b.n);
+    fclose(f);
+    return b;
+}
+
+static bytes copy_bytes(const bytes *b)
+{
+    bytes c = {malloc(b->n ? b->n : 1), b->n};
+    assert_non_null(c.p);
+    memcpy(c.p, b->p, b->n);
+    return c;
+}
+
+static uint64_t payload_len(const bytes *b)
+{
+    return (uint64_t)b->n - LDS_HEADER_SIZE;
+}
+
+/* Rewrites the declared payload length in the header (keeping it valid). */
+static void set_declared(bytes *b, uint64_t length)
+{
+    lds_header h;
+    assert_int_equal(lds_header_decode(b->p, b->n, &h, NULL), LDS_OK);
+    h.payload_length = length;
+    assert_int_equal(lds_header_encode(&h, b->p), LDS_OK);
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    if (n > 0)
+        assert_int_equal(fwrite(p, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+static const char *tmp_path(const char *name)
+{
+    static char path[160];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    return path;
+}
+
+static void write_all(int fd, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            _exit(99);
+        c += w;
+        n -= (size_t)w;
+    }
+}
+
+static void reap(pid_t pid)
+{
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+}
+
+/* A private pool whose rentals are larger than asked (size classes) and
+ * pre-filled with a sentinel, so reading by capacity would change results. */
+static lds_pool *sentinel_pool(void)
+{
+    lds_pool_options po;
+    lds_pool_options_default(&po);
+    po.check = LDS_POOL_CHECK_OFF;
+    po.fill_on_rent = 0xA5;
+    lds_pool *pool = NULL;
+    assert_int_equal(lds_pool_create(&po, &pool), LDS_OK);
+    return pool;
+}
+
+static lds_pool_stats pool_stats(lds_pool *pool)
+{
+    lds_pool_stats s;
+    lds_pool_stats_init(&s);
+    assert_int_equal(lds_pool_get_stats(pool, &s), LDS_OK);
+    return s;
+}
+
+/* Nothing leased, and every rent came back. */
+static void assert_pool_clear(lds_pool *pool)
+{
+    lds_pool_stats s = pool_stats(pool);
+    assert_int_equal(s.leases_current, 0);
+    assert_int_equal(s.rents, s.returns);
+    assert_int_equal(s.refused_total, 0);
+}
+
+static lds_load_options opts_for(lds_pool *pool)
+{
+    lds_load_options o;
+    lds_load_options_default(&o);
+    o.pool = pool;
+    return o;
+}
+
+/* The reference: the payload parsed from an exact-size buffer of its own. */
+static lds_index *reference(const bytes *b)
+{
+    lds_index *idx = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    size_t n = (size_t)payload_len(b);
+    unsigned char *exact = malloc(n);
+    assert_non_null(exact);
+    memcpy(exact, b->p + LDS_HEADER_SIZE, n);
+    lds_parse_options po;
+    lds_parse_options_default(&po);
+    po.copy = true;
+    assert_int_equal(lds_index_from_payload(exact, n, &po, &idx, &err), LDS_OK);
+    free(exact);
+    return idx;
+}
+
+static void assert_same_index(const lds_index *a, const lds_index *b)
+{
+    assert_int_equal(lds_index_rows(a), lds_index_rows(b));
+    assert_int_equal(lds_index_dim(a), lds_index_dim(b));
+    assert_int_equal(lds_index_dtype(a), lds_index_dtype(b));
+    assert_int_equal(lds_index_metric(a), lds_index_metric(b));
+    assert_int_equal(lds_index_has_ids(a), lds_index_has_ids(b));
+    assert_int_equal(lds_index_has_keys(a), lds_index_has_keys(b));
+    assert_int_equal(lds_index_payload_bytes(a), lds_index_payload_bytes(b));
+    assert_int_equal(lds_index_checksum(a), lds_index_checksum(b));
+    size_t row_bytes = lds_index_dim(a) * lds_dtype_size(lds_index_dtype(a));
+    for (uint64_t r = 0; r < lds_index_rows(a); r++) {
+        assert_memory_equal(lds_index_row(a, r), lds_index_row(b, r), row_bytes);
+        if (lds_index_has_ids(a)) {
+            uint64_t ia = 0, ib = 1;
+            assert_int_equal(lds_index_id(a, r, &ia), LDS_OK);
+            assert_int_equal(lds_index_id(b, r, &ib), LDS_OK);
+            assert_int_equal(ia, ib);
+        }
+        if (lds_index_has_keys(a)) {
+            const char *ka, *kb;
+            size_t la, lb;
+            assert_int_equal(lds_index_key(a, r, &ka, &la), LDS_OK);
+            assert_int_equal(lds_index_key(b, r, &kb, &lb), LDS_OK);
+            assert_int_equal(la, lb);
+            assert_memory_equal(ka, kb, la);
+        }
+    }
+    assert_int_equal(lds_index_meta_count(a), lds_index_meta_count(b));
+    for (size_t i = 0; i < lds_index_meta_count(a); i++) {
+        const char *ka, *va, *kb, *vb;
+        assert_int_equal(lds_index_meta_at(a, i, &ka, &va), LDS_OK);
+        assert_int_equal(lds_index_meta_at(b, i, &kb, &vb), LDS_OK);
+        assert_string_equal(ka, kb);
+        assert_string_equal(va, vb);
+    }
+}
+
+/* A read callback over memory: at most `max_read` bytes per call, and
+ * LDS_READ_RETRY on every other call when `retry_every_other`. */
+typedef struct mem_reader {
+    const unsigned char *p;
+    size_t n;
+    size_t pos;
+    size_t max_read;
+    bool retry_every_other;
+    unsigned calls;
+    unsigned retries;
+    bool fail_io;
+} mem_reader;
+
+static lds_status mem_read(void *ctx, void *buf, size_t cap, size_t *got)
+{
+    mem_reader *m = ctx;
+    m->calls++;
+    if (m->retry_every_other && m->calls % 2 == 1) {
+        m->retries++;
+        *got = LDS_READ_RETRY;
+        return LDS_OK;
+    }
+    if (m->fail_io && m->pos > 100) {
+        errno = EPIPE;
+        return LDS_E_IO;
+    }
+    size_t k = m->n - m->pos;
+    if (k > cap)
+        k = cap;
+    if (m->max_read != 0 && k > m->max_read)
+        k = m->max_read;
+    memcpy(buf, m->p + m->pos, k);
+    m->pos += k;
+    *got = k;
+    return LDS_OK;
+}
+
+static mem_reader reader_over(const bytes *b)
+{
+    mem_reader m = {.p = b->p, .n = b->n};
+    return m;
+}
+
+/* ==== PooledPayload: slice by bytes read (invariant 1) ================== */
+
+/* Payload sizes: the smallest valid (an empty index), one row, odd sizes, the
+ * reachable sizes closest below and above a page, and several MiB. (Sections
+ * are 64-byte aligned, so exactly 4095 or 4097 cannot be produced.) */
+static void sizes_for_test(cfg *out, size_t *count)
+{
+    size_t k = 0;
+    out[k++] = (cfg){.rows = 0, .dim = 4};
+    out[k++] = (cfg){.rows = 1, .dim = 1};
+    out[k++] = (cfg){.rows = 7, .dim = 3, .keys = true, .key_pad = 1};
+    out[k++] = (cfg){.rows = 13, .dim = 5, .dtype = LDS_DTYPE_F16, .ids = true};
+    /* Closest below and above 4096: found by stepping rows. */
+    cfg below = {0}, above = {0};
+    uint64_t best_below = 0, best_above = UINT64_MAX;
+    for (uint64_t r = 1; r < 120; r++) {
+        cfg c = {.rows = r, .dim = 9, .keys = true};
+        bytes b = make_index(&c);
+        uint64_t len = payload_len(&b);
+        if (len < 4096 && len > best_below) {
+            best_below = len;
+            below = c;
+        }
+        if (len > 4096 && len < best_above) {
+            best_above = len;
+            above = c;
+        }
+        free(b.p);
+    }
+    assert_true(best_below > 4096 - 128);
+    assert_true(best_above < 4096 + 128);
+    out[k++] = below;
+    out[k++] = above;
+    out[k++] = (cfg){.rows = 3000, .dim = 256, .keys = true, .ids = true}; /* ~3.1 MiB */
+    *count = k;
+}
+
+static void test_pooled_payload_matches_exact_buffer(void **state)
+{
+    (void)state;
+    cfg cs[16];
+    size_t count = 0;
+    sizes_for_test(cs, &count);
+    lds_pool *pool = sentinel_pool();
+    for (size_t i = 0; i < count; i++) {
+        bytes b = make_index(&cs[i]);
+        lds_index *ref = reference(&b);
+        const char *path = tmp_path("pooled.lds");
+        write_file(path, b.p, b.n);
+        for (int own = LDS_OWN_COPY; own <= LDS_OWN_ADOPT; own++) {
+            lds_load_options o = opts_for(pool);
+            o.ownership = (lds_ownership)own;
+            lds_index *idx = NULL;
+            lds_load_info info;
+            lds_load_info_init(&info);
+            lds_error err;
+            lds_error_init(&err);
+            assert_int_equal(lds_load_path(path, &o, &idx, &info, &err), LDS_OK);
+            assert_int_equal(info.path, LDS_LOAD_POOLED);
+            assert_int_equal(info.ownership, own);
+            assert_int_equal(info.payload_bytes, payload_len(&b));
+            assert_int_equal(info.declared_bytes, payload_len(&b));
+            assert_int_equal(info.stream_bytes, b.n);
+            assert_true(info.capacity_bytes >= info.payload_bytes);
+            assert_true(info.checksum_verified);
+            assert_true(info.hashed_while_reading);
+            assert_false(info.compressed);
+            assert_same_index(idx, ref);
+            assert_int_equal(pool_stats(pool).leases_current, own == LDS_OWN_ADOPT ? 1 : 0);
+            lds_index_free(idx);
+            assert_pool_clear(pool);
+        }
+        /* The same through a stream (no size known to cross-check). */
+        mem_reader m = reader_over(&b);
+        lds_load_options o = opts_for(pool);
+        lds_index *idx = NULL;
+        assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, NULL, NULL), LDS_OK);
+        assert_same_index(idx, ref);
+        lds_index_free(idx);
+        assert_pool_clear(pool);
+        lds_index_free(ref);
+        free(b.p);
+    }
+    /* The rentals really were larger than asked for most sizes. */
+    lds_pool_stats s = pool_stats(pool);
+    assert_true(s.waste_bytes_total > 0);
+    lds_pool_free(pool);
+}
+
+/* ==== streams: short reads, EINTR, pipes, stdin ========================= */
+
+static void test_one_byte_per_read(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 20, .dim = 6, .keys = true};
+    bytes b = make_index(&c);
+    lds_index *ref = reference(&b);
+    lds_pool *pool = sentinel_pool();
+    mem_reader m = reader_over(&b);
+    m.max_read = 1;
+    lds_load_options o = opts_for(pool);
+    lds_index *idx = NULL;
+    lds_load_info info;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, &info, NULL), LDS_OK);
+    assert_int_equal(info.path, LDS_LOAD_POOLED);
+    assert_true(m.calls >= b.n);
+    assert_same_index(idx, ref);
+    lds_index_free(idx);
+    lds_index_free(ref);
+    assert_pool_clear(pool);
+    lds_pool_free(pool);
+    free(b.p);
+}
+
+static void test_callback_retry_every_other_call(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 50, .dim = 8, .ids = true};
+    bytes b = make_index(&c);
+    lds_index *ref = reference(&b);
+    lds_pool *pool = sentinel_pool();
+    mem_reader m = reader_over(&b);
+    m.max_read = 100;
+    m.retry_every_other = true;
+    lds_load_options o = opts_for(pool);
+    lds_index *idx = NULL;
+    assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, NULL, NULL), LDS_OK);
+    assert_true(m.retries > 10);
+    assert_same_index(idx, ref);
+    lds_index_free(idx);
+    lds_index_free(ref);
+    assert_pool_clear(pool);
+
+    /* A callback error is returned as is, with errno, and the rental goes back. */
+    m = reader_over(&b);
+    m.fail_io = true;
+    m.max_read = 64;
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, NULL, &err), LDS_E_IO);
+    assert_null(idx);
+    assert_int_equal(err.sys_errno, EPIPE);
+    assert_pool_clear(pool);
+    lds_pool_free(pool);
+    free(b.p);
+}
+
+/* Feeds `b` into a new pipe from a child process, `piece` bytes at a time with
+ * `pause_us` between pieces; returns the read end. */
+static int pipe_from_child(const bytes *b, size_t piece, unsigned pause_us, pid_t *pid)
+{
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    *pid = fork();
+    assert_true(*pid >= 0);
+    if (*pid == 0) {
+        close(p[0]);
+        for (size_t at = 0; at < b->n; at += piece) {
+            write_all(p[1], b->p + at, b->n - at < piece ? b->n - at : piece);
+            if (pause_us)
+                usleep(pause_us);
+        }
+        _exit(0);
+    }
+    close(p[1]);
+    return p[0];
+}
+
+static void test_pipe_fed_by_another_process(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 2000, .dim = 64, .keys = true};
+    bytes b = make_index(&c);
+    lds_index *ref = reference(&b);
+    lds_pool *pool = sentinel_pool();
+    pid_t pid;
+    int fd = pipe_from_child(&b, 7777, 0, &pid);
+    lds_load_options o = opts_for(pool);
+    lds_index *idx = NULL;
+    lds_load_info info;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_load_fd(fd, &o, &idx, &info, NULL), LDS_OK);
+    close(fd);
+    reap(pid);
+    assert_int_equal(info.path, LDS_LOAD_POOLED);
+    assert_int_equal(info.stream_bytes, b.n);
+    assert_same_index(idx, ref);
+    lds_index_free(idx);
+    lds_index_free(ref);
+    assert_pool_clear(pool);
+    lds_pool_free(pool);
+    free(b.p);
+}
+
+static volatile sig_atomic_t alarms;
+static void on_alarm(int sig)
+{
+    (void)sig;
+    alarms++;
+}
+
+/* Real EINTR: a timer signal without SA_RESTART interrupts the blocked read(). */
+static void test_fd_read_retries_real_eintr(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 300, .dim = 16};
+    bytes b = make_index(&c);
+    lds_index *ref = reference(&b);
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;
+    assert_int_equal(sigaction(SIGALRM, &sa, &old), 0);
+    pid_t pid;
+    int fd = pipe_from_child(&b, 2048, 3000, &pid);
+    alarms = 0;
+    struct itimerval it = {{0, 500}, {0, 500}};
+    assert_int_equal(setitimer(ITIMER_REAL, &it, NULL), 0);
+    lds_index *idx = NULL;
+    lds_status st = lds_load_fd(fd, NULL, &idx, NULL, NULL);
+    struct itimerval stop = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &stop, NULL);
+    sigaction(SIGALRM, &old, NULL);
+    close(fd);
+    reap(pid);
+    assert_int_equal(st, LDS_OK);
+    assert_true(alarms > 0);
+    assert_same_index(idx, ref);
+    lds_index_free(idx);
+    lds_index_free(ref);
+    free(b.p);
+}
+
+/* Result a forked child sends back. */
+typedef struct child_result {
+    int status;
+    int path;
+    uint64_t rows;
+    uint64_t payload_bytes;
+    long hwm_growth_kb;
+} child_result;
+
+static child_result run_child(void (*body)(int result_fd, void *arg), void *arg)
+{
+    int r[2];
+    assert_int_equal(pipe(r), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(r[0]);
+        body(r[1], arg);
+        _exit(0);
+    }
+    close(r[1]);
+    child_result res;
+    memset(&res, 0xff, sizeof res);
+    size_t got = 0;
+    while (got < sizeof res) {
+        ssize_t n = read(r[0], (char *)&res + got, sizeof res - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(r[0]);
+    reap(pid);
+    assert_int_equal(got, sizeof res);
+    return res;
+}
+
+typedef struct stdin_arg {
+    const bytes *b;
+    bool use_file;
+} stdin_arg;
+
+static void stdin_body(int result_fd, void *argp)
+{
+    stdin_arg *arg = argp;
+    int p[2];
+    if (pipe(p) != 0)
+        _exit(98);
+    pid_t w = fork();
+    if (w == 0) {
+        close(p[0]);
+        write_all(p[1], arg->b->p, arg->b->n);
+        _exit(0);
+    }
+    close(p[1]);
+    if (dup2(p[0], STDIN_FILENO) < 0)
+        _exit(97);
+    close(p[0]);
+    lds_index *idx = NULL;
+    lds_load_info info;
+    lds_load_info_init(&info);
+    child_result res = {0};
+    res.status = arg->use_file ? (int)lds_load_file(stdin, NULL, &idx, &info, NULL)
+                               : (int)lds_load_fd(STDIN_FILENO, NULL, &idx, &info, NULL);
+    res.path = info.path;
+    res.rows = idx ? lds_index_rows(idx) : 0;
+    res.payload_bytes = info.payload_bytes;
+    lds_index_free(idx);
+    reap(w);
+    write_all(result_fd, &res, sizeof res);
+}
+
+static void test_stdin(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 123, .dim = 10, .keys = true};
+    bytes b = make_index(&c);
+    for (int use_file = 0; use_file <= 1; use_file++) {
+        stdin_arg arg = {&b, use_file != 0};
+        child_result res = run_child(stdin_body, &arg);
+        assert_int_equal(res.status, LDS_OK);
+        assert_int_equal(res.path, LDS_LOAD_POOLED);
+        assert_int_equal(res.rows, 123);
+        assert_int_equal(res.payload_bytes, payload_len(&b));
+    }
+    free(b.p);
+}
+
+/* ==== bounded reads: truncation, lengths, limits (invariants 2, 4, 7) === */
+
+static void test_every_prefix_refused(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 3, .dim = 2, .keys = true, .ids = true};
+    bytes b = make_index(&c);
+    lds_pool *pool = sentinel_pool();
+    lds_load_options o = opts_for(pool);
+    const char *path = tmp_path("prefix.lds");
+    for (size_t k = 0; k < b.n; k++) {
+        lds_index *idx = NULL;
+        lds_error err;
+
+        /* A stream: always truncated, naming declared and received counts. */
+        bytes pre = {b.p, k};
+        mem_reader m = reader_over(&pre);
+        lds_error_init(&err);
+        assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, NULL, &err), LDS_E_TRUNCATED);
+        assert_null(idx);
+        assert_int_equal(err.status, LDS_E_TRUNCATED);
+        if (k >= LDS_HEADER_SIZE) {
+            char want[64];
+            snprintf(want, sizeof want, "%zu of the %llu", k - LDS_HEADER_SIZE,
+                     (unsigned long long)payload_len(&b));
+            assert_non_null(strstr(err.message, want));
+            assert_int_equal(err.offset, k);
+        }
+        assert_pool_clear(pool);
+
+        /* A regular file: the size disagrees with the header. */
+        write_file(path, b.p, k);
+        lds_error_init(&err);
+        lds_status want = k < LDS_HEADER_SIZE ? LDS_E_TRUNCATED : LDS_E_LENGTH_MISMATCH;
+        assert_int_equal(lds_load_path(path, &o, &idx, NULL, &err), want);
+        assert_null(idx);
+        assert_pool_clear(pool);
+
+        /* Memory. */
+        lds_error_init(&err);
+        assert_int_equal(lds_load_memory(b.p, k, false, &o, &idx, NULL, &err), want);
+        assert_null(idx);
+    }
+    assert_int_equal(pool_stats(pool).rents, b.n - LDS_HEADER_SIZE);
+    assert_pool_clear(pool);
+    lds_pool_free(pool);
+    free(b.p);
+}
+
+static void test_declared_length_disagrees(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 40, .dim = 4, .keys = true};
+    bytes orig = make_index(&c);
+    uint64_t len = payload_len(&orig);
+    lds_pool *pool = sentinel_pool();
+    lds_load_options o = opts_for(pool);
+    const char *path = tmp_path("declared.lds");
+    uint64_t lies[2] = {len + 64, len - 64};
+    for (int i = 0; i < 2; i++) {
+        bytes b = copy_bytes(&orig);
+        set_declared(&b, lies[i]);
+        lds_index *idx = NULL;
+        lds_error err;
+
+        /* File: both numbers named. */
+        write_file(path, b.p, b.n);
+        lds_error_init(&err);
+        assert_int_equal(lds_load_path(path, &o, &idx, NULL, &err), LDS_E_LENGTH_MISMATCH);
+        assert_string_equal(err.field, "header.payload_length");
+        assert_int_equal(err.offset, 16);
+        char n1[32], n2[32];
+        snprintf(n1, sizeof n1, "%llu", (unsigned long long)lies[i]);
+        snprintf(n2, sizeof n2, "%llu", (unsigned long long)len);
+        assert_non_null(strstr(err.message, n1));
+        assert_non_null(strstr(err.message, n2));
+        assert_int_equal(pool_stats(pool).rents, 0); /* refused before renting */
+
+        /* Stream: larger = truncated, smaller = trailing bytes. */
+        mem_reader m = reader_over(&b);
+        lds_error_init(&err);
+        lds_status want = i == 0 ? LDS_E_TRUNCATED : LDS_E_TRAILING;
+        assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, NULL, &err), want);
+        assert_null(idx);
+        if (i == 0) {
+            assert_non_null(strstr(err.message, n1));
+            assert_non_null(strstr(err.message, n2));
+        } else {
+            assert_int_equal(err.offset, LDS_HEADER_SIZE + lies[i]);
+        }
+        assert_pool_clear(pool);
+        free(b.p);
+    }
+    /* Trailing bytes after a correct payload, in a stream and a file. */
+    bytes t = {malloc(orig.n + 3), orig.n + 3};
+    memcpy(t.p, orig.p, orig.n);
+    memcpy(t.p + orig.n, "xyz", 3);
+    mem_reader m = reader_over(&t);
+    lds_index *idx = NULL;
+    assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, NULL, NULL), LDS_E_TRAILING);
+    write_file(path, t.p, t.n);
+    assert_int_equal(lds_load_path(path, &o, &idx, NULL, NULL), LDS_E_LENGTH_MISMATCH);
+    assert_null(idx);
+    assert_pool_clear(pool);
+    free(t.p);
+    lds_pool_free(pool);
+    free(orig.p);
+}
+
+static void test_max_payload_refused_before_renting(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 40, .dim = 4};
+    bytes b = make_index(&c);
+    lds_pool *pool = sentinel_pool();
+    lds_load_options o = opts_for(pool);
+    o.max_payload_bytes = payload_len(&b) - 1;
+    const char *path = tmp_path("max.lds");
+    write_file(path, b.p, b.n);
+    lds_index *idx = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_load_path(path, &o, &idx, NULL, &err), LDS_E_LIMIT);
+    assert_string_equal(err.field, "header.payload_length");
+    assert_int_equal(pool_stats(pool).rents, 0);
+
+    /* Unknown length: the growable path stops at the cap. */
+    bytes u = copy_bytes(&b);
+    set_declared(&u, LDS_LENGTH_UNKNOWN);
+    mem_reader m = reader_over(&u);
+    lds_error_init(&err);
+    assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, NULL, &err), LDS_E_LIMIT);
+    assert_null(idx);
+    assert_int_equal(pool_stats(pool).rents, 0);
+    /* At exactly the cap it loads. */
+    o.max_payload_bytes = payload_len(&b);
+    m = reader_over(&u);
+    lds_load_info info;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, &info, NULL), LDS_OK);
+    assert_int_equal(info.path, LDS_LOAD_GROWABLE);
+    lds_index_free(idx);
+    assert_int_equal(pool_stats(pool).rents, 0);
+    /* The default is documented: 64 GiB. */
+    lds_load_options d;
+    lds_load_options_default(&d);
+    assert_int_equal(d.max_payload_bytes, UINT64_C(64) << 30);
+    free(u.p);
+    lds_pool_free(pool);
+    free(b.p);
+}
+
+static long vm_hwm_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f == NULL)
+        return -1;
+    char line[256];
+    long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb;
+}
+
+typedef struct lie_arg {
+    const bytes *b;
+    uint64_t declared;
+    size_t sent; /* bytes of payload actually sent */
+    bool private_pool;
+} lie_arg;
+
+static void lie_body(int result_fd, void *argp)
+{
+    lie_arg *arg = argp;
+    unsigned char hdr[LDS_HEADER_SIZE];
+    memcpy(hdr, arg->b->p, sizeof hdr);
+    lds_header h;
+    lds_header_decode(hdr, sizeof hdr, &h, NULL);
+    h.payload_length = arg->declared;
+    lds_header_encode(&h, hdr);
+    lds_pool *pool = NULL;
+    if (arg->private_pool)
+        lds_pool_create(NULL, &pool);
+
+    int fd = open("/proc/self/clear_refs", O_WRONLY);
+    if (fd >= 0) {
+        (void)!write(fd, "5", 1); /* reset VmHWM to the current RSS */
+        close(fd);
+    }
+    long before = vm_hwm_kb();
+    int p[2];
+    if (pipe(p) != 0)
+        _exit(98);
+    pid_t w = fork();
+    if (w == 0) {
+        close(p[0]);
+        write_all(p[1], hdr, sizeof hdr);
+        static unsigned char chunk[65536];
+        memset(chunk, 0x5a, sizeof chunk);
+        for (size_t at = 0; at < arg->sent; at += sizeof chunk)
+            write_all(p[1], chunk, arg->sent - at < sizeof chunk ? arg->sent - at : sizeof chunk);
+        _exit(0);
+    }
+    close(p[1]);
+    lds_load_options o;
+    lds_load_options_default(&o);
+    o.pool = pool;
+    o.max_payload_bytes = UINT64_C(2) << 40;
+    lds_index *idx = NULL;
+    lds_load_info info;
+    lds_load_info_init(&info);
+    child_result res = {0};
+    res.status = (int)lds_load_fd(p[0], &o, &idx, &info, NULL);
+    res.path = info.path;
+    res.payload_bytes = info.payload_bytes;
+    res.hwm_growth_kb = vm_hwm_kb() - before;
+    close(p[0]);
+    reap(w);
+    lds_pool_stats s;
+    lds_pool_stats_init(&s);
+    lds_pool_get_stats(pool, &s);
+    if (s.leases_current != 0)
+        res.status = -1;
+    write_all(result_fd, &res, sizeof res);
+}
+
+/* Invariant 6: a lying declared length costs no more resident memory than
+ * the bytes delivered. Measured in a fresh child (peak RSS reset). */
+static void test_lying_length_costs_only_bytes_sent(void **state)
+{
+    (void)state;
+    if (vm_hwm_kb() < 0)
+        skip();
+    cfg c = {.rows = 1, .dim = 1};
+    bytes b = make_index(&c);
+    size_t sent = (size_t)1 << 20;
+    /* 2 GiB: the pool can map it (lazily), so the pooled path runs. */
+    lie_arg a1 = {&b, UINT64_C(2) << 30, sent, true};
+    child_result r1 = run_child(lie_body, &a1);
+    assert_int_equal(r1.status, LDS_E_TRUNCATED);
+    assert_int_equal(r1.path, LDS_LOAD_POOLED);
+    assert_int_equal(r1.payload_bytes, sent);
+    assert_true(r1.hwm_growth_kb >= 0);
+    assert_true(r1.hwm_growth_kb < 64 * 1024);
+    /* 1 TiB, through the shared pool: pooled if the pool can map it, else the
+     * growable path bounded by the declared length; cheap either way. */
+    lie_arg a2 = {&b, UINT64_C(1) << 40, sent, false};
+    child_result r2 = run_child(lie_body, &a2);
+    assert_int_equal(r2.status, LDS_E_TRUNCATED);
+    assert_true(r2.path == LDS_LOAD_POOLED || r2.path == LDS_LOAD_GROWABLE);
+    assert_int_equal(r2.payload_bytes, sent);
+    assert_true(r2.hwm_growth_kb < 64 * 1024);
+    print_message("lying length: 2 GiB declared/1 MiB sent: %s, peak RSS +%ld KiB; "
+                  "1 TiB declared: %s, +%ld KiB\n",
+                  lds_load_path_name((enum lds_load_path)r1.path), r1.hwm_growth_kb,
+                  lds_load_path_name((enum lds_load_path)r2.path), r2.hwm_growth_kb);
+    free(b.p);
+}
+
+/* ==== zstd ================================================================ */
+
+static bytes zstd_frame(const bytes *b, bool content_size)
+{
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    assert_non_null(cc);
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, content_size ? 1 : 0);
+    if (content_size)
+        ZSTD_CCtx_setPledgedSrcSize(cc, b->n);
+    size_t cap = ZSTD_compressBound(b->n) + 64;
+    bytes z = {malloc(cap), 0};
+    assert_non_null(z.p);
+    ZSTD_outBuffer out = {z.p, cap, 0};
+    /* Streamed in pieces, so the size is known only if pledged. */
+    size_t piece = 1000;
+    for (size_t at = 0; at < b->n; at += piece) {
+        size_t n = b->n - at < piece ? b->n - at : piece;
+        ZSTD_inBuffer in = {b->p + at, n, 0};
+        while (in.pos < in.size)
+            assert_false(ZSTD_isError(ZSTD_compressStream2(cc, &out, &in, ZSTD_e_continue)));
+    }
+    ZSTD_inBuffer none = {NULL, 0, 0};
+    size_t left;
+    do {
+        left = ZSTD_compressStream2(cc, &out, &none, ZSTD_e_end);
+        assert_false(ZSTD_isError(left));
+    } while (left != 0);
+    ZSTD_freeCCtx(cc);
+    z.n = out.pos;
+    unsigned long long fcs = ZSTD_getFrameContentSize(z.p, z.n);
+    if (content_size)
+        assert_int_equal(fcs, b->n);
+    else
+        assert_true(fcs == ZSTD_CONTENTSIZE_UNKNOWN);
+    return z;
+}
+
+static void test_zstd_with_content_size_is_pooled(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 500, .dim = 32, .keys = true};
+    bytes b = make_index(&c);
+    lds_index *ref = reference(&b);
+    bytes z = zstd_frame(&b, true);
+    lds_pool *pool = sentinel_pool();
+    lds_load_options o = opts_for(pool);
+    const char *path = tmp_path("c.lds.zst");
+    write_file(path, z.p, z.n);
+    lds_index *idx = NULL;
+    lds_load_info info;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_load_path(path, &o, &idx, &info, NULL), LDS_OK);
+    assert_int_equal(info.path, LDS_LOAD_POOLED);
+    assert_true(info.compressed);
+    assert_true(info.checksum_verified);
+    assert_int_equal(info.stream_bytes, z.n);
+    assert_int_equal(info.payload_bytes, payload_len(&b));
+    assert_same_index(idx, ref);
+    lds_index_free(idx);
+    assert_pool_clear(pool);
+
+    /* With use_mmap a compressed file still takes the read path (no fallback). */
+    o.use_mmap = true;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_load_path(path, &o, &idx, &info, NULL), LDS_OK);
+    assert_int_equal(info.path, LDS_LOAD_POOLED);
+    assert_false(info.mmap_fallback);
+    lds_index_free(idx);
+    assert_pool_clear(pool);
+
+    /* One byte at a time through a callback. */
+    mem_reader m = reader_over(&z);
+    m.max_read = 1;
+    assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, NULL, NULL), LDS_OK);
+    assert_same_index(idx, ref);
+    lds_index_free(idx);
+    assert_pool_clear(pool);
+
+    /* Data after the frame is an error, not left unread. */
+    bytes t = {malloc(z.n + 1), z.n + 1};
+    memcpy(t.p, z.p, z.n);
+    t.p[z.n] = 0;
+    m = reader_over(&t);
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, NULL, &err), LDS_E_TRAILING);
+    assert_string_equal(err.field, "zstd.frame_end");
+    assert_int_equal(err.offset, z.n);
+    assert_pool_clear(pool);
+    /* A frame cut short. */
+    m = reader_over(&z);
+    m.n = z.n - 5;
+    assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, NULL, NULL), LDS_E_TRUNCATED);
+    assert_pool_clear(pool);
+    free(t.p);
+    lds_pool_free(pool);
+    lds_index_free(ref);
+    free(z.p);
+    free(b.p);
+}
+
+static void test_zstd_without_content_size(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 3000, .dim = 128, .keys = true}; /* ~1.6 MiB: several growth steps */
+    bytes b = make_index(&c);
+    lds_index *ref = reference(&b);
+    lds_pool *pool = sentinel_pool();
+    lds_load_options o = opts_for(pool);
+    o.chunk_bytes = 10000;
+
+    /* The header knows the length: pooled. */
+    bytes z = zstd_frame(&b, false);
+    mem_reader m = reader_over(&z);
+    lds_index *idx = NULL;
+    lds_load_info info;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, &info, NULL), LDS_OK);
+    assert_int_equal(info.path, LDS_LOAD_POOLED);
+    assert_same_index(idx, ref);
+    lds_index_free(idx);
+    assert_pool_clear(pool);
+    uint64_t rents = pool_stats(pool).rents;
+    free(z.p);
+
+    /* Nobody knows the length: growable, never pooled. */
+    bytes u = copy_bytes(&b);
+    set_declared(&u, LDS_LENGTH_UNKNOWN);
+    z = zstd_frame(&u, false);
+    const char *path = tmp_path("u.lds.zst");
+    write_file(path, z.p, z.n);
+    for (int own = LDS_OWN_COPY; own <= LDS_OWN_ADOPT; own++) {
+        o.ownership = (lds_ownership)own;
+        lds_load_info_init(&info);
+        assert_int_equal(lds_load_path(path, &o, &idx, &info, NULL), LDS_OK);
+        assert_int_equal(info.path, LDS_LOAD_GROWABLE);
+        assert_int_equal(info.declared_bytes, LDS_LENGTH_UNKNOWN);
+        assert_true(info.compressed);
+        assert_true(info.checksum_verified);
+        assert_true(info.hashed_while_reading);
+        /* Never more than the growth bound ahead of the bytes received. */
+        assert_true(info.capacity_bytes >= info.payload_bytes);
+        assert_true(info.capacity_bytes - info.payload_bytes < 4096);
+        assert_same_index(idx, ref);
+        lds_index_free(idx);
+    }
+    assert_int_equal(pool_stats(pool).rents, rents);
+
+    /* Uncompressed, unknown length, through a pipe: growable too. */
+    pid_t pid;
+    int fd = pipe_from_child(&u, 4096, 0, &pid);
+    lds_load_info_init(&info);
+    assert_int_equal(lds_load_fd(fd, &o, &idx, &info, NULL), LDS_OK);
+    close(fd);
+    reap(pid);
+    assert_int_equal(info.path, LDS_LOAD_GROWABLE);
+    assert_same_index(idx, ref);
+    lds_index_free(idx);
+    assert_int_equal(pool_stats(pool).rents, rents);
+
+    /* Unknown in the header, known to the file: pooled, exact length. */
+    const char *upath = tmp_path("u.lds");
+    write_file(upath, u.p, u.n);
+    lds_load_info_init(&info);
+    assert_int_equal(lds_load_path(upath, &o, &idx, &info, NULL), LDS_OK);
+    assert_int_equal(info.path, LDS_LOAD_POOLED);
+    assert_int_equal(info.declared_bytes, payload_len(&b));
+    lds_index_free(idx);
+    assert_pool_clear(pool);
+
+    free(z.p);
+    free(u.p);
+    lds_pool_free(pool);
+    lds_index_free(ref);
+    free(b.p);
+}
+
+static void test_zstd_corrupt_frame(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 400, .dim = 16, .keys = true};
+    bytes b = make_index(&c);
+    bytes z = zstd_frame(&b, true);
+    lds_pool *pool = sentinel_pool();
+    lds_load_options o = opts_for(pool);
+    int seen_zstd = 0;
+    for (size_t at = 20; at < z.n; at += z.n / 17 + 1) {
+        bytes bad = copy_bytes(&z);
+        bad.p[at] ^= 0x5a;
+        mem_reader m = reader_over(&bad);
+        lds_index *idx = NULL;
+        lds_error err;
+        lds_error_init(&err);
+        lds_status st = lds_load_callback(mem_read, &m, &o, &idx, NULL, &err);
+        assert_int_not_equal(st, LDS_OK);
+        assert_null(idx);
+        if (st == LDS_E_ZSTD) {
+            seen_zstd++;
+            assert_non_null(err.zstd_error);
+            assert_non_null(strstr(err.message, err.zstd_error));
+        }
+        assert_pool_clear(pool);
+        free(bad.p);
+    }
+    assert_true(seen_zstd > 0);
+    /* A broken frame header. */
+    bytes bad = copy_bytes(&z);
+    bad.p[4] = 0xff;
+    mem_reader m = reader_over(&bad);
+    lds_index *idx = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, NULL, &err), LDS_E_ZSTD);
+    assert_pool_clear(pool);
+    free(bad.p);
+    lds_pool_free(pool);
+    free(z.p);
+    free(b.p);
+}
+
+/* Adds `delta` to the frame content size field of a zstd frame. */
+static void bump_frame_content_size(bytes *z, int delta)
+{
+    unsigned fhd = z->p[4];
+    unsigned fcs_flag = fhd >> 6, single = (fhd >> 5) & 1, did = fhd & 3;
+    size_t did_size[4] = {0, 1, 2, 4};
+    size_t fcs_size[4] = {single ? 1u : 0u, 2, 4, 8};
+    size_t at = 4 + 1 + (single ? 0 : 1) + did_size[did];
+    size_t n = fcs_size[fcs_flag];
+    assert_true(n >= 2);
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v |= (uint64_t)z->p[at + i] << (8 * i);
+    v = (uint64_t)((int64_t)v + delta);
+    for (size_t i = 0; i < n; i++)
+        z->p[at + i] = (unsigned char)(v >> (8 * i));
+}
+
+static void test_zstd_lying_content_size(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 100, .dim = 8};
+    bytes b = make_index(&c);
+    lds_pool *pool = sentinel_pool();
+    lds_load_options o = opts_for(pool);
+    int deltas[2] = {+100, -100};
+    for (int i = 0; i < 2; i++) {
+        bytes z = zstd_frame(&b, true);
+        bump_frame_content_size(&z, deltas[i]);
+        assert_int_equal(ZSTD_getFrameContentSize(z.p, z.n), b.n + (uint64_t)(int64_t)deltas[i]);
+        mem_reader m = reader_over(&z);
+        lds_index *idx = NULL;
+        lds_error err;
+        lds_error_init(&err);
+        assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, NULL, &err),
+                         LDS_E_LENGTH_MISMATCH);
+        char n1[32];
+        snprintf(n1, sizeof n1, "%llu", (unsigned long long)(b.n + (uint64_t)(int64_t)deltas[i]));
+        assert_non_null(strstr(err.message, n1));
+        assert_int_equal(pool_stats(pool).rents, 0);
+        free(z.p);
+    }
+    /* Header and frame lie together (header unknown, frame says more): the
+     * decoder's own end-of-frame check or truncation catches it. */
+    bytes u = copy_bytes(&b);
+    set_declared(&u, LDS_LENGTH_UNKNOWN);
+    bytes z = zstd_frame(&u, true);
+    bump_frame_content_size(&z, +100);
+    mem_reader m = reader_over(&z);
+    lds_index *idx = NULL;
+    lds_status st = lds_load_callback(mem_read, &m, &o, &idx, NULL, NULL);
+    assert_true(st == LDS_E_ZSTD || st == LDS_E_TRUNCATED);
+    assert_pool_clear(pool);
+    free(z.p);
+    free(u.p);
+    lds_pool_free(pool);
+    free(b.p);
+}
+
+/* ==== memory path (invariant 3) ========================================== */
+
+static void test_memory_path_never_touches_the_pool(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 200, .dim = 12, .keys = true, .ids = true};
+    bytes b = make_index(&c);
+    lds_index *ref = reference(&b);
+    lds_pool *pool = sentinel_pool();
+    lds_load_options o = opts_for(pool);
+    lds_pool_stats shared0 = pool_stats(NULL);
+    for (int copy = 0; copy <= 1; copy++) {
+        lds_index *idx = NULL;
+        lds_load_info info;
+        lds_load_info_init(&info);
+        assert_int_equal(lds_load_memory(b.p, b.n, copy != 0, &o, &idx, &info, NULL), LDS_OK);
+        assert_int_equal(info.path, LDS_LOAD_MEMORY);
+        assert_true(info.checksum_verified);
+        assert_same_index(idx, ref);
+        /* Borrowing is zero-copy: rows point into the caller's bytes. */
+        const unsigned char *row0 = lds_index_row(idx, 0);
+        bool inside = row0 >= b.p && row0 < b.p + b.n;
+        assert_int_equal(inside, copy == 0);
+        lds_index_free(idx);
+    }
+    /* A compressed image is decoded into the loader's own buffer. */
+    bytes z = zstd_frame(&b, true);
+    lds_index *idx = NULL;
+    lds_load_info info;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_load_memory(z.p, z.n, false, &o, &idx, &info, NULL), LDS_OK);
+    assert_int_equal(info.path, LDS_LOAD_MEMORY);
+    assert_true(info.compressed);
+    assert_same_index(idx, ref);
+    lds_index_free(idx);
+    /* Failures too. */
+    assert_int_equal(lds_load_memory(b.p, b.n - 1, false, &o, &idx, NULL, NULL),
+                     LDS_E_LENGTH_MISMATCH);
+    lds_pool_stats s = pool_stats(pool);
+    assert_int_equal(s.rents, 0);
+    assert_int_equal(s.returns, 0);
+    lds_pool_stats shared1 = pool_stats(NULL);
+    assert_int_equal(shared1.rents, shared0.rents);
+    assert_int_equal(shared1.returns, shared0.returns);
+    free(z.p);
+    lds_pool_free(pool);
+    lds_index_free(ref);
+    free(b.p);
+}
+
+/* ==== cancellation and progress (invariant 4) ============================ */
+
+typedef struct cb_state {
+    unsigned cancel_calls;
+    unsigned cancel_at;
+    unsigned progress_calls;
+    uint64_t last_done;
+    uint64_t last_total;
+    bool monotone;
+} cb_state;
+
+static bool cancel_cb(void *ctx)
+{
+    cb_state *s = ctx;
+    return ++s->cancel_calls == s->cancel_at;
+}
+
+static void progress_cb(uint64_t done, uint64_t total, void *ctx)
+{
+    cb_state *s = ctx;
+    if (done < s->last_done)
+        s->monotone = false;
+    s->progress_calls++;
+    s->last_done = done;
+    s->last_total = total;
+}
+
+static void test_cancel_returns_the_rental(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 1000, .dim = 32};
+    bytes b = make_index(&c);
+    const char *path = tmp_path("cancel.lds");
+    write_file(path, b.p, b.n);
+    lds_pool *pool = sentinel_pool();
+    lds_load_options o = opts_for(pool);
+    o.chunk_bytes = 4096;
+    o.cancel = cancel_cb;
+    o.progress = progress_cb;
+    cb_state s = {.cancel_at = 3, .monotone = true};
+    o.callback_ctx = &s;
+    lds_index *idx = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_load_path(path, &o, &idx, NULL, &err), LDS_E_CANCELLED);
+    assert_null(idx);
+    assert_int_equal(err.offset, LDS_HEADER_SIZE + 2 * 4096);
+    assert_int_equal(s.progress_calls, 2);
+    assert_int_equal(pool_stats(pool).rents, 1);
+    assert_pool_clear(pool);
+
+    /* Never cancelled: progress runs to the declared total. */
+    s = (cb_state){.cancel_at = 0, .monotone = true};
+    assert_int_equal(lds_load_path(path, &o, &idx, NULL, NULL), LDS_OK);
+    assert_true(s.monotone);
+    assert_int_equal(s.last_done, payload_len(&b));
+    assert_int_equal(s.last_total, payload_len(&b));
+    assert_true(s.progress_calls >= payload_len(&b) / 4096);
+    lds_index_free(idx);
+    assert_pool_clear(pool);
+
+    /* Cancelled while a callback keeps asking for a retry. */
+    mem_reader m = reader_over(&b);
+    m.retry_every_other = true;
+    s = (cb_state){.cancel_at = 5, .monotone = true};
+    assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, NULL, NULL), LDS_E_CANCELLED);
+    assert_pool_clear(pool);
+    lds_pool_free(pool);
+    free(b.p);
+}
+
+/* ==== checksum, ownership, fd offsets, errors ============================ */
+
+static void test_checksum_both_ways(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 64, .dim = 16};
+    bytes b = make_index(&c);
+    lds_pool *pool = sentinel_pool();
+    const char *path = tmp_path("sum.lds");
+    write_file(path, b.p, b.n);
+    for (int pass = 0; pass <= 1; pass++) {
+        lds_load_options o = opts_for(pool);
+        o.hash_while_reading = pass == 0;
+        lds_index *idx = NULL;
+        lds_load_info info;
+        lds_load_info_init(&info);
+        assert_int_equal(lds_load_path(path, &o, &idx, &info, NULL), LDS_OK);
+        assert_true(info.checksum_verified);
+        assert_int_equal(info.hashed_while_reading, pass == 0);
+        lds_index_free(idx);
+    }
+    /* One flipped payload byte is caught either way, and the rental returned. */
+    bytes bad = copy_bytes(&b);
+    bad.p[LDS_HEADER_SIZE + 10] ^= 1;
+    write_file(path, bad.p, bad.n);
+    for (int pass = 0; pass <= 1; pass++) {
+        lds_load_options o = opts_for(pool);
+        o.hash_while_reading = pass == 0;
+        lds_index *idx = NULL;
+        assert_int_equal(lds_load_path(path, &o, &idx, NULL, NULL), LDS_E_CHECKSUM);
+        assert_null(idx);
+        assert_pool_clear(pool);
+    }
+    /* verify_checksum off: loads, and says it did not verify. */
+    lds_load_options o = opts_for(pool);
+    o.verify_checksum = false;
+    lds_index *idx = NULL;
+    lds_load_info info;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_load_path(path, &o, &idx, &info, NULL), LDS_OK);
+    assert_false(info.checksum_verified);
+    lds_index_free(idx);
+    assert_pool_clear(pool);
+    free(bad.p);
+    lds_pool_free(pool);
+    free(b.p);
+}
+
+static void test_default_ownership_is_adopt(void **state)
+{
+    (void)state;
+    assert_int_equal(lds_load_default_ownership(), LDS_OWN_ADOPT);
+    cfg c = {.rows = 10, .dim = 4};
+    bytes b = make_index(&c);
+    lds_pool *pool = sentinel_pool();
+    mem_reader m = reader_over(&b);
+    lds_load_options o = opts_for(pool);
+    lds_index *idx = NULL;
+    lds_load_info info;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, &info, NULL), LDS_OK);
+    assert_int_equal(info.ownership, LDS_OWN_ADOPT);
+    assert_int_equal(pool_stats(pool).leases_current, 1);
+    lds_index_free(idx);
+    assert_pool_clear(pool);
+    assert_string_equal(lds_load_path_name(LDS_LOAD_POOLED), "pooled");
+    assert_string_equal(lds_load_path_name(LDS_LOAD_GROWABLE), "growable");
+    assert_string_equal(lds_load_path_name(LDS_LOAD_MAPPED), "mapped");
+    assert_string_equal(lds_load_path_name(LDS_LOAD_MEMORY), "memory");
+    assert_string_equal(lds_load_path_name((enum lds_load_path)0), "none");
+    lds_pool_free(pool);
+    free(b.p);
+}
+
+static void test_fd_at_an_offset_and_file(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 30, .dim = 5, .keys = true};
+    bytes b = make_index(&c);
+    lds_index *ref = reference(&b);
+    const char *path = tmp_path("offset.lds");
+    bytes pre = {malloc(b.n + 100), b.n + 100};
+    memset(pre.p, 'j', 100);
+    memcpy(pre.p + 100, b.p, b.n);
+    write_file(path, pre.p, pre.n);
+    lds_pool *pool = sentinel_pool();
+    lds_load_options o = opts_for(pool);
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(lseek(fd, 100, SEEK_SET), 100);
+    lds_index *idx = NULL;
+    lds_load_info info;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_load_fd(fd, &o, &idx, &info, NULL), LDS_OK);
+    assert_int_equal(info.path, LDS_LOAD_POOLED);
+    assert_int_equal(lseek(fd, 0, SEEK_CUR), (off_t)pre.n);
+    assert_same_index(idx, ref);
+    lds_index_free(idx);
+    /* Mapped at an offset: the position is left where it was. */
+    o.use_mmap = true;
+    assert_int_equal(lseek(fd, 100, SEEK_SET), 100);
+    lds_load_info_init(&info);
+    assert_int_equal(lds_load_fd(fd, &o, &idx, &info, NULL), LDS_OK);
+    assert_int_equal(info.path, LDS_LOAD_MAPPED);
+    assert_int_equal(lseek(fd, 0, SEEK_CUR), 100);
+    assert_same_index(idx, ref);
+    lds_index_free(idx);
+    close(fd);
+    o.use_mmap = false;
+
+    /* FILE*: a regular file at an offset, and an fmemopen stream (no fd). */
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseeko(f, 100, SEEK_SET), 0);
+    lds_load_info_init(&info);
+    assert_int_equal(lds_load_file(f, &o, &idx, &info, NULL), LDS_OK);
+    assert_int_equal(info.path, LDS_LOAD_POOLED);
+    assert_same_index(idx, ref);
+    lds_index_free(idx);
+    fclose(f);
+    f = fmemopen(b.p, b.n, "rb");
+    assert_non_null(f);
+    assert_int_equal(lds_load_file(f, &o, &idx, NULL, NULL), LDS_OK);
+    assert_same_index(idx, ref);
+    lds_index_free(idx);
+    fclose(f);
+    assert_pool_clear(pool);
+
+    /* Errors carry errno and the field. */
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_load_path(tmp_path("missing.lds"), &o, &idx, NULL, &err), LDS_E_IO);
+    assert_int_equal(err.sys_errno, ENOENT);
+    assert_string_equal(err.field, "path");
+    lds_error_init(&err);
+    assert_int_equal(lds_load_fd(-1, &o, &idx, NULL, &err), LDS_E_INVALID_ARG);
+    lds_error_init(&err);
+    assert_int_equal(lds_load_path(path, &o, NULL, NULL, &err), LDS_E_INVALID_ARG);
+    lds_load_options bad = o;
+    bad.size = 0;
+    assert_int_equal(lds_load_path(path, &bad, &idx, NULL, NULL), LDS_E_INVALID_ARG);
+    /* The header's own errors, at the stream offset. */
+    bytes junk = copy_bytes(&b);
+    junk.p[0] = 'X';
+    lds_error_init(&err);
+    mem_reader m = reader_over(&junk);
+    assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, NULL, &err), LDS_E_BAD_MAGIC);
+    assert_null(idx);
+    assert_pool_clear(pool);
+    free(junk.p);
+    lds_pool_free(pool);
+    free(pre.p);
+    lds_index_free(ref);
+    free(b.p);
+}
+
+/* ==== mapped path ========================================================= */
+
+static void *refuse_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset)
+{
+    (void)addr;
+    (void)length;
+    (void)prot;
+    (void)flags;
+    (void)fd;
+    (void)offset;
+    errno = ENODEV;
+    return MAP_FAILED;
+}
+
+static void test_mapped_path_and_fallback(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 700, .dim = 24, .keys = true, .ids = true};
+    bytes b = make_index(&c);
+    lds_index *ref = reference(&b);
+    const char *path = tmp_path("mapped.lds");
+    write_file(path, b.p, b.n);
+    lds_pool *pool = sentinel_pool();
+    for (int populate = 0; populate <= 1; populate++) {
+        for (int own = LDS_OWN_COPY; own <= LDS_OWN_ADOPT; own++) {
+            lds_load_options o = opts_for(pool);
+            o.use_mmap = true;
+            o.populate = populate != 0;
+            o.ownership = (lds_ownership)own;
+            lds_index *idx = NULL;
+            lds_load_info info;
+            lds_load_info_init(&info);
+            assert_int_equal(lds_load_path(path, &o, &idx, &info, NULL), LDS_OK);
+            assert_int_equal(info.path, LDS_LOAD_MAPPED);
+            assert_false(info.mmap_fallback);
+            assert_true(info.checksum_verified);
+            assert_same_index(idx, ref);
+            lds_index_free(idx);
+        }
+    }
+    assert_int_equal(pool_stats(pool).rents, 0);
+
+    /* Mapping refused (as on some network file systems): the read path runs. */
+    lds__load_mmap = refuse_mmap;
+    lds_load_options o = opts_for(pool);
+    o.use_mmap = true;
+    lds_index *idx = NULL;
+    lds_load_info info;
+    lds_load_info_init(&info);
+    lds_status st = lds_load_path(path, &o, &idx, &info, NULL);
+    lds__load_mmap = mmap;
+    assert_int_equal(st, LDS_OK);
+    assert_int_equal(info.path, LDS_LOAD_POOLED);
+    assert_true(info.mmap_fallback);
+    assert_same_index(idx, ref);
+    lds_index_free(idx);
+    assert_pool_clear(pool);
+
+    /* A mapped file of the wrong size is refused like a read one. */
+    write_file(path, b.p, b.n - 1);
+    assert_int_equal(lds_load_path(path, &o, &idx, NULL, NULL), LDS_E_LENGTH_MISMATCH);
+    bytes bad = copy_bytes(&b);
+    bad.p[b.n - 20] ^= 1;
+    write_file(path, bad.p, bad.n);
+    assert_int_equal(lds_load_path(path, &o, &idx, NULL, NULL), LDS_E_CHECKSUM);
+    assert_null(idx);
+    free(bad.p);
+    lds_pool_free(pool);
+    lds_index_free(ref);
+    free(b.p);
+}
+
+/* ==== main ================================================================= */
+
+static int setup_dir(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/lds-loader-XXXXXX");
+    return mkdtemp(tmpdir) == NULL ? -1 : 0;
+}
+
+static int remove_dir(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pooled_payload_matches_exact_buffer),
+        cmocka_unit_test(test_one_byte_per_read),
+        cmocka_unit_test(test_callback_retry_every_other_call),
+        cmocka_unit_test(test_pipe_fed_by_another_process),
+        cmocka_unit_test(test_fd_read_retries_real_eintr),
+        cmocka_unit_test(test_stdin),
+        cmocka_unit_test(test_every_prefix_refused),
+        cmocka_unit_test(test_declared_length_disagrees),
+        cmocka_unit_test(test_max_payload_refused_before_renting),
+        cmocka_unit_test(test_lying_length_costs_only_bytes_sent),
+        cmocka_unit_test(test_zstd_with_content_size_is_pooled),
+        cmocka_unit_test(test_zstd_without_content_size),
+        cmocka_unit_test(test_zstd_corrupt_frame),
+        cmocka_unit_test(test_zstd_lying_content_size),
+        cmocka_unit_test(test_memory_path_never_touches_the_pool),
+        cmocka_unit_test(test_cancel_returns_the_rental),
+        cmocka_unit_test(test_checksum_both_ways),
+        cmocka_unit_test(test_default_ownership_is_adopt),
+        cmocka_unit_test(test_fd_at_an_offset_and_file),
+        cmocka_unit_test(test_mapped_path_and_fallback),
+    };
+    return cmocka_run_group_tests(tests, setup_dir, remove_dir);
+}
