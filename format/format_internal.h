@@ -1,0 +1,171 @@
+/* Internal helpers shared by the files of format/ (not installed). */
+#ifndef LDS_FORMAT_INTERNAL_H
+#define LDS_FORMAT_INTERNAL_H
+
+#include "lodestar.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <string.h>
+
+/* Table flags (format.md §4.2). */
+#define LDS__TF_HAS_IDS        0x1u
+#define LDS__TF_HAS_KEYS       0x2u
+#define LDS__TF_KEYS_UNIQUE    0x4u
+#define LDS__TF_NORMALIZED     0x8u
+#define LDS__TF_KEYS_OFFSETS32 0x10u
+#define LDS__TF_KNOWN          0x1Fu
+#define LDS__MUST_UNDERSTAND   0xFFFFu
+
+/* Section kinds (format.md §3). */
+#define LDS__KIND_VECTORS  1u
+#define LDS__KIND_IDS      2u
+#define LDS__KIND_KEYS     3u
+#define LDS__KIND_METADATA 4u
+#define LDS__KIND_OPTIONAL 0x80000000u
+
+#define LDS__TABLE_HEAD   32u
+#define LDS__ENTRY_SIZE   24u
+#define LDS__FOOTER_MAGIC "LDSTABLE"
+#define LDS__TAIL         (LDS_FOOTER_SIZE + LDS_CHECKSUM_SIZE)
+
+static inline uint16_t lds__ld16(const void *p)
+{
+    const uint8_t *b = (const uint8_t *)p;
+    return (uint16_t)(b[0] | (b[1] << 8));
+}
+
+static inline uint32_t lds__ld32(const void *p)
+{
+    const uint8_t *b = (const uint8_t *)p;
+    return (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2] << 16) | ((uint32_t)b[3] << 24);
+}
+
+static inline uint64_t lds__ld64(const void *p)
+{
+    const uint8_t *b = (const uint8_t *)p;
+    return (uint64_t)lds__ld32(b) | ((uint64_t)lds__ld32(b + 4) << 32);
+}
+
+static inline void lds__st16(void *p, uint16_t v)
+{
+    uint8_t *b = (uint8_t *)p;
+    b[0] = (uint8_t)v;
+    b[1] = (uint8_t)(v >> 8);
+}
+
+static inline void lds__st32(void *p, uint32_t v)
+{
+    uint8_t *b = (uint8_t *)p;
+    for (int i = 0; i < 4; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void lds__st64(void *p, uint64_t v)
+{
+    uint8_t *b = (uint8_t *)p;
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline float lds__bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline uint32_t lds__f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline uint64_t lds__align64(uint64_t x)
+{
+    return (x + 63u) & ~(uint64_t)63u;
+}
+
+/*
+ * Records a refusal in `err` (if non-NULL), writing only the fields that fit in
+ * err->size, and returns `status`. The message is the formatted text followed
+ * by " (at byte OFFSET)" when `field` is non-NULL.
+ */
+lds_status lds__fail(lds_error *err, lds_status status, const char *field, uint64_t offset,
+                     const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
+/* As lds__fail, and sets sys_errno to `errnum` (a failed system call). */
+lds_status lds__fail_errno(lds_error *err, lds_status status, int errnum, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+/* Strict UTF-8 check (format.md §3.5). Returns true if s[0, n) is valid; else
+   false and the index of the first bad byte in *bad and a reason in *why. */
+bool lds__utf8_valid(const uint8_t *s, size_t n, size_t *bad, const char **why);
+
+/* Converts one stored row (dim elements of dtype, any alignment) to float32. */
+void lds__row_to_f32(const uint8_t *src, lds_dtype dtype, float scale, uint32_t dim, float *out);
+
+/* Slots of the key and id tables: 0 = empty, else row + 1. Capacity is a power
+   of two >= 2 * n, at least 16. Returns 0 (and leaves *mask) if it overflows. */
+uint64_t lds__table_capacity(uint64_t n);
+
+/* The index (parse.c builds it, index.c reads it). */
+struct lds_index {
+    const uint8_t *vectors;
+    const uint8_t *ids;
+    const uint8_t *key_offsets;
+    const uint8_t *key_bytes;
+    uint64_t rows;
+    uint32_t dim;
+    lds_dtype dtype;
+    lds_metric metric;
+    float i8_scale;
+    uint32_t flags;
+    unsigned key_width;
+    size_t row_bytes;
+    uint64_t payload_length;
+    uint64_t checksum;
+    bool checksum_verified;
+
+    void *owned; /* copy mode: the block holding [0, table_offset) */
+    void (*release)(void *ctx);
+    void *release_ctx;
+
+    size_t meta_count;
+    const char **meta; /* 2 * meta_count pointers: key, value, ... */
+    char *meta_arena;
+
+    uint64_t *key_slots;
+    uint64_t key_mask;
+
+    pthread_mutex_t id_lock;
+    _Atomic(uint64_t *) id_slots;
+    uint64_t id_mask;
+};
+
+/* Bytes [offset of row's key, end) of `row` (the index has keys). */
+static inline void lds__index_key_span(const struct lds_index *idx, uint64_t row, uint64_t *start,
+                                       uint64_t *end)
+{
+    if (idx->key_width == 4) {
+        *start = lds__ld32(idx->key_offsets + row * 4);
+        *end = lds__ld32(idx->key_offsets + (row + 1) * 4);
+    } else {
+        *start = lds__ld64(idx->key_offsets + row * 8);
+        *end = lds__ld64(idx->key_offsets + (row + 1) * 8);
+    }
+}
+
+/* Hash used by the key tables (XXH3-64 of the bytes). */
+uint64_t lds__key_hash(const void *key, size_t len);
+
+#endif /* LDS_FORMAT_INTERNAL_H */

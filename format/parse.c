@@ -1,0 +1,651 @@
+/* The payload parser: validates a payload (format.md §6) and builds an index. */
+#include "format_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <xxhash.h>
+
+typedef struct section {
+    bool present;
+    unsigned i;      /* table entry index */
+    uint64_t entry;  /* payload offset of the table entry */
+    uint64_t offset; /* payload offset of the section */
+    uint64_t length;
+} section;
+
+typedef struct parser {
+    const uint8_t *p;
+    uint64_t length;
+    uint64_t base;
+    lds_limits limits;
+    lds_error *err;
+    uint64_t table;
+    uint64_t rows;
+    uint32_t dim;
+    uint32_t flags;
+    lds_dtype dtype;
+    section vectors, ids, keys, meta;
+} parser;
+
+void lds_parse_options_default(lds_parse_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
+    lds_limits_default(&o->limits);
+    o->verify_checksum = true;
+    o->base_offset = LDS_HEADER_SIZE;
+}
+
+static void index_destroy(lds_index *idx)
+{
+    if (!idx)
+        return;
+    free(idx->owned);
+    free(idx->meta);
+    free(idx->meta_arena);
+    free(idx->key_slots);
+    free(atomic_load(&idx->id_slots));
+    pthread_mutex_destroy(&idx->id_lock);
+    free(idx);
+}
+
+void lds_index_free(lds_index *idx)
+{
+    if (!idx)
+        return;
+    void (*release)(void *) = idx->release;
+    void *ctx = idx->release_ctx;
+    index_destroy(idx);
+    if (release)
+        release(ctx);
+}
+
+#define AT(ps, x) ((ps)->base + (x))
+
+static lds_status check_footer_and_table(parser *ps)
+{
+    const uint8_t *p = ps->p;
+    uint64_t L = ps->length;
+    uint64_t F = L - LDS__TAIL;
+    lds_error *err = ps->err;
+
+    if (memcmp(p + F + 24, LDS__FOOTER_MAGIC, 8) != 0)
+        return lds__fail(err, LDS_E_BAD_SECTION, "footer.magic", AT(ps, F + 24),
+                         "footer.magic: the 8 bytes before the checksum are not \"LDSTABLE\"");
+    if (lds__ld64(p + F + 16) != 0)
+        return lds__fail(err, LDS_E_BAD_SECTION, "footer.reserved", AT(ps, F + 16),
+                         "footer.reserved: %016llx, must be zero",
+                         (unsigned long long)lds__ld64(p + F + 16));
+    uint64_t T = lds__ld64(p + F);
+    if (T > F)
+        return lds__fail(err, LDS_E_BAD_SECTION, "footer.table_offset", AT(ps, F),
+                         "footer.table_offset: %llu is past the footer at payload offset %llu",
+                         (unsigned long long)T, (unsigned long long)F);
+    if (T % 64 != 0)
+        return lds__fail(err, LDS_E_BAD_SECTION, "footer.table_offset", AT(ps, F),
+                         "footer.table_offset: %llu is not a multiple of 64",
+                         (unsigned long long)T);
+    uint64_t tl = lds__ld64(p + F + 8);
+    if (tl < LDS__TABLE_HEAD)
+        return lds__fail(err, LDS_E_BAD_SECTION, "footer.table_length", AT(ps, F + 8),
+                         "footer.table_length: %llu is shorter than the 32-byte table head",
+                         (unsigned long long)tl);
+    if (tl != F - T)
+        return lds__fail(err, LDS_E_BAD_SECTION, "footer.table_length", AT(ps, F + 8),
+                         "footer.table_length: %llu, but the table runs from %llu to the footer "
+                         "at %llu (%llu bytes)",
+                         (unsigned long long)tl, (unsigned long long)T, (unsigned long long)F,
+                         (unsigned long long)(F - T));
+    ps->table = T;
+
+    const uint8_t *t = p + T;
+    ps->rows = lds__ld64(t);
+    if (ps->rows > ps->limits.max_rows)
+        return lds__fail(err, LDS_E_LIMIT, "table.rows", AT(ps, T),
+                         "table.rows: %llu is above max_rows %llu", (unsigned long long)ps->rows,
+                         (unsigned long long)ps->limits.max_rows);
+    ps->dim = lds__ld32(t + 8);
+    if (ps->dim == 0)
+        return lds__fail(err, LDS_E_BAD_VALUE, "table.dim", AT(ps, T + 8),
+                         "table.dim: 0, a row needs at least one element");
+    if (ps->dim > ps->limits.max_dim)
+        return lds__fail(err, LDS_E_LIMIT, "table.dim", AT(ps, T + 8),
+                         "table.dim: %u is above max_dim %llu", (unsigned)ps->dim,
+                         (unsigned long long)ps->limits.max_dim);
+    uint16_t dtype = lds__ld16(t + 12);
+    ps->dtype = (lds_dtype)dtype;
+    if (lds_dtype_size(ps->dtype) == 0)
+        return lds__fail(err, LDS_E_BAD_VALUE, "table.dtype", AT(ps, T + 12),
+                         "table.dtype: %u is not a known element type", (unsigned)dtype);
+    uint16_t metric = lds__ld16(t + 14);
+    if (!lds_metric_name((lds_metric)metric))
+        return lds__fail(err, LDS_E_BAD_VALUE, "table.metric", AT(ps, T + 14),
+                         "table.metric: %u is not a known metric", (unsigned)metric);
+    uint32_t scale_bits = lds__ld32(t + 16);
+    float scale = lds__bits_f32(scale_bits);
+    if (ps->dtype == LDS_DTYPE_I8 ? !(isfinite(scale) && scale > 0.0f) : scale_bits != 0)
+        return lds__fail(err, LDS_E_BAD_VALUE, "table.i8_scale", AT(ps, T + 16),
+                         "table.i8_scale: %g (bits %08x) %s", (double)scale, (unsigned)scale_bits,
+                         ps->dtype == LDS_DTYPE_I8 ? "must be finite and above 0"
+                                                   : "must be zero for a dtype other than i8");
+    ps->flags = lds__ld32(t + 20);
+    if (ps->flags & LDS__MUST_UNDERSTAND & ~LDS__TF_KNOWN)
+        return lds__fail(err, LDS_E_UNSUPPORTED, "table.flags", AT(ps, T + 20),
+                         "table.flags: %08x sets must-understand bits this library does not know",
+                         (unsigned)ps->flags);
+    if ((ps->flags & (LDS__TF_KEYS_UNIQUE | LDS__TF_KEYS_OFFSETS32)) &&
+        !(ps->flags & LDS__TF_HAS_KEYS))
+        return lds__fail(err, LDS_E_BAD_VALUE, "table.flags", AT(ps, T + 20),
+                         "table.flags: %08x sets KEYS_UNIQUE or KEYS_OFFSETS32 without HAS_KEYS",
+                         (unsigned)ps->flags);
+    uint32_t count = lds__ld32(t + 24);
+    if (count == 0)
+        return lds__fail(err, LDS_E_BAD_SECTION, "table.section_count", AT(ps, T + 24),
+                         "table.section_count: 0, the vectors section is required");
+    uint32_t es = lds__ld32(t + 28);
+    if (es < LDS__ENTRY_SIZE || es % 8 != 0)
+        return lds__fail(err, LDS_E_BAD_SECTION, "table.entry_size", AT(ps, T + 28),
+                         "table.entry_size: %u must be at least 24 and a multiple of 8",
+                         (unsigned)es);
+    uint64_t need = LDS__TABLE_HEAD + (uint64_t)count * es; /* < 2^64: both factors < 2^32 */
+    if (need != tl)
+        return lds__fail(err, LDS_E_BAD_SECTION, "table.section_count", AT(ps, T + 24),
+                         "table.section_count: %u entries of %u bytes need a %llu-byte table, "
+                         "but table_length is %llu",
+                         (unsigned)count, (unsigned)es, (unsigned long long)need,
+                         (unsigned long long)tl);
+
+    uint64_t prev_end = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        uint64_t E = T + LDS__TABLE_HEAD + (uint64_t)i * es;
+        uint32_t kind = lds__ld32(p + E);
+        uint32_t eflags = lds__ld32(p + E + 4);
+        uint64_t off = lds__ld64(p + E + 8);
+        uint64_t len = lds__ld64(p + E + 16);
+        section *slot = NULL;
+        switch (kind) {
+        case LDS__KIND_VECTORS:
+            slot = &ps->vectors;
+            break;
+        case LDS__KIND_IDS:
+            slot = &ps->ids;
+            break;
+        case LDS__KIND_KEYS:
+            slot = &ps->keys;
+            break;
+        case LDS__KIND_METADATA:
+            slot = &ps->meta;
+            break;
+        default:
+            break;
+        }
+        if (i == 0 && kind != LDS__KIND_VECTORS)
+            return lds__fail(err, LDS_E_BAD_SECTION, "section.kind", AT(ps, E),
+                             "section[0].kind: %u, the first section must be the vectors (kind 1)",
+                             (unsigned)kind);
+        if (slot && slot->present)
+            return lds__fail(err, LDS_E_BAD_SECTION, "section.kind", AT(ps, E),
+                             "section[%u].kind: %u repeats section[%u]", (unsigned)i,
+                             (unsigned)kind, slot->i);
+        if (!slot && !(kind & LDS__KIND_OPTIONAL))
+            return lds__fail(err, LDS_E_UNSUPPORTED, "section.kind", AT(ps, E),
+                             "section[%u].kind: %u is unknown and not marked optional", (unsigned)i,
+                             (unsigned)kind);
+        if (eflags & LDS__MUST_UNDERSTAND)
+            return lds__fail(err, LDS_E_UNSUPPORTED, "section.flags", AT(ps, E + 4),
+                             "section[%u].flags: %08x sets must-understand bits this library "
+                             "does not know",
+                             (unsigned)i, (unsigned)eflags);
+        if (off > T)
+            return lds__fail(err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
+                             "section[%u].offset: %llu is past the section area end %llu",
+                             (unsigned)i, (unsigned long long)off, (unsigned long long)T);
+        uint64_t expected = lds__align64(prev_end);
+        if (i == 0 && off != 0)
+            return lds__fail(err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
+                             "section[0].offset: %llu, the vectors must start at payload offset 0",
+                             (unsigned long long)off);
+        if (off < prev_end)
+            return lds__fail(err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
+                             "section[%u].offset: %llu overlaps section[%u], which ends at %llu",
+                             (unsigned)i, (unsigned long long)off, (unsigned)(i - 1),
+                             (unsigned long long)prev_end);
+        if (off != expected)
+            return lds__fail(err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
+                             "section[%u].offset: %llu must be %llu, the end of section[%u] "
+                             "rounded up to 64 (no unexplained bytes)",
+                             (unsigned)i, (unsigned long long)off, (unsigned long long)expected,
+                             (unsigned)(i - 1));
+        if (len > T - off)
+            return lds__fail(err, LDS_E_BAD_SECTION, "section.length", AT(ps, E + 16),
+                             "section[%u].length: %llu runs past the section area end %llu "
+                             "(the section starts at %llu)",
+                             (unsigned)i, (unsigned long long)len, (unsigned long long)T,
+                             (unsigned long long)off);
+        uint64_t end = off + len;
+        uint64_t pad_end = lds__align64(end); /* <= T: T is a multiple of 64 */
+        for (uint64_t b = end; b < pad_end; b++)
+            if (p[b] != 0)
+                return lds__fail(err, LDS_E_BAD_SECTION, "section.padding", AT(ps, b),
+                                 "section[%u].padding: byte %02x after the section, padding must "
+                                 "be zero",
+                                 (unsigned)i, p[b]);
+        if (slot) {
+            slot->present = true;
+            slot->i = i;
+            slot->entry = E;
+            slot->offset = off;
+            slot->length = len;
+        }
+        prev_end = end;
+    }
+    if (lds__align64(prev_end) != T)
+        return lds__fail(err, LDS_E_BAD_SECTION, "footer.table_offset", AT(ps, F),
+                         "footer.table_offset: %llu leaves bytes %llu..%llu after section[%u] "
+                         "unexplained",
+                         (unsigned long long)T, (unsigned long long)lds__align64(prev_end),
+                         (unsigned long long)(T - 1), (unsigned)(count - 1));
+    bool has_ids = ps->flags & LDS__TF_HAS_IDS, has_keys = ps->flags & LDS__TF_HAS_KEYS;
+    if (has_ids != ps->ids.present)
+        return lds__fail(err, LDS_E_BAD_SECTION, "table.flags", AT(ps, T + 20),
+                         has_ids ? "table.flags: HAS_IDS is set but there is no ids section"
+                                 : "table.flags: HAS_IDS is clear but there is an ids section");
+    if (has_keys != ps->keys.present)
+        return lds__fail(err, LDS_E_BAD_SECTION, "table.flags", AT(ps, T + 20),
+                         has_keys ? "table.flags: HAS_KEYS is set but there is no keys section"
+                                  : "table.flags: HAS_KEYS is clear but there is a keys section");
+    return LDS_OK;
+}
+
+static lds_status check_sized(parser *ps, const section *s, uint64_t per_row, const char *what)
+{
+    uint64_t need;
+    if (__builtin_mul_overflow(ps->rows, per_row, &need))
+        return lds__fail(ps->err, LDS_E_OVERFLOW, "table.rows", AT(ps, ps->table),
+                         "table.rows: %llu rows of %llu bytes of %s overflow 64 bits",
+                         (unsigned long long)ps->rows, (unsigned long long)per_row, what);
+    if (need != s->length)
+        return lds__fail(ps->err, LDS_E_BAD_SECTION, "section.length", AT(ps, s->entry + 16),
+                         "section[%u].length: %llu, but %llu rows of %llu bytes of %s need %llu",
+                         s->i, (unsigned long long)s->length, (unsigned long long)ps->rows,
+                         (unsigned long long)per_row, what, (unsigned long long)need);
+    return LDS_OK;
+}
+
+static uint64_t key_off(const uint8_t *offs, unsigned w, uint64_t r)
+{
+    return w == 4 ? lds__ld32(offs + r * 4) : lds__ld64(offs + r * 8);
+}
+
+static lds_status alloc_slots(uint64_t n, uint64_t **slots, uint64_t *mask)
+{
+    uint64_t cap = lds__table_capacity(n);
+    if (cap == 0 || cap > SIZE_MAX / sizeof(uint64_t))
+        return LDS_E_NOMEM;
+    *slots = (uint64_t *)calloc((size_t)cap, sizeof(uint64_t));
+    if (!*slots)
+        return LDS_E_NOMEM;
+    *mask = cap - 1;
+    return LDS_OK;
+}
+
+static lds_status check_keys(parser *ps, lds_index *idx)
+{
+    const section *s = &ps->keys;
+    unsigned w = (ps->flags & LDS__TF_KEYS_OFFSETS32) ? 4 : 8;
+    uint64_t n, offs_len;
+    if (__builtin_add_overflow(ps->rows, 1, &n) || __builtin_mul_overflow(n, w, &offs_len))
+        return lds__fail(ps->err, LDS_E_OVERFLOW, "table.rows", AT(ps, ps->table),
+                         "table.rows: %llu + 1 key offsets of %u bytes overflow 64 bits",
+                         (unsigned long long)ps->rows, w);
+    if (offs_len > s->length)
+        return lds__fail(ps->err, LDS_E_BAD_SECTION, "section.length", AT(ps, s->entry + 16),
+                         "section[%u].length: %llu, fewer than the %llu bytes of %llu key offsets",
+                         s->i, (unsigned long long)s->length, (unsigned long long)offs_len,
+                         (unsigned long long)n);
+    const uint8_t *offs = ps->p + s->offset;
+    const uint8_t *bytes = offs + offs_len;
+    uint64_t blen = s->length - offs_len;
+    uint64_t bytes_at = s->offset + offs_len;
+    uint64_t prev = 0;
+    for (uint64_t r = 0; r <= ps->rows; r++) {
+        uint64_t o = key_off(offs, w, r);
+        uint64_t at = AT(ps, s->offset + r * w);
+        if (r == 0 && o != 0)
+            return lds__fail(ps->err, LDS_E_BAD_SECTION, "keys.offset", at,
+                             "keys.offset[0]: %llu, must be 0", (unsigned long long)o);
+        if (o < prev)
+            return lds__fail(ps->err, LDS_E_BAD_SECTION, "keys.offset", at,
+                             "keys.offset[%llu]: %llu is less than keys.offset[%llu] %llu",
+                             (unsigned long long)r, (unsigned long long)o,
+                             (unsigned long long)(r - 1), (unsigned long long)prev);
+        if (o > blen)
+            return lds__fail(ps->err, LDS_E_BAD_SECTION, "keys.offset", at,
+                             "keys.offset[%llu]: %llu is past the key bytes end %llu",
+                             (unsigned long long)r, (unsigned long long)o,
+                             (unsigned long long)blen);
+        if (r > 0 && o - prev > ps->limits.max_key_bytes)
+            return lds__fail(ps->err, LDS_E_LIMIT, "keys.offset", at,
+                             "keys.offset[%llu]: the key of row %llu is %llu bytes, above "
+                             "max_key_bytes %llu",
+                             (unsigned long long)r, (unsigned long long)(r - 1),
+                             (unsigned long long)(o - prev),
+                             (unsigned long long)ps->limits.max_key_bytes);
+        if (r == ps->rows && o != blen)
+            return lds__fail(ps->err, LDS_E_BAD_SECTION, "keys.offset", at,
+                             "keys.offset[%llu]: %llu, must equal the key bytes length %llu",
+                             (unsigned long long)r, (unsigned long long)o,
+                             (unsigned long long)blen);
+        prev = o;
+    }
+    for (uint64_t r = 0; r < ps->rows; r++) {
+        uint64_t a = key_off(offs, w, r), b = key_off(offs, w, r + 1);
+        size_t bad;
+        const char *why;
+        if (!lds__utf8_valid(bytes + a, (size_t)(b - a), &bad, &why))
+            return lds__fail(ps->err, LDS_E_BAD_UTF8, "keys.bytes", AT(ps, bytes_at + a + bad),
+                             "keys.bytes: the key of row %llu is not valid UTF-8 (%s)",
+                             (unsigned long long)r, why);
+    }
+    if (alloc_slots(ps->rows, &idx->key_slots, &idx->key_mask) != LDS_OK)
+        return lds__fail(ps->err, LDS_E_NOMEM, NULL, 0, "no memory for the key table of %llu rows",
+                         (unsigned long long)ps->rows);
+    bool unique = ps->flags & LDS__TF_KEYS_UNIQUE;
+    for (uint64_t r = 0; r < ps->rows; r++) {
+        uint64_t a = key_off(offs, w, r), b = key_off(offs, w, r + 1);
+        uint64_t h = lds__key_hash(bytes + a, (size_t)(b - a));
+        for (uint64_t j = h & idx->key_mask;; j = (j + 1) & idx->key_mask) {
+            uint64_t v = idx->key_slots[j];
+            if (v == 0) {
+                idx->key_slots[j] = r + 1;
+                break;
+            }
+            uint64_t c = key_off(offs, w, v - 1), d = key_off(offs, w, v);
+            if (d - c == b - a && memcmp(bytes + c, bytes + a, (size_t)(b - a)) == 0) {
+                if (unique)
+                    return lds__fail(ps->err, LDS_E_DUP_KEY, "keys.bytes", AT(ps, bytes_at + a),
+                                     "keys.bytes: the key of row %llu repeats the key of row %llu",
+                                     (unsigned long long)r, (unsigned long long)(v - 1));
+                break; /* not unique: the lowest row keeps the key */
+            }
+        }
+    }
+    idx->key_width = w;
+    return LDS_OK;
+}
+
+static lds_status check_text(parser *ps, uint64_t at, uint32_t n, const char *field,
+                             const char *what, unsigned j)
+{
+    const uint8_t *s = ps->p + at;
+    size_t bad;
+    const char *why;
+    if (!lds__utf8_valid(s, n, &bad, &why))
+        return lds__fail(ps->err, LDS_E_BAD_UTF8, field, AT(ps, at + bad),
+                         "metadata[%u].%s: not valid UTF-8 (%s)", j, what, why);
+    const void *nul = memchr(s, 0, n);
+    if (nul)
+        return lds__fail(ps->err, LDS_E_BAD_VALUE, field,
+                         AT(ps, at + (uint64_t)((const uint8_t *)nul - s)),
+                         "metadata[%u].%s: holds a NUL byte", j, what);
+    return LDS_OK;
+}
+
+static bool text_is(const uint8_t *s, uint32_t n, const char *lit)
+{
+    return n == strlen(lit) && memcmp(s, lit, n) == 0;
+}
+
+static lds_status check_meta(parser *ps, lds_index *idx)
+{
+    const section *s = &ps->meta;
+    const uint8_t *p = ps->p;
+    uint64_t off = s->offset, len = s->length;
+    if (len > ps->limits.max_metadata_bytes)
+        return lds__fail(ps->err, LDS_E_LIMIT, "section.length", AT(ps, s->entry + 16),
+                         "section[%u].length: metadata of %llu bytes is above max_metadata_bytes "
+                         "%llu",
+                         s->i, (unsigned long long)len,
+                         (unsigned long long)ps->limits.max_metadata_bytes);
+    if (len < 4)
+        return lds__fail(ps->err, LDS_E_BAD_SECTION, "metadata.count", AT(ps, off),
+                         "metadata.count: the %llu-byte section cannot hold its 4-byte count",
+                         (unsigned long long)len);
+    uint32_t count = lds__ld32(p + off);
+    if ((uint64_t)count * 8 > len - 4)
+        return lds__fail(ps->err, LDS_E_BAD_SECTION, "metadata.count", AT(ps, off),
+                         "metadata.count: %u entries cannot fit in %llu bytes", (unsigned)count,
+                         (unsigned long long)len);
+    uint64_t *slots = NULL, mask = 0;
+    if (alloc_slots(count, &slots, &mask) != LDS_OK)
+        return lds__fail(ps->err, LDS_E_NOMEM, NULL, 0, "no memory for %u metadata entries",
+                         (unsigned)count);
+    lds_status st = LDS_OK;
+    const char *metric_name = lds_metric_name((lds_metric)lds__ld16(p + ps->table + 14));
+    bool normalized = ps->flags & LDS__TF_NORMALIZED;
+    uint64_t pos = 4, arena = 0;
+    for (uint32_t j = 0; j < count && st == LDS_OK; j++) {
+        uint64_t kat = 0, vat = 0;
+        uint32_t kl = 0, vl = 0;
+        for (int part = 0; part < 2; part++) {
+            const char *field = part ? "metadata.value_length" : "metadata.key_length";
+            const char *name = part ? "value_length" : "key_length";
+            if (len - pos < 4) {
+                st = lds__fail(ps->err, LDS_E_BAD_SECTION, field, AT(ps, off + pos),
+                               "metadata[%u].%s: runs past the section end %llu", (unsigned)j, name,
+                               (unsigned long long)(off + len));
+                break;
+            }
+            uint32_t n = lds__ld32(p + off + pos);
+            if (part == 0 && n == 0) {
+                st = lds__fail(ps->err, LDS_E_BAD_VALUE, field, AT(ps, off + pos),
+                               "metadata[%u].key_length: 0, keys must not be empty", (unsigned)j);
+                break;
+            }
+            if (n > len - pos - 4) {
+                st = lds__fail(ps->err, LDS_E_BAD_SECTION, field, AT(ps, off + pos),
+                               "metadata[%u].%s: %u bytes run past the section end %llu",
+                               (unsigned)j, name, (unsigned)n, (unsigned long long)(off + len));
+                break;
+            }
+            if (part == 0) {
+                kat = off + pos + 4;
+                kl = n;
+            } else {
+                vat = off + pos + 4;
+                vl = n;
+            }
+            pos += 4 + (uint64_t)n;
+        }
+        if (st != LDS_OK)
+            break;
+        st = check_text(ps, kat, kl, "metadata.key", "key", j);
+        if (st == LDS_OK)
+            st = check_text(ps, vat, vl, "metadata.value", "value", j);
+        if (st != LDS_OK)
+            break;
+        uint64_t h = lds__key_hash(p + kat, kl);
+        for (uint64_t q = h & mask;; q = (q + 1) & mask) {
+            uint64_t v = slots[q];
+            if (v == 0) {
+                slots[q] = kat + 1;
+                break;
+            }
+            uint32_t ol = lds__ld32(p + v - 1 - 4);
+            if (ol == kl && memcmp(p + v - 1, p + kat, kl) == 0) {
+                st = lds__fail(ps->err, LDS_E_BAD_VALUE, "metadata.key", AT(ps, kat),
+                               "metadata[%u].key: \"%.*s\" appears twice", (unsigned)j,
+                               (int)(kl > 64 ? 64 : kl), (const char *)(p + kat));
+                break;
+            }
+        }
+        if (st != LDS_OK)
+            break;
+        if (text_is(p + kat, kl, "metric") && !text_is(p + vat, vl, metric_name))
+            st = lds__fail(ps->err, LDS_E_BAD_VALUE, "metadata.value", AT(ps, vat),
+                           "metadata[%u].value: metric \"%.*s\" disagrees with table.metric %s",
+                           (unsigned)j, (int)(vl > 64 ? 64 : vl), (const char *)(p + vat),
+                           metric_name);
+        else if (text_is(p + kat, kl, "normalized") &&
+                 !text_is(p + vat, vl, normalized ? "true" : "false"))
+            st = lds__fail(ps->err, LDS_E_BAD_VALUE, "metadata.value", AT(ps, vat),
+                           "metadata[%u].value: normalized \"%.*s\" disagrees with the table's "
+                           "NORMALIZED flag (%s)",
+                           (unsigned)j, (int)(vl > 64 ? 64 : vl), (const char *)(p + vat),
+                           normalized ? "true" : "false");
+        arena += (uint64_t)kl + vl + 2;
+    }
+    free(slots);
+    if (st != LDS_OK)
+        return st;
+    if (pos != len)
+        return lds__fail(ps->err, LDS_E_BAD_SECTION, "section.length", AT(ps, s->entry + 16),
+                         "section[%u].length: %llu, but the metadata entries end after %llu bytes",
+                         s->i, (unsigned long long)len, (unsigned long long)pos);
+
+    /* Valid: copy into NUL-terminated strings. arena <= len + 2 * count. */
+    if (count > 0) {
+        idx->meta = (const char **)calloc((size_t)count * 2, sizeof(char *));
+        idx->meta_arena = (char *)malloc((size_t)arena);
+        if (!idx->meta || !idx->meta_arena)
+            return lds__fail(ps->err, LDS_E_NOMEM, NULL, 0, "no memory for %llu bytes of metadata",
+                             (unsigned long long)arena);
+    }
+    char *a = idx->meta_arena;
+    pos = off + 4;
+    for (uint32_t j = 0; j < count; j++) {
+        for (int part = 0; part < 2; part++) {
+            uint32_t n = lds__ld32(p + pos);
+            memcpy(a, p + pos + 4, n);
+            a[n] = '\0';
+            idx->meta[2 * j + (unsigned)part] = a;
+            a += n + 1;
+            pos += 4 + (uint64_t)n;
+        }
+    }
+    idx->meta_count = count;
+    return LDS_OK;
+}
+
+static void load_options(const lds_parse_options *in, lds_parse_options *o, lds_limits *lim)
+{
+    lds_parse_options_default(o);
+    if (in)
+        memcpy(o, in, in->size < sizeof *o ? in->size : sizeof *o);
+    lds_limits_default(lim);
+    size_t ls = o->limits.size;
+    if (in && offsetof(lds_parse_options, limits) + sizeof(lds_limits) <= in->size && ls > 0)
+        memcpy(lim, &o->limits, ls < sizeof *lim ? ls : sizeof *lim);
+    lim->size = sizeof *lim;
+}
+
+lds_status lds_index_from_payload(const void *payload, size_t length, const lds_parse_options *opts,
+                                  lds_index **out, lds_error *err)
+{
+    if (!out)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "lds_index_from_payload: out is NULL");
+    *out = NULL;
+    if (!payload && length > 0)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
+                         "lds_index_from_payload: payload is NULL");
+    if (opts && opts->size < sizeof(size_t))
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
+                         "lds_index_from_payload: opts->size is %zu; use "
+                         "lds_parse_options_default",
+                         opts->size);
+    lds_parse_options o;
+    parser ps;
+    memset(&ps, 0, sizeof ps);
+    load_options(opts, &o, &ps.limits);
+    ps.p = (const uint8_t *)payload;
+    ps.length = length;
+    ps.base = o.base_offset;
+    ps.err = err;
+
+    uint64_t L = length;
+    if (L < LDS__TAIL)
+        return lds__fail(err, LDS_E_TRUNCATED, "payload", AT(&ps, L),
+                         "payload: %llu bytes cannot hold the %d-byte footer and checksum",
+                         (unsigned long long)L, LDS__TAIL);
+    uint64_t stored = lds__ld64(ps.p + L - LDS_CHECKSUM_SIZE);
+    bool verified = false;
+    if (o.verify_checksum) {
+        uint64_t h = o.has_precomputed_hash ? o.precomputed_hash
+                                            : XXH3_64bits(ps.p, (size_t)(L - LDS_CHECKSUM_SIZE));
+        if (h != stored)
+            return lds__fail(err, LDS_E_CHECKSUM, "checksum", AT(&ps, L - LDS_CHECKSUM_SIZE),
+                             "checksum: stored %016llx, computed %016llx over payload bytes "
+                             "0..%llu",
+                             (unsigned long long)stored, (unsigned long long)h,
+                             (unsigned long long)(L - LDS_CHECKSUM_SIZE - 1));
+        verified = true;
+    }
+    lds_status st = check_footer_and_table(&ps);
+    if (st != LDS_OK)
+        return st;
+    size_t esize = lds_dtype_size(ps.dtype);
+    uint64_t row_bytes = (uint64_t)ps.dim * esize;
+    uint64_t vec_bytes;
+    if (__builtin_mul_overflow(ps.rows, row_bytes, &vec_bytes))
+        return lds__fail(err, LDS_E_OVERFLOW, "table.rows", AT(&ps, ps.table),
+                         "table.rows: %llu rows x %u dims x %zu bytes overflow 64 bits",
+                         (unsigned long long)ps.rows, (unsigned)ps.dim, esize);
+    if ((st = check_sized(&ps, &ps.vectors, row_bytes, "vectors")) != LDS_OK)
+        return st;
+    if (ps.ids.present && (st = check_sized(&ps, &ps.ids, 8, "ids")) != LDS_OK)
+        return st;
+
+    lds_index *idx = (lds_index *)calloc(1, sizeof *idx);
+    if (!idx)
+        return lds__fail(err, LDS_E_NOMEM, NULL, 0, "no memory for the index");
+    if (pthread_mutex_init(&idx->id_lock, NULL) != 0) {
+        free(idx);
+        return lds__fail(err, LDS_E_NOMEM, NULL, 0, "cannot initialize the id table lock");
+    }
+    atomic_init(&idx->id_slots, NULL);
+    if (ps.keys.present)
+        st = check_keys(&ps, idx);
+    if (st == LDS_OK && ps.meta.present)
+        st = check_meta(&ps, idx);
+    if (st != LDS_OK) {
+        index_destroy(idx);
+        return st;
+    }
+
+    const uint8_t *base = ps.p;
+    if (o.copy && ps.table > 0) {
+        uint64_t cap = ps.table; /* a multiple of 64, as aligned_alloc requires */
+        idx->owned = aligned_alloc(64, (size_t)cap);
+        if (!idx->owned) {
+            index_destroy(idx);
+            return lds__fail(err, LDS_E_NOMEM, NULL, 0, "no memory to copy %llu payload bytes",
+                             (unsigned long long)cap);
+        }
+        memcpy(idx->owned, ps.p, (size_t)ps.table);
+        base = (const uint8_t *)idx->owned;
+    }
+    idx->vectors = base;
+    idx->ids = ps.ids.present ? base + ps.ids.offset : NULL;
+    if (ps.keys.present) {
+        idx->key_offsets = base + ps.keys.offset;
+        idx->key_bytes = idx->key_offsets + (ps.rows + 1) * idx->key_width;
+    }
+    idx->rows = ps.rows;
+    idx->dim = ps.dim;
+    idx->dtype = ps.dtype;
+    idx->metric = (lds_metric)lds__ld16(ps.p + ps.table + 14);
+    idx->i8_scale = lds__bits_f32(lds__ld32(ps.p + ps.table + 16));
+    idx->flags = ps.flags;
+    idx->row_bytes = (size_t)row_bytes;
+    idx->payload_length = L;
+    idx->checksum = stored;
+    idx->checksum_verified = verified;
+    if (!o.copy) {
+        idx->release = o.release;
+        idx->release_ctx = o.release_ctx;
+    }
+    *out = idx;
+    return LDS_OK;
+}
