@@ -1,0 +1,331 @@
+/* The index: accessors, key and id lookup, exact top-k search. */
+#include "format_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+uint64_t lds_index_rows(const lds_index *idx)
+{
+    return idx ? idx->rows : 0;
+}
+
+uint32_t lds_index_dim(const lds_index *idx)
+{
+    return idx ? idx->dim : 0;
+}
+
+lds_dtype lds_index_dtype(const lds_index *idx)
+{
+    return idx ? idx->dtype : (lds_dtype)0;
+}
+
+lds_metric lds_index_metric(const lds_index *idx)
+{
+    return idx ? idx->metric : (lds_metric)0;
+}
+
+float lds_index_i8_scale(const lds_index *idx)
+{
+    return idx && idx->dtype == LDS_DTYPE_I8 ? idx->i8_scale : 0.0f;
+}
+
+bool lds_index_normalized(const lds_index *idx)
+{
+    return idx && (idx->flags & LDS__TF_NORMALIZED);
+}
+
+bool lds_index_has_ids(const lds_index *idx)
+{
+    return idx && idx->ids;
+}
+
+bool lds_index_has_keys(const lds_index *idx)
+{
+    return idx && idx->key_offsets;
+}
+
+bool lds_index_keys_unique(const lds_index *idx)
+{
+    return idx && (idx->flags & LDS__TF_KEYS_UNIQUE);
+}
+
+uint64_t lds_index_payload_bytes(const lds_index *idx)
+{
+    return idx ? idx->payload_length : 0;
+}
+
+uint64_t lds_index_checksum(const lds_index *idx)
+{
+    return idx ? idx->checksum : 0;
+}
+
+bool lds_index_checksum_verified(const lds_index *idx)
+{
+    return idx && idx->checksum_verified;
+}
+
+const void *lds_index_row(const lds_index *idx, uint64_t row)
+{
+    if (!idx || row >= idx->rows)
+        return NULL;
+    return idx->vectors + row * idx->row_bytes;
+}
+
+lds_status lds_index_row_f32(const lds_index *idx, uint64_t row, float *out, size_t out_len)
+{
+    if (!idx || !out || row >= idx->rows || out_len < idx->dim)
+        return LDS_E_INVALID_ARG;
+    lds__row_to_f32(idx->vectors + row * idx->row_bytes, idx->dtype, idx->i8_scale, idx->dim, out);
+    return LDS_OK;
+}
+
+lds_status lds_index_id(const lds_index *idx, uint64_t row, uint64_t *id)
+{
+    if (!idx || !id)
+        return LDS_E_INVALID_ARG;
+    if (!idx->ids)
+        return LDS_E_UNSUPPORTED;
+    if (row >= idx->rows)
+        return LDS_E_INVALID_ARG;
+    *id = lds__ld64(idx->ids + row * 8);
+    return LDS_OK;
+}
+
+lds_status lds_index_key(const lds_index *idx, uint64_t row, const char **key, size_t *len)
+{
+    if (!idx || !key || !len)
+        return LDS_E_INVALID_ARG;
+    if (!idx->key_offsets)
+        return LDS_E_UNSUPPORTED;
+    if (row >= idx->rows)
+        return LDS_E_INVALID_ARG;
+    uint64_t a, b;
+    lds__index_key_span(idx, row, &a, &b);
+    *key = (const char *)idx->key_bytes + a;
+    *len = (size_t)(b - a);
+    return LDS_OK;
+}
+
+lds_status lds_index_find_key(const lds_index *idx, const char *key, size_t len, uint64_t *row)
+{
+    if (!idx || !row || (!key && len > 0))
+        return LDS_E_INVALID_ARG;
+    if (!idx->key_offsets)
+        return LDS_E_UNSUPPORTED;
+    if (!key)
+        key = "";
+    uint64_t h = lds__key_hash(key, len);
+    for (uint64_t j = h & idx->key_mask;; j = (j + 1) & idx->key_mask) {
+        uint64_t v = idx->key_slots[j];
+        if (v == 0)
+            return LDS_E_NOT_FOUND;
+        uint64_t a, b;
+        lds__index_key_span(idx, v - 1, &a, &b);
+        if (b - a == len && memcmp(idx->key_bytes + a, key, len) == 0) {
+            *row = v - 1;
+            return LDS_OK;
+        }
+    }
+}
+
+static uint64_t id_hash(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94d049bb133111eb);
+    x ^= x >> 31;
+    return x;
+}
+
+static uint64_t *build_id_table(const lds_index *idx, uint64_t *mask_out)
+{
+    uint64_t cap = lds__table_capacity(idx->rows);
+    if (cap == 0 || cap > SIZE_MAX / sizeof(uint64_t))
+        return NULL;
+    uint64_t *slots = (uint64_t *)calloc((size_t)cap, sizeof(uint64_t));
+    if (!slots)
+        return NULL;
+    uint64_t mask = cap - 1;
+    for (uint64_t r = 0; r < idx->rows; r++) {
+        uint64_t id = lds__ld64(idx->ids + r * 8);
+        for (uint64_t j = id_hash(id) & mask;; j = (j + 1) & mask) {
+            if (slots[j] == 0) {
+                slots[j] = r + 1;
+                break;
+            }
+            if (lds__ld64(idx->ids + (slots[j] - 1) * 8) == id)
+                break; /* the lowest row keeps the id */
+        }
+    }
+    *mask_out = mask;
+    return slots;
+}
+
+lds_status lds_index_find_id(const lds_index *cidx, uint64_t id, uint64_t *row)
+{
+    if (!cidx || !row)
+        return LDS_E_INVALID_ARG;
+    if (!cidx->ids)
+        return LDS_E_UNSUPPORTED;
+    /* The lazily built table is the only state a const index mutates. */
+    lds_index *idx = (lds_index *)cidx;
+    uint64_t *slots = atomic_load_explicit(&idx->id_slots, memory_order_acquire);
+    if (!slots) {
+        pthread_mutex_lock(&idx->id_lock);
+        slots = atomic_load_explicit(&idx->id_slots, memory_order_relaxed);
+        if (!slots) {
+            slots = build_id_table(idx, &idx->id_mask);
+            atomic_store_explicit(&idx->id_slots, slots, memory_order_release);
+        }
+        pthread_mutex_unlock(&idx->id_lock);
+        if (!slots)
+            return LDS_E_NOMEM;
+    }
+    uint64_t mask = idx->id_mask;
+    for (uint64_t j = id_hash(id) & mask;; j = (j + 1) & mask) {
+        uint64_t v = slots[j];
+        if (v == 0)
+            return LDS_E_NOT_FOUND;
+        if (lds__ld64(idx->ids + (v - 1) * 8) == id) {
+            *row = v - 1;
+            return LDS_OK;
+        }
+    }
+}
+
+size_t lds_index_meta_count(const lds_index *idx)
+{
+    return idx ? idx->meta_count : 0;
+}
+
+lds_status lds_index_meta_at(const lds_index *idx, size_t i, const char **key, const char **value)
+{
+    if (!idx || !key || !value)
+        return LDS_E_INVALID_ARG;
+    if (i >= idx->meta_count)
+        return LDS_E_NOT_FOUND;
+    *key = idx->meta[2 * i];
+    *value = idx->meta[2 * i + 1];
+    return LDS_OK;
+}
+
+const char *lds_index_meta(const lds_index *idx, const char *key)
+{
+    if (!idx || !key)
+        return NULL;
+    for (size_t i = 0; i < idx->meta_count; i++)
+        if (strcmp(idx->meta[2 * i], key) == 0)
+            return idx->meta[2 * i + 1];
+    return NULL;
+}
+
+/* Whether hit `a` ranks after hit `b`: NaN last, then by score, then by row. */
+static bool ranks_after(const lds_hit *a, const lds_hit *b, bool lower_better)
+{
+    bool an = isnan(a->score), bn = isnan(b->score);
+    if (an != bn)
+        return an;
+    if (!an && a->score != b->score)
+        return lower_better ? a->score > b->score : a->score < b->score;
+    return a->row > b->row;
+}
+
+/* The heap keeps the hit that ranks last at its root. */
+static void sift_down(lds_hit *h, size_t n, size_t i, bool lower_better)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && ranks_after(&h[l], &h[m], lower_better))
+            m = l;
+        if (r < n && ranks_after(&h[r], &h[m], lower_better))
+            m = r;
+        if (m == i)
+            return;
+        lds_hit t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+static void sift_up(lds_hit *h, size_t i, bool lower_better)
+{
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!ranks_after(&h[i], &h[parent], lower_better))
+            return;
+        lds_hit t = h[i];
+        h[i] = h[parent];
+        h[parent] = t;
+        i = parent;
+    }
+}
+
+lds_status lds_index_search(const lds_index *idx, const float *query, size_t dim, size_t k,
+                            lds_hit *hits, size_t *n_hits, lds_error *err)
+{
+    if (!idx || !query || !n_hits || (!hits && k > 0))
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "lds_index_search: NULL argument");
+    if (dim != idx->dim)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
+                         "lds_index_search: the query has %zu elements, the index %u", dim,
+                         (unsigned)idx->dim);
+    double qq = 0.0;
+    for (size_t i = 0; i < dim; i++) {
+        if (!isfinite(query[i]))
+            return lds__fail(err, LDS_E_BAD_VALUE, NULL, 0,
+                             "lds_index_search: query element %zu is not finite", i);
+        qq += (double)query[i] * query[i];
+    }
+    double qn = sqrt(qq);
+    if (idx->metric == LDS_METRIC_COSINE && qn == 0.0)
+        return lds__fail(err, LDS_E_BAD_VALUE, NULL, 0,
+                         "lds_index_search: a zero query has no cosine similarity");
+    *n_hits = 0;
+    size_t want = k < idx->rows ? k : (size_t)idx->rows;
+    if (want == 0)
+        return LDS_OK;
+    float *row = (float *)malloc(dim * sizeof(float));
+    if (!row)
+        return lds__fail(err, LDS_E_NOMEM, NULL, 0, "lds_index_search: no memory");
+    bool lower = idx->metric == LDS_METRIC_L2;
+    size_t n = 0;
+    for (uint64_t r = 0; r < idx->rows; r++) {
+        lds__row_to_f32(idx->vectors + r * idx->row_bytes, idx->dtype, idx->i8_scale, idx->dim,
+                        row);
+        double s = 0.0;
+        if (idx->metric == LDS_METRIC_L2) {
+            for (size_t i = 0; i < dim; i++) {
+                double d = (double)query[i] - row[i];
+                s += d * d;
+            }
+        } else {
+            double rr = 0.0;
+            for (size_t i = 0; i < dim; i++) {
+                s += (double)query[i] * row[i];
+                rr += (double)row[i] * row[i];
+            }
+            if (idx->metric == LDS_METRIC_COSINE)
+                s = rr == 0.0 ? 0.0 : s / (qn * sqrt(rr));
+        }
+        lds_hit c = {r, (float)s};
+        if (n < want) {
+            hits[n] = c;
+            sift_up(hits, n, lower);
+            n++;
+        } else if (ranks_after(&hits[0], &c, lower)) {
+            hits[0] = c;
+            sift_down(hits, n, 0, lower);
+        }
+    }
+    free(row);
+    for (size_t end = n; end > 1; end--) {
+        lds_hit t = hits[0];
+        hits[0] = hits[end - 1];
+        hits[end - 1] = t;
+        sift_down(hits, end - 1, 0, lower);
+    }
+    *n_hits = n;
+    return LDS_OK;
+}
