@@ -1,0 +1,746 @@
+/* The writer: streams rows, then ids, keys, metadata, table, footer, checksum. */
+#include "format_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define BUF_SIZE (64 * 1024)
+
+typedef enum { W_OPEN, W_DONE, W_FAILED } wstate;
+
+typedef struct meta_entry {
+    char *key;
+    char *value;
+} meta_entry;
+
+struct lds_writer {
+    lds_writer_options o;
+    int fd;     /* -1 for a FILE* output */
+    FILE *f;    /* NULL for an fd output */
+    char *path; /* path writers: the final name and the temporary one */
+    char *tmp;
+    bool seekable;
+    off_t start; /* position of the header in the output */
+    uint8_t *buf;
+    size_t buf_len;
+    XXH3_state_t *hash;
+    uint64_t payload; /* payload bytes written so far */
+    wstate state;
+
+    uint64_t rows;
+    size_t row_bytes;
+    uint8_t *row_out;
+    float *row_tmp;
+
+    uint64_t *ids;
+    size_t ids_cap;
+
+    uint8_t *kbytes;
+    size_t kb_len, kb_cap;
+    uint64_t *koffs; /* rows + 1 entries when keys are on */
+    size_t koffs_cap;
+    uint64_t *kslots; /* unique_keys: row + 1 per slot, 0 empty */
+    uint64_t kmask;
+
+    meta_entry *meta;
+    size_t meta_n, meta_cap;
+    uint64_t meta_user_bytes;
+};
+
+void lds_writer_options_default(lds_writer_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
+    o->dtype = LDS_DTYPE_F32;
+    o->metric = LDS_METRIC_COSINE;
+    o->i8_scale = 1.0f / 127.0f;
+}
+
+static lds_status io_fail(lds_writer *w, lds_error *err, const char *what)
+{
+    int e = errno;
+    w->state = W_FAILED;
+    return lds__fail_errno(err, LDS_E_IO, e, "writer: %s: %s", what, strerror(e));
+}
+
+static bool write_all_fd(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return false;
+        }
+        if (k == 0) {
+            errno = EIO;
+            return false;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return true;
+}
+
+static bool flush_buf(lds_writer *w)
+{
+    if (w->fd < 0 || w->buf_len == 0)
+        return true;
+    bool ok = write_all_fd(w->fd, w->buf, w->buf_len);
+    w->buf_len = 0;
+    return ok;
+}
+
+static bool put(lds_writer *w, const void *data, size_t n)
+{
+    const uint8_t *p = (const uint8_t *)data;
+    if (w->f)
+        return n == 0 || fwrite(p, 1, n, w->f) == n;
+    while (n > 0) {
+        size_t room = BUF_SIZE - w->buf_len;
+        size_t k = n < room ? n : room;
+        memcpy(w->buf + w->buf_len, p, k);
+        w->buf_len += k;
+        p += k;
+        n -= k;
+        if (w->buf_len == BUF_SIZE && !flush_buf(w))
+            return false;
+    }
+    return true;
+}
+
+static bool put_payload(lds_writer *w, const void *data, size_t n)
+{
+    if (n == 0)
+        return true;
+    XXH3_64bits_update(w->hash, data, n);
+    w->payload += n;
+    return put(w, data, n);
+}
+
+static bool pad64(lds_writer *w)
+{
+    static const uint8_t zeros[64];
+    return put_payload(w, zeros, (size_t)(lds__align64(w->payload) - w->payload));
+}
+
+static void writer_destroy(lds_writer *w)
+{
+    if (w->tmp) {
+        if (w->state != W_DONE) {
+            if (w->fd >= 0)
+                close(w->fd);
+            unlink(w->tmp);
+        }
+    }
+    for (size_t i = 0; i < w->meta_n; i++) {
+        free(w->meta[i].key);
+        free(w->meta[i].value);
+    }
+    free(w->meta);
+    free(w->kslots);
+    free(w->koffs);
+    free(w->kbytes);
+    free(w->ids);
+    free(w->row_tmp);
+    free(w->row_out);
+    if (w->hash)
+        XXH3_freeState(w->hash);
+    free(w->buf);
+    free(w->tmp);
+    free(w->path);
+    free(w);
+}
+
+void lds_writer_free(lds_writer *w)
+{
+    if (w)
+        writer_destroy(w);
+}
+
+static lds_status writer_new(const lds_writer_options *in, lds_writer **out, lds_error *err)
+{
+    if (!out)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: out is NULL");
+    *out = NULL;
+    if (!in || in->size < sizeof(size_t))
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
+                         "writer: options missing; use lds_writer_options_default");
+    lds_writer_options o;
+    lds_writer_options_default(&o);
+    memcpy(&o, in, in->size < sizeof o ? in->size : sizeof o);
+    o.size = sizeof o;
+    if (o.dim == 0 || o.dim > LDS_DEFAULT_MAX_DIM)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: dim %u is not in 1..%llu",
+                         (unsigned)o.dim, (unsigned long long)LDS_DEFAULT_MAX_DIM);
+    if (lds_dtype_size(o.dtype) == 0)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: unknown dtype %d", (int)o.dtype);
+    if (!lds_metric_name(o.metric))
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: unknown metric %d",
+                         (int)o.metric);
+    if (o.dtype == LDS_DTYPE_I8 && !(isfinite(o.i8_scale) && o.i8_scale > 0.0f))
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
+                         "writer: i8_scale %g must be finite and above 0", (double)o.i8_scale);
+    if (o.unique_keys && !o.with_keys)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: unique_keys needs with_keys");
+    lds_writer *w = (lds_writer *)calloc(1, sizeof *w);
+    if (!w)
+        return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory");
+    w->o = o;
+    w->fd = -1;
+    w->row_bytes = (size_t)o.dim * lds_dtype_size(o.dtype);
+    w->row_out = (uint8_t *)malloc(w->row_bytes);
+    w->row_tmp = (float *)malloc((size_t)o.dim * sizeof(float));
+    w->hash = XXH3_createState();
+    if (o.with_keys) {
+        w->koffs_cap = 1024;
+        w->koffs = (uint64_t *)malloc(w->koffs_cap * sizeof(uint64_t));
+        if (w->koffs)
+            w->koffs[0] = 0;
+    }
+    if (o.unique_keys) {
+        w->kmask = 1023;
+        w->kslots = (uint64_t *)calloc(1024, sizeof(uint64_t));
+    }
+    if (!w->row_out || !w->row_tmp || !w->hash || (o.with_keys && !w->koffs) ||
+        (o.unique_keys && !w->kslots)) {
+        writer_destroy(w);
+        return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory");
+    }
+    XXH3_64bits_reset(w->hash);
+    *out = w;
+    return LDS_OK;
+}
+
+static void write_header(uint64_t payload_length, uint8_t *hdr)
+{
+    lds_header h = {LDS_FORMAT_MAJOR, LDS_FORMAT_MINOR, 0, payload_length};
+    lds_header_encode(&h, hdr);
+}
+
+static lds_status writer_start(lds_writer *w, lds_error *err)
+{
+    uint8_t hdr[LDS_HEADER_SIZE];
+    write_header(LDS_LENGTH_UNKNOWN, hdr);
+    if (w->fd >= 0) {
+        w->buf = (uint8_t *)malloc(BUF_SIZE);
+        if (!w->buf)
+            return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory");
+    }
+    if (!put(w, hdr, sizeof hdr))
+        return io_fail(w, err, "writing the header");
+    return LDS_OK;
+}
+
+lds_status lds_writer_open_fd(int fd, const lds_writer_options *opts, lds_writer **out,
+                              lds_error *err)
+{
+    if (fd < 0)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: fd %d is not valid", fd);
+    lds_writer *w;
+    lds_status st = writer_new(opts, &w, err);
+    if (st != LDS_OK)
+        return st;
+    w->fd = fd;
+    off_t pos = lseek(fd, 0, SEEK_CUR);
+    int fl = fcntl(fd, F_GETFL);
+    w->seekable = pos >= 0 && fl >= 0 && !(fl & O_APPEND);
+    w->start = pos >= 0 ? pos : 0;
+    if ((st = writer_start(w, err)) != LDS_OK) {
+        writer_destroy(w);
+        return st;
+    }
+    *out = w;
+    return LDS_OK;
+}
+
+lds_status lds_writer_open_file(FILE *f, const lds_writer_options *opts, lds_writer **out,
+                                lds_error *err)
+{
+    if (!f)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: FILE is NULL");
+    lds_writer *w;
+    lds_status st = writer_new(opts, &w, err);
+    if (st != LDS_OK)
+        return st;
+    w->f = f;
+    off_t pos = ftello(f);
+    int fd = fileno(f);
+    int fl = fd >= 0 ? fcntl(fd, F_GETFL) : 0;
+    w->seekable = pos >= 0 && fl >= 0 && !(fl & O_APPEND) && fseeko(f, pos, SEEK_SET) == 0;
+    w->start = pos >= 0 ? pos : 0;
+    if ((st = writer_start(w, err)) != LDS_OK) {
+        writer_destroy(w);
+        return st;
+    }
+    *out = w;
+    return LDS_OK;
+}
+
+lds_status lds_writer_open_path(const char *path, const lds_writer_options *opts, lds_writer **out,
+                                lds_error *err)
+{
+    if (!path || !*path)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: path is NULL or empty");
+    lds_writer *w;
+    lds_status st = writer_new(opts, &w, err);
+    if (st != LDS_OK)
+        return st;
+    size_t n = strlen(path);
+    w->path = strdup(path);
+    w->tmp = (char *)malloc(n + 16);
+    if (!w->path || !w->tmp) {
+        writer_destroy(w);
+        return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory");
+    }
+    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid() ^
+                    (uint64_t)(uintptr_t)w;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        seed = seed * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
+        char suffix[7];
+        for (int i = 0; i < 6; i++)
+            suffix[i] = alphabet[(seed >> (10 + 5 * i)) % 36];
+        suffix[6] = '\0';
+        snprintf(w->tmp, n + 16, "%s.tmp.%s", path, suffix);
+        w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (w->fd >= 0 || errno != EEXIST)
+            break;
+    }
+    if (w->fd < 0) {
+        int e = errno;
+        free(w->tmp);
+        w->tmp = NULL; /* nothing to remove */
+        writer_destroy(w);
+        return lds__fail_errno(err, LDS_E_IO, e,
+                               "writer: cannot create a temporary file for %s: %s", path,
+                               strerror(e));
+    }
+    w->seekable = true;
+    w->start = 0;
+    if ((st = writer_start(w, err)) != LDS_OK) {
+        writer_destroy(w);
+        return st;
+    }
+    *out = w;
+    return LDS_OK;
+}
+
+static lds_status check_open(lds_writer *w, lds_error *err)
+{
+    if (!w)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: NULL writer");
+    if (w->state != W_OPEN)
+        return lds__fail(err, LDS_E_STATE, NULL, 0,
+                         w->state == W_DONE ? "writer: already finished"
+                                            : "writer: an earlier write failed");
+    return LDS_OK;
+}
+
+static bool grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return true;
+    size_t nc = *cap ? *cap : 64;
+    while (nc < need) {
+        if (nc > SIZE_MAX / 2 / elem)
+            return false;
+        nc *= 2;
+    }
+    void *q = realloc(*p, nc * elem);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = nc;
+    return true;
+}
+
+static bool kslots_grow(lds_writer *w)
+{
+    uint64_t cap = (w->kmask + 1) * 2;
+    uint64_t *s = (uint64_t *)calloc((size_t)cap, sizeof(uint64_t));
+    if (!s)
+        return false;
+    for (uint64_t r = 0; r < w->rows; r++) {
+        uint64_t a = w->koffs[r], b = w->koffs[r + 1];
+        uint64_t j = lds__key_hash(w->kbytes + a, (size_t)(b - a)) & (cap - 1);
+        while (s[j])
+            j = (j + 1) & (cap - 1);
+        s[j] = r + 1;
+    }
+    free(w->kslots);
+    w->kslots = s;
+    w->kmask = cap - 1;
+    return true;
+}
+
+static void encode_row(lds_writer *w, const float *x)
+{
+    uint8_t *o = w->row_out;
+    uint32_t dim = w->o.dim;
+    switch (w->o.dtype) {
+    case LDS_DTYPE_F32:
+        for (uint32_t i = 0; i < dim; i++)
+            lds__st32(o + 4 * (size_t)i, lds__f32_bits(x[i]));
+        break;
+    case LDS_DTYPE_F16:
+        for (uint32_t i = 0; i < dim; i++)
+            lds__st16(o + 2 * (size_t)i, lds_f32_to_f16(x[i]));
+        break;
+    case LDS_DTYPE_BF16:
+        for (uint32_t i = 0; i < dim; i++)
+            lds__st16(o + 2 * (size_t)i, lds_f32_to_bf16(x[i]));
+        break;
+    case LDS_DTYPE_I8:
+        for (uint32_t i = 0; i < dim; i++) {
+            float q = x[i] / w->o.i8_scale;
+            q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+            o[i] = (uint8_t)(int8_t)rintf(q);
+        }
+        break;
+    }
+}
+
+lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint64_t id,
+                              const char *key, size_t key_len, lds_error *err)
+{
+    lds_status st = check_open(w, err);
+    if (st != LDS_OK)
+        return st;
+    if (!vec || dim != w->o.dim)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
+                         "writer: row %llu has %zu elements, the writer %u%s",
+                         (unsigned long long)w->rows, vec ? dim : 0, (unsigned)w->o.dim,
+                         vec ? "" : " (vec is NULL)");
+    if (w->rows >= LDS_DEFAULT_MAX_ROWS)
+        return lds__fail(err, LDS_E_LIMIT, NULL, 0, "writer: more than %llu rows",
+                         (unsigned long long)LDS_DEFAULT_MAX_ROWS);
+    double ss = 0.0;
+    for (size_t i = 0; i < dim; i++) {
+        if (!isfinite(vec[i]))
+            return lds__fail(err, LDS_E_BAD_VALUE, NULL, 0,
+                             "writer: row %llu element %zu is %g, not a finite number",
+                             (unsigned long long)w->rows, i, (double)vec[i]);
+        ss += (double)vec[i] * vec[i];
+    }
+    if (w->o.with_keys) {
+        if (!key && key_len > 0)
+            return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: row %llu: key is NULL",
+                             (unsigned long long)w->rows);
+        if (!key)
+            key = "";
+        if (key_len > LDS_DEFAULT_MAX_KEY_BYTES)
+            return lds__fail(err, LDS_E_LIMIT, NULL, 0,
+                             "writer: row %llu: the key is %zu bytes, above %llu",
+                             (unsigned long long)w->rows, key_len,
+                             (unsigned long long)LDS_DEFAULT_MAX_KEY_BYTES);
+        size_t bad;
+        const char *why;
+        if (!lds__utf8_valid((const uint8_t *)key, key_len, &bad, &why))
+            return lds__fail(err, LDS_E_BAD_UTF8, NULL, 0,
+                             "writer: row %llu: the key is not valid UTF-8 at byte %zu (%s)",
+                             (unsigned long long)w->rows, bad, why);
+        if (w->o.unique_keys) {
+            for (uint64_t j = lds__key_hash(key, key_len) & w->kmask; w->kslots[j];
+                 j = (j + 1) & w->kmask) {
+                uint64_t r = w->kslots[j] - 1;
+                uint64_t a = w->koffs[r], b = w->koffs[r + 1];
+                if (b - a == key_len && memcmp(w->kbytes + a, key, key_len) == 0)
+                    return lds__fail(err, LDS_E_DUP_KEY, NULL, 0,
+                                     "writer: row %llu: key \"%.*s\" repeats row %llu",
+                                     (unsigned long long)w->rows,
+                                     (int)(key_len > 64 ? 64 : key_len), key,
+                                     (unsigned long long)r);
+            }
+        }
+    }
+    /* Reserve everything first, so that a refusal leaves no partial row. */
+    bool ok = true;
+    if (w->o.with_ids)
+        ok = grow((void **)&w->ids, &w->ids_cap, (size_t)w->rows + 1, sizeof(uint64_t));
+    if (ok && w->o.with_keys)
+        ok = grow((void **)&w->koffs, &w->koffs_cap, (size_t)w->rows + 2, sizeof(uint64_t)) &&
+             grow((void **)&w->kbytes, &w->kb_cap, w->kb_len + key_len, 1);
+    if (ok && w->o.unique_keys && (w->rows + 1) * 2 > w->kmask + 1)
+        ok = kslots_grow(w);
+    if (!ok) {
+        w->state = W_FAILED;
+        return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory at row %llu",
+                         (unsigned long long)w->rows);
+    }
+
+    const float *x = vec;
+    if (w->o.normalize && ss > 0.0) {
+        double n = sqrt(ss);
+        for (size_t i = 0; i < dim; i++)
+            w->row_tmp[i] = (float)(vec[i] / n);
+        x = w->row_tmp;
+    }
+    encode_row(w, x);
+    if (!put_payload(w, w->row_out, w->row_bytes))
+        return io_fail(w, err, "writing a row");
+
+    if (w->o.with_ids)
+        w->ids[w->rows] = id;
+    if (w->o.with_keys) {
+        if (key_len > 0)
+            memcpy(w->kbytes + w->kb_len, key, key_len);
+        w->kb_len += key_len;
+        w->koffs[w->rows + 1] = w->kb_len;
+        if (w->o.unique_keys) {
+            uint64_t j = lds__key_hash(key, key_len) & w->kmask;
+            while (w->kslots[j])
+                j = (j + 1) & w->kmask;
+            w->kslots[j] = w->rows + 1;
+        }
+    }
+    w->rows++;
+    return LDS_OK;
+}
+
+static uint64_t entry_bytes(const char *k, const char *v)
+{
+    return 8 + (uint64_t)strlen(k) + strlen(v);
+}
+
+static uint64_t auto_meta_bytes(const lds_writer *w)
+{
+    return 4 + entry_bytes("metric", lds_metric_name(w->o.metric)) +
+           entry_bytes("normalized", w->o.normalize ? "true" : "false");
+}
+
+lds_status lds_writer_set_meta(lds_writer *w, const char *key, const char *value, lds_error *err)
+{
+    lds_status st = check_open(w, err);
+    if (st != LDS_OK)
+        return st;
+    if (!key || !*key || !value)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
+                         "writer: metadata key and value must be non-NULL, the key non-empty");
+    if (strcmp(key, "metric") == 0 || strcmp(key, "normalized") == 0)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
+                         "writer: metadata \"%s\" is written from the options", key);
+    size_t bad;
+    const char *why;
+    if (!lds__utf8_valid((const uint8_t *)key, strlen(key), &bad, &why))
+        return lds__fail(err, LDS_E_BAD_UTF8, NULL, 0,
+                         "writer: metadata key is not valid UTF-8 at byte %zu (%s)", bad, why);
+    if (!lds__utf8_valid((const uint8_t *)value, strlen(value), &bad, &why))
+        return lds__fail(err, LDS_E_BAD_UTF8, NULL, 0,
+                         "writer: metadata \"%s\" value is not valid UTF-8 at byte %zu (%s)", key,
+                         bad, why);
+    size_t at = w->meta_n;
+    for (size_t i = 0; i < w->meta_n; i++)
+        if (strcmp(w->meta[i].key, key) == 0)
+            at = i;
+    uint64_t total = auto_meta_bytes(w) + w->meta_user_bytes + entry_bytes(key, value);
+    if (at < w->meta_n)
+        total -= entry_bytes(w->meta[at].key, w->meta[at].value);
+    if (total > LDS_DEFAULT_MAX_METADATA_BYTES)
+        return lds__fail(
+            err, LDS_E_LIMIT, NULL, 0, "writer: metadata would be %llu bytes, above %llu",
+            (unsigned long long)total, (unsigned long long)LDS_DEFAULT_MAX_METADATA_BYTES);
+    char *v = strdup(value);
+    char *k = at < w->meta_n ? NULL : strdup(key);
+    if (!v || (at == w->meta_n &&
+               (!k || !grow((void **)&w->meta, &w->meta_cap, w->meta_n + 1, sizeof(meta_entry))))) {
+        free(v);
+        free(k);
+        return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory for metadata");
+    }
+    if (at < w->meta_n) {
+        w->meta_user_bytes -= entry_bytes(w->meta[at].key, w->meta[at].value);
+        free(w->meta[at].value);
+        w->meta[at].value = v;
+    } else {
+        w->meta[at].key = k;
+        w->meta[at].value = v;
+        w->meta_n++;
+    }
+    w->meta_user_bytes += entry_bytes(key, value);
+    return LDS_OK;
+}
+
+uint64_t lds_writer_rows(const lds_writer *w)
+{
+    return w ? w->rows : 0;
+}
+
+static bool put_u64s(lds_writer *w, const uint64_t *v, uint64_t n, unsigned width)
+{
+    uint8_t chunk[512];
+    size_t used = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (width == 4)
+            lds__st32(chunk + used, (uint32_t)v[i]);
+        else
+            lds__st64(chunk + used, v[i]);
+        used += width;
+        if (used == sizeof chunk) {
+            if (!put_payload(w, chunk, used))
+                return false;
+            used = 0;
+        }
+    }
+    return put_payload(w, chunk, used);
+}
+
+static bool put_string(lds_writer *w, const char *s)
+{
+    uint8_t len[4];
+    size_t n = strlen(s);
+    lds__st32(len, (uint32_t)n);
+    return put_payload(w, len, 4) && put_payload(w, s, n);
+}
+
+static bool fsync_dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir)
+        return false;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(dir);
+    if (fd < 0)
+        return false;
+    bool ok = fsync(fd) == 0 || errno == EINVAL; /* some file systems cannot sync directories */
+    close(fd);
+    return ok;
+}
+
+lds_status lds_writer_finish(lds_writer *w, lds_error *err)
+{
+    lds_status st = check_open(w, err);
+    if (st != LDS_OK)
+        return st;
+    struct {
+        uint32_t kind;
+        uint64_t offset, length;
+    } sec[4];
+    unsigned ns = 0;
+    uint32_t flags = 0;
+    sec[ns].kind = LDS__KIND_VECTORS;
+    sec[ns].offset = 0;
+    sec[ns++].length = w->payload;
+    if (!pad64(w))
+        return io_fail(w, err, "writing padding");
+    if (w->o.with_ids) {
+        flags |= LDS__TF_HAS_IDS;
+        sec[ns].kind = LDS__KIND_IDS;
+        sec[ns].offset = w->payload;
+        if (!put_u64s(w, w->ids, w->rows, 8) || !pad64(w))
+            return io_fail(w, err, "writing the ids");
+        sec[ns].length = w->rows * 8;
+        ns++;
+    }
+    if (w->o.with_keys) {
+        unsigned width = w->kb_len <= UINT32_MAX ? 4 : 8;
+        flags |= LDS__TF_HAS_KEYS | (width == 4 ? LDS__TF_KEYS_OFFSETS32 : 0) |
+                 (w->o.unique_keys ? LDS__TF_KEYS_UNIQUE : 0);
+        sec[ns].kind = LDS__KIND_KEYS;
+        sec[ns].offset = w->payload;
+        if (!put_u64s(w, w->koffs, w->rows + 1, width) || !put_payload(w, w->kbytes, w->kb_len))
+            return io_fail(w, err, "writing the keys");
+        sec[ns].length = w->payload - sec[ns].offset;
+        ns++;
+        if (!pad64(w))
+            return io_fail(w, err, "writing padding");
+    }
+    if (w->o.normalize)
+        flags |= LDS__TF_NORMALIZED;
+    sec[ns].kind = LDS__KIND_METADATA;
+    sec[ns].offset = w->payload;
+    uint8_t count[4];
+    lds__st32(count, (uint32_t)(w->meta_n + 2));
+    bool ok = put_payload(w, count, 4) && put_string(w, "metric") &&
+              put_string(w, lds_metric_name(w->o.metric)) && put_string(w, "normalized") &&
+              put_string(w, w->o.normalize ? "true" : "false");
+    for (size_t i = 0; ok && i < w->meta_n; i++)
+        ok = put_string(w, w->meta[i].key) && put_string(w, w->meta[i].value);
+    sec[ns].length = w->payload - sec[ns].offset;
+    ns++;
+    if (!ok || !pad64(w))
+        return io_fail(w, err, "writing the metadata");
+
+    uint8_t table[LDS__TABLE_HEAD + 4 * LDS__ENTRY_SIZE];
+    memset(table, 0, sizeof table);
+    uint64_t table_offset = w->payload;
+    lds__st64(table, w->rows);
+    lds__st32(table + 8, w->o.dim);
+    lds__st16(table + 12, (uint16_t)w->o.dtype);
+    lds__st16(table + 14, (uint16_t)w->o.metric);
+    lds__st32(table + 16, w->o.dtype == LDS_DTYPE_I8 ? lds__f32_bits(w->o.i8_scale) : 0);
+    lds__st32(table + 20, flags);
+    lds__st32(table + 24, ns);
+    lds__st32(table + 28, LDS__ENTRY_SIZE);
+    for (unsigned i = 0; i < ns; i++) {
+        uint8_t *e = table + LDS__TABLE_HEAD + i * LDS__ENTRY_SIZE;
+        lds__st32(e, sec[i].kind);
+        lds__st64(e + 8, sec[i].offset);
+        lds__st64(e + 16, sec[i].length);
+    }
+    size_t table_len = LDS__TABLE_HEAD + ns * LDS__ENTRY_SIZE;
+    uint8_t footer[LDS_FOOTER_SIZE];
+    memset(footer, 0, sizeof footer);
+    lds__st64(footer, table_offset);
+    lds__st64(footer + 8, table_len);
+    memcpy(footer + 24, LDS__FOOTER_MAGIC, 8);
+    if (!put_payload(w, table, table_len) || !put_payload(w, footer, sizeof footer))
+        return io_fail(w, err, "writing the section table");
+    uint8_t sum[LDS_CHECKSUM_SIZE];
+    lds__st64(sum, XXH3_64bits_digest(w->hash));
+    w->payload += LDS_CHECKSUM_SIZE;
+    if (!put(w, sum, sizeof sum) || !flush_buf(w))
+        return io_fail(w, err, "writing the checksum");
+
+    if (w->seekable) {
+        uint8_t hdr[LDS_HEADER_SIZE];
+        write_header(w->payload, hdr);
+        if (w->f) {
+            off_t end = w->start + (off_t)LDS_HEADER_SIZE + (off_t)w->payload;
+            if (fflush(w->f) != 0 || fseeko(w->f, w->start, SEEK_SET) != 0 ||
+                fwrite(hdr, 1, sizeof hdr, w->f) != sizeof hdr || fseeko(w->f, end, SEEK_SET) != 0)
+                return io_fail(w, err, "rewriting the header");
+        } else {
+            size_t done = 0;
+            while (done < sizeof hdr) {
+                ssize_t k = pwrite(w->fd, hdr + done, sizeof hdr - done, w->start + (off_t)done);
+                if (k < 0 && errno == EINTR)
+                    continue;
+                if (k <= 0)
+                    return io_fail(w, err, "rewriting the header");
+                done += (size_t)k;
+            }
+        }
+    }
+    if (w->f && fflush(w->f) != 0)
+        return io_fail(w, err, "flushing the stream");
+    if (w->tmp) {
+        if (fsync(w->fd) != 0)
+            return io_fail(w, err, "fsync of the temporary file");
+        int fd = w->fd;
+        w->fd = -1;
+        if (close(fd) != 0)
+            return io_fail(w, err, "closing the temporary file");
+        if (rename(w->tmp, w->path) != 0)
+            return io_fail(w, err, "renaming the temporary file");
+        w->state = W_DONE;
+        if (!fsync_dir_of(w->path))
+            return lds__fail_errno(err, LDS_E_IO, errno,
+                                   "writer: %s is in place, but fsync of its directory failed: %s",
+                                   w->path, strerror(errno));
+    }
+    w->state = W_DONE;
+    return LDS_OK;
+}
