@@ -54,8 +54,9 @@ typedef struct lds_lease {
 
 /** Checked modes. Each makes one kind of misuse loud; OFF is the fast default. */
 typedef enum lds_pool_check {
-    /** No checks beyond the always-on generation check (and ASan poisoning when built with
-     *  AddressSanitizer). */
+    /** No checks beyond the always-on generation check. Built with AddressSanitizer, a
+     *  buffer is poisoned from its return to its next rent in every mode (a late access is
+     *  reported); in the checked modes [length, capacity) is also poisoned at rent. */
     LDS_POOL_CHECK_OFF = 0,
     /** Canary words are written over a returned buffer and verified at its next rent; a
      *  mismatch (a write after return) is counted in `canary_failures` and that buffer is

@@ -253,7 +253,9 @@ static int on_rent(lds_pool *pool, uint32_t idx, char *p, size_t len, size_t cap
         memset(p, pool->opts.fill_on_rent, cap);
     if (pool->opts.check == LDS_POOL_CHECK_POISON)
         memset(p + len, LDS_POOL_POISON_BYTE, cap - len);
-    lds__asan_poison(p + len, cap - len);
+    /* [length, capacity) is usable by contract; only a checked mode makes it off-limits. */
+    if (pool->opts.check != LDS_POOL_CHECK_OFF)
+        lds__asan_poison(p + len, cap - len);
     return 1;
 }
 
