@@ -43,6 +43,7 @@ typedef struct bench_opts {
 /* How a row's samples are expressed. */
 typedef enum bench_scale {
     BENCH_NS_PER_OP, /* elapsed ns / ops */
+    BENCH_US,        /* elapsed microseconds per op */
     BENCH_MS,        /* elapsed ms per op (an op is one load, one cycle, ...) */
     BENCH_MOPS       /* ops / elapsed, in millions per second (higher is better) */
 } bench_scale;

@@ -25,12 +25,19 @@ typedef struct ct_ctx {
     uint64_t per_thread;
     pthread_barrier_t start;
     int failed;
+    uint64_t t_start[256], t_end[256];
+    int next_slot;
+    pthread_mutex_t lock;
 } ct_ctx;
 
 static void *worker(void *p)
 {
     ct_ctx *c = p;
+    pthread_mutex_lock(&c->lock);
+    int slot = c->next_slot++;
+    pthread_mutex_unlock(&c->lock);
     pthread_barrier_wait(&c->start);
+    c->t_start[slot] = bench_now_ns();
     for (uint64_t i = 0; i < c->per_thread; i++) {
         size_t size = mix[i % MIX];
         if (c->v == V_MALLOC) {
@@ -54,6 +61,7 @@ static void *worker(void *p)
             break;
         }
     }
+    c->t_end[slot] = bench_now_ns();
     return NULL;
 }
 
@@ -63,6 +71,7 @@ static int run(void *p, uint64_t ops, uint64_t *elapsed)
     pthread_t tids[256];
     c->per_thread = ops / (uint64_t)c->threads;
     c->failed = 0;
+    c->next_slot = 0;
     if (pthread_barrier_init(&c->start, NULL, (unsigned)c->threads + 1) != 0)
         return -1;
     int started = 0;
@@ -74,10 +83,18 @@ static int run(void *p, uint64_t ops, uint64_t *elapsed)
         abort();
     }
     pthread_barrier_wait(&c->start);
-    uint64_t t0 = bench_now_ns();
     for (int i = 0; i < started; i++)
         pthread_join(tids[i], NULL);
-    *elapsed = bench_now_ns() - t0;
+    /* Wall time from the first thread's start to the last one's end, as the threads saw it
+       (the main thread may be scheduled late). */
+    uint64_t t0 = c->t_start[0], t1 = c->t_end[0];
+    for (int i = 1; i < started; i++) {
+        if (c->t_start[i] < t0)
+            t0 = c->t_start[i];
+        if (c->t_end[i] > t1)
+            t1 = c->t_end[i];
+    }
+    *elapsed = t1 > t0 ? t1 - t0 : 1;
     pthread_barrier_destroy(&c->start);
     if (c->failed) {
         fprintf(stderr, "contention: a rent or return failed\n");
@@ -132,6 +149,7 @@ int bench_contention(const bench_opts *o)
             ctx[k].v = (enum variant)v;
             ctx[k].pool = pools[v];
             ctx[k].threads = counts[i];
+            pthread_mutex_init(&ctx[k].lock, NULL);
             snprintf(buf, sizeof buf, "%s, %d thread%s", variant_names[v], counts[i],
                      counts[i] > 1 ? "s" : "");
             alts[k] = (bench_alt){.name = variant_names[v],

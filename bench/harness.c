@@ -26,7 +26,7 @@
 #define MAX_PARAMS 24
 
 typedef struct extra {
-    char group[24];
+    char group[48];
     char key[40];
     bench_kind kind;
     double value;
@@ -165,6 +165,8 @@ const char *bench_fmt_bytes(double bytes, char *buf, size_t cap)
         v = -v;
     if (u == 0)
         snprintf(buf, cap, "%.0f B", v);
+    else if (v == (double)(long long)v)
+        snprintf(buf, cap, "%.0f %s", v, units[u]);
     else
         snprintf(buf, cap, "%.*f %s", v < 10 ? 2 : (v < 100 ? 1 : 0), v, units[u]);
     return buf;
@@ -501,11 +503,25 @@ static void fmt_time(double v, char *buf, size_t cap)
     if (a == 0)
         snprintf(buf, cap, "0");
     else if (a < 10)
-        snprintf(buf, cap, "%.2f", v);
+        snprintf(buf, cap, "%.3g", v);
     else if (a < 1000)
         snprintf(buf, cap, "%.1f", v);
     else
         snprintf(buf, cap, "%.0f", v);
+}
+
+/* 20589008 -> "20,589,008" */
+static void fmt_grouped(uint64_t v, char *buf, size_t cap)
+{
+    char digits[32];
+    int n = snprintf(digits, sizeof digits, "%llu", (unsigned long long)v);
+    size_t o = 0;
+    for (int i = 0; i < n && o + 2 < cap; i++) {
+        if (i > 0 && (n - i) % 3 == 0)
+            buf[o++] = ',';
+        buf[o++] = digits[i];
+    }
+    buf[o] = '\0';
 }
 
 static void fmt_extra(const extra *e, char *buf, size_t cap)
@@ -517,6 +533,9 @@ static void fmt_extra(const extra *e, char *buf, size_t cap)
             snprintf(buf, cap, "-");
         else if (e->value < 1024)
             snprintf(buf, cap, "%.0f B", e->value);
+        else if (strcmp(e->group, "allocation") == 0 &&
+                 strchr(bench_fmt_bytes(e->value, tmp, sizeof tmp), '.'))
+            fmt_grouped((uint64_t)e->value, buf, cap);
         else
             snprintf(buf, cap, "%s", bench_fmt_bytes(e->value, tmp, sizeof tmp));
         break;
@@ -541,7 +560,7 @@ static void fmt_extra(const extra *e, char *buf, size_t cap)
 #define MAX_COLS (MAX_EXTRAS + 8)
 
 typedef struct column {
-    char group[24];
+    char group[48];
     char label[40];
     size_t width;
 } column;
@@ -658,16 +677,16 @@ static void print_table(const bench_report *rep, int ti)
     for (size_t c = 0; c < n_cols;) {
         size_t span = 0, e = c;
         while (e < n_cols && strcmp(cols[e].group, cols[c].group) == 0) {
-            span += cols[e].width + 2;
+            span += cols[e].width + (e > c ? 2 : 0);
             e++;
         }
-        char head[64];
-        snprintf(head, sizeof head, "%s", cols[c].group);
-        size_t hl = strlen(head);
-        size_t pad = span > hl + 2 ? span - hl - 2 : 0;
-        printf(" | %s", head);
-        for (size_t i = 0; i < pad; i++)
-            putchar(pad - i > 1 ? '-' : ' ');
+        size_t hl = strlen(cols[c].group);
+        printf(" | %s", cols[c].group);
+        if (span > hl) {
+            putchar(' ');
+            for (size_t i = hl + 1; i < span; i++)
+                putchar('-');
+        }
         c = e;
     }
     printf("\n%-*s  %-*s", (int)name_w, "name", t->show_time ? (int)unit_w : 0,
@@ -971,6 +990,9 @@ int bench_interleave(bench_alt *alts, size_t n, int warmup, int iters)
             switch (alt->scale) {
             case BENCH_NS_PER_OP:
                 v = ns / (double)ops;
+                break;
+            case BENCH_US:
+                v = ns / 1e3 / (double)ops;
                 break;
             case BENCH_MS:
                 v = ns / 1e6 / (double)ops;

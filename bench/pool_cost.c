@@ -253,15 +253,17 @@ int bench_pool_cost(const bench_opts *o)
             if (s == S_STACK && size > STACK_MAX)
                 continue;
             ctx[k] = (pc_ctx){(enum strategy)s, size, full_touch, pool, 0};
-            alts[k] =
-                (bench_alt){.name = strategy_names[s],
-                            .scale = size >= ((size_t)1 << 20) ? BENCH_MS : BENCH_NS_PER_OP,
-                            .unit = size >= ((size_t)1 << 20) ? "ms/op" : "ns/op",
-                            .run = run,
-                            .ctx = &ctx[k],
-                            .ops = ops_for(o, size),
-                            .row = bench_row_new(rep, strategy_names[s],
-                                                 size >= ((size_t)1 << 20) ? "ms/op" : "ns/op")};
+            bench_scale scale = size >= ((size_t)32 << 20)   ? BENCH_MS
+                                : size >= ((size_t)64 << 10) ? BENCH_US
+                                                             : BENCH_NS_PER_OP;
+            const char *unit = scale == BENCH_MS ? "ms/op" : scale == BENCH_US ? "us/op" : "ns/op";
+            alts[k] = (bench_alt){.name = strategy_names[s],
+                                  .scale = scale,
+                                  .unit = unit,
+                                  .run = run,
+                                  .ctx = &ctx[k],
+                                  .ops = ops_for(o, size),
+                                  .row = bench_row_new(rep, strategy_names[s], unit)};
             k++;
         }
         rc = bench_interleave(alts, k, bench_warmup(o, 2), iters_for(o, size));
@@ -288,21 +290,28 @@ int bench_pool_cost(const bench_opts *o)
             if (bench_row_median(row) < bench_row_median(alts[best].row))
                 best = i;
         }
-        double rent = 0, mal = 0;
+        double rent = 0, mal = 0, stack = 0;
         for (size_t i = 0; i < k; i++) {
             if (ctx[i].s == S_RENT)
                 rent = bench_row_median(alts[i].row);
             if (ctx[i].s == S_MALLOC)
                 mal = bench_row_median(alts[i].row);
+            if (ctx[i].s == S_STACK)
+                stack = bench_row_median(alts[i].row);
         }
-        if (ctx[best].s == S_RENT)
-            bench_note(rep, "fastest: rent (%.2fx faster than malloc)", mal / rent);
+        bench_note(rep, "fastest: %s", strategy_names[ctx[best].s]);
+        if (mal < rent)
+            bench_note(rep,
+                       "plain malloc wins at this size: %.3g vs %.3g %s for rent (rent is "
+                       "%.2fx slower)",
+                       mal, rent, alts[0].unit, rent / mal);
         else
-            bench_note(rep, "fastest: %s; rent is %.2fx its time%s", strategy_names[ctx[best].s],
-                       rent / bench_row_median(alts[best].row),
-                       ctx[best].s == S_STACK || ctx[best].s == S_MALLOC
-                           ? " (at this size plain allocation wins: use it)"
-                           : "");
+            bench_note(rep, "rent wins over malloc at this size: %.2fx faster", mal / rent);
+        if (stack > 0 && stack < rent)
+            bench_note(rep,
+                       "the stack wins too (%.3g %s, %.2fx faster than rent) when the buffer "
+                       "does not outlive the call",
+                       stack, alts[0].unit, rent / stack);
         bench_note(rep,
                    "pool after: %llu bytes retained, %llu mapped, %llu drops (retention cap "
                    "%zu MiB)",

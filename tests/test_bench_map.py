@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""bench-map.json against lodestar-bench.
+
+Checks that every subcommand of lodestar-bench is listed in bench-map.json,
+that every listed command runs in --dry mode and exits 0 (JSON output, where
+the command writes it, holds the summary the issue asks for), and that an
+unknown subcommand or option exits 2 with usage on stderr.
+
+usage: test_bench_map.py --source-root DIR --build-root DIR
+"""
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+
+REQUIRED_ROW_KEYS = ("name", "unit", "median", "min", "max", "page_faults")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--source-root", required=True)
+    ap.add_argument("--build-root", required=True)
+    args = ap.parse_args()
+    src = os.path.abspath(args.source_root)
+    build = os.path.abspath(args.build_root)
+    bench = os.path.join(build, "bench", "lodestar-bench")
+    passed, failed = 0, 0
+
+    def check(ok, what, detail=""):
+        nonlocal passed, failed
+        if ok:
+            passed += 1
+            print("ok   " + what)
+        else:
+            failed += 1
+            print("FAIL " + what + (": " + detail if detail else ""))
+
+    with open(os.path.join(src, "bench-map.json"), encoding="utf-8") as f:
+        bmap = json.load(f)
+    entries = bmap.get("nightly", []) + bmap.get("diagnostics", [])
+    check(len(bmap.get("nightly", [])) > 0 and len(bmap.get("diagnostics", [])) > 0,
+          "bench-map.json has nightly rows and diagnostics")
+    names = [e["name"] for e in entries]
+    check(len(names) == len(set(names)), "entry names are unique")
+    nightly_subs = {e.get("subcommand") for e in bmap["nightly"]}
+    for diag in ("pool-cost", "heap-warmth", "reload"):
+        check(diag not in nightly_subs, diag + " is a diagnostic, not a nightly row")
+
+    listed = subprocess.run([bench, "--list"], capture_output=True, text=True)
+    subs = listed.stdout.split()
+    check(listed.returncode == 0 and len(subs) > 0, "lodestar-bench --list")
+    covered = {e.get("subcommand") for e in entries}
+    for s in subs:
+        check(s in covered, "subcommand %s is listed in bench-map.json" % s)
+
+    with tempfile.TemporaryDirectory(prefix="lodestar-bench-map-") as tmp:
+        env = dict(os.environ)
+        env["LODESTAR_BUILD"] = build
+        env["LODESTAR_LIB"] = os.path.join(build, "liblodestar.so")
+        env["TMPDIR"] = tmp
+        for e in entries:
+            argv = shlex.split(e["command"])
+            if argv[0].startswith("build/"):
+                argv[0] = os.path.join(build, argv[0][len("build/"):])
+            json_out = None
+            if "--json" in argv:
+                i = argv.index("--json")
+                json_out = os.path.join(tmp, e["name"] + ".json")
+                argv[i + 1] = json_out
+            argv.append("--dry")
+            try:
+                r = subprocess.run(argv, cwd=src, env=env, capture_output=True, text=True,
+                                   timeout=900)
+                rc, out, err = r.returncode, r.stdout, r.stderr
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                rc, out, err = -1, "", str(exc)
+            check(rc == 0, "%s: '%s' exits 0" % (e["name"], " ".join(argv)),
+                  "exit %d\n%s\n%s" % (rc, out[-2000:], err[-2000:]))
+            if json_out and rc == 0:
+                try:
+                    with open(json_out, encoding="utf-8") as f:
+                        doc = json.load(f)
+                    machine = doc["machine"]
+                    ok = (doc["subcommand"] == e["subcommand"]
+                          and all(machine.get(k) for k in ("cpu", "kernel", "allocator",
+                                                           "allocator_version"))
+                          and len(doc["rows"]) > 0
+                          and all(k in row for row in doc["rows"] for k in REQUIRED_ROW_KEYS))
+                    check(ok, "%s: JSON summary has subcommand, machine and rows" % e["name"])
+                except (OSError, ValueError, KeyError) as exc:
+                    check(False, "%s: JSON summary" % e["name"], str(exc))
+
+    r = subprocess.run([bench, "no-such-subcommand"], capture_output=True, text=True)
+    check(r.returncode == 2 and "usage" in r.stderr and r.stdout == "",
+          "unknown subcommand exits 2 with usage on stderr",
+          "exit %d, stderr %r" % (r.returncode, r.stderr[:200]))
+    r = subprocess.run([bench], capture_output=True, text=True)
+    check(r.returncode == 2 and "usage" in r.stderr, "no subcommand exits 2 with usage on stderr")
+    r = subprocess.run([bench, "rent-return", "--no-such-option"], capture_output=True, text=True)
+    check(r.returncode == 2 and "usage" in r.stderr, "unknown option exits 2 with usage on stderr")
+    r = subprocess.run([bench, "pool-cost", "--size", "12Q"], capture_output=True, text=True)
+    check(r.returncode == 2, "a bad --size value exits 2")
+
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
