@@ -93,9 +93,11 @@ static uint32_t slot_alloc(lds_pool *pool)
         if (c < LDS__POOL_MAX_CHUNKS) {
             lds__slot *chunk = atomic_load_explicit(&pool->chunks[c], RLX);
             if (!chunk) {
-                chunk = calloc(LDS__POOL_CHUNK_SLOTS, sizeof *chunk);
-                if (chunk)
+                chunk = aligned_alloc(64, LDS__POOL_CHUNK_SLOTS * sizeof *chunk);
+                if (chunk) {
+                    memset(chunk, 0, LDS__POOL_CHUNK_SLOTS * sizeof *chunk);
                     atomic_store_explicit(&pool->chunks[c], chunk, memory_order_release);
+                }
             }
             if (chunk) {
                 idx = n;
