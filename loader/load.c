@@ -470,6 +470,7 @@ static lds_status load_stream(load_ctx *c, lds__source *src, const transport *t)
         if (keep < b.cap && mremap(b.ptr, b.cap, keep, 0) != MAP_FAILED) {
             b.cap = keep;
             b.h.map_len = keep;
+            c->info.capacity_bytes = keep;
         }
     }
     return parse(c, b.ptr, received, &b.h, hashed, hash);
