@@ -123,8 +123,8 @@ static int print_info_json(const char *file, const lds_index *idx, const lds_loa
     json_object_object_add(load, "elapsed_ns", json_object_new_uint64(info->elapsed_ns));
     json_object_object_add(o, "load", load);
 
-    const char *text =
-        json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+    const char *text = json_object_to_json_string_ext(
+        o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
     int rc = CLI_OK;
     if (text)
         printf("%s\n", text);

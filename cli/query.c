@@ -146,8 +146,8 @@ static void print_key(const lds_index *idx, uint64_t row)
 
 static int print_json(json_object *o)
 {
-    const char *text =
-        json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+    const char *text = json_object_to_json_string_ext(
+        o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
     int rc = text ? CLI_OK : cli_failf("out of memory");
     if (text)
         printf("%s\n", text);

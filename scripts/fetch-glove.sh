@@ -95,7 +95,9 @@ if [ "$FORCE" = 1 ] || [ ! -f "$TEXT" ] || [ "$TEXT" -ot "$JSON" ]; then
     log "converted to GloVe text $TEXT in $(since "$t")"
 fi
 
-if [ "$FORCE" = 1 ] || [ ! -f "$INDEX" ] || [ "$INDEX" -ot "$TEXT" ]; then
+# An index left by an older build that no longer verifies is packed again.
+if [ "$FORCE" = 1 ] || [ ! -f "$INDEX" ] || [ "$INDEX" -ot "$TEXT" ] ||
+    ! "$LODESTAR_BIN" verify "$INDEX" >/dev/null 2>&1; then
     t=$(now)
     "$LODESTAR_BIN" pack "$TEXT" "$INDEX" --format glove --metric cosine \
         --model "$MODEL" --source "$SOURCE"

@@ -1,0 +1,376 @@
+#!/usr/bin/env python3
+"""Tests of the lodestar program: exit codes, help, and every subcommand on a tiny fixture.
+
+usage: test_cli.py LODESTAR FIXTURE_DIR [EXAMPLE]
+
+LODESTAR is the built program, FIXTURE_DIR is tests/fixtures/cli, EXAMPLE the
+README example program (tests/example_readme.c), optional. Standard library
+only. Prints one line per test and a closing "N passed, N failed" line; exits
+0 only if every test passed.
+
+The fixture tiny.glove.txt holds 7 words of 4 dimensions chosen so that every
+cosine is exact: king=(1,0,0,0), queen=(0.8,0.6,0,0), prince=(0.6,0,0.8,0),
+royal=(0.5,0.5,0.5,0.5), apple=(0,0,0,1), pear=(0,0,0.6,0.8), banana=(-1,0,0,0).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+
+LODESTAR = os.path.abspath(sys.argv[1])
+FIXTURES = os.path.abspath(sys.argv[2])
+EXAMPLE = os.path.abspath(sys.argv[3]) if len(sys.argv) > 3 else None
+TINY = os.path.join(FIXTURES, "tiny.glove.txt")
+COMMANDS = ["pack", "info", "get", "similar", "verify"]
+
+WORK = tempfile.mkdtemp(prefix="lodestar-test-cli-")
+INDEX = os.path.join(WORK, "tiny.ldsi")
+
+
+def run(*args, stdin=None, input_bytes=None):
+    """Runs lodestar with args; returns (exit code, stdout, stderr) as text."""
+    p = subprocess.run(
+        [LODESTAR, *args],
+        stdin=stdin,
+        input=input_bytes,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        timeout=60,
+    )
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def expect(rc, out, err, code):
+    check(rc == code, f"exit code {rc}, expected {code}\nstdout: {out}\nstderr: {err}")
+
+
+def pack(src, dst, *extra):
+    rc, out, err = run("pack", src, dst, "--format", "glove", *extra)
+    expect(rc, out, err, 0)
+    return out
+
+
+# ---- usage and exit codes -------------------------------------------------
+
+
+def test_no_arguments_is_usage_error():
+    rc, out, err = run()
+    expect(rc, out, err, 2)
+    check("usage: lodestar" in err and out == "", "usage on stderr, nothing on stdout")
+
+
+def test_unknown_command_exits_2_with_usage():
+    rc, out, err = run("frobnicate", "x")
+    expect(rc, out, err, 2)
+    check(out == "", "nothing on stdout")
+    check("lodestar: unknown command 'frobnicate'" in err, err)
+    check("usage: lodestar" in err, "usage on stderr")
+
+
+def test_help():
+    for flag in ("--help", "-h"):
+        rc, out, err = run(flag)
+        expect(rc, out, err, 0)
+        check(out.startswith("usage: lodestar"), out)
+        for cmd in COMMANDS:
+            check(f"\n  {cmd} " in out, f"{cmd} listed in --help")
+
+
+def test_version():
+    rc, out, err = run("--version")
+    expect(rc, out, err, 0)
+    check(out.startswith("lodestar 0.1.0"), out)
+
+
+def test_every_command_has_help():
+    for cmd in COMMANDS:
+        rc, out, err = run(cmd, "--help")
+        expect(rc, out, err, 0)
+        check(out.startswith(f"usage: lodestar {cmd} "), out)
+        check(err == "", err)
+
+
+def test_usage_errors_exit_2():
+    cases = [
+        ("info",),
+        ("info", "a", "b"),
+        ("info", "--bogus", "x"),
+        ("pack", TINY),
+        ("pack", TINY, INDEX, "--dtype", "f64"),
+        ("pack", TINY, INDEX, "--metric", "hamming"),
+        ("pack", TINY, INDEX, "--format", "csv"),
+        ("get", "x"),
+        ("similar", "x", "king", "-k", "0"),
+        ("similar", "x", "king", "-k", "ten"),
+        ("get", "--row", "-1", "x"),
+        ("verify",),
+    ]
+    for args in cases:
+        rc, out, err = run(*args)
+        check(rc == 2, f"{args}: exit {rc}, expected 2 (stderr: {err})")
+        check(f"lodestar {args[0]}" in err, f"{args}: message names the command: {err}")
+
+
+# ---- pack, info, get, similar, verify on the fixture ------------------------
+
+
+def test_pack():
+    out = pack(TINY, INDEX, "--model", "tiny-test", "--source", "tests/fixtures/cli")
+    check(out.startswith(f"packed 7 rows x 4 dims (glove, f32, cosine) from {TINY} into {INDEX}"), out)
+    check(os.path.getsize(INDEX) > 64, "index written")
+
+
+def test_info_text():
+    rc, out, err = run("info", INDEX)
+    expect(rc, out, err, 0)
+    lines = out.splitlines()
+    for line in (
+        f"file:       {INDEX}",
+        "rows:       7",
+        "dim:        4",
+        "dtype:      f32",
+        "metric:     cosine",
+        "normalized: no",
+        "keys:       yes (unique)",
+        "ids:        no",
+        "  model = tiny-test",
+        "  source = tests/fixtures/cli",
+        "load path:  pooled (adopted)",
+    ):
+        check(line in lines, f"line {line!r} in\n{out}")
+    payload = os.path.getsize(INDEX) - 64
+    check(f"bytes:      {payload} payload + 64 header" in lines, out)
+    check(any(l.startswith("checksum:   xxh3-64 ") and l.endswith("(verified)") for l in lines), out)
+    check(any(l.startswith("load time:  ") and l.endswith(" ms") for l in lines), out)
+
+
+def info_json(*args, **kw):
+    rc, out, err = run("info", "--json", *args, **kw)
+    expect(rc, out, err, 0)
+    return json.loads(out)
+
+
+def test_info_json():
+    j = info_json(INDEX)
+    check(j["file"] == INDEX, j)
+    check((j["rows"], j["dim"], j["dtype"], j["metric"]) == (7, 4, "f32", "cosine"), j)
+    check(j["has_keys"] is True and j["has_ids"] is False and j["normalized"] is False, j)
+    check(j["metadata"]["model"] == "tiny-test", j)
+    check(j["metadata"]["source"] == "tests/fixtures/cli", j)
+    check(j["payload_bytes"] == os.path.getsize(INDEX) - 64 and j["header_bytes"] == 64, j)
+    check(j["checksum"]["algorithm"] == "xxh3-64" and j["checksum"]["verified"] is True, j)
+    check(len(j["checksum"]["value"]) == 16, j)
+    check(j["load"]["path"] == "pooled" and j["load"]["elapsed_ns"] > 0, j)
+    m = info_json("--mmap", INDEX)
+    check(m["load"]["path"] == "mapped" and m["checksum"] == j["checksum"], m)
+
+
+def test_info_from_stdin():
+    with open(INDEX, "rb") as f:
+        j = info_json("-", stdin=f)
+    check(j["file"] is None and j["rows"] == 7 and j["checksum"]["verified"] is True, j)
+    with open(INDEX, "rb") as f:
+        data = f.read()
+    # Through a pipe: the stream has no size, the header's declared length is used.
+    p = subprocess.run(
+        f"cat '{INDEX}' | '{LODESTAR}' info --json -",
+        shell=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        timeout=60,
+    )
+    check(p.returncode == 0, p.stderr)
+    j = json.loads(p.stdout)
+    check(j["rows"] == 7 and j["stream_bytes"] == len(data), j)
+
+
+def test_get():
+    rc, out, err = run("get", INDEX, "queen")
+    expect(rc, out, err, 0)
+    check(out == "key:    queen\nrow:    1\ndim:    4\nvector: 0.8 0.6 0 0\n", out)
+    rc, out, err = run("get", "--row", "6", INDEX)
+    expect(rc, out, err, 0)
+    check(out == "key:    banana\nrow:    6\ndim:    4\nvector: -1 0 0 0\n", out)
+    rc, out, err = run("get", "--json", INDEX, "pear")
+    expect(rc, out, err, 0)
+    j = json.loads(out)
+    check(j == {"key": "pear", "row": 5, "id": None, "dim": 4, "vector": [0, 0, 0.6, 0.8]}, j)
+
+
+def test_get_missing_key_exits_1():
+    rc, out, err = run("get", INDEX, "durian")
+    expect(rc, out, err, 1)
+    check(err == f"lodestar: {INDEX}: key 'durian' not found\n", err)
+    rc, out, err = run("get", "--row", "7", INDEX)
+    expect(rc, out, err, 1)
+    check("row 7 is out of range (the index has 7 rows)" in err, err)
+
+
+def test_similar():
+    rc, out, err = run("similar", INDEX, "king", "-k", "3")
+    expect(rc, out, err, 0)
+    check(
+        out
+        == "rank  cosine          row  key\n"
+        "   1  0.800000          1  queen\n"
+        "   2  0.600000          2  prince\n"
+        "   3  0.500000          3  royal\n",
+        out,
+    )
+    # Default k is 10: all six others, ties (apple, pear at 0) in row order, never king itself.
+    rc, out, err = run("similar", INDEX, "king")
+    expect(rc, out, err, 0)
+    keys = [line.split()[3] for line in out.splitlines()[1:]]
+    check(keys == ["queen", "prince", "royal", "apple", "pear", "banana"], keys)
+    check(out.splitlines()[-1].split()[1] == "-1.000000", out)
+    rc, out, err = run("similar", "--json", INDEX, "apple", "-k", "2")
+    expect(rc, out, err, 0)
+    j = json.loads(out)
+    check(j["key"] == "apple" and j["row"] == 4 and j["metric"] == "cosine", j)
+    check(
+        j["neighbours"]
+        == [
+            {"key": "pear", "row": 5, "score": 0.8},
+            {"key": "royal", "row": 3, "score": 0.5},
+        ],
+        j,
+    )
+
+
+def test_similar_l2_and_other_dtypes():
+    l2 = os.path.join(WORK, "tiny-l2.ldsi")
+    pack(TINY, l2, "--metric", "l2")
+    rc, out, err = run("similar", l2, "king", "-k", "2")
+    expect(rc, out, err, 0)
+    # Squared distances: queen 0.2^2 + 0.6^2 = 0.4, prince 0.4^2 + 0.8^2 = 0.8.
+    check(
+        out
+        == "rank  distance        row  key\n"
+        "   1  0.400000          1  queen\n"
+        "   2  0.800000          2  prince\n",
+        out,
+    )
+    for dtype in ("f16", "bf16", "i8"):
+        path = os.path.join(WORK, f"tiny-{dtype}.ldsi")
+        out = pack(TINY, path, "--dtype", dtype)
+        check(f"(glove, {dtype}, cosine)" in out, out)
+        j = info_json(path)
+        check(j["dtype"] == dtype and j["rows"] == 7, j)
+        rc, out, err = run("similar", "--json", path, "king", "-k", "3")
+        expect(rc, out, err, 0)
+        keys = [h["key"] for h in json.loads(out)["neighbours"]]
+        check(keys == ["queen", "prince", "royal"], (dtype, keys))
+
+
+def test_verify():
+    rc, out, err = run("verify", INDEX)
+    expect(rc, out, err, 0)
+    check(out.startswith(f"{INDEX}: ok: 7 rows x 4 f32, checksum "), out)
+    check(out.endswith(" verified\n"), out)
+
+
+def corrupt_copy(name, offset, xor=0x01):
+    path = os.path.join(WORK, name)
+    shutil.copyfile(INDEX, path)
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)[0]
+        f.seek(offset)
+        f.write(bytes([b ^ xor]))
+    return path
+
+
+def test_verify_corrupted_vector_byte():
+    # A flipped bit in the first row's vector: only the checksum can tell.
+    bad = corrupt_copy("bad-vector.ldsi", 64 + 2)
+    rc, out, err = run("verify", bad)
+    expect(rc, out, err, 1)
+    check(out == "", out)
+    check(err.startswith(f"lodestar: {bad}: "), err)
+    # The field, then the offset of the stored checksum: the last 8 bytes of the file.
+    at = os.path.getsize(bad) - 8
+    check(err.startswith(f"lodestar: {bad}: checksum: "), f"names the field: {err}")
+    check(err.endswith(f"(at byte {at})\n"), f"names the offset {at}: {err}")
+
+
+def test_verify_corrupted_magic():
+    bad = corrupt_copy("bad-magic.ldsi", 1)
+    rc, out, err = run("verify", bad)
+    expect(rc, out, err, 1)
+    check(err.startswith(f"lodestar: {bad}: "), err)
+    check(err.startswith(f"lodestar: {bad}: header.magic: "), f"names the field: {err}")
+    check(err.endswith("(at byte 0)\n"), f"names the offset: {err}")
+    rc, out, err = run("info", bad)
+    expect(rc, out, err, 1)
+
+
+def test_verify_truncated():
+    short = os.path.join(WORK, "short.ldsi")
+    with open(INDEX, "rb") as f:
+        data = f.read()
+    with open(short, "wb") as f:
+        f.write(data[:-10])
+    rc, out, err = run("verify", short)
+    expect(rc, out, err, 1)
+    check(err.startswith(f"lodestar: {short}: "), err)
+
+
+def test_missing_file_exits_1():
+    missing = os.path.join(WORK, "no-such-file.ldsi")
+    for cmd in (("info", missing), ("verify", missing), ("get", missing, "king")):
+        rc, out, err = run(*cmd)
+        expect(rc, out, err, 1)
+        check(err.startswith(f"lodestar: {missing}: "), err)
+
+
+def test_pack_refuses_malformed_input():
+    bad = os.path.join(FIXTURES, "bad-width.glove.txt")
+    out_path = os.path.join(WORK, "bad.ldsi")
+    rc, out, err = run("pack", bad, out_path, "--format", "glove")
+    expect(rc, out, err, 1)
+    check(err.startswith(f"lodestar: {bad}: "), err)
+    check("line 2" in err, f"names the line: {err}")
+    check(not os.path.exists(out_path), "no output left behind")
+
+
+def test_readme_example():
+    if EXAMPLE is None:
+        return
+    p = subprocess.run([EXAMPLE, INDEX, "king"], stdout=subprocess.PIPE, timeout=60)
+    check(p.returncode == 0, p.returncode)
+    out = p.stdout.decode()
+    check(
+        out == "king 1.0000\nqueen 0.8000\nprince 0.6000\nroyal 0.5000\napple 0.0000\n",
+        out,
+    )
+
+
+def main():
+    tests = [(name, fn) for name, fn in globals().items() if name.startswith("test_")]
+    passed = failed = 0
+    for name, fn in tests:
+        try:
+            fn()
+        except Exception:
+            failed += 1
+            print(f"FAIL {name}")
+            traceback.print_exc(file=sys.stdout)
+        else:
+            passed += 1
+            print(f"ok   {name}")
+    shutil.rmtree(WORK, ignore_errors=True)
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
