@@ -155,7 +155,7 @@ class Index:
     def __init__(self, handle, info):
         self._h = handle
         self.info = info
-        self._views = weakref.WeakSet()
+        self._views = []  # weak references to the buffers under vectors views
 
     def _handle(self):
         if not self._h:
@@ -207,7 +207,7 @@ class Index:
             raise ValueError("rows are not contiguous in memory; cannot view them without a copy")
         buf = (ctypes.c_char * (rows * stride)).from_address(base)
         buf._lodestar_index = self  # the view keeps the index alive
-        self._views.add(buf)
+        self._views.append(weakref.ref(buf))
         arr = np.frombuffer(buf, dtype=npdt).reshape(rows, dim)
         arr.flags.writeable = False
         return arr
@@ -215,7 +215,7 @@ class Index:
     def close(self):
         """Frees the index. Raises if a vectors view is still alive."""
         if self._h:
-            if len(self._views):
+            if any(r() is not None for r in self._views):
                 raise RuntimeError("index still viewed by a numpy array; drop the arrays first")
             library().lds_index_free(self._h)
             self._h = None
