@@ -836,6 +836,31 @@ static void lie_body(int result_fd, void *argp)
 
 /* Invariant 6: a lying declared length costs no more resident memory than
  * the bytes delivered. Measured in a fresh child (peak RSS reset). */
+#if defined(__SANITIZE_ADDRESS__)
+#define LDS_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LDS_TEST_ASAN 1
+#endif
+#endif
+
+/* Peak RSS growth allowed for 1 MiB sent: 64 MiB. AddressSanitizer builds
+ * also pay the shadow of the rental (capacity / 8), which the pool writes
+ * when it poisons a returned buffer: that is the sanitizer's cost, not the
+ * loader's, so it is added only there. */
+static long rss_bound_kb(uint64_t declared, int path)
+{
+    long kb = 64 * 1024;
+#ifdef LDS_TEST_ASAN
+    if (path == LDS_LOAD_POOLED)
+        kb += (long)(declared / 8 / 1024);
+#else
+    (void)declared;
+    (void)path;
+#endif
+    return kb;
+}
+
 static void test_lying_length_costs_only_bytes_sent(void **state)
 {
     (void)state;
@@ -851,7 +876,7 @@ static void test_lying_length_costs_only_bytes_sent(void **state)
     assert_int_equal(r1.path, LDS_LOAD_POOLED);
     assert_int_equal(r1.payload_bytes, sent);
     assert_true(r1.hwm_growth_kb >= 0);
-    assert_true(r1.hwm_growth_kb < 64 * 1024);
+    assert_true(r1.hwm_growth_kb < rss_bound_kb(a1.declared, r1.path));
     /* 1 TiB, through the shared pool: pooled if the pool can map it, else the
      * growable path bounded by the declared length; cheap either way. */
     lie_arg a2 = {&b, UINT64_C(1) << 40, sent, false};
@@ -859,7 +884,7 @@ static void test_lying_length_costs_only_bytes_sent(void **state)
     assert_int_equal(r2.status, LDS_E_TRUNCATED);
     assert_true(r2.path == LDS_LOAD_POOLED || r2.path == LDS_LOAD_GROWABLE);
     assert_int_equal(r2.payload_bytes, sent);
-    assert_true(r2.hwm_growth_kb < 64 * 1024);
+    assert_true(r2.hwm_growth_kb < rss_bound_kb(a2.declared, r2.path));
     print_message("lying length: 2 GiB declared/1 MiB sent: %s, peak RSS +%ld KiB; "
                   "1 TiB declared: %s, +%ld KiB\n",
                   lds_load_path_name((enum lds_load_path)r1.path), r1.hwm_growth_kb,
