@@ -182,7 +182,7 @@ lds_status lds__imp_reader_line(lds__imp_reader *r, uint64_t lineno, char **line
                                 uint64_t *offset, lds_error *err)
 {
     size_t scanned = 0; /* bytes after pos already known to hold no LF */
-    size_t end = 0;
+    size_t end;
     bool had_lf = false;
     for (;;) {
         unsigned char *nl = memchr(r->buf + r->pos + scanned, '\n', r->len - r->pos - scanned);
@@ -192,15 +192,7 @@ lds_status lds__imp_reader_line(lds__imp_reader *r, uint64_t lineno, char **line
             break;
         }
         scanned = r->len - r->pos;
-        if (scanned > r->max_line)
-            break;
-        if (r->eof) {
-            if (scanned == 0) {
-                *line = NULL;
-                *len = 0;
-                *offset = r->base + r->pos;
-                return LDS_OK;
-            }
+        if (scanned > r->max_line || r->eof) {
             end = r->len;
             break;
         }
@@ -208,14 +200,19 @@ lds_status lds__imp_reader_line(lds__imp_reader *r, uint64_t lineno, char **line
         if (st != LDS_OK)
             return st;
     }
-    size_t n = (had_lf || r->eof ? end : r->len) - r->pos;
+    size_t n = end - r->pos;
+    *offset = r->base + r->pos;
     if (n > r->max_line)
-        return lds__imp_fail(err, LDS_E_LIMIT, r->field, r->base + r->pos, lineno,
+        return lds__imp_fail(err, LDS_E_LIMIT, r->field, *offset, lineno,
                              "%s %llu (byte %llu): longer than %zu bytes, the most that "
                              "max_dim and max_key_bytes allow",
                              lds__imp_noun(r->field), (unsigned long long)lineno,
-                             (unsigned long long)(r->base + r->pos), r->max_line);
-    *offset = r->base + r->pos;
+                             (unsigned long long)*offset, r->max_line);
+    if (n == 0 && !had_lf) {
+        *line = NULL; /* end of input */
+        *len = 0;
+        return LDS_OK;
+    }
     *line = (char *)r->buf + r->pos;
     if (n > 0 && (*line)[n - 1] == '\r')
         n--;

@@ -124,6 +124,11 @@ typedef struct lds_import_result {
  * over `output_path` only after the last byte is written and synced), so a
  * failed or interrupted import never leaves a partial file at `output_path`.
  *
+ * `input_path` may name a FIFO or character device for the text, word2vec
+ * binary and .fvecs formats (then the checks against the file size are
+ * skipped and progress reports a total of 0); .npy input and the keys file
+ * must be regular files (.npy: LDS_E_UNSUPPORTED otherwise).
+ *
  * With LDS_IMPORT_AUTO the format follows the extension, case-insensitively:
  * ".txt" and ".vec" are word2vec text if the first line is exactly two
  * non-negative decimal integers ("N D"), else GloVe; ".bin" is word2vec

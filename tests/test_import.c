@@ -530,6 +530,96 @@ static void test_text_details(void **state)
     lds_index_free(idx);
 }
 
+/* Value k of row r in the generated inputs: exact in float32 and short in %g. */
+static float gen_value(size_t r, size_t k)
+{
+    return (float)(r * 16 + k) / 8.0f - 100.0f;
+}
+
+static void test_inputs_across_chunks(void **state)
+{
+    (void)state;
+    /* 3000 rows of 16: about 300 KB of text, several read chunks, rows split
+       across chunk boundaries in all three layouts. */
+    enum { N = 3000, D = 16 };
+    FILE *txt = fopen(tmp_path("gen.txt"), "wb");
+    FILE *bin = fopen(tmp_path("gen.bin"), "wb");
+    FILE *fv = fopen(tmp_path("gen.fvecs"), "wb");
+    assert_non_null(txt);
+    assert_non_null(bin);
+    assert_non_null(fv);
+    fprintf(bin, "%d %d\n", N, D);
+    for (size_t r = 0; r < N; r++) {
+        float v[D];
+        int32_t d = D;
+        fprintf(txt, "w%zu", r);
+        fprintf(bin, "w%zu ", r);
+        for (size_t k = 0; k < D; k++) {
+            v[k] = gen_value(r, k);
+            fprintf(txt, " %.9g", (double)v[k]);
+        }
+        fputc('\n', txt);
+        fwrite(v, sizeof v, 1, bin);
+        fputc('\n', bin);
+        fwrite(&d, 4, 1, fv);
+        fwrite(v, sizeof v, 1, fv);
+    }
+    fclose(txt);
+    fclose(bin);
+    fclose(fv);
+    lds_import_options o = opts_for(LDS_IMPORT_AUTO, NULL);
+    lds_index *a = import_ok(tmp_path("gen.txt"), &o, NULL);
+    lds_index *b = import_ok(tmp_path("gen.bin"), &o, NULL);
+    lds_index *c = import_ok(tmp_path("gen.fvecs"), &o, NULL);
+    assert_int_equal(lds_index_rows(a), N);
+    assert_int_equal(lds_index_dim(a), D);
+    for (size_t r = 0; r < N; r += 7) {
+        float v[D];
+        assert_int_equal(lds_index_row_f32(a, r, v, D), LDS_OK);
+        for (size_t k = 0; k < D; k++)
+            assert_true(v[k] == gen_value(r, k));
+    }
+    uint64_t row;
+    assert_int_equal(lds_index_find_key(b, "w2999", 5, &row), LDS_OK);
+    assert_int_equal(row, 2999);
+    assert_same_vectors(a, b);
+    assert_same_vectors(a, c);
+    lds_index_free(a);
+    lds_index_free(b);
+    lds_index_free(c);
+}
+
+static void test_long_lines(void **state)
+{
+    (void)state;
+    /* Two lines of 20,000 numbers (about 80 KB each), longer than a read chunk. */
+    enum { D = 20000 };
+    FILE *f = fopen(tmp_path("long.txt"), "wb");
+    assert_non_null(f);
+    for (int r = 0; r < 2; r++) {
+        fprintf(f, "row%d", r);
+        for (int k = 0; k < D; k++)
+            fprintf(f, " %d.5", (k + r) % 10);
+        fputc('\n', f);
+    }
+    fclose(f);
+    lds_import_options o = opts_for(LDS_IMPORT_GLOVE, NULL);
+    lds_index *idx = import_ok(tmp_path("long.txt"), &o, NULL);
+    assert_int_equal(lds_index_rows(idx), 2);
+    assert_int_equal(lds_index_dim(idx), D);
+    float *v = malloc(D * sizeof *v);
+    assert_int_equal(lds_index_row_f32(idx, 1, v, D), LDS_OK);
+    assert_true(v[0] == 1.5f && v[D - 1] == 0.5f && v[12345] == 6.5f);
+    free(v);
+    lds_index_free(idx);
+
+    /* A line longer than the limits allow is refused before it is buffered whole. */
+    o.limits.max_dim = 2;
+    o.limits.max_key_bytes = 8;
+    lds_error e = import_fail(tmp_path("long.txt"), &o, LDS_E_LIMIT, 1);
+    assert_contains(e.message, "longer than");
+}
+
 /* ---- refusals: text ------------------------------------------------------- */
 
 static void test_glove_wrong_width(void **state)
@@ -919,6 +1009,8 @@ int main(void)
         cmocka_unit_test_teardown(test_options, test_teardown),
         cmocka_unit_test_teardown(test_format_names, test_teardown),
         cmocka_unit_test_teardown(test_text_details, test_teardown),
+        cmocka_unit_test_teardown(test_inputs_across_chunks, test_teardown),
+        cmocka_unit_test_teardown(test_long_lines, test_teardown),
         cmocka_unit_test_teardown(test_glove_wrong_width, test_teardown),
         cmocka_unit_test_teardown(test_glove_bad_numbers, test_teardown),
         cmocka_unit_test_teardown(test_glove_structure, test_teardown),
