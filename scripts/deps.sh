@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Install the Debian packages lodestar needs to build, demo and test, if any are missing.
+#
+# usage: scripts/deps.sh [EXTRA_PACKAGE...]
+#
+# Does nothing when everything is present. Otherwise runs `apt-get update` once and
+# installs what is missing; as root directly, else through sudo. Extra packages
+# (for instance npm, for the slow suite's download) are installed the same way;
+# a package that provides a program (npm) counts as present when the program is on
+# PATH, however it was installed.
+set -euo pipefail
+
+PACKAGES=(
+    meson ninja-build pkg-config gcc clang # build (gcc and clang both build -Werror clean)
+    libzstd-dev libxxhash-dev libjson-c-dev # libraries (dependency() in meson)
+    libcmocka-dev                          # unit tests
+    zstd                                   # the shipped sample is zstd-compressed
+    python3 python3-numpy                  # test scripts, fixtures and comparisons
+)
+PACKAGES+=("$@")
+
+present() {
+    case "$1" in
+    npm | hyperfine) command -v "$1" >/dev/null ;;
+    *) [ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = installed ] ;;
+    esac
+}
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+    present "$p" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "deps: all present"
+    exit 0
+fi
+
+if [ "$(id -u)" = 0 ]; then
+    as_root=()
+elif command -v sudo >/dev/null; then
+    as_root=(sudo)
+else
+    echo "deps: missing ${missing[*]}; run this script as root, or install sudo" >&2
+    exit 1
+fi
+
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" apt-get update -qq
+"${as_root[@]}" apt-get install -y -qq "${missing[@]}"

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# The whole test suite, in stages. `.ci/run` runs exactly this.
+#
+# usage: scripts/test.sh [--slow] [--no-slow] [--only STAGE[,STAGE...]]
+#
+# Stages, in order (each one a function stage_NAME below; to add one, write the
+# function and put its name in STAGES):
+#   deps    scripts/deps.sh (plus npm when the slow stage will run)
+#   werror  gcc, `meson setup build-ci --werror`, build everything, `meson test`
+#           (the default 'quick' setup: suites unit and fuzz, i.e. corpus replay)
+#   asan    clang with AddressSanitizer + UndefinedBehaviorSanitizer, -Werror, the same
+#           suites (build-asan/)
+#   tsan    clang with ThreadSanitizer, the suite 'tsan' (the pool's and loader's
+#           concurrency tests) if any test is in it (build-tsan/)
+#   slow    the suite 'slow' in build-ci (the full GloVe set, downloaded with npm on
+#           first use); runs when CI=true or with --slow
+#
+# Every stage runs even if an earlier one failed (except those that need its build);
+# the exit status is 0 only if all passed. The last line totals the tests of every
+# meson run: "tests: N passed, N failed, N skipped".
+# Build folders live in the repository (build-ci/, build-asan/, build-tsan/; git-ignored)
+# and are reused on the next run.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+STAGES=(deps werror asan tsan slow)
+SLOW=0
+[ "${CI:-}" = true ] && SLOW=1
+ONLY=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --slow) SLOW=1; shift ;;
+    --no-slow) SLOW=0; shift ;;
+    --only) ONLY=",$2,"; shift 2 ;;
+    -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "test.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+    esac
+done
+
+RESULTS=$(mktemp -d)
+trap 'rm -rf "$RESULTS"' EXIT
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export MESON_TESTTHREADS=${MESON_TESTTHREADS:-$(nproc)}
+
+# Configures build dir $1 with the remaining meson arguments (again if it exists).
+setup() {
+    local dir=$1
+    shift
+    if [ -f "$dir/build.ninja" ]; then
+        meson setup --reconfigure "$dir" "$@"
+    else
+        meson setup "$dir" "$@"
+    fi
+}
+
+# Runs `meson test` in build dir $1 with the remaining arguments and keeps its log
+# for the totals.
+mtest() {
+    local dir=$1
+    shift
+    local rc=0
+    meson test -C "$dir" --print-errorlogs "$@" || rc=$?
+    local log
+    log=$(ls -t "$dir"/meson-logs/testlog*.json 2>/dev/null | head -n 1)
+    [ -n "$log" ] && cp "$log" "$RESULTS/$(date +%s%N).json"
+    return $rc
+}
+
+stage_deps() {
+    if [ "$SLOW" = 1 ]; then
+        scripts/deps.sh npm
+    else
+        scripts/deps.sh
+    fi
+}
+
+stage_werror() {
+    setup build-ci --werror && meson compile -C build-ci && mtest build-ci
+}
+
+stage_asan() {
+    CC=clang setup build-asan --werror -Db_sanitize=address,undefined -Db_lundef=false \
+        -Dc_args=-fno-sanitize-recover=all &&
+        meson compile -C build-asan && mtest build-asan
+}
+
+stage_tsan() {
+    CC=clang setup build-tsan -Db_sanitize=thread -Db_lundef=false || return 1
+    if ! meson test -C build-tsan --list --suite tsan 2>/dev/null | grep -q ' / '; then
+        echo "no test in suite 'tsan': nothing to run"
+        return 0
+    fi
+    meson compile -C build-tsan || return 1
+    # ThreadSanitizer's fixed memory layout clashes with high-entropy address
+    # randomisation on recent kernels; setarch -R turns randomisation off for the run.
+    local norandom=()
+    if setarch "$(uname -m)" -R true 2>/dev/null; then
+        norandom=(setarch "$(uname -m)" -R)
+    fi
+    "${norandom[@]}" meson test -C build-tsan --print-errorlogs --suite tsan --no-rebuild
+    local rc=$?
+    local log
+    log=$(ls -t build-tsan/meson-logs/testlog*.json 2>/dev/null | head -n 1)
+    [ -n "$log" ] && cp "$log" "$RESULTS/$(date +%s%N).json"
+    return $rc
+}
+
+stage_slow() {
+    if [ "$SLOW" != 1 ]; then
+        echo "skipped (run with --slow, or CI=true)"
+        return 0
+    fi
+    if [ ! -f build-ci/build.ninja ]; then
+        echo "build-ci is not configured: the werror stage must run first"
+        return 1
+    fi
+    mtest build-ci --setup slow --suite slow
+}
+
+declare -A status seconds
+failed_any=0
+for s in "${STAGES[@]}"; do
+    if [ -n "$ONLY" ] && [[ $ONLY != *",$s,"* ]]; then
+        continue
+    fi
+    printf '\n======== stage %s ========\n' "$s"
+    start=$(date +%s)
+    if "stage_$s"; then status[$s]=ok; else status[$s]=FAILED; failed_any=1; fi
+    seconds[$s]=$(($(date +%s) - start))
+done
+
+printf '\n======== summary ========\n'
+for s in "${STAGES[@]}"; do
+    [ -n "${status[$s]:-}" ] && printf '%-8s %-7s %4d s\n' "$s" "${status[$s]}" "${seconds[$s]}"
+done
+python3 - "$RESULTS" <<'EOF'
+import json, os, sys
+counts = {"passed": 0, "failed": 0, "skipped": 0}
+for name in sorted(os.listdir(sys.argv[1])):
+    with open(os.path.join(sys.argv[1], name)) as f:
+        for line in f:
+            r = json.loads(line).get("result", "")
+            if r in ("OK", "EXPECTEDFAIL"):
+                counts["passed"] += 1
+            elif r == "SKIP":
+                counts["skipped"] += 1
+            else:
+                counts["failed"] += 1
+print(f"tests: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+EOF
+exit $failed_any
