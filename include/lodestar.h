@@ -99,8 +99,9 @@ LDS_API const char *lds_status_name(lds_status status);
  * - field:   a static string naming the field at fault ("header.magic",
  *            "section[2].offset", "row 17", ...) or NULL;
  * - offset:  byte offset of that field from the start of the file or stream
- *            (for text importers: 0 and `line` is set instead);
- * - line:    1-based line (text input) or row number, 0 if not applicable;
+ *            (importers: of the offending token, line or row);
+ * - line:    1-based line (text input) or row number (binary input), 0 if not
+ *            applicable;
  * - sys_errno: errno of a failed system call, else 0;
  * - zstd_error: zstd's error name (ZSTD_getErrorName) or NULL;
  * - message: a NUL-terminated human sentence naming the field and offset.
