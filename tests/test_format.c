@@ -1,0 +1,1739 @@
+/* Tests of format/: header, parser (every rule of docs/format.md §6), index, writer. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "../format/format_internal.h"
+#include "lodestar.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#ifndef FIXTURES
+#define FIXTURES "tests/fixtures/format"
+#endif
+
+/* ---- helpers ------------------------------------------------------------- */
+
+typedef struct bytes {
+    uint8_t *p;
+    size_t n;
+} bytes;
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15u;
+
+static uint64_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* Uniform in [-1, 1). */
+static float frand(void)
+{
+    return (float)((double)(rng() >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static bytes read_all_fd(int fd)
+{
+    bytes b = {NULL, 0};
+    size_t cap = 0;
+    for (;;) {
+        if (b.n == cap) {
+            cap = cap ? cap * 2 : 4096;
+            b.p = realloc(b.p, cap);
+            assert_non_null(b.p);
+        }
+        ssize_t k = read(fd, b.p + b.n, cap - b.n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        assert_true(k >= 0);
+        if (k == 0)
+            break;
+        b.n += (size_t)k;
+    }
+    return b;
+}
+
+static bytes read_path(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    bytes b = read_all_fd(fd);
+    close(fd);
+    return b;
+}
+
+static char tmpdir[64];
+
+static int make_tmpdir(void **state)
+{
+    (void)state;
+    strcpy(tmpdir, "/tmp/lds-test-format-XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int remove_tmpdir(void **state)
+{
+    (void)state;
+    DIR *d = opendir(tmpdir);
+    if (d) {
+        struct dirent *e;
+        char p[512];
+        while ((e = readdir(d))) {
+            if (e->d_name[0] == '.')
+                continue;
+            snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(tmpdir);
+    return 0;
+}
+
+static void tmp_path(char *out, size_t cap, const char *name)
+{
+    snprintf(out, cap, "%s/%s", tmpdir, name);
+}
+
+/* Parses a whole file image (header + payload). */
+static lds_status parse_file(const bytes *f, const lds_parse_options *o, lds_index **idx,
+                             lds_error *err)
+{
+    lds_header h;
+    lds_status st = lds_header_decode(f->p, f->n, &h, err);
+    if (st != LDS_OK)
+        return st;
+    if (h.payload_length != LDS_LENGTH_UNKNOWN)
+        assert_int_equal(h.payload_length, f->n - LDS_HEADER_SIZE);
+    return lds_index_from_payload(f->p + LDS_HEADER_SIZE, f->n - LDS_HEADER_SIZE, o, idx, err);
+}
+
+/* Writes the checksum of a mutated payload again, so that a later rule is reached. */
+static void reseal(bytes *pl)
+{
+    lds__st64(pl->p + pl->n - 8, XXH3_64bits(pl->p, pl->n - 8));
+}
+
+static uint64_t table_of(const bytes *pl)
+{
+    return lds__ld64(pl->p + pl->n - 40);
+}
+
+static uint64_t entry_of(const bytes *pl, unsigned i)
+{
+    return table_of(pl) + 32 + 24 * (uint64_t)i;
+}
+
+static uint64_t sec_off(const bytes *pl, unsigned i)
+{
+    return lds__ld64(pl->p + entry_of(pl, i) + 8);
+}
+
+/* The payload part of a file image (a copy). */
+static bytes payload_of(const bytes *f)
+{
+    bytes b = {malloc(f->n - LDS_HEADER_SIZE), f->n - LDS_HEADER_SIZE};
+    assert_non_null(b.p);
+    memcpy(b.p, f->p + LDS_HEADER_SIZE, b.n);
+    return b;
+}
+
+/* Builds an index image in memory through an open_memstream FILE*. */
+typedef struct spec {
+    lds_dtype dtype;
+    lds_metric metric;
+    uint32_t dim;
+    uint64_t rows;
+    bool ids, keys, unique, normalize;
+    const char *const *key_list; /* NULL: "k<row>" */
+    const char *model;
+    const float *data; /* NULL: generated */
+    float scale;
+} spec;
+
+static bytes build(const spec *s)
+{
+    char *mem = NULL;
+    size_t memn = 0;
+    FILE *f = open_memstream(&mem, &memn);
+    assert_non_null(f);
+    lds_writer_options o;
+    lds_writer_options_default(&o);
+    o.dim = s->dim;
+    o.dtype = s->dtype ? s->dtype : LDS_DTYPE_F32;
+    o.metric = s->metric ? s->metric : LDS_METRIC_COSINE;
+    o.with_ids = s->ids;
+    o.with_keys = s->keys;
+    o.unique_keys = s->unique;
+    o.normalize = s->normalize;
+    if (s->scale > 0)
+        o.i8_scale = s->scale;
+    lds_writer *w = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_writer_open_file(f, &o, &w, &err), LDS_OK);
+    float *v = malloc(s->dim * sizeof(float));
+    for (uint64_t r = 0; r < s->rows; r++) {
+        for (uint32_t i = 0; i < s->dim; i++)
+            v[i] = s->data ? s->data[r * s->dim + i] : frand();
+        char kb[32];
+        const char *k = kb;
+        if (s->key_list)
+            k = s->key_list[r];
+        else
+            snprintf(kb, sizeof kb, "k%llu", (unsigned long long)r);
+        assert_int_equal(lds_writer_add_row(w, v, s->dim, 1000 + r * 7, k, strlen(k), &err),
+                         LDS_OK);
+    }
+    free(v);
+    if (s->model)
+        assert_int_equal(lds_writer_set_meta(w, "model", s->model, &err), LDS_OK);
+    assert_int_equal(lds_writer_finish(w, &err), LDS_OK);
+    lds_writer_free(w);
+    fclose(f);
+    bytes b = {(uint8_t *)mem, memn};
+    return b;
+}
+
+/* The reference file of the validation tests: 3 rows x 2 dims f32, ids, unique
+   keys "a", "bb", "ccc", metadata metric, normalized, model=m. Its layout
+   (payload offsets): vectors 0..24, ids 64..88, keys 128..150 (16 bytes of u32
+   offsets then "abbccc"), metadata 192..253, table 256..384, footer 384..416,
+   checksum 416..424. */
+static const char *const abc_keys[] = {"a", "bb", "ccc"};
+static const float abc_data[] = {1, 2, 3, 4, 5, 6};
+
+static bytes ref_payload(void)
+{
+    spec s = {.dim = 2,
+              .rows = 3,
+              .ids = true,
+              .keys = true,
+              .unique = true,
+              .key_list = abc_keys,
+              .model = "m",
+              .data = abc_data};
+    bytes f = build(&s);
+    bytes pl = payload_of(&f);
+    free(f.p);
+    return pl;
+}
+
+/* Parses `pl` and asserts the refusal: status, field and file offset. */
+static void expect_refusal(const bytes *pl, const lds_parse_options *o, lds_status status,
+                           const char *field, uint64_t offset)
+{
+    lds_index *idx = (lds_index *)(uintptr_t)1;
+    lds_error err;
+    lds_error_init(&err);
+    lds_status st = lds_index_from_payload(pl->p, pl->n, o, &idx, &err);
+    if (st != status || !err.field || strcmp(err.field, field) != 0 || err.offset != offset)
+        print_error("got %s field %s offset %llu: %s\n", lds_status_name(st),
+                    err.field ? err.field : "(null)", (unsigned long long)err.offset, err.message);
+    assert_int_equal(st, status);
+    assert_null(idx);
+    assert_int_equal(err.status, status);
+    assert_non_null(err.field);
+    assert_string_equal(err.field, field);
+    assert_int_equal(err.offset, offset);
+    char at[48];
+    snprintf(at, sizeof at, "(at byte %llu)", (unsigned long long)offset);
+    assert_non_null(strstr(err.message, at));
+}
+
+static void expect_ok(const bytes *pl, const lds_parse_options *o)
+{
+    lds_index *idx = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    lds_status st = lds_index_from_payload(pl->p, pl->n, o, &idx, &err);
+    if (st != LDS_OK)
+        print_error("%s\n", err.message);
+    assert_int_equal(st, LDS_OK);
+    assert_non_null(idx);
+    lds_index_free(idx);
+}
+
+/* ---- conversions ----------------------------------------------------------- */
+
+static void test_f16_known_values(void **state)
+{
+    (void)state;
+    assert_int_equal(lds_f32_to_f16(1.0f), 0x3C00);
+    assert_int_equal(lds_f32_to_f16(-2.0f), 0xC000);
+    assert_int_equal(lds_f32_to_f16(65504.0f), 0x7BFF);
+    assert_int_equal(lds_f32_to_f16(65519.0f), 0x7BFF);
+    assert_int_equal(lds_f32_to_f16(65520.0f), 0x7C00); /* rounds up to infinity */
+    assert_int_equal(lds_f32_to_f16(1e10f), 0x7C00);
+    assert_int_equal(lds_f32_to_f16(-INFINITY), 0xFC00);
+    assert_int_equal(lds_f32_to_f16(-0.0f), 0x8000);
+    assert_int_equal(lds_f32_to_f16(ldexpf(1, -24)), 0x0001); /* smallest subnormal */
+    assert_int_equal(lds_f32_to_f16(ldexpf(1, -25)), 0x0000); /* tie to even: 0 */
+    assert_int_equal(lds_f32_to_f16(ldexpf(3, -25)), 0x0002); /* 1.5 ulp: tie to even 2 */
+    assert_int_equal(lds_f32_to_f16(ldexpf(1, -26)), 0x0000);
+    assert_int_equal(lds_f32_to_f16(ldexpf(1023, -24)), 0x03FF);     /* largest subnormal */
+    assert_int_equal(lds_f32_to_f16(ldexpf(1, -14)), 0x0400);        /* smallest normal */
+    assert_int_equal(lds_f32_to_f16(1.0f + ldexpf(1, -11)), 0x3C00); /* tie: even */
+    assert_int_equal(lds_f32_to_f16(1.0f + ldexpf(3, -11)), 0x3C02); /* tie: even */
+    assert_int_equal(lds_f32_to_f16(1.0f + ldexpf(1, -11) + ldexpf(1, -20)), 0x3C01);
+    uint16_t nan = lds_f32_to_f16(NAN);
+    assert_int_equal(nan & 0x7C00, 0x7C00);
+    assert_true((nan & 0x3FF) != 0 && (nan & 0x200));
+    assert_true(lds_f16_to_f32(0x0001) == ldexpf(1, -24));
+    assert_true(lds_f16_to_f32(0x03FF) == ldexpf(1023, -24));
+    assert_true(lds_f16_to_f32(0x7BFF) == 65504.0f);
+    assert_true(isinf(lds_f16_to_f32(0x7C00)) && lds_f16_to_f32(0x7C00) > 0);
+    assert_true(isinf(lds_f16_to_f32(0xFC00)) && lds_f16_to_f32(0xFC00) < 0);
+    assert_true(isnan(lds_f16_to_f32(0x7E00)));
+    assert_true(signbit(lds_f16_to_f32(0x8000)) && lds_f16_to_f32(0x8000) == 0.0f);
+    assert_true(lds_f16_to_f32(0x3555) == 0x555p-12f);
+}
+
+static void test_f16_every_value_round_trips(void **state)
+{
+    (void)state;
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        float f = lds_f16_to_f32((uint16_t)h);
+        if (isnan(f)) {
+            assert_true((h & 0x7C00) == 0x7C00 && (h & 0x3FF));
+            assert_true(isnan(lds_f16_to_f32(lds_f32_to_f16(f))));
+            continue;
+        }
+        assert_int_equal(lds_f32_to_f16(f), h);
+    }
+}
+
+static void test_bf16_values(void **state)
+{
+    (void)state;
+    assert_int_equal(lds_f32_to_bf16(1.0f), 0x3F80);
+    assert_int_equal(lds_f32_to_bf16(lds__bits_f32(0x3F808000u)), 0x3F80); /* tie: even */
+    assert_int_equal(lds_f32_to_bf16(lds__bits_f32(0x3F818000u)), 0x3F82); /* tie: even */
+    assert_int_equal(lds_f32_to_bf16(lds__bits_f32(0x3F808001u)), 0x3F81);
+    assert_int_equal(lds_f32_to_bf16(INFINITY), 0x7F80);
+    assert_int_equal(lds_f32_to_bf16(lds__bits_f32(0x7F7FFFFFu)), 0x7F80); /* rounds to inf */
+    uint16_t nan = lds_f32_to_bf16(lds__bits_f32(0x7F800001u));            /* signalling NaN */
+    assert_true((nan & 0x7F80) == 0x7F80 && (nan & 0x40));
+    for (uint32_t b = 0; b < 0x10000; b++) {
+        float f = lds_bf16_to_f32((uint16_t)b);
+        assert_int_equal(lds__f32_bits(f), b << 16);
+        if (!isnan(f))
+            assert_int_equal(lds_f32_to_bf16(f), b);
+    }
+}
+
+static void test_utf8_validator(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *s;
+        size_t n;
+        bool ok;
+        size_t bad;
+    } cases[] = {
+        {"plain", 5, true, 0},
+        {"caf\xc3\xa9", 5, true, 0},
+        {"\xe2\x82\xac", 3, true, 0},      /* U+20AC */
+        {"\xf0\x9d\x84\x9e", 4, true, 0},  /* U+1D11E */
+        {"\xf4\x8f\xbf\xbf", 4, true, 0},  /* U+10FFFF */
+        {"\xed\x9f\xbf", 3, true, 0},      /* U+D7FF */
+        {"\xee\x80\x80", 3, true, 0},      /* U+E000 */
+        {"\x00", 1, true, 0},              /* NUL is valid UTF-8 (keys may hold it) */
+        {"a\x80", 2, false, 1},            /* stray continuation */
+        {"\xc0\x80", 2, false, 0},         /* overlong NUL */
+        {"\xc1\xbf", 2, false, 0},         /* overlong */
+        {"\xe0\x80\x80", 3, false, 1},     /* overlong 3-byte */
+        {"\xe0\x9f\xbf", 3, false, 1},     /* overlong 3-byte */
+        {"\xf0\x8f\xbf\xbf", 4, false, 1}, /* overlong 4-byte */
+        {"\xed\xa0\x80", 3, false, 1},     /* U+D800 surrogate */
+        {"\xed\xbf\xbf", 3, false, 1},     /* U+DFFF surrogate */
+        {"\xf4\x90\x80\x80", 4, false, 1}, /* U+110000 */
+        {"\xf5\x80\x80\x80", 4, false, 0}, /* F5 never valid */
+        {"\xff", 1, false, 0},
+        {"ab\xe2\x82", 4, false, 2}, /* truncated at the end */
+        {"\xe2\x82x", 3, false, 2},  /* missing continuation */
+        {"\xf0\x9d\x84x", 4, false, 3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t bad = 99;
+        const char *why = NULL;
+        bool ok = lds__utf8_valid((const uint8_t *)cases[i].s, cases[i].n, &bad, &why);
+        if (ok != cases[i].ok)
+            print_error("case %zu\n", i);
+        assert_int_equal(ok, cases[i].ok);
+        if (!ok) {
+            assert_int_equal(bad, cases[i].bad);
+            assert_non_null(why);
+        }
+    }
+}
+
+/* ---- header -------------------------------------------------------------- */
+
+static void test_header_round_trip(void **state)
+{
+    (void)state;
+    uint8_t b[64];
+    lds_header h = {1, 3, 0x10000u, 12345}, d;
+    assert_int_equal(lds_header_encode(&h, b), LDS_OK);
+    assert_memory_equal(b, "\x89LDS\r\n\x1a\n", 8);
+    assert_int_equal(lds__ld64(b + 56), XXH3_64bits(b, 56));
+    assert_int_equal(lds_header_decode(b, 64, &d, NULL), LDS_OK);
+    assert_int_equal(d.major, 1);
+    assert_int_equal(d.minor, 3); /* an unknown minor is accepted */
+    assert_int_equal(d.flags, 0x10000u);
+    assert_int_equal(d.payload_length, 12345);
+}
+
+static void expect_header(const uint8_t *b, size_t n, lds_status st, const char *field,
+                          uint64_t off)
+{
+    lds_header d;
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_header_decode(b, n, &d, &err), st);
+    assert_string_equal(err.field, field);
+    assert_int_equal(err.offset, off);
+}
+
+static void test_header_refusals(void **state)
+{
+    (void)state;
+    uint8_t b[64];
+    lds_header h = {1, 0, 0, 100};
+    lds_header_encode(&h, b);
+    expect_header(b, 63, LDS_E_TRUNCATED, "header", 63);
+    h.major = 2;
+    lds_header_encode(&h, b);
+    expect_header(b, 64, LDS_E_VERSION, "header.major", 8);
+    h.major = 1;
+    h.flags = 1;
+    lds_header_encode(&h, b);
+    expect_header(b, 64, LDS_E_UNSUPPORTED, "header.flags", 12);
+    h.flags = 0;
+    lds_header_encode(&h, b);
+    b[30] = 7;
+    lds__st64(b + 56, XXH3_64bits(b, 56));
+    expect_header(b, 64, LDS_E_BAD_VALUE, "header.reserved", 30);
+    lds_header_encode(&h, b);
+    b[0] &= 0x7F; /* a 7-bit channel */
+    expect_header(b, 64, LDS_E_BAD_MAGIC, "header.magic", 0);
+}
+
+static void test_header_check_catches_every_bit_flip(void **state)
+{
+    (void)state;
+    uint8_t b[64];
+    lds_header h = {1, 0, 0, 4242};
+    lds_header_encode(&h, b);
+    for (unsigned bit = 0; bit < 64 * 8; bit++) {
+        b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        if (bit < 64)
+            expect_header(b, 64, LDS_E_BAD_MAGIC, "header.magic", 0);
+        else
+            expect_header(b, 64, LDS_E_HEADER_CHECK, "header.check", 56);
+        b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    }
+    lds_header d;
+    assert_int_equal(lds_header_decode(b, 64, &d, NULL), LDS_OK);
+}
+
+/* Text-mode damage to a whole file: CRLF -> LF (dos2unix) and LF -> CRLF (unix2dos). */
+static void test_text_mode_damage_is_bad_magic(void **state)
+{
+    (void)state;
+    spec s = {.dim = 4, .rows = 10, .keys = true};
+    bytes f = build(&s);
+    uint8_t *d = malloc(f.n * 2);
+    size_t n = 0;
+    for (size_t i = 0; i < f.n; i++) {
+        if (f.p[i] == '\r' && i + 1 < f.n && f.p[i + 1] == '\n')
+            continue;
+        d[n++] = f.p[i];
+    }
+    assert_true(n < f.n);
+    expect_header(d, n, LDS_E_BAD_MAGIC, "header.magic", 0);
+    n = 0;
+    for (size_t i = 0; i < f.n; i++) {
+        if (f.p[i] == '\n' && (i == 0 || f.p[i - 1] != '\r'))
+            d[n++] = '\r';
+        d[n++] = f.p[i];
+    }
+    expect_header(d, n, LDS_E_BAD_MAGIC, "header.magic", 0);
+    free(d);
+    free(f.p);
+}
+
+/* ---- round trips ------------------------------------------------------------- */
+
+static float expected_value(lds_dtype dt, float x, float scale)
+{
+    switch (dt) {
+    case LDS_DTYPE_F16:
+        return lds_f16_to_f32(lds_f32_to_f16(x));
+    case LDS_DTYPE_BF16:
+        return lds_bf16_to_f32(lds_f32_to_bf16(x));
+    case LDS_DTYPE_I8: {
+        float q = x / scale;
+        q = q > 127 ? 127 : q < -127 ? -127 : q;
+        return (float)(int8_t)rintf(q) * scale;
+    }
+    default:
+        return x;
+    }
+}
+
+static void check_round_trip(lds_dtype dt, bool ids, bool keys, bool model, float scale)
+{
+    enum { ROWS = 37, DIM = 13 };
+    float data[ROWS * DIM];
+    for (size_t i = 0; i < ROWS * DIM; i++)
+        data[i] = frand() * 2.0f; /* some i8 values clamp at the scale 1/127 */
+    spec s = {.dtype = dt,
+              .metric = LDS_METRIC_DOT,
+              .dim = DIM,
+              .rows = ROWS,
+              .ids = ids,
+              .keys = keys,
+              .unique = keys,
+              .model = model ? "glove-6B-100d" : NULL,
+              .data = data,
+              .scale = scale};
+    bytes f = build(&s);
+    lds_index *idx = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(parse_file(&f, NULL, &idx, &err), LDS_OK);
+    assert_int_equal(lds_index_rows(idx), ROWS);
+    assert_int_equal(lds_index_dim(idx), DIM);
+    assert_int_equal(lds_index_dtype(idx), dt);
+    assert_int_equal(lds_index_metric(idx), LDS_METRIC_DOT);
+    assert_int_equal(lds_index_has_ids(idx), ids);
+    assert_int_equal(lds_index_has_keys(idx), keys);
+    assert_false(lds_index_normalized(idx));
+    assert_true(lds_index_checksum_verified(idx));
+    assert_int_equal(lds_index_payload_bytes(idx), f.n - 64);
+    assert_int_equal(lds_index_checksum(idx), lds__ld64(f.p + f.n - 8));
+    float sc = dt == LDS_DTYPE_I8 ? (scale > 0 ? scale : 1.0f / 127.0f) : 0.0f;
+    assert_true(lds_index_i8_scale(idx) == sc);
+    float row[DIM];
+    for (uint64_t r = 0; r < ROWS; r++) {
+        assert_int_equal(lds_index_row_f32(idx, r, row, DIM), LDS_OK);
+        for (size_t i = 0; i < DIM; i++)
+            assert_true(row[i] == expected_value(dt, data[r * DIM + i], sc));
+        const uint8_t *raw = lds_index_row(idx, r);
+        assert_ptr_equal(raw, f.p + 64 + r * DIM * lds_dtype_size(dt));
+        uint64_t id;
+        const char *k;
+        size_t kl;
+        if (ids) {
+            assert_int_equal(lds_index_id(idx, r, &id), LDS_OK);
+            assert_int_equal(id, 1000 + r * 7);
+        } else {
+            assert_int_equal(lds_index_id(idx, r, &id), LDS_E_UNSUPPORTED);
+        }
+        if (keys) {
+            char want[32];
+            snprintf(want, sizeof want, "k%llu", (unsigned long long)r);
+            assert_int_equal(lds_index_key(idx, r, &k, &kl), LDS_OK);
+            assert_int_equal(kl, strlen(want));
+            assert_memory_equal(k, want, kl);
+        } else {
+            assert_int_equal(lds_index_key(idx, r, &k, &kl), LDS_E_UNSUPPORTED);
+        }
+    }
+    assert_null(lds_index_row(idx, ROWS));
+    assert_int_equal(lds_index_row_f32(idx, ROWS, row, DIM), LDS_E_INVALID_ARG);
+    assert_int_equal(lds_index_row_f32(idx, 0, row, DIM - 1), LDS_E_INVALID_ARG);
+    assert_int_equal(lds_index_meta_count(idx), model ? 3 : 2);
+    const char *k, *v;
+    assert_int_equal(lds_index_meta_at(idx, 0, &k, &v), LDS_OK);
+    assert_string_equal(k, "metric");
+    assert_string_equal(v, "dot");
+    assert_int_equal(lds_index_meta_at(idx, 1, &k, &v), LDS_OK);
+    assert_string_equal(k, "normalized");
+    assert_string_equal(v, "false");
+    if (model)
+        assert_string_equal(lds_index_meta(idx, "model"), "glove-6B-100d");
+    else
+        assert_null(lds_index_meta(idx, "model"));
+    assert_int_equal(lds_index_meta_at(idx, 3, &k, &v), LDS_E_NOT_FOUND);
+    lds_index_free(idx);
+    free(f.p);
+}
+
+static void test_round_trip_every_dtype_and_section(void **state)
+{
+    (void)state;
+    static const lds_dtype dts[] = {LDS_DTYPE_F32, LDS_DTYPE_F16, LDS_DTYPE_BF16, LDS_DTYPE_I8};
+    for (size_t d = 0; d < 4; d++)
+        for (int mask = 0; mask < 8; mask++)
+            check_round_trip(dts[d], mask & 1, mask & 2, mask & 4, 0.0f);
+    check_round_trip(LDS_DTYPE_I8, true, true, true, 0.02f);
+}
+
+static void test_empty_index(void **state)
+{
+    (void)state;
+    spec s = {.dim = 5, .rows = 0, .ids = true, .keys = true, .unique = true};
+    bytes f = build(&s);
+    /* vectors, ids and keys (4 bytes) at 0, metadata at 64, table (128 bytes) at 128 */
+    assert_int_equal(f.n, 64 + 128 + 128 + 32 + 8);
+    lds_index *idx = NULL;
+    assert_int_equal(parse_file(&f, NULL, &idx, NULL), LDS_OK);
+    assert_int_equal(lds_index_rows(idx), 0);
+    uint64_t row;
+    assert_int_equal(lds_index_find_key(idx, "x", 1, &row), LDS_E_NOT_FOUND);
+    assert_int_equal(lds_index_find_id(idx, 1, &row), LDS_E_NOT_FOUND);
+    float q[5] = {1, 0, 0, 0, 0};
+    lds_hit hits[2];
+    size_t nh = 9;
+    assert_int_equal(lds_index_search(idx, q, 5, 2, hits, &nh, NULL), LDS_OK);
+    assert_int_equal(nh, 0);
+    lds_index_free(idx);
+    free(f.p);
+}
+
+static void test_layout_of_the_reference_file(void **state)
+{
+    (void)state;
+    bytes pl = ref_payload();
+    assert_int_equal(pl.n, 424);
+    assert_int_equal(table_of(&pl), 256);
+    assert_int_equal(sec_off(&pl, 0), 0);
+    assert_int_equal(sec_off(&pl, 1), 64);
+    assert_int_equal(sec_off(&pl, 2), 128);
+    assert_int_equal(sec_off(&pl, 3), 192);
+    assert_int_equal(lds__ld32(pl.p + 256 + 20), LDS__TF_HAS_IDS | LDS__TF_HAS_KEYS |
+                                                     LDS__TF_KEYS_UNIQUE | LDS__TF_KEYS_OFFSETS32);
+    assert_memory_equal(pl.p + 128 + 16, "abbccc", 6);
+    assert_memory_equal(pl.p + 416 - 8, "LDSTABLE", 8);
+    free(pl.p);
+}
+
+/* The committed fixture pins the byte layout: today's writer must reproduce it. */
+static void test_fixture_is_stable(void **state)
+{
+    (void)state;
+    spec s = {.dtype = LDS_DTYPE_F16,
+              .metric = LDS_METRIC_L2,
+              .dim = 3,
+              .rows = 3,
+              .ids = true,
+              .keys = true,
+              .unique = true,
+              .key_list = abc_keys,
+              .model = "fixture",
+              .data =
+                  (const float[]){0.5f, -1.0f, 2.0f, 0.25f, 65504.0f, -0.0f, 1e-7f, 3.0f, -4.5f}};
+    bytes f = build(&s);
+    if (getenv("LDS_WRITE_FIXTURE")) { /* regenerate after a deliberate format change */
+        FILE *o = fopen(FIXTURES "/small-v1.ldsi", "wb");
+        assert_non_null(o);
+        assert_int_equal(fwrite(f.p, 1, f.n, o), f.n);
+        fclose(o);
+    }
+    bytes fx = read_path(FIXTURES "/small-v1.ldsi");
+    assert_int_equal(f.n, fx.n);
+    assert_memory_equal(f.p, fx.p, f.n);
+    lds_index *idx = NULL;
+    assert_int_equal(parse_file(&fx, NULL, &idx, NULL), LDS_OK);
+    float row[3];
+    assert_int_equal(lds_index_row_f32(idx, 1, row, 3), LDS_OK);
+    assert_true(row[0] == 0.25f && row[1] == 65504.0f && row[2] == 0.0f && signbit(row[2]));
+    assert_int_equal(lds_index_row_f32(idx, 2, row, 3), LDS_OK);
+    assert_true(row[0] == lds_f16_to_f32(2)); /* 1e-7 rounds to the subnormal 2 x 2^-24 */
+    assert_string_equal(lds_index_meta(idx, "model"), "fixture");
+    assert_string_equal(lds_index_meta(idx, "metric"), "l2");
+    lds_index_free(idx);
+    free(f.p);
+    free(fx.p);
+}
+
+/* ---- outputs ------------------------------------------------------------------ */
+
+static lds_writer_options small_opts(void)
+{
+    lds_writer_options o;
+    lds_writer_options_default(&o);
+    o.dim = 4;
+    o.with_keys = true;
+    o.unique_keys = true;
+    return o;
+}
+
+static void add_small_rows(lds_writer *w, int n, float base)
+{
+    for (int r = 0; r < n; r++) {
+        float v[4] = {base + (float)r, 1, 2, 3};
+        char k[16];
+        snprintf(k, sizeof k, "w%d", r);
+        assert_int_equal(lds_writer_add_row(w, v, 4, 0, k, strlen(k), NULL), LDS_OK);
+    }
+}
+
+static void check_small(const bytes *f, int n, float base, bool known_length)
+{
+    lds_header h;
+    assert_int_equal(lds_header_decode(f->p, f->n, &h, NULL), LDS_OK);
+    if (known_length)
+        assert_int_equal(h.payload_length, f->n - 64);
+    else
+        assert_int_equal(h.payload_length, LDS_LENGTH_UNKNOWN);
+    lds_index *idx = NULL;
+    assert_int_equal(parse_file(f, NULL, &idx, NULL), LDS_OK);
+    assert_int_equal(lds_index_rows(idx), n);
+    for (int r = 0; r < n; r++) {
+        float v[4];
+        assert_int_equal(lds_index_row_f32(idx, (uint64_t)r, v, 4), LDS_OK);
+        assert_true(v[0] == base + (float)r && v[3] == 3.0f);
+        char k[16];
+        snprintf(k, sizeof k, "w%d", r);
+        uint64_t row;
+        assert_int_equal(lds_index_find_key(idx, k, strlen(k), &row), LDS_OK);
+        assert_int_equal(row, r);
+    }
+    lds_index_free(idx);
+}
+
+static void test_write_to_path(void **state)
+{
+    (void)state;
+    char p[256];
+    tmp_path(p, sizeof p, "path.ldsi");
+    lds_writer_options o = small_opts();
+    lds_writer *w = NULL;
+    assert_int_equal(lds_writer_open_path(p, &o, &w, NULL), LDS_OK);
+    add_small_rows(w, 50, 0);
+    assert_int_equal(lds_writer_rows(w), 50);
+    assert_int_equal(access(p, F_OK), -1); /* nothing at the path before finish */
+    assert_int_equal(lds_writer_finish(w, NULL), LDS_OK);
+    lds_writer_free(w);
+    bytes f = read_path(p);
+    check_small(&f, 50, 0, true);
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    mode_t mask = umask(0);
+    umask(mask);
+    assert_int_equal(st.st_mode & 0777, 0666 & ~mask);
+    free(f.p);
+}
+
+typedef struct reader_arg {
+    int fd;
+    bytes out;
+} reader_arg;
+
+static void *reader_main(void *arg)
+{
+    reader_arg *a = arg;
+    a->out = read_all_fd(a->fd);
+    return NULL;
+}
+
+static void test_write_to_pipe(void **state)
+{
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    reader_arg a = {fds[0], {NULL, 0}};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, reader_main, &a), 0);
+    lds_writer_options o = small_opts();
+    lds_writer *w = NULL;
+    assert_int_equal(lds_writer_open_fd(fds[1], &o, &w, NULL), LDS_OK);
+    add_small_rows(w, 5000, 7); /* well past a pipe buffer */
+    assert_int_equal(lds_writer_finish(w, NULL), LDS_OK);
+    lds_writer_free(w);
+    close(fds[1]);
+    pthread_join(t, NULL);
+    close(fds[0]);
+    check_small(&a.out, 5000, 7, false);
+    free(a.out.p);
+}
+
+static void test_write_to_file_stream(void **state)
+{
+    (void)state;
+    /* A seekable FILE*: the header gets the real length. */
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    assert_int_equal(fwrite("prefix", 1, 6, f), 6); /* the index starts mid-stream */
+    lds_writer_options o = small_opts();
+    lds_writer *w = NULL;
+    assert_int_equal(lds_writer_open_file(f, &o, &w, NULL), LDS_OK);
+    add_small_rows(w, 20, 3);
+    assert_int_equal(lds_writer_finish(w, NULL), LDS_OK);
+    lds_writer_free(w);
+    long end = ftell(f);
+    rewind(f);
+    bytes all = read_all_fd(fileno(f));
+    assert_int_equal((size_t)end, all.n);
+    assert_memory_equal(all.p, "prefix", 6);
+    bytes img = {all.p + 6, all.n - 6};
+    check_small(&img, 20, 3, true);
+    free(all.p);
+    fclose(f);
+
+    /* A FILE* on a pipe: unknown length. */
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    reader_arg a = {fds[0], {NULL, 0}};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, reader_main, &a), 0);
+    f = fdopen(fds[1], "w");
+    assert_non_null(f);
+    assert_int_equal(lds_writer_open_file(f, &o, &w, NULL), LDS_OK);
+    add_small_rows(w, 300, 1);
+    assert_int_equal(lds_writer_finish(w, NULL), LDS_OK);
+    lds_writer_free(w);
+    fclose(f);
+    pthread_join(t, NULL);
+    close(fds[0]);
+    check_small(&a.out, 300, 1, false);
+    free(a.out.p);
+}
+
+static void test_write_to_seekable_fd(void **state)
+{
+    (void)state;
+    char p[256];
+    tmp_path(p, sizeof p, "fd.ldsi");
+    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "0123456789", 10), 10);
+    lds_writer_options o = small_opts();
+    lds_writer *w = NULL;
+    assert_int_equal(lds_writer_open_fd(fd, &o, &w, NULL), LDS_OK);
+    add_small_rows(w, 9, 2);
+    assert_int_equal(lds_writer_finish(w, NULL), LDS_OK);
+    lds_writer_free(w);
+    close(fd);
+    bytes all = read_path(p);
+    assert_memory_equal(all.p, "0123456789", 10);
+    bytes img = {all.p + 10, all.n - 10};
+    check_small(&img, 9, 2, true);
+    free(all.p);
+    unlink(p);
+}
+
+static void test_atomic_write_keeps_the_old_file(void **state)
+{
+    (void)state;
+    char p[256];
+    tmp_path(p, sizeof p, "atomic.ldsi");
+    lds_writer_options o = small_opts();
+    lds_writer *w = NULL;
+    assert_int_equal(lds_writer_open_path(p, &o, &w, NULL), LDS_OK);
+    add_small_rows(w, 10, 0);
+    assert_int_equal(lds_writer_finish(w, NULL), LDS_OK);
+    lds_writer_free(w);
+    bytes before = read_path(p);
+
+    assert_int_equal(lds_writer_open_path(p, &o, &w, NULL), LDS_OK);
+    add_small_rows(w, 4000, 100); /* enough to have flushed bytes to the temp file */
+    lds_writer_free(w);           /* abandoned without finish */
+
+    bytes after = read_path(p);
+    assert_int_equal(after.n, before.n);
+    assert_memory_equal(after.p, before.p, before.n);
+    check_small(&after, 10, 0, true);
+    DIR *d = opendir(tmpdir);
+    struct dirent *e;
+    while ((e = readdir(d)))
+        assert_null(strstr(e->d_name, ".tmp."));
+    closedir(d);
+    free(before.p);
+    free(after.p);
+}
+
+static void test_writer_refusals(void **state)
+{
+    (void)state;
+    char *mem = NULL;
+    size_t memn = 0;
+    FILE *f = open_memstream(&mem, &memn);
+    lds_writer_options o = small_opts();
+    lds_writer *w = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    o.dim = 0;
+    assert_int_equal(lds_writer_open_file(f, &o, &w, &err), LDS_E_INVALID_ARG);
+    assert_null(w);
+    o = small_opts();
+    o.with_keys = false;
+    assert_int_equal(lds_writer_open_file(f, &o, &w, &err), LDS_E_INVALID_ARG); /* unique */
+    o = small_opts();
+    o.dtype = LDS_DTYPE_I8;
+    o.i8_scale = 0;
+    assert_int_equal(lds_writer_open_file(f, &o, &w, &err), LDS_E_INVALID_ARG);
+    o = small_opts();
+    assert_int_equal(lds_writer_open_file(f, &o, &w, &err), LDS_OK);
+    float v[4] = {1, 2, 3, 4};
+    assert_int_equal(lds_writer_add_row(w, v, 3, 0, "a", 1, &err), LDS_E_INVALID_ARG);
+    v[2] = NAN;
+    assert_int_equal(lds_writer_add_row(w, v, 4, 0, "a", 1, &err), LDS_E_BAD_VALUE);
+    assert_non_null(strstr(err.message, "element 2"));
+    v[2] = 3;
+    assert_int_equal(lds_writer_add_row(w, v, 4, 0, "\xc0\x80", 2, &err), LDS_E_BAD_UTF8);
+    char big[LDS_DEFAULT_MAX_KEY_BYTES + 1];
+    memset(big, 'x', sizeof big);
+    assert_int_equal(lds_writer_add_row(w, v, 4, 0, big, sizeof big, &err), LDS_E_LIMIT);
+    assert_int_equal(lds_writer_add_row(w, v, 4, 0, "a", 1, &err), LDS_OK);
+    assert_int_equal(lds_writer_add_row(w, v, 4, 0, "a", 1, &err), LDS_E_DUP_KEY);
+    assert_int_equal(lds_writer_add_row(w, v, 4, 0, "b", 1, &err), LDS_OK);
+    assert_int_equal(lds_writer_rows(w), 2); /* refused rows were not added */
+    assert_int_equal(lds_writer_set_meta(w, "metric", "dot", &err), LDS_E_INVALID_ARG);
+    assert_int_equal(lds_writer_set_meta(w, "", "x", &err), LDS_E_INVALID_ARG);
+    assert_int_equal(lds_writer_set_meta(w, "source", "\xed\xa0\x80", &err), LDS_E_BAD_UTF8);
+    char *huge = malloc(LDS_DEFAULT_MAX_METADATA_BYTES);
+    memset(huge, 'y', LDS_DEFAULT_MAX_METADATA_BYTES - 1);
+    huge[LDS_DEFAULT_MAX_METADATA_BYTES - 1] = '\0';
+    assert_int_equal(lds_writer_set_meta(w, "source", huge, &err), LDS_E_LIMIT);
+    free(huge);
+    assert_int_equal(lds_writer_set_meta(w, "source", "one", &err), LDS_OK);
+    assert_int_equal(lds_writer_set_meta(w, "model", "m", &err), LDS_OK);
+    assert_int_equal(lds_writer_set_meta(w, "source", "two", &err), LDS_OK); /* replaces */
+    assert_int_equal(lds_writer_finish(w, &err), LDS_OK);
+    assert_int_equal(lds_writer_finish(w, &err), LDS_E_STATE);
+    assert_int_equal(lds_writer_add_row(w, v, 4, 0, "c", 1, &err), LDS_E_STATE);
+    lds_writer_free(w);
+    fclose(f);
+    bytes img = {(uint8_t *)mem, memn};
+    lds_index *idx = NULL;
+    assert_int_equal(parse_file(&img, NULL, &idx, NULL), LDS_OK);
+    assert_int_equal(lds_index_meta_count(idx), 4);
+    const char *k, *val;
+    assert_int_equal(lds_index_meta_at(idx, 2, &k, &val), LDS_OK);
+    assert_string_equal(k, "source");
+    assert_string_equal(val, "two");
+    assert_int_equal(lds_index_meta_at(idx, 3, &k, &val), LDS_OK);
+    assert_string_equal(k, "model");
+    lds_index_free(idx);
+    free(mem);
+}
+
+static void test_normalize_option(void **state)
+{
+    (void)state;
+    float data[] = {3, 4, 0, 0, 0, 0, 1, 1, 1};
+    spec s = {.dim = 3, .rows = 3, .normalize = true, .data = data};
+    bytes f = build(&s);
+    lds_index *idx = NULL;
+    assert_int_equal(parse_file(&f, NULL, &idx, NULL), LDS_OK);
+    assert_true(lds_index_normalized(idx));
+    assert_string_equal(lds_index_meta(idx, "normalized"), "true");
+    float v[3];
+    lds_index_row_f32(idx, 0, v, 3);
+    assert_true(v[0] == 0.6f && v[1] == 0.8f && v[2] == 0.0f);
+    lds_index_row_f32(idx, 1, v, 3); /* a zero row stays zero */
+    assert_true(v[0] == 0 && v[1] == 0 && v[2] == 0);
+    lds_index_row_f32(idx, 2, v, 3);
+    assert_true(fabsf(v[0] - 0.57735027f) < 1e-7f);
+    lds_index_free(idx);
+    free(f.p);
+}
+
+/* ---- parse modes ------------------------------------------------------------------ */
+
+static int released;
+
+static void on_release(void *ctx)
+{
+    released += *(int *)ctx;
+}
+
+static void test_borrow_copy_and_alignment(void **state)
+{
+    (void)state;
+    bytes pl = ref_payload();
+    /* Unaligned borrow: the payload one byte into a buffer. */
+    uint8_t *odd = malloc(pl.n + 1);
+    memcpy(odd + 1, pl.p, pl.n);
+    lds_parse_options o;
+    lds_parse_options_default(&o);
+    int one = 1;
+    o.release = on_release;
+    o.release_ctx = &one;
+    released = 0;
+    lds_index *idx = NULL;
+    assert_int_equal(lds_index_from_payload(odd + 1, pl.n, &o, &idx, NULL), LDS_OK);
+    assert_ptr_equal(lds_index_row(idx, 0), odd + 1);
+    float v[2];
+    assert_int_equal(lds_index_row_f32(idx, 2, v, 2), LDS_OK);
+    assert_true(v[0] == 5 && v[1] == 6);
+    uint64_t id;
+    assert_int_equal(lds_index_id(idx, 2, &id), LDS_OK);
+    assert_int_equal(id, 1014);
+    assert_int_equal(released, 0);
+    lds_index_free(idx);
+    assert_int_equal(released, 1);
+
+    /* A failed parse never calls release. */
+    odd[1] ^= 1;
+    assert_int_equal(lds_index_from_payload(odd + 1, pl.n, &o, &idx, NULL), LDS_E_CHECKSUM);
+    assert_int_equal(released, 1);
+    odd[1] ^= 1;
+
+    /* Copy mode: the payload may go away; release is ignored. */
+    o.copy = true;
+    assert_int_equal(lds_index_from_payload(odd + 1, pl.n, &o, &idx, NULL), LDS_OK);
+    memset(odd, 0xAA, pl.n + 1);
+    free(odd);
+    assert_int_equal(((uintptr_t)lds_index_row(idx, 0)) % 64, 0);
+    assert_int_equal(lds_index_row_f32(idx, 1, v, 2), LDS_OK);
+    assert_true(v[0] == 3 && v[1] == 4);
+    const char *k;
+    size_t kl;
+    assert_int_equal(lds_index_key(idx, 2, &k, &kl), LDS_OK);
+    assert_int_equal(kl, 3);
+    assert_memory_equal(k, "ccc", 3);
+    assert_string_equal(lds_index_meta(idx, "model"), "m");
+    lds_index_free(idx);
+    assert_int_equal(released, 1);
+    free(pl.p);
+}
+
+static void test_checksum_options(void **state)
+{
+    (void)state;
+    bytes pl = ref_payload();
+    uint64_t good = XXH3_64bits(pl.p, pl.n - 8);
+    lds_parse_options o;
+    lds_parse_options_default(&o);
+    o.has_precomputed_hash = true;
+    o.precomputed_hash = good;
+    expect_ok(&pl, &o);
+    o.precomputed_hash = good ^ 1;
+    expect_refusal(&pl, &o, LDS_E_CHECKSUM, "checksum", 64 + 416);
+    pl.p[3] ^= 0x10; /* damage a vector element */
+    expect_refusal(&pl, NULL, LDS_E_CHECKSUM, "checksum", 64 + 416);
+    lds_parse_options_default(&o);
+    o.verify_checksum = false;
+    lds_index *idx = NULL;
+    assert_int_equal(lds_index_from_payload(pl.p, pl.n, &o, &idx, NULL), LDS_OK);
+    assert_false(lds_index_checksum_verified(idx));
+    lds_index_free(idx);
+    o.base_offset = 1000; /* error offsets follow base_offset */
+    pl.p[416 - 1] ^= 1;   /* footer magic */
+    expect_refusal(&pl, &o, LDS_E_BAD_SECTION, "footer.magic", 1000 + 408);
+    free(pl.p);
+}
+
+/* ---- validation rules (docs/format.md §6) -------------------------------------------- */
+
+/* Each test mutates the reference payload (layout at ref_payload) and reseals it. */
+
+static void test_rule_P1_truncated(void **state)
+{
+    (void)state;
+    bytes pl = ref_payload();
+    bytes short_pl = {pl.p, 39};
+    expect_refusal(&short_pl, NULL, LDS_E_TRUNCATED, "payload", 64 + 39);
+    bytes empty = {NULL, 0};
+    expect_refusal(&empty, NULL, LDS_E_TRUNCATED, "payload", 64);
+    free(pl.p);
+}
+
+static void test_rules_F_footer(void **state)
+{
+    (void)state;
+    bytes pl = ref_payload();
+    uint64_t F = pl.n - 40;
+    uint8_t *p = pl.p;
+
+    p[F + 24] = 'l';
+    reseal(&pl);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "footer.magic", 64 + F + 24);
+    p[F + 24] = 'L';
+    p[F + 20] = 1;
+    reseal(&pl);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "footer.reserved", 64 + F + 16);
+    p[F + 20] = 0;
+    lds__st64(p + F, F + 64);
+    reseal(&pl);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "footer.table_offset", 64 + F);
+    lds__st64(p + F, 250);
+    reseal(&pl);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "footer.table_offset", 64 + F);
+    lds__st64(p + F, 256);
+    lds__st64(p + F + 8, 31);
+    reseal(&pl);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "footer.table_length", 64 + F + 8);
+    lds__st64(p + F + 8, 127);
+    reseal(&pl);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "footer.table_length", 64 + F + 8);
+    lds__st64(p + F + 8, 128);
+    reseal(&pl);
+    expect_ok(&pl, NULL);
+    free(pl.p);
+}
+
+static void set32(bytes *pl, uint64_t at, uint32_t v)
+{
+    lds__st32(pl->p + at, v);
+    reseal(pl);
+}
+
+static void set64(bytes *pl, uint64_t at, uint64_t v)
+{
+    lds__st64(pl->p + at, v);
+    reseal(pl);
+}
+
+static void test_rules_T_table(void **state)
+{
+    (void)state;
+    bytes pl = ref_payload();
+    const uint64_t T = 256;
+    lds_parse_options o;
+    lds_parse_options_default(&o);
+
+    o.limits.max_rows = 2; /* limits are settable */
+    expect_refusal(&pl, &o, LDS_E_LIMIT, "table.rows", 64 + T);
+    o.limits.max_rows = 3;
+    expect_ok(&pl, &o);
+    lds_parse_options_default(&o);
+
+    set32(&pl, T + 8, 0);
+    expect_refusal(&pl, NULL, LDS_E_BAD_VALUE, "table.dim", 64 + T + 8);
+    set32(&pl, T + 8, 2);
+    o.limits.max_dim = 1;
+    expect_refusal(&pl, &o, LDS_E_LIMIT, "table.dim", 64 + T + 8);
+    lds_parse_options_default(&o);
+
+    uint32_t w = lds__ld32(pl.p + T + 12);
+    set32(&pl, T + 12, (w & 0xFFFF0000u) | 9);
+    expect_refusal(&pl, NULL, LDS_E_BAD_VALUE, "table.dtype", 64 + T + 12);
+    set32(&pl, T + 12, (w & 0xFFFF0000u) | 0);
+    expect_refusal(&pl, NULL, LDS_E_BAD_VALUE, "table.dtype", 64 + T + 12);
+    set32(&pl, T + 12, (w & 0xFFFFu) | (7u << 16));
+    expect_refusal(&pl, NULL, LDS_E_BAD_VALUE, "table.metric", 64 + T + 14);
+    set32(&pl, T + 12, w);
+
+    set32(&pl, T + 16, lds__f32_bits(0.5f)); /* a scale on an f32 index */
+    expect_refusal(&pl, NULL, LDS_E_BAD_VALUE, "table.i8_scale", 64 + T + 16);
+    set32(&pl, T + 16, 0);
+
+    uint32_t fl = lds__ld32(pl.p + T + 20);
+    set32(&pl, T + 20, fl | 0x20);
+    expect_refusal(&pl, NULL, LDS_E_UNSUPPORTED, "table.flags", 64 + T + 20);
+    set32(&pl, T + 20, fl | 0x10000); /* an ignorable bit */
+    expect_ok(&pl, NULL);
+    set32(&pl, T + 20, fl);
+
+    set32(&pl, T + 24, 0);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "table.section_count", 64 + T + 24);
+    set32(&pl, T + 24, 3);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "table.section_count", 64 + T + 24);
+    set32(&pl, T + 24, 4);
+    set32(&pl, T + 28, 20);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "table.entry_size", 64 + T + 28);
+    set32(&pl, T + 28, 28);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "table.entry_size", 64 + T + 28);
+    set32(&pl, T + 28, 24);
+    expect_ok(&pl, NULL);
+    free(pl.p);
+
+    /* T8: KEYS_UNIQUE without HAS_KEYS. */
+    spec s = {.dim = 2, .rows = 2};
+    bytes f = build(&s);
+    bytes nk = payload_of(&f);
+    free(f.p);
+    uint64_t T2 = table_of(&nk);
+    set32(&nk, T2 + 20, lds__ld32(nk.p + T2 + 20) | LDS__TF_KEYS_UNIQUE);
+    expect_refusal(&nk, NULL, LDS_E_BAD_VALUE, "table.flags", 64 + T2 + 20);
+    free(nk.p);
+
+    /* T6 for i8: zero, negative, NaN and infinite scales. */
+    spec si = {.dtype = LDS_DTYPE_I8, .dim = 2, .rows = 2};
+    f = build(&si);
+    bytes i8 = payload_of(&f);
+    free(f.p);
+    uint64_t T3 = table_of(&i8);
+    static const float bad[] = {0.0f, -0.5f, NAN, INFINITY};
+    for (size_t i = 0; i < 4; i++) {
+        set32(&i8, T3 + 16, lds__f32_bits(bad[i]));
+        expect_refusal(&i8, NULL, LDS_E_BAD_VALUE, "table.i8_scale", 64 + T3 + 16);
+    }
+    free(i8.p);
+
+    /* A later minor may append bytes to each entry (entry_size 32): a reader skips them. */
+    bytes r = ref_payload();
+    const size_t tl = 32 + 4 * 32;
+    bytes x = {calloc(1, T + tl + 40), T + tl + 40};
+    memcpy(x.p, r.p, T + 32);
+    lds__st32(x.p + T + 28, 32);
+    for (int i = 0; i < 4; i++) {
+        memcpy(x.p + T + 32 + 32 * i, r.p + T + 32 + 24 * i, 24);
+        memset(x.p + T + 32 + 32 * i + 24, 0xEE, 8);
+    }
+    lds__st64(x.p + T + tl, T);
+    lds__st64(x.p + T + tl + 8, tl);
+    memcpy(x.p + T + tl + 24, "LDSTABLE", 8);
+    reseal(&x);
+    lds_index *idx = NULL;
+    assert_int_equal(lds_index_from_payload(x.p, x.n, NULL, &idx, NULL), LDS_OK);
+    assert_int_equal(lds_index_rows(idx), 3);
+    assert_string_equal(lds_index_meta(idx, "model"), "m");
+    lds_index_free(idx);
+    free(x.p);
+    free(r.p);
+}
+
+static void test_rules_S_sections(void **state)
+{
+    (void)state;
+    bytes pl = ref_payload();
+    const uint64_t T = 256;
+    uint64_t E0 = entry_of(&pl, 0), E1 = entry_of(&pl, 1), E2 = entry_of(&pl, 2),
+             E3 = entry_of(&pl, 3);
+
+    /* S1: the first entry is not the vectors; a repeated kind. */
+    set32(&pl, E0, 2);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "section.kind", 64 + E0);
+    set32(&pl, E0, 1);
+    set32(&pl, E3, 2);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "section.kind", 64 + E3);
+    /* S2: unknown kind; an optional unknown kind is skipped. */
+    set32(&pl, E3, 77);
+    expect_refusal(&pl, NULL, LDS_E_UNSUPPORTED, "section.kind", 64 + E3);
+    set32(&pl, E3, 0x80000077u);
+    lds_index *idx = NULL;
+    assert_int_equal(lds_index_from_payload(pl.p, pl.n, NULL, &idx, NULL), LDS_OK);
+    assert_int_equal(lds_index_meta_count(idx), 0); /* the metadata became opaque */
+    lds_index_free(idx);
+    set32(&pl, E3, 4);
+    /* S3: entry flags. */
+    set32(&pl, E1 + 4, 1);
+    expect_refusal(&pl, NULL, LDS_E_UNSUPPORTED, "section.flags", 64 + E1 + 4);
+    set32(&pl, E1 + 4, 0x10000);
+    expect_ok(&pl, NULL);
+    set32(&pl, E1 + 4, 0);
+    /* S4: past the section area. */
+    set64(&pl, E1 + 8, T + 64);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "section.offset", 64 + E1 + 8);
+    {
+        lds_error err;
+        lds_error_init(&err);
+        lds_index_from_payload(pl.p, pl.n, NULL, &idx, &err);
+        assert_string_equal(
+            err.message, "section[1].offset: 320 is past the section area end 256 (at byte 384)");
+    }
+    /* S5: overlap, a gap, misalignment, vectors not at 0. */
+    set64(&pl, E1 + 8, 0);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "section.offset", 64 + E1 + 8);
+    set64(&pl, E1 + 8, 128);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "section.offset", 64 + E1 + 8);
+    set64(&pl, E1 + 8, 32);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "section.offset", 64 + E1 + 8);
+    set64(&pl, E1 + 8, 64);
+    set64(&pl, E0 + 8, 64);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "section.offset", 64 + E0 + 8);
+    set64(&pl, E0 + 8, 0);
+    /* S6: a length past the section area. */
+    set64(&pl, E3 + 16, T - 192 + 1);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "section.length", 64 + E3 + 16);
+    set64(&pl, E3 + 16, 61);
+    /* S7: non-zero padding. */
+    pl.p[30] = 0x5A;
+    reseal(&pl);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "section.padding", 64 + 30);
+    pl.p[30] = 0;
+    pl.p[255] = 1;
+    reseal(&pl);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "section.padding", 64 + 255);
+    pl.p[255] = 0;
+    /* S8: unexplained bytes before the table. */
+    set64(&pl, E3 + 16, 0);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "footer.table_offset", 64 + pl.n - 40);
+    set64(&pl, E3 + 16, 61);
+    /* S9: flags and sections disagree. */
+    uint32_t fl = lds__ld32(pl.p + T + 20);
+    set32(&pl, T + 20, fl & ~LDS__TF_HAS_IDS);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "table.flags", 64 + T + 20);
+    set32(&pl, T + 20, fl);
+    set32(&pl, E2, 0x80000003u); /* keys made optional: HAS_KEYS without a keys section */
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "table.flags", 64 + T + 20);
+    set32(&pl, E2, 3);
+    expect_ok(&pl, NULL);
+    free(pl.p);
+}
+
+static void test_rules_V_I_sizes(void **state)
+{
+    (void)state;
+    bytes pl = ref_payload();
+    const uint64_t T = 256;
+    uint64_t E0 = entry_of(&pl, 0), E1 = entry_of(&pl, 1);
+    lds_parse_options o;
+    lds_parse_options_default(&o);
+    o.limits.max_rows = UINT64_MAX;
+    set64(&pl, T, UINT64_C(1) << 62); /* x 2 dims x 4 bytes overflows */
+    expect_refusal(&pl, &o, LDS_E_OVERFLOW, "table.rows", 64 + T);
+    set64(&pl, T, 4);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "section.length", 64 + E0 + 16);
+    set64(&pl, T, 3);
+    set64(&pl, E1 + 16, 32); /* the ids padding is zero, so only I2 fails */
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "section.length", 64 + E1 + 16);
+    set64(&pl, E1 + 16, 24);
+    expect_ok(&pl, NULL);
+    free(pl.p);
+}
+
+static void test_rules_K_keys(void **state)
+{
+    (void)state;
+    bytes pl = ref_payload();
+    const uint64_t T = 256, K = 128, B = K + 16; /* offsets at K, bytes "abbccc" at B */
+    uint64_t E2 = entry_of(&pl, 2);
+    uint32_t fl = lds__ld32(pl.p + T + 20);
+
+    /* K2: u64 offsets would need 32 bytes; the section holds 22. */
+    set32(&pl, T + 20, fl & ~LDS__TF_KEYS_OFFSETS32);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "section.length", 64 + E2 + 16);
+    set32(&pl, T + 20, fl);
+    /* K3 */
+    set32(&pl, K, 1);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "keys.offset", 64 + K);
+    set32(&pl, K, 0);
+    set32(&pl, K + 8, 0);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "keys.offset", 64 + K + 8);
+    set32(&pl, K + 8, 3);
+    set32(&pl, K + 4, 7);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "keys.offset", 64 + K + 4);
+    set32(&pl, K + 4, 1);
+    /* K4: settable max_key_bytes; "ccc" is 3 bytes. */
+    lds_parse_options o;
+    lds_parse_options_default(&o);
+    o.limits.max_key_bytes = 2;
+    expect_refusal(&pl, &o, LDS_E_LIMIT, "keys.offset", 64 + K + 12);
+    o.limits.max_key_bytes = 3;
+    expect_ok(&pl, &o);
+    /* K5 */
+    set32(&pl, K + 12, 5);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "keys.offset", 64 + K + 12);
+    set32(&pl, K + 12, 6);
+    /* K6: a stray continuation byte in "bb", an overlong, a surrogate. */
+    pl.p[B + 2] = 0x80;
+    reseal(&pl);
+    expect_refusal(&pl, NULL, LDS_E_BAD_UTF8, "keys.bytes", 64 + B + 2);
+    pl.p[B + 1] = 0xC1;
+    pl.p[B + 2] = 0x81;
+    reseal(&pl);
+    expect_refusal(&pl, NULL, LDS_E_BAD_UTF8, "keys.bytes", 64 + B + 1);
+    memcpy(pl.p + B + 3, "\xed\xb0\x80", 3);
+    pl.p[B + 1] = 'b';
+    pl.p[B + 2] = 'b';
+    reseal(&pl);
+    expect_refusal(&pl, NULL, LDS_E_BAD_UTF8, "keys.bytes", 64 + B + 4);
+    /* K7: bytes "aaabbc" with offsets 0, 1, 2, 6 are the keys "a", "a", "abbc". */
+    memcpy(pl.p + B, "aaabbc", 6);
+    set32(&pl, K + 8, 2);
+    expect_refusal(&pl, NULL, LDS_E_DUP_KEY, "keys.bytes", 64 + B + 1);
+    /* Without KEYS_UNIQUE the same keys parse, and the lowest row keeps the key. */
+    set32(&pl, T + 20, fl & ~LDS__TF_KEYS_UNIQUE);
+    lds_index *idx = NULL;
+    assert_int_equal(lds_index_from_payload(pl.p, pl.n, NULL, &idx, NULL), LDS_OK);
+    uint64_t row;
+    assert_int_equal(lds_index_find_key(idx, "a", 1, &row), LDS_OK);
+    assert_int_equal(row, 0);
+    assert_int_equal(lds_index_find_key(idx, "abbc", 4, &row), LDS_OK);
+    assert_int_equal(row, 2);
+    assert_false(lds_index_keys_unique(idx));
+    lds_index_free(idx);
+    free(pl.p);
+}
+
+static void test_rules_M_metadata(void **state)
+{
+    (void)state;
+    bytes pl = ref_payload();
+    const uint64_t T = 256, M = 192;
+    uint64_t E3 = entry_of(&pl, 3);
+    /* Entries: metric=cosine at M+4 (key M+8, value M+18), normalized=false at
+       M+24 (key M+28, value M+42), model=m at M+47 (key M+51, value M+60). */
+    assert_memory_equal(pl.p + M + 8, "metric", 6);
+    assert_memory_equal(pl.p + M + 18, "cosine", 6);
+    assert_memory_equal(pl.p + M + 42, "false", 5);
+    assert_memory_equal(pl.p + M + 51, "model", 5);
+    assert_int_equal(pl.p[M + 60], 'm');
+
+    lds_parse_options o;
+    lds_parse_options_default(&o);
+    o.limits.max_metadata_bytes = 60;
+    expect_refusal(&pl, &o, LDS_E_LIMIT, "section.length", 64 + E3 + 16);
+    o.limits.max_metadata_bytes = 61;
+    expect_ok(&pl, &o);
+
+    set32(&pl, M, 1000);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "metadata.count", 64 + M);
+    set32(&pl, M, 4); /* one entry more than present: the 4th key_length is missing */
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "metadata.key_length", 64 + M + 61);
+    set32(&pl, M, 3);
+    set32(&pl, M + 4, 100);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "metadata.key_length", 64 + M + 4);
+    set32(&pl, M + 4, 0);
+    expect_refusal(&pl, NULL, LDS_E_BAD_VALUE, "metadata.key_length", 64 + M + 4);
+    set32(&pl, M + 4, 6);
+    set32(&pl, M + 56, 2);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "metadata.value_length", 64 + M + 56);
+    set32(&pl, M + 56, 1);
+
+    pl.p[M + 60] = 0xFF;
+    reseal(&pl);
+    expect_refusal(&pl, NULL, LDS_E_BAD_UTF8, "metadata.value", 64 + M + 60);
+    pl.p[M + 60] = 0;
+    reseal(&pl);
+    expect_refusal(&pl, NULL, LDS_E_BAD_VALUE, "metadata.value", 64 + M + 60);
+    pl.p[M + 60] = 'm';
+    pl.p[M + 53] = 0;
+    reseal(&pl);
+    expect_refusal(&pl, NULL, LDS_E_BAD_VALUE, "metadata.key", 64 + M + 53);
+    pl.p[M + 53] = 0xFF;
+    reseal(&pl);
+    expect_refusal(&pl, NULL, LDS_E_BAD_UTF8, "metadata.key", 64 + M + 53);
+    pl.p[M + 53] = 'd';
+    reseal(&pl);
+    expect_ok(&pl, NULL);
+    /* M7: the third entry becomes "metric" = "" (key 6 bytes, value 0: it still ends at M+61). */
+    set32(&pl, M + 47, 6);
+    memcpy(pl.p + M + 51, "metric", 6);
+    set32(&pl, M + 57, 0);
+    expect_refusal(&pl, NULL, LDS_E_BAD_VALUE, "metadata.key", 64 + M + 51);
+    memcpy(pl.p + M + 51, "modelx", 6);
+    reseal(&pl);
+    expect_ok(&pl, NULL);
+
+    /* M8: the table says dot, metadata says cosine; NORMALIZED vs "false". */
+    uint32_t w = lds__ld32(pl.p + T + 12);
+    set32(&pl, T + 12, (w & 0xFFFFu) | (2u << 16));
+    expect_refusal(&pl, NULL, LDS_E_BAD_VALUE, "metadata.value", 64 + M + 18);
+    set32(&pl, T + 12, w);
+    uint32_t fl = lds__ld32(pl.p + T + 20);
+    set32(&pl, T + 20, fl | LDS__TF_NORMALIZED);
+    expect_refusal(&pl, NULL, LDS_E_BAD_VALUE, "metadata.value", 64 + M + 42);
+    set32(&pl, T + 20, fl);
+
+    /* M9: two zero bytes after the entries inside the section. */
+    set64(&pl, E3 + 16, 63);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "section.length", 64 + E3 + 16);
+    set64(&pl, E3 + 16, 61);
+    /* M2: a section too short for its count. */
+    set64(&pl, E3 + 16, 3);
+    memset(pl.p + M + 3, 0, 61 - 3);
+    reseal(&pl);
+    expect_refusal(&pl, NULL, LDS_E_BAD_SECTION, "metadata.count", 64 + M);
+    free(pl.p);
+}
+
+/* ---- lookup and search -------------------------------------------------------------- */
+
+static void test_lookup(void **state)
+{
+    (void)state;
+    enum { ROWS = 1000 };
+    spec s = {.dim = 3, .rows = ROWS, .ids = true, .keys = true, .unique = true};
+    bytes f = build(&s);
+    lds_index *idx = NULL;
+    assert_int_equal(parse_file(&f, NULL, &idx, NULL), LDS_OK);
+    assert_true(lds_index_keys_unique(idx));
+    for (uint64_t r = 0; r < ROWS; r++) {
+        char k[32];
+        snprintf(k, sizeof k, "k%llu", (unsigned long long)r);
+        uint64_t row = UINT64_MAX;
+        assert_int_equal(lds_index_find_key(idx, k, strlen(k), &row), LDS_OK);
+        assert_int_equal(row, r);
+        assert_int_equal(lds_index_find_id(idx, 1000 + r * 7, &row), LDS_OK);
+        assert_int_equal(row, r);
+    }
+    uint64_t row;
+    assert_int_equal(lds_index_find_key(idx, "k1000", 5, &row), LDS_E_NOT_FOUND);
+    assert_int_equal(lds_index_find_key(idx, "k1", 1, &row), LDS_E_NOT_FOUND); /* prefix "k" */
+    assert_int_equal(lds_index_find_key(idx, NULL, 0, &row), LDS_E_NOT_FOUND);
+    assert_int_equal(lds_index_find_key(idx, NULL, 1, &row), LDS_E_INVALID_ARG);
+    assert_int_equal(lds_index_find_id(idx, 1001, &row), LDS_E_NOT_FOUND);
+    lds_index_free(idx);
+    free(f.p);
+
+    /* Repeated ids and keys (not unique): the lowest row wins; no ids: unsupported. */
+    static const char *const dup[] = {"x", "y", "x", ""};
+    spec d = {.dim = 1, .rows = 4, .keys = true, .key_list = dup};
+    f = build(&d);
+    assert_int_equal(parse_file(&f, NULL, &idx, NULL), LDS_OK);
+    assert_int_equal(lds_index_find_key(idx, "x", 1, &row), LDS_OK);
+    assert_int_equal(row, 0);
+    assert_int_equal(lds_index_find_key(idx, "", 0, &row), LDS_OK);
+    assert_int_equal(row, 3);
+    assert_int_equal(lds_index_find_id(idx, 0, &row), LDS_E_UNSUPPORTED);
+    lds_index_free(idx);
+    free(f.p);
+}
+
+typedef struct find_arg {
+    lds_index *idx;
+    int failures;
+} find_arg;
+
+static void *find_ids(void *p)
+{
+    find_arg *a = p;
+    for (uint64_t r = 0; r < 500; r++) {
+        uint64_t row;
+        if (lds_index_find_id(a->idx, 1000 + r * 7, &row) != LDS_OK || row != r)
+            a->failures++;
+    }
+    return NULL;
+}
+
+static void test_lazy_id_table_is_thread_safe(void **state)
+{
+    (void)state;
+    spec s = {.dim = 2, .rows = 500, .ids = true};
+    bytes f = build(&s);
+    lds_index *idx = NULL;
+    assert_int_equal(parse_file(&f, NULL, &idx, NULL), LDS_OK);
+    pthread_t t[8];
+    find_arg a[8];
+    for (int i = 0; i < 8; i++) {
+        a[i].idx = idx;
+        a[i].failures = 0;
+        pthread_create(&t[i], NULL, find_ids, &a[i]);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(a[i].failures, 0);
+    }
+    lds_index_free(idx);
+    free(f.p);
+}
+
+typedef struct ref_hit {
+    uint64_t row;
+    double score;
+} ref_hit;
+
+static int ref_lower;
+
+static int ref_cmp(const void *x, const void *y)
+{
+    const ref_hit *a = x, *b = y;
+    if (a->score != b->score)
+        return (ref_lower ? a->score < b->score : a->score > b->score) ? -1 : 1;
+    return a->row < b->row ? -1 : 1;
+}
+
+static void check_search(lds_dtype dt, lds_metric m)
+{
+    enum { ROWS = 300, DIM = 24 };
+    spec s = {.dtype = dt, .metric = m, .dim = DIM, .rows = ROWS};
+    bytes f = build(&s);
+    lds_index *idx = NULL;
+    assert_int_equal(parse_file(&f, NULL, &idx, NULL), LDS_OK);
+    float q[DIM];
+    for (int i = 0; i < DIM; i++)
+        q[i] = frand();
+    /* A straightforward reference over the rows as the index returns them. */
+    ref_hit ref[ROWS];
+    double qn = 0;
+    for (int i = 0; i < DIM; i++)
+        qn += (double)q[i] * q[i];
+    qn = sqrt(qn);
+    for (uint64_t r = 0; r < ROWS; r++) {
+        float v[DIM];
+        lds_index_row_f32(idx, r, v, DIM);
+        double dot = 0, rr = 0, l2 = 0;
+        for (int i = 0; i < DIM; i++) {
+            dot += (double)q[i] * v[i];
+            rr += (double)v[i] * v[i];
+            l2 += ((double)q[i] - v[i]) * ((double)q[i] - v[i]);
+        }
+        ref[r].row = r;
+        ref[r].score = m == LDS_METRIC_L2 ? l2 : m == LDS_METRIC_DOT ? dot : dot / (qn * sqrt(rr));
+        ref[r].score = (float)ref[r].score;
+    }
+    ref_lower = m == LDS_METRIC_L2;
+    qsort(ref, ROWS, sizeof ref[0], ref_cmp);
+    static const size_t ks[] = {1, 7, 64, ROWS, ROWS + 50};
+    lds_hit hits[ROWS + 50];
+    for (size_t t = 0; t < 5; t++) {
+        size_t n = 0;
+        assert_int_equal(lds_index_search(idx, q, DIM, ks[t], hits, &n, NULL), LDS_OK);
+        assert_int_equal(n, ks[t] < ROWS ? ks[t] : ROWS);
+        for (size_t i = 0; i < n; i++) {
+            assert_int_equal(hits[i].row, ref[i].row);
+            assert_true(hits[i].score == (float)ref[i].score);
+        }
+    }
+    lds_index_free(idx);
+    free(f.p);
+}
+
+static void test_search_against_reference(void **state)
+{
+    (void)state;
+    static const lds_metric ms[] = {LDS_METRIC_COSINE, LDS_METRIC_DOT, LDS_METRIC_L2};
+    static const lds_dtype dts[] = {LDS_DTYPE_F32, LDS_DTYPE_F16, LDS_DTYPE_I8};
+    for (int m = 0; m < 3; m++)
+        for (int d = 0; d < 3; d++)
+            check_search(dts[d], ms[m]);
+}
+
+static void test_search_ties_and_errors(void **state)
+{
+    (void)state;
+    float data[] = {1, 0, 0, 1, 1, 0, 2, 0, 1, 0, 0, 0};
+    spec s = {.metric = LDS_METRIC_COSINE, .dim = 2, .rows = 6, .data = data};
+    bytes f = build(&s);
+    lds_index *idx = NULL;
+    assert_int_equal(parse_file(&f, NULL, &idx, NULL), LDS_OK);
+    float q[2] = {3, 0};
+    lds_hit h[6];
+    size_t n;
+    assert_int_equal(lds_index_search(idx, q, 2, 6, h, &n, NULL), LDS_OK);
+    assert_int_equal(n, 6);
+    /* cosine 1 for rows 0, 2, 3, 4 (ties: lower row first), 0 for row 1 and the zero row 5 */
+    static const uint64_t want[] = {0, 2, 3, 4, 1, 5};
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(h[i].row, want[i]);
+    assert_true(h[0].score == 1.0f && h[5].score == 0.0f);
+    assert_int_equal(lds_index_search(idx, q, 2, 3, h, &n, NULL), LDS_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(h[2].row, 3);
+    assert_int_equal(lds_index_search(idx, q, 2, 0, NULL, &n, NULL), LDS_OK);
+    assert_int_equal(n, 0);
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_index_search(idx, q, 3, 1, h, &n, &err), LDS_E_INVALID_ARG);
+    float zero[2] = {0, 0};
+    assert_int_equal(lds_index_search(idx, zero, 2, 1, h, &n, &err), LDS_E_BAD_VALUE);
+    float nanq[2] = {NAN, 0};
+    assert_int_equal(lds_index_search(idx, nanq, 2, 1, h, &n, &err), LDS_E_BAD_VALUE);
+    lds_index_free(idx);
+    free(f.p);
+
+    /* l2: lower first, equal distances by row. */
+    spec l = {.metric = LDS_METRIC_L2, .dim = 2, .rows = 6, .data = data};
+    f = build(&l);
+    assert_int_equal(parse_file(&f, NULL, &idx, NULL), LDS_OK);
+    float q2[2] = {1, 0};
+    assert_int_equal(lds_index_search(idx, q2, 2, 6, h, &n, NULL), LDS_OK);
+    static const uint64_t want2[] = {0, 2, 4, 3, 5, 1}; /* 0,0,0,1,1,2 */
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(h[i].row, want2[i]);
+    assert_true(h[3].score == 1.0f && h[5].score == 2.0f);
+    lds_index_free(idx);
+    free(f.p);
+}
+
+/* A NaN row (possible in a crafted f32 file) ranks after every number. */
+static void test_search_nan_row_ranks_last(void **state)
+{
+    (void)state;
+    float data[] = {1, 0, 2, 0, 3, 0};
+    spec s = {.metric = LDS_METRIC_DOT, .dim = 2, .rows = 3, .data = data};
+    bytes f = build(&s);
+    bytes pl = payload_of(&f);
+    lds__st32(pl.p + 8, lds__f32_bits(NAN)); /* row 1, element 0 */
+    reseal(&pl);
+    lds_index *idx = NULL;
+    assert_int_equal(lds_index_from_payload(pl.p, pl.n, NULL, &idx, NULL), LDS_OK);
+    float q[2] = {1, 0};
+    lds_hit h[3];
+    size_t n;
+    assert_int_equal(lds_index_search(idx, q, 2, 3, h, &n, NULL), LDS_OK);
+    assert_int_equal(h[0].row, 2);
+    assert_int_equal(h[1].row, 0);
+    assert_int_equal(h[2].row, 1);
+    assert_true(isnan(h[2].score));
+    assert_int_equal(lds_index_search(idx, q, 2, 2, h, &n, NULL), LDS_OK);
+    assert_int_equal(h[1].row, 0);
+    lds_index_free(idx);
+    free(pl.p);
+    free(f.p);
+}
+
+static void test_null_arguments(void **state)
+{
+    (void)state;
+    lds_index *idx = NULL;
+    assert_int_equal(lds_index_from_payload(NULL, 0, NULL, NULL, NULL), LDS_E_INVALID_ARG);
+    assert_int_equal(lds_index_from_payload(NULL, 5, NULL, &idx, NULL), LDS_E_INVALID_ARG);
+    lds_parse_options o;
+    memset(&o, 0, sizeof o);
+    assert_int_equal(lds_index_from_payload("x", 1, &o, &idx, NULL), LDS_E_INVALID_ARG);
+    lds_index_free(NULL);
+    lds_writer_free(NULL);
+    assert_int_equal(lds_index_rows(NULL), 0);
+    assert_int_equal(lds_writer_finish(NULL, NULL), LDS_E_INVALID_ARG);
+    lds_header h;
+    assert_int_equal(lds_header_decode(NULL, 64, &h, NULL), LDS_E_INVALID_ARG);
+    /* A short lds_error (an older caller) gets only the fields that fit. */
+    struct {
+        lds_error e;
+        char canary[8];
+    } small;
+    memset(&small, 0x5A, sizeof small);
+    small.e.size = offsetof(lds_error, offset) + sizeof(uint64_t);
+    uint8_t b[64] = {0};
+    assert_int_equal(lds_header_decode(b, 64, &h, &small.e), LDS_E_BAD_MAGIC);
+    assert_int_equal(small.e.status, LDS_E_BAD_MAGIC);
+    assert_int_equal(small.e.offset, 0);
+    assert_int_equal((unsigned char)small.e.message[0], 0x5A);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_f16_known_values),
+        cmocka_unit_test(test_f16_every_value_round_trips),
+        cmocka_unit_test(test_bf16_values),
+        cmocka_unit_test(test_utf8_validator),
+        cmocka_unit_test(test_header_round_trip),
+        cmocka_unit_test(test_header_refusals),
+        cmocka_unit_test(test_header_check_catches_every_bit_flip),
+        cmocka_unit_test(test_text_mode_damage_is_bad_magic),
+        cmocka_unit_test(test_round_trip_every_dtype_and_section),
+        cmocka_unit_test(test_empty_index),
+        cmocka_unit_test(test_layout_of_the_reference_file),
+        cmocka_unit_test(test_fixture_is_stable),
+        cmocka_unit_test(test_write_to_path),
+        cmocka_unit_test(test_write_to_pipe),
+        cmocka_unit_test(test_write_to_file_stream),
+        cmocka_unit_test(test_write_to_seekable_fd),
+        cmocka_unit_test(test_atomic_write_keeps_the_old_file),
+        cmocka_unit_test(test_writer_refusals),
+        cmocka_unit_test(test_normalize_option),
+        cmocka_unit_test(test_borrow_copy_and_alignment),
+        cmocka_unit_test(test_checksum_options),
+        cmocka_unit_test(test_rule_P1_truncated),
+        cmocka_unit_test(test_rules_F_footer),
+        cmocka_unit_test(test_rules_T_table),
+        cmocka_unit_test(test_rules_S_sections),
+        cmocka_unit_test(test_rules_V_I_sizes),
+        cmocka_unit_test(test_rules_K_keys),
+        cmocka_unit_test(test_rules_M_metadata),
+        cmocka_unit_test(test_lookup),
+        cmocka_unit_test(test_lazy_id_table_is_thread_safe),
+        cmocka_unit_test(test_search_against_reference),
+        cmocka_unit_test(test_search_ties_and_errors),
+        cmocka_unit_test(test_search_nan_row_ranks_last),
+        cmocka_unit_test(test_null_arguments),
+    };
+    return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
+}
