@@ -573,11 +573,9 @@ static void label_of(const char *key, char *out, size_t cap)
             *c = ' ';
 }
 
-static void cell(const bench_report *rep, const bench_row *row, const table *t, size_t col,
-                 size_t n_extra_cols, column *cols, char *buf, size_t cap)
+static void cell(const bench_row *row, size_t col, size_t n_extra_cols, const column *cols,
+                 char *buf, size_t cap)
 {
-    (void)rep;
-    (void)t;
     buf[0] = '\0';
     if (col < n_extra_cols) {
         for (size_t i = 0; i < row->n_ex; i++) {
@@ -666,7 +664,7 @@ static void print_table(const bench_report *rep, int ti)
             if (rep->rows[r]->table != ti)
                 continue;
             char buf[96];
-            cell(rep, rep->rows[r], t, c, n_extra_cols, cols, buf, sizeof buf);
+            cell(rep->rows[r], c, n_extra_cols, cols, buf, sizeof buf);
             if (strlen(buf) > cols[c].width)
                 cols[c].width = strlen(buf);
         }
@@ -704,7 +702,7 @@ static void print_table(const bench_report *rep, int ti)
                t->show_time ? row->unit : "");
         for (size_t c = 0; c < n_cols; c++) {
             char buf[96];
-            cell(rep, row, t, c, n_extra_cols, cols, buf, sizeof buf);
+            cell(row, c, n_extra_cols, cols, buf, sizeof buf);
             bool first = c == 0 || strcmp(cols[c].group, cols[c - 1].group) != 0;
             printf("%s%*s", first ? " | " : "  ", (int)cols[c].width, buf);
         }
@@ -954,6 +952,15 @@ int bench_report_finish(bench_report *rep)
 {
     printf("lodestar-bench %s%s\n", rep->opts->subcommand, rep->opts->dry ? " (dry run)" : "");
     printf("machine: %s\n", bench_machine_line());
+    char load[64] = "";
+    FILE *la = fopen("/proc/loadavg", "r");
+    if (la) {
+        if (!fgets(load, sizeof load, la))
+            load[0] = '\0';
+        fclose(la);
+        load[strcspn(load, "\n")] = '\0';
+        printf("load average at start of output: %s\n", load);
+    }
     for (size_t i = 0; i < rep->n_params; i++)
         printf("%s: %s\n", rep->param_key[i], rep->param_val[i]);
     for (int t = 0; t < rep->n_tables; t++)

@@ -58,7 +58,6 @@ static int child(const bench_opts *o)
 typedef struct hw_ctx {
     const char *index;
     int loads;
-    bool dry;
     double faults; /* of the last child */
 } hw_ctx;
 
@@ -139,7 +138,7 @@ int bench_heap_warmth(const bench_opts *o)
              "one load per process: fresh process vs a process after %d earlier loads",
              warm_loads - 1);
     bench_table(rep, title, true);
-    hw_ctx ctx[2] = {{path, 1, o->dry, 0}, {path, warm_loads, o->dry, 0}};
+    hw_ctx ctx[2] = {{path, 1, 0}, {path, warm_loads, 0}};
     char warm_name[96];
     snprintf(warm_name, sizeof warm_name, "warmed process: load %d", warm_loads);
     bench_row *rows_[2] = {bench_row_new(rep, "fresh process: first load", "ms"),

@@ -78,10 +78,12 @@ for t in tables:
         by = {r["name"]: r for r in d["rows"] if r["table"] == t}
         if "rent" not in by:
             continue
+        def num(v):
+            return "%.0f" % v if v >= 1000 else "%.1f" % v if v >= 10 else "%.3g" % v
         def med(k):
-            return "%.4g" % by[k]["median"] if k in by else "-"
+            return num(by[k]["median"]) if k in by else "-"
         def flt(k):
-            return "%.4g" % by[k]["page_faults"] if k in by else "-"
+            return num(by[k]["page_faults"]) if k in by else "-"
         m, r = by.get("malloc"), by["rent"]
         buys = "%.2fx" % (m["median"] / r["median"]) if m and r["median"] > 0 else "-"
         rows.append((t.split(" (")[0], n, r["unit"], med("malloc"), flt("malloc"), med("rent"),

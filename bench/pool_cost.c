@@ -246,6 +246,10 @@ int bench_pool_cost(const bench_opts *o)
         bench_fmt_bytes((double)size, size_s, sizeof size_s);
         snprintf(title, sizeof title, "%s (%zu bytes)", size_s, size);
         bench_table(rep, title, true);
+        /* Start each size from an empty pool, so that "retained" is this size's alone. */
+        lds_pool_trim(pool, LDS_POOL_TRIM_ALL, NULL);
+        if (strcmp(bench_allocator_name(), "glibc") == 0)
+            malloc_trim(0);
         pc_ctx ctx[S_COUNT];
         bench_alt alts[S_COUNT];
         size_t k = 0;
