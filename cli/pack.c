@@ -140,8 +140,9 @@ int cli_pack(int argc, char **argv)
     lds_status st = lds_import_file(in, out, &opts, &res, &err);
     if (progress.shown)
         fputc('\n', stderr);
+    /* Importer messages name a line or row of IN; the writer's name the output path. */
     if (st != LDS_OK)
-        return cli_fail(in, st, &err);
+        return cli_fail(strncmp(err.message, "writer:", 7) == 0 ? NULL : in, st, &err);
     printf("packed %llu rows x %u dims (%s, %s, %s%s) from %s into %s in %.2f s\n",
            (unsigned long long)res.rows, (unsigned)res.dim, lds_import_format_name(res.format),
            lds_dtype_name(opts.dtype), lds_metric_name(opts.metric),

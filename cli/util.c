@@ -62,8 +62,17 @@ lds_status cli_load(const cli_load_request *req, lds_index **out, lds_load_info 
     if (req->mmap >= 0)
         opts.use_mmap = req->mmap != 0;
     lds_load_info_init(info);
-    if (strcmp(req->file, "-") == 0)
+    if (strcmp(req->file, "-") == 0) {
+        if (isatty(STDIN_FILENO)) {
+            if (err) {
+                err->status = LDS_E_INVALID_ARG;
+                snprintf(err->message, sizeof err->message,
+                         "standard input is a terminal; redirect or pipe an index into it");
+            }
+            return LDS_E_INVALID_ARG;
+        }
         return lds_load_fd(STDIN_FILENO, &opts, out, info, err);
+    }
     return lds_load_path(req->file, &opts, out, info, err);
 }
 
