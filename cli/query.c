@@ -31,7 +31,7 @@ static const char similar_usage[] =
     "Euclidean distance (lower is nearer).\n"
     "\n"
     "options:\n"
-    "  -k, --k N   number of neighbours (default 10)\n"
+    "  -k N        number of neighbours (default 10)\n"
     "  --row N     select row N (0-based) instead of a key\n"
     "  --json      print one JSON object instead of text\n"
     "  --mmap      map the file instead of reading it\n"

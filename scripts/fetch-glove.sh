@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
     --lodestar) LODESTAR_BIN=$2; shift 2 ;;
     --cache) CACHE=$2; shift 2 ;;
     --force) FORCE=1; shift ;;
-    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) awk 'NR == 1 || /^# shellcheck/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
     *) echo "fetch-glove.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2317 # the stage_* functions are called through "stage_$name"
 # The whole test suite, in stages. `.ci/run` runs exactly this.
 #
 # usage: scripts/test.sh [--slow] [--no-slow] [--only STAGE[,STAGE...]]
@@ -23,7 +24,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 STAGES=(deps werror asan tsan slow)
 SLOW=0
@@ -34,7 +35,7 @@ while [ $# -gt 0 ]; do
     --slow) SLOW=1; shift ;;
     --no-slow) SLOW=0; shift ;;
     --only) ONLY=",$2,"; shift 2 ;;
-    -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) awk 'NR == 1 || /^# shellcheck/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
     *) echo "test.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -55,17 +56,22 @@ setup() {
     fi
 }
 
-# Runs `meson test` in build dir $1 with the remaining arguments and keeps its log
-# for the totals.
+# Keeps the newest meson test log of build dir $1 for the totals.
+keep_log() {
+    local log
+    log=$(find "$1/meson-logs" -name 'testlog*.json' -printf '%T@ %p\n' 2>/dev/null |
+        sort -n | tail -n 1 | cut -d' ' -f2-)
+    [ -n "$log" ] && cp "$log" "$RESULTS/$(date +%s%N).json"
+}
+
+# Runs `meson test` in build dir $1 with the remaining arguments; keeps its log.
 mtest() {
     local dir=$1
     shift
     local rc=0
     meson test -C "$dir" --print-errorlogs "$@" || rc=$?
-    local log
-    log=$(ls -t "$dir"/meson-logs/testlog*.json 2>/dev/null | head -n 1)
-    [ -n "$log" ] && cp "$log" "$RESULTS/$(date +%s%N).json"
-    return $rc
+    keep_log "$dir"
+    return "$rc"
 }
 
 stage_deps() {
@@ -99,12 +105,10 @@ stage_tsan() {
     if setarch "$(uname -m)" -R true 2>/dev/null; then
         norandom=(setarch "$(uname -m)" -R)
     fi
-    "${norandom[@]}" meson test -C build-tsan --print-errorlogs --suite tsan --no-rebuild
-    local rc=$?
-    local log
-    log=$(ls -t build-tsan/meson-logs/testlog*.json 2>/dev/null | head -n 1)
-    [ -n "$log" ] && cp "$log" "$RESULTS/$(date +%s%N).json"
-    return $rc
+    local rc=0
+    "${norandom[@]}" meson test -C build-tsan --print-errorlogs --suite tsan --no-rebuild || rc=$?
+    keep_log build-tsan
+    return "$rc"
 }
 
 stage_slow() {
