@@ -29,7 +29,8 @@
 
 /* Most buffers one thread caches per class (the option is clamped to this). */
 #define LDS__POOL_TC_MAX 16
-/* Thread-local tallies of leased bytes are folded into the pool's peak beyond this. */
+/* Thread-local tallies of leased bytes are folded into the pool's peak beyond this (so
+ * the peak is exact to within this many bytes per thread). */
 #define LDS__POOL_PEAK_BATCH ((int64_t)64 << 10)
 
 typedef struct lds__slot {
