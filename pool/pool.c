@@ -141,7 +141,7 @@ static uint32_t buffer_create(lds_pool *pool, uint32_t cls, int pooled)
         size_t page = lds__page_size();
         bytes = (LDS_POOL_MAP_OFFSET + cap + page - 1) / page * page;
         base = lds__map(bytes);
-        ptr = (char *)base + LDS_POOL_MAP_OFFSET;
+        ptr = base ? (char *)base + LDS_POOL_MAP_OFFSET : NULL;
     } else {
         bytes = (cap + 63u) & ~(size_t)63u;
         base = aligned_alloc(64, bytes);
