@@ -40,8 +40,12 @@ lds_status lds__load_fail(lds_error *err, lds_status status, const char *field, 
             room = sizeof(err->message);
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err->message, room, fmt, ap);
+        int n = vsnprintf(err->message, room, fmt, ap);
         va_end(ap);
+        /* Like the parser's messages: a refusal of the input names the byte it is about. */
+        if (field != NULL && status != LDS_E_INVALID_ARG && n >= 0 && (size_t)n < room)
+            snprintf(err->message + n, room - (size_t)n, " (at byte %llu)",
+                     (unsigned long long)offset);
     }
 #undef LDS__FITS
     return status;
