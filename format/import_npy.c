@@ -247,48 +247,52 @@ lds_status lds__import_npy(lds__imp_ctx *c, lds_error *err)
         esize = 2;
     } else {
         st = lds__imp_fail(err, LDS_E_UNSUPPORTED, "npy.descr", prefix, 0,
-                           ".npy dtype '%s'; '<f4' and '<f2' are supported (convert with "
-                           "arr.astype('<f4'))",
-                           h.descr);
+                           "byte %llu: .npy dtype '%s'; '<f4' and '<f2' are supported (convert "
+                           "with arr.astype('<f4'))",
+                           (unsigned long long)prefix, h.descr);
         goto out;
     }
     if (h.fortran_order) {
         st = lds__imp_fail(err, LDS_E_UNSUPPORTED, "npy.fortran_order", prefix, 0,
-                           ".npy array in Fortran order; save a C-order array "
-                           "(np.ascontiguousarray)");
+                           "byte %llu: .npy array in Fortran order; save a C-order array "
+                           "(np.ascontiguousarray)",
+                           (unsigned long long)prefix);
         goto out;
     }
     if (h.ndim != 2) {
         st = lds__imp_fail(err, LDS_E_UNSUPPORTED, "npy.shape", prefix, 0,
-                           ".npy array of %zu dimensions; expected shape (N, D)", h.ndim);
+                           "byte %llu: .npy array of %zu dimensions; expected shape (N, D)",
+                           (unsigned long long)prefix, h.ndim);
         goto out;
     }
     uint64_t rows = h.shape[0], dim = h.shape[1];
     uint64_t data_off = prefix + hlen;
     if (dim == 0) {
         st = lds__imp_fail(err, LDS_E_BAD_VALUE, "npy.shape", prefix, 0,
-                           "shape (%llu, 0): D must be at least 1", (unsigned long long)rows);
+                           "byte %llu: shape (%llu, 0): D must be at least 1",
+                           (unsigned long long)prefix, (unsigned long long)rows);
         goto out;
     }
     if (dim > lim->max_dim || dim > UINT32_MAX) {
-        st =
-            lds__imp_fail(err, LDS_E_LIMIT, "npy.shape", prefix, 0,
-                          "shape (%llu, %llu): D is above max_dim = %llu", (unsigned long long)rows,
-                          (unsigned long long)dim, (unsigned long long)lim->max_dim);
+        st = lds__imp_fail(err, LDS_E_LIMIT, "npy.shape", prefix, 0,
+                           "byte %llu: shape (%llu, %llu): D is above max_dim = %llu",
+                           (unsigned long long)prefix, (unsigned long long)rows,
+                           (unsigned long long)dim, (unsigned long long)lim->max_dim);
         goto out;
     }
     if (rows > lim->max_rows) {
         st = lds__imp_fail(err, LDS_E_LIMIT, "npy.shape", prefix, 0,
-                           "shape (%llu, %llu): N is above max_rows = %llu",
-                           (unsigned long long)rows, (unsigned long long)dim,
-                           (unsigned long long)lim->max_rows);
+                           "byte %llu: shape (%llu, %llu): N is above max_rows = %llu",
+                           (unsigned long long)prefix, (unsigned long long)rows,
+                           (unsigned long long)dim, (unsigned long long)lim->max_rows);
         goto out;
     }
     uint64_t data;
     if (__builtin_mul_overflow(rows, dim, &data) || __builtin_mul_overflow(data, esize, &data)) {
         st = lds__imp_fail(err, LDS_E_OVERFLOW, "npy.shape", prefix, 0,
-                           "shape (%llu, %llu) of %s: the data size overflows 64 bits",
-                           (unsigned long long)rows, (unsigned long long)dim, h.descr);
+                           "byte %llu: shape (%llu, %llu) of %s: the data size overflows 64 bits",
+                           (unsigned long long)prefix, (unsigned long long)rows,
+                           (unsigned long long)dim, h.descr);
         goto out;
     }
     uint64_t have = in->size - data_off;
