@@ -151,5 +151,6 @@ int bench_pool_cost(const bench_opts *o);
 int bench_load(const bench_opts *o);
 int bench_reload(const bench_opts *o);
 int bench_heap_warmth(const bench_opts *o);
+int bench_read_offset(const bench_opts *o);
 
 #endif /* LDS_BENCH_H */

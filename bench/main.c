@@ -33,6 +33,8 @@ static const subcommand subcommands[] = {
      "diagnostic: 100 cycles of load-then-free-previous, pooled vs plain malloc"},
     {"heap-warmth", bench_heap_warmth,
      "diagnostic: a fresh process's first load vs a warmed process's (see heap-warmth.sh)"},
+    {"read-offset", bench_read_offset,
+     "diagnostic: read() of a cached file into buffers at page+0/16/64/256/2048"},
 };
 
 #define N_SUBCOMMANDS (sizeof subcommands / sizeof subcommands[0])
