@@ -10,14 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define LDS__ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define LDS__ASAN 1
-#endif
-#endif
-
 #ifdef LDS__ASAN
 #include <sanitizer/asan_interface.h>
 #endif
@@ -69,21 +61,5 @@ void lds__asan_unpoison(const void *p, size_t n)
 int lds__asan_is_poisoned(const void *p)
 {
     return __asan_address_is_poisoned(p);
-}
-#else
-void lds__asan_poison(const void *p, size_t n)
-{
-    (void)p;
-    (void)n;
-}
-void lds__asan_unpoison(const void *p, size_t n)
-{
-    (void)p;
-    (void)n;
-}
-int lds__asan_is_poisoned(const void *p)
-{
-    (void)p;
-    return 0;
 }
 #endif

@@ -11,6 +11,7 @@
 pthread_mutex_t lds__g_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static _Atomic uint64_t g_next_pool_id = 1;
+static _Atomic uint64_t g_next_stamp = 1;
 static _Atomic(lds_pool *) g_shared;
 static pthread_mutex_t g_shared_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
@@ -25,16 +26,13 @@ typedef struct tls_root {
 static _Thread_local tls_root *tls_self __attribute__((tls_model("initial-exec")));
 static _Thread_local lds__tcache *tls_last __attribute__((tls_model("initial-exec")));
 
-#define RLX memory_order_relaxed
+#define RLX         memory_order_relaxed
+#define LIKELY(x)   __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 static inline void tally_add(_Atomic uint64_t *c, uint64_t v)
 {
     atomic_store_explicit(c, atomic_load_explicit(c, RLX) + v, RLX);
-}
-
-static inline void tally_sub(_Atomic uint64_t *c, uint64_t v)
-{
-    atomic_store_explicit(c, atomic_load_explicit(c, RLX) - v, RLX);
 }
 
 static inline void count(_Atomic uint64_t *c, uint64_t v)
@@ -44,13 +42,19 @@ static inline void count(_Atomic uint64_t *c, uint64_t v)
 
 /* ==== size classes ======================================================== */
 
+/* Branch-free: requests up to the minimum class count as the minimum class; then, with
+ * m = request - 1 and 2^k <= m < 2^(k+1), the class is 4 per doubling above 2^6 plus the
+ * two bits of m below its top bit. Valid for min_bytes <= LDS_POOL_MAX_REQUEST. */
+static inline uint32_t class_of(size_t min_bytes)
+{
+    uint64_t m = (min_bytes > LDS_POOL_MIN_CLASS ? (uint64_t)min_bytes : LDS_POOL_MIN_CLASS) - 1;
+    unsigned k = 63u - (unsigned)__builtin_clzll(m);
+    return 4u * k + (uint32_t)(m >> (k - 2)) - (4u * LDS__POOL_MIN_SHIFT + 3u);
+}
+
 uint32_t lds__class_of(size_t min_bytes)
 {
-    if (min_bytes <= LDS_POOL_MIN_CLASS)
-        return 0;
-    uint64_t m = (uint64_t)min_bytes - 1;
-    unsigned k = 63u - (unsigned)__builtin_clzll(m);
-    return (k - LDS__POOL_MIN_SHIFT) * 4u + (uint32_t)(m >> (k - 2)) - 4u + 1u;
+    return class_of(min_bytes);
 }
 
 size_t lds__class_capacity(uint32_t cls)
@@ -151,7 +155,9 @@ static uint32_t buffer_create(lds_pool *pool, uint32_t cls, int pooled)
         slot_release(pool, idx, s);
         return LDS__POOL_NO_SLOT;
     }
-    s->cls = cls;
+    s->idx = idx;
+    s->cls = (uint8_t)cls;
+    s->cap = cap;
     s->base = base;
     s->alloc_bytes = bytes;
     s->mapped = (uint8_t)mapped;
@@ -279,10 +285,10 @@ static void tc_flush(lds__tcache *tc, int destroy, size_t *freed)
     uint64_t now = lds__now_ns();
     for (uint32_t c = 0; c < LDS__POOL_CLASSES; c++) {
         size_t cap = lds__class_capacity(c);
-        while (tc->n[c] > 0) {
-            uint32_t idx = tc->items[c][--tc->n[c]];
-            tally_sub(&tc->tally.cached_bytes, cap);
-            tally_sub(&tc->tally.cached_count, 1);
+        uint8_t n = atomic_load_explicit(&tc->n[c], RLX);
+        while (n > 0) {
+            uint32_t idx = tc->items[c][--n]->idx;
+            atomic_store_explicit(&tc->n[c], n, RLX);
             if (destroy) {
                 buffer_destroy(pool, idx);
                 trimmed(pool, cap, freed);
@@ -293,9 +299,11 @@ static void tc_flush(lds__tcache *tc, int destroy, size_t *freed)
     }
 }
 
-static void tally_fold(lds_pool *pool, const lds__tally *t)
+static void tally_fold(lds_pool *pool, const lds__tcache *tc)
 {
-#define FOLD(f) pool->retired.f += atomic_load_explicit(&t->f, RLX)
+    lds__tally t;
+    lds__tally_of(tc, &t);
+#define FOLD(f) pool->retired.f += t.f
     FOLD(rents);
     FOLD(hits_thread);
     FOLD(returns);
@@ -343,7 +351,7 @@ static void tc_destructor(void *arg)
         if (!tc->dead) {
             tc_flush(tc, 0, NULL);
             peak_flush(tc->pool, tc);
-            tally_fold(tc->pool, &tc->tally);
+            tally_fold(tc->pool, tc);
             tc_unlink(tc);
         }
         free(tc);
@@ -370,6 +378,8 @@ static lds__tcache *tc_slow(lds_pool *pool)
         lds__tcache *tc = *pp;
         if (tc->dead) {
             *pp = tc->next_in_thread;
+            if (tls_last == tc)
+                tls_last = NULL;
             free(tc);
             continue;
         }
@@ -378,11 +388,14 @@ static lds__tcache *tc_slow(lds_pool *pool)
         pp = &tc->next_in_thread;
     }
     if (!found) {
-        found = calloc(1, sizeof *found);
+        /* Whole cache lines of its own: nothing another thread writes shares them. */
+        found = aligned_alloc(64, sizeof *found);
         if (found) {
+            memset(found, 0, sizeof *found);
             found->pool = pool;
             found->pool_id = pool->id;
-            found->epoch = atomic_load_explicit(&pool->trim_epoch, RLX);
+            found->stamp = atomic_load_explicit(&pool->stamp, memory_order_acquire) &
+                           ~(uint64_t)LDS__POOL_STAMP_SLOW;
             found->next_in_thread = tls_self->list;
             tls_self->list = found;
             found->next_in_pool = pool->tcaches;
@@ -397,21 +410,28 @@ static lds__tcache *tc_slow(lds_pool *pool)
     return found;
 }
 
-static inline lds__tcache *tc_get(lds_pool *pool)
+static lds__tcache *tc_get(lds_pool *pool)
 {
     lds__tcache *tc = tls_last;
-    if (__builtin_expect(tc != NULL && tc->pool_id == pool->id, 1))
+    if (tc != NULL && tc->pool_id == pool->id)
         return tc;
     return tc_slow(pool);
 }
 
-static inline void tc_check_epoch(lds__tcache *tc)
+/* The calling thread's cache for `pool`, emptied first if the pool was trimmed since the
+ * cache last looked (its stamp changed); NULL when out of memory. */
+static lds__tcache *tc_sync(lds_pool *pool)
 {
-    uint64_t e = atomic_load_explicit(&tc->pool->trim_epoch, memory_order_acquire);
-    if (__builtin_expect(e != tc->epoch, 0)) {
-        tc->epoch = e;
+    lds__tcache *tc = tc_get(pool);
+    if (!tc)
+        return NULL;
+    uint64_t st =
+        atomic_load_explicit(&pool->stamp, memory_order_acquire) & ~(uint64_t)LDS__POOL_STAMP_SLOW;
+    if (st != tc->stamp) {
+        tc->stamp = st;
         tc_flush(tc, 1, NULL);
     }
+    return tc;
 }
 
 /* ==== shared stacks, retention, idle trimming ============================= */
@@ -506,10 +526,10 @@ static void evict_for(lds_pool *pool, lds__tcache *tc, size_t need)
         size_t cap = lds__class_capacity(c);
         while (atomic_load_explicit(&pool->pooled_bytes, RLX) + need > max) {
             uint32_t idx = LDS__POOL_NO_SLOT;
-            if (tc && tc->n[c] > 0) {
-                idx = tc->items[c][--tc->n[c]];
-                tally_sub(&tc->tally.cached_bytes, cap);
-                tally_sub(&tc->tally.cached_count, 1);
+            uint8_t n = tc ? atomic_load_explicit(&tc->n[c], RLX) : 0;
+            if (n > 0) {
+                idx = tc->items[c][n - 1]->idx;
+                atomic_store_explicit(&tc->n[c], (uint8_t)(n - 1), RLX);
             } else {
                 idx = shared_pop(pool, c);
             }
@@ -629,7 +649,53 @@ static void quarantine_drain(lds_pool *pool, size_t *freed)
 
 /* ==== rent and return ===================================================== */
 
-lds_status lds_pool_rent(lds_pool *pool, size_t min_bytes, lds_lease *out)
+/* The warm path is lds_pool_rent and lds_pool_return themselves: a thread-cache hit on
+ * rent, a thread-cache push on return, on a pool in the default mode. It reads the
+ * thread's cache, the pool's stamp, one slot and one cache row, does one atomic
+ * read-modify-write (the compare-and-swap that ends a lease), and leaves everything else
+ * (the shared pool, errors, refusals, trims, checked modes, misses, full caches) to the
+ * out-of-line functions below, which keep the whole logic. */
+
+/* One comparison: `tc` belongs to `pool`, has seen the pool's last trim, and the pool is
+ * in the default mode (see LDS__POOL_STAMP_SLOW). */
+static inline int stamp_ok(const lds__tcache *tc, lds_pool *pool)
+{
+    return tc->stamp == atomic_load_explicit(&pool->stamp, memory_order_acquire);
+}
+
+static inline void tally_out(lds_pool *pool, lds__tcache *tc, size_t cap, size_t len)
+{
+    tally_add(&tc->requested, len);
+    tc->pending += (int64_t)cap;
+    if (UNLIKELY(tc->pending > LDS__POOL_PEAK_BATCH))
+        peak_flush(pool, tc);
+}
+
+static inline void tally_in(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t cap, size_t len)
+{
+    tally_add(&tc->in[cls], 1);
+    tally_add(&tc->len_in, len);
+    tc->pending -= (int64_t)cap;
+    if (UNLIKELY(tc->pending < -LDS__POOL_PEAK_BATCH))
+        peak_flush(pool, tc);
+}
+
+/* Hands out slot `s` (owned by the caller: just taken from a cache or created). Its
+ * generation becomes odd; a plain store suffices, no other thread can end a lease the
+ * slot does not have yet (a racing stale return fails its compare-and-swap). */
+static inline void lease_out(lds__slot *s, void *p, size_t len, lds_lease *out)
+{
+    uint32_t gen = atomic_load_explicit(&s->gen, RLX) + 1;
+    atomic_store_explicit(&s->length, len, RLX);
+    atomic_store_explicit(&s->gen, gen, memory_order_release);
+    out->ptr = p;
+    out->length = len;
+    out->capacity = s->cap;
+    out->handle = ((uint64_t)gen << 32) | s->idx;
+}
+
+__attribute__((noinline, cold)) static lds_status rent_full(lds_pool *pool, size_t min_bytes,
+                                                            lds_lease *out)
 {
     if (!out)
         return LDS_E_INVALID_ARG;
@@ -638,27 +704,28 @@ lds_status lds_pool_rent(lds_pool *pool, size_t min_bytes, lds_lease *out)
         return LDS_E_LIMIT;
     if (!pool && !(pool = lds_pool_shared()))
         return LDS_E_NOMEM;
-    lds__tcache *tc = tc_get(pool);
+    lds__tcache *tc = tc_sync(pool);
     if (!tc)
         return LDS_E_NOMEM;
-    tc_check_epoch(tc);
-    uint32_t cls = lds__class_of(min_bytes);
+    uint32_t cls = class_of(min_bytes);
     size_t cap = lds__class_capacity(cls);
     uint32_t idx;
     lds__slot *s;
     char *p;
+    int hit;
     for (;;) {
-        if (tc->n[cls] > 0) {
-            idx = tc->items[cls][--tc->n[cls]];
-            tally_sub(&tc->tally.cached_bytes, cap);
-            tally_sub(&tc->tally.cached_count, 1);
-            tally_add(&tc->tally.hits_thread, 1);
+        uint8_t n = atomic_load_explicit(&tc->n[cls], RLX);
+        hit = n > 0;
+        if (hit) {
+            s = tc->items[cls][n - 1];
+            idx = s->idx;
+            atomic_store_explicit(&tc->n[cls], (uint8_t)(n - 1), RLX);
         } else {
             idx = rent_slow(pool, tc, cls, cap);
             if (idx == LDS__POOL_NO_SLOT)
                 return LDS_E_NOMEM;
+            s = slot_at(pool, idx);
         }
-        s = slot_at(pool, idx);
         p = (char *)atomic_load_explicit(&s->ptr, RLX);
         if (on_rent(pool, idx, p, min_bytes, cap))
             break;
@@ -666,76 +733,45 @@ lds_status lds_pool_rent(lds_pool *pool, size_t min_bytes, lds_lease *out)
         count(&pool->drops, 1);
         buffer_destroy(pool, idx);
     }
-    uint32_t gen = atomic_load_explicit(&s->gen, RLX) + 1;
-    atomic_store_explicit(&s->length, min_bytes, RLX);
-    atomic_store_explicit(&s->gen, gen, memory_order_release);
-
-    tally_add(&tc->tally.rents, 1);
-    tally_add(&tc->tally.bytes_out, cap);
-    tally_add(&tc->tally.waste_out, cap - min_bytes);
-    tally_add(&tc->tally.requested, min_bytes);
-    tc->pending += (int64_t)cap;
-    if (__builtin_expect(tc->pending > LDS__POOL_PEAK_BATCH, 0))
-        peak_flush(pool, tc);
-
-    out->ptr = p;
-    out->length = min_bytes;
-    out->capacity = cap;
-    out->handle = ((uint64_t)gen << 32) | idx;
+    tally_add(hit ? &tc->hits[cls] : &tc->misses[cls], 1);
+    tally_out(pool, tc, cap, min_bytes);
+    lease_out(s, p, min_bytes, out);
     return LDS_OK;
 }
 
-static lds_status refuse(lds_pool *pool, lds_pool_refusal why)
+lds_status lds_pool_rent(lds_pool *pool, size_t min_bytes, lds_lease *out)
+{
+    lds__tcache *tc = tls_last;
+    if (UNLIKELY(!tc || !pool || !out || min_bytes > LDS_POOL_MAX_REQUEST || !stamp_ok(tc, pool)))
+        return rent_full(pool, min_bytes, out);
+    uint32_t cls = class_of(min_bytes);
+    uint8_t n = atomic_load_explicit(&tc->n[cls], RLX);
+    if (UNLIKELY(n == 0))
+        return rent_full(pool, min_bytes, out);
+    lds__slot *s = tc->items[cls][n - 1];
+    atomic_store_explicit(&tc->n[cls], (uint8_t)(n - 1), RLX);
+    void *p = (void *)atomic_load_explicit(&s->ptr, RLX);
+    lds__asan_unpoison(p, s->cap);
+    tally_add(&tc->hits[cls], 1);
+    tally_out(pool, tc, s->cap, min_bytes);
+    lease_out(s, p, min_bytes, out);
+    return LDS_OK;
+}
+
+__attribute__((noinline, cold)) static lds_status refuse(lds_pool *pool, lds_pool_refusal why)
 {
     count(&pool->refused[why], 1);
     return LDS_E_POOL_REFUSED;
 }
 
-lds_status lds_pool_return(lds_pool *pool, lds_lease *lease, unsigned flags)
+/* Keeps or frees the buffer of slot `s`, whose lease this thread has just ended (and
+ * tallied). `tc` is the calling thread's cache for `pool`. */
+__attribute__((noinline)) static lds_status recycle(lds_pool *pool, lds__tcache *tc, lds__slot *s,
+                                                    unsigned flags)
 {
-    if (!lease || (flags & ~LDS_RETURN_CLEAR) != 0)
-        return LDS_E_INVALID_ARG;
-    if (!pool && !(pool = lds_pool_shared()))
-        return LDS_E_NOMEM;
-    uint64_t h = lease->handle;
-    uint32_t idx = (uint32_t)h, gen = (uint32_t)(h >> 32);
-    if (h == 0)
-        return refuse(pool, LDS_POOL_REFUSED_STALE); /* zeroed by an earlier return */
-    lds__slot *s = slot_at(pool, idx);
-    if (!s || (gen & 1u) == 0)
-        return refuse(pool, LDS_POOL_REFUSED_UNKNOWN);
-    if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen)
-        return refuse(pool, LDS_POOL_REFUSED_STALE);
-    if (atomic_load_explicit(&s->ptr, RLX) != (uintptr_t)lease->ptr || lease->ptr == NULL)
-        return refuse(pool, LDS_POOL_REFUSED_POINTER);
-    if (lease->capacity != lds__class_capacity(s->cls) ||
-        lease->length != atomic_load_explicit(&s->length, RLX))
-        return refuse(pool, LDS_POOL_REFUSED_SIZE);
-    uint32_t expect = gen;
-    if (!atomic_compare_exchange_strong_explicit(&s->gen, &expect, gen + 1, memory_order_acq_rel,
-                                                 memory_order_acquire))
-        return refuse(pool, LDS_POOL_REFUSED_STALE);
-
-    lds__tcache *tc = tc_get(pool);
-    if (!tc) {
-        /* Nowhere to tally: free the buffer (the lease did end). */
-        buffer_destroy(pool, idx);
-        count(&pool->drops, 1);
-        memset(lease, 0, sizeof *lease);
-        return LDS_OK;
-    }
-    tc_check_epoch(tc);
-    size_t cap = lease->capacity, len = lease->length;
-    char *p = lease->ptr;
-    uint32_t cls = s->cls;
-    tally_add(&tc->tally.returns, 1);
-    tally_add(&tc->tally.bytes_in, cap);
-    tally_add(&tc->tally.waste_in, cap - len);
-    tc->pending -= (int64_t)cap;
-    if (__builtin_expect(tc->pending < -LDS__POOL_PEAK_BATCH, 0))
-        peak_flush(pool, tc);
-    memset(lease, 0, sizeof *lease);
-
+    uint32_t idx = s->idx, cls = s->cls;
+    size_t cap = s->cap;
+    char *p = (char *)atomic_load_explicit(&s->ptr, RLX);
     lds_pool_check mode = pool->opts.check;
     if (!s->pooled || mode == LDS_POOL_CHECK_BYPASS) {
         buffer_destroy(pool, idx);
@@ -752,18 +788,96 @@ lds_status lds_pool_return(lds_pool *pool, lds_lease *lease, unsigned flags)
         memset(p, LDS_POOL_FREED_BYTE, cap);
     lds__asan_poison(p, cap);
 
+    uint8_t n = atomic_load_explicit(&tc->n[cls], RLX);
     if (mode == LDS_POOL_CHECK_GUARD) {
         idx = quarantine_push(pool, idx);
         if (idx == LDS__POOL_NO_SLOT)
             return LDS_OK;
-    } else if (tc->n[cls] < pool->tc_limit[cls] && mode == LDS_POOL_CHECK_OFF) {
-        tc->items[cls][tc->n[cls]++] = idx;
-        tally_add(&tc->tally.cached_bytes, cap);
-        tally_add(&tc->tally.cached_count, 1);
+    } else if (n < pool->tc_limit[cls] && mode == LDS_POOL_CHECK_OFF) {
+        tc->items[cls][n] = s;
+        atomic_store_explicit(&tc->n[cls], (uint8_t)(n + 1), RLX);
         return LDS_OK;
     }
     maybe_age(pool);
     shared_push(pool, idx, lds__now_ns());
+    return LDS_OK;
+}
+
+__attribute__((noinline, cold)) static lds_status return_full(lds_pool *pool, lds_lease *lease,
+                                                              unsigned flags)
+{
+    if (!lease || (flags & ~LDS_RETURN_CLEAR) != 0)
+        return LDS_E_INVALID_ARG;
+    if (!pool && !(pool = lds_pool_shared()))
+        return LDS_E_NOMEM;
+    uint64_t h = lease->handle;
+    uint32_t idx = (uint32_t)h, gen = (uint32_t)(h >> 32);
+    if (h == 0)
+        return refuse(pool, LDS_POOL_REFUSED_STALE); /* zeroed by an earlier return */
+    lds__slot *s = slot_at(pool, idx);
+    if (!s || (gen & 1u) == 0)
+        return refuse(pool, LDS_POOL_REFUSED_UNKNOWN);
+    if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen)
+        return refuse(pool, LDS_POOL_REFUSED_STALE);
+    if (atomic_load_explicit(&s->ptr, RLX) != (uintptr_t)lease->ptr || lease->ptr == NULL)
+        return refuse(pool, LDS_POOL_REFUSED_POINTER);
+    if (lease->capacity != s->cap || lease->length != atomic_load_explicit(&s->length, RLX))
+        return refuse(pool, LDS_POOL_REFUSED_SIZE);
+    uint32_t expect = gen;
+    if (!atomic_compare_exchange_strong_explicit(&s->gen, &expect, gen + 1, memory_order_acq_rel,
+                                                 RLX))
+        return refuse(pool, LDS_POOL_REFUSED_STALE);
+
+    lds__tcache *tc = tc_sync(pool);
+    if (!tc) {
+        /* Nowhere to tally: free the buffer (the lease did end). */
+        buffer_destroy(pool, idx);
+        count(&pool->drops, 1);
+        memset(lease, 0, sizeof *lease);
+        return LDS_OK;
+    }
+    tally_in(pool, tc, s->cls, s->cap, lease->length);
+    memset(lease, 0, sizeof *lease);
+    return recycle(pool, tc, s, flags);
+}
+
+lds_status lds_pool_return(lds_pool *pool, lds_lease *lease, unsigned flags)
+{
+    lds__tcache *tc = tls_last;
+    if (UNLIKELY(!tc || !pool || !lease || flags != 0 || !stamp_ok(tc, pool)))
+        return return_full(pool, lease, flags);
+    uint64_t h = lease->handle;
+    uint32_t idx = (uint32_t)h, gen = (uint32_t)(h >> 32);
+    if (UNLIKELY(idx >= atomic_load_explicit(&pool->slot_count, memory_order_acquire)))
+        return return_full(pool, lease, flags);
+    lds__slot *chunk =
+        atomic_load_explicit(&pool->chunks[idx >> LDS__POOL_CHUNK_SHIFT], memory_order_acquire);
+    if (UNLIKELY(!chunk))
+        return return_full(pool, lease, flags);
+    lds__slot *s = &chunk[idx & (LDS__POOL_CHUNK_SLOTS - 1)];
+    /* Anything amiss (including an even generation: h == 0, or a cached slot's) is sorted
+     * out, and refused by cause, on the full path. */
+    void *p = lease->ptr;
+    size_t len = lease->length, cap = s->cap;
+    if (UNLIKELY((gen & 1u) == 0 || atomic_load_explicit(&s->gen, memory_order_acquire) != gen ||
+                 atomic_load_explicit(&s->ptr, RLX) != (uintptr_t)p || lease->capacity != cap ||
+                 atomic_load_explicit(&s->length, RLX) != len))
+        return return_full(pool, lease, flags);
+    /* The one read-modify-write of a pair: of two threads returning this lease at once,
+     * exactly one moves the generation on. */
+    uint32_t expect = gen;
+    if (UNLIKELY(!atomic_compare_exchange_strong_explicit(&s->gen, &expect, gen + 1,
+                                                          memory_order_acq_rel, RLX)))
+        return refuse(pool, LDS_POOL_REFUSED_STALE);
+    uint32_t cls = s->cls;
+    tally_in(pool, tc, cls, cap, len);
+    memset(lease, 0, sizeof *lease);
+    uint8_t n = atomic_load_explicit(&tc->n[cls], RLX);
+    if (UNLIKELY(!s->pooled || n >= pool->tc_limit[cls]))
+        return recycle(pool, tc, s, 0);
+    lds__asan_poison(p, cap);
+    tc->items[cls][n] = s;
+    atomic_store_explicit(&tc->n[cls], (uint8_t)(n + 1), RLX);
     return LDS_OK;
 }
 
@@ -774,6 +888,14 @@ void lds_scoped_lease_end(lds_scoped_lease *s)
 }
 
 /* ==== trimming ============================================================ */
+
+/* A stamp no pool has had (see LDS__POOL_STAMP_SLOW). */
+static uint64_t fresh_stamp(const lds_pool *pool)
+{
+    int slow = pool->opts.check != LDS_POOL_CHECK_OFF || pool->opts.fill_on_rent >= 0;
+    return (atomic_fetch_add_explicit(&g_next_stamp, 1, RLX) << 1) |
+           (slow ? LDS__POOL_STAMP_SLOW : 0u);
+}
 
 lds_status lds_pool_trim(lds_pool *pool, lds_pool_trim_mode mode, size_t *freed_bytes)
 {
@@ -789,10 +911,11 @@ lds_status lds_pool_trim(lds_pool *pool, lds_pool_trim_mode mode, size_t *freed_
     } else {
         /* Other threads empty their caches at their next call (they see the new epoch);
          * the calling thread's cache is emptied here. */
-        uint64_t e = atomic_fetch_add_explicit(&pool->trim_epoch, 1, memory_order_release) + 1;
+        uint64_t st = fresh_stamp(pool);
+        atomic_store_explicit(&pool->stamp, st, memory_order_release);
         lds__tcache *tc = tc_get(pool);
         if (tc) {
-            tc->epoch = e;
+            tc->stamp = st & ~(uint64_t)LDS__POOL_STAMP_SLOW;
             tc_flush(tc, 1, &freed);
         }
         for (uint32_t c = 0; c < LDS__POOL_CLASSES; c++) {
@@ -869,6 +992,7 @@ lds_status lds_pool_create(const lds_pool_options *opts, lds_pool **out)
     memset(pool, 0, sizeof *pool);
     pool->opts = o;
     pool->id = atomic_fetch_add(&g_next_pool_id, 1);
+    atomic_store_explicit(&pool->stamp, fresh_stamp(pool), RLX);
     pool->canary_key = UINT64_C(0x9E3779B97F4A7C15) ^ ((uint64_t)(uintptr_t)pool << 7);
     pool->free_slots = LDS__POOL_NO_SLOT;
     pthread_mutex_init(&pool->slot_lock, NULL);

@@ -34,18 +34,25 @@
 #define LDS__POOL_PEAK_BATCH ((int64_t)64 << 10)
 
 typedef struct lds__slot {
+    /* Read on every warm rent and return: */
     _Atomic uint32_t gen;  /* odd: leased; even: cached or unused */
-    uint32_t cls;          /* size class; fixed while the slot holds a buffer */
+    uint32_t idx;          /* this slot's index (the low half of its handles) */
     _Atomic uintptr_t ptr; /* the lease pointer; 0 when the slot holds no buffer */
     _Atomic size_t length; /* requested length of the current lease */
-    void *base;            /* allocation start (mapping or malloc block) */
-    size_t alloc_bytes;    /* bytes mapped or allocated at base */
-    uint64_t idle_since;   /* ns (CLOCK_MONOTONIC) when pushed to a shared stack */
-    uint32_t next_free;    /* free-slot list link */
-    uint8_t mapped;        /* from mmap (else malloc) */
-    uint8_t pooled;        /* counted against the retention caps; else freed on return */
-    uint8_t armed;         /* canary words written at return, to verify at rent */
+    size_t cap;            /* capacity of the size class; fixed while the slot holds a buffer */
+    /* Slow paths only: */
+    void *base;          /* allocation start (mapping or malloc block) */
+    size_t alloc_bytes;  /* bytes mapped or allocated at base */
+    uint64_t idle_since; /* ns (CLOCK_MONOTONIC) when pushed to a shared stack */
+    uint32_t next_free;  /* free-slot list link */
+    uint8_t cls;         /* size class; fixed while the slot holds a buffer */
+    uint8_t mapped;      /* from mmap (else malloc) */
+    uint8_t pooled;      /* counted against the retention caps; else freed on return */
+    uint8_t armed;       /* canary words written at return, to verify at rent */
 } __attribute__((aligned(64))) lds__slot; /* one cache line: no false sharing between leases */
+
+_Static_assert(sizeof(lds__slot) == 64, "a slot is one cache line");
+_Static_assert(LDS__POOL_CLASSES <= 256, "a class fits in a byte");
 
 typedef struct lds__class {
     pthread_mutex_t lock;
@@ -55,29 +62,46 @@ typedef struct lds__class {
     _Atomic uint32_t pooled; /* of which counted against the caps */
 } __attribute__((aligned(64))) lds__class;
 
-/* Counters a thread writes without atomics read-modify-write: only the owner stores,
- * others (statistics) load. */
-typedef struct lds__tally {
-    _Atomic uint64_t rents, hits_thread, returns;
-    _Atomic uint64_t bytes_out, bytes_in, waste_out, waste_in, requested;
-    _Atomic uint64_t cached_bytes, cached_count;
-} lds__tally;
-
+/* A thread's cache for one pool. Only the owning thread writes it; statistics read the
+ * counters (relaxed atomics: plain moves on x86). Rents and returns are counted per
+ * class, so a warm pair bumps two counters per side and the byte figures are derived
+ * (bytes out = sum of rents x class capacity). Allocated on its own cache lines. */
 typedef struct lds__tcache {
+    /* The warm path touches these, the counters of one class and one items row. */
+    uint64_t stamp;  /* the pool's stamp (without LDS__POOL_STAMP_SLOW) when last synced */
+    int64_t pending; /* leased bytes not yet in the peak */
+    _Atomic uint64_t requested; /* sum of lengths rented */
+    _Atomic uint64_t len_in;    /* sum of lengths returned */
+    _Atomic uint8_t n[LDS__POOL_CLASSES];
+    _Atomic uint64_t hits[LDS__POOL_CLASSES];   /* rents served from this cache */
+    _Atomic uint64_t misses[LDS__POOL_CLASSES]; /* other rents by this thread */
+    _Atomic uint64_t in[LDS__POOL_CLASSES];     /* returns by this thread */
+    lds__slot *items[LDS__POOL_CLASSES][LDS__POOL_TC_MAX];
+    /* Slow paths only. */
     lds_pool *pool;
     uint64_t pool_id;
     struct lds__tcache *next_in_thread;
     struct lds__tcache *next_in_pool, *prev_in_pool; /* under lds__g_lock */
     int dead;                                        /* pool freed; under lds__g_lock */
-    uint64_t epoch;                                  /* pool trim epoch last seen */
-    int64_t pending;                                 /* leased bytes not yet in the peak */
-    lds__tally tally;
-    uint8_t n[LDS__POOL_CLASSES];
-    uint32_t items[LDS__POOL_CLASSES][LDS__POOL_TC_MAX];
-} lds__tcache;
+} __attribute__((aligned(64))) lds__tcache;
+
+/* Sums of one cache's counters, as statistics want them. */
+typedef struct lds__tally {
+    uint64_t rents, hits_thread, returns, bytes_out, bytes_in, waste_out, waste_in, requested;
+    uint64_t cached_bytes, cached_count;
+} lds__tally;
+
+void lds__tally_of(const lds__tcache *tc, lds__tally *out);
+
+/* pool->stamp: a value drawn from a process-wide counter at creation and at every
+ * LDS_POOL_TRIM_ALL, so one comparison with a thread cache's stamp says "this cache
+ * belongs to this pool and has seen its latest trim". The low bit marks pools whose
+ * rents or returns always take the full path (a checked mode, fill_on_rent). */
+#define LDS__POOL_STAMP_SLOW 1u
 
 struct lds_pool {
     uint64_t id;
+    _Atomic uint64_t stamp; /* see LDS__POOL_STAMP_SLOW */
     lds_pool_options opts;
     int is_shared;
     uint64_t canary_key;
@@ -93,7 +117,6 @@ struct lds_pool {
 
     _Atomic uint64_t pooled_bytes; /* capacity of pooled buffers; <= max_retained_bytes */
     _Atomic uint64_t bytes_mapped;
-    _Atomic uint64_t trim_epoch;
     _Atomic uint64_t next_age_check;
 
     pthread_mutex_t guard_lock; /* the guard-mode quarantine ring */
@@ -123,9 +146,38 @@ uint64_t lds__now_ns(void);
 void *lds__map(size_t bytes);
 void lds__unmap(void *base, size_t bytes);
 int lds__protect(void *base, size_t bytes, int accessible);
+
+#if defined(__SANITIZE_ADDRESS__)
+#define LDS__ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LDS__ASAN 1
+#endif
+#endif
+
+/* AddressSanitizer's manual poisoning (os.c); without ASan, nothing, inline, so the warm
+ * path carries no call. */
+#ifdef LDS__ASAN
 void lds__asan_poison(const void *p, size_t n);
 void lds__asan_unpoison(const void *p, size_t n);
 int lds__asan_is_poisoned(const void *p);
+#else
+static inline void lds__asan_poison(const void *p, size_t n)
+{
+    (void)p;
+    (void)n;
+}
+static inline void lds__asan_unpoison(const void *p, size_t n)
+{
+    (void)p;
+    (void)n;
+}
+static inline int lds__asan_is_poisoned(const void *p)
+{
+    (void)p;
+    return 0;
+}
+#endif
 
 /* pool.c helpers used by stats.c */
 size_t lds__class_capacity(uint32_t cls);

@@ -1,9 +1,9 @@
 /*
  * stats.c: statistics snapshots and their JSON form.
  *
- * Hot-path counters live in each thread's cache (written by that thread only);
- * a snapshot sums them with the tallies of exited threads and the pool's own
- * slow-path counters, under the thread-cache registry lock.
+ * Hot-path counters live in each thread's cache (written by that thread only, per
+ * size class); a snapshot sums them with the tallies of exited threads and the
+ * pool's own slow-path counters, under the thread-cache registry lock.
  */
 #include "pool_internal.h"
 
@@ -13,6 +13,29 @@
 
 #define RLX     memory_order_relaxed
 #define LOAD(x) atomic_load_explicit(&(x), RLX)
+
+void lds__tally_of(const lds__tcache *tc, lds__tally *t)
+{
+    memset(t, 0, sizeof *t);
+    for (uint32_t c = 0; c < LDS__POOL_CLASSES; c++) {
+        uint64_t cap = lds__class_capacity(c);
+        uint64_t hits = LOAD(tc->hits[c]), rents = hits + LOAD(tc->misses[c]);
+        uint64_t returns = LOAD(tc->in[c]), cached = LOAD(tc->n[c]);
+        t->rents += rents;
+        t->hits_thread += hits;
+        t->returns += returns;
+        t->bytes_out += rents * cap;
+        t->bytes_in += returns * cap;
+        t->cached_count += cached;
+        t->cached_bytes += cached * cap;
+    }
+    /* Lengths are read after the counts, so a rent in flight may show its length only:
+     * clamp rather than wrap. */
+    t->requested = LOAD(tc->requested);
+    uint64_t len_in = LOAD(tc->len_in);
+    t->waste_out = t->bytes_out > t->requested ? t->bytes_out - t->requested : 0;
+    t->waste_in = t->bytes_in > len_in ? t->bytes_in - len_in : 0;
+}
 
 void lds_pool_stats_init(lds_pool_stats *stats)
 {
@@ -44,17 +67,18 @@ lds_status lds_pool_get_stats(lds_pool *pool, lds_pool_stats *out)
     waste_in = pool->retired.waste_in;
     st.bytes_requested_total = pool->retired.requested;
     for (const lds__tcache *tc = pool->tcaches; tc; tc = tc->next_in_pool) {
-        const lds__tally *t = &tc->tally;
-        st.rents += LOAD(t->rents);
-        st.hits_thread += LOAD(t->hits_thread);
-        returns += LOAD(t->returns);
-        bytes_out += LOAD(t->bytes_out);
-        bytes_in += LOAD(t->bytes_in);
-        waste_out += LOAD(t->waste_out);
-        waste_in += LOAD(t->waste_in);
-        st.bytes_requested_total += LOAD(t->requested);
-        cached_bytes += LOAD(t->cached_bytes);
-        cached_count += LOAD(t->cached_count);
+        lds__tally t;
+        lds__tally_of(tc, &t);
+        st.rents += t.rents;
+        st.hits_thread += t.hits_thread;
+        returns += t.returns;
+        bytes_out += t.bytes_out;
+        bytes_in += t.bytes_in;
+        waste_out += t.waste_out;
+        waste_in += t.waste_in;
+        st.bytes_requested_total += t.requested;
+        cached_bytes += t.cached_bytes;
+        cached_count += t.cached_count;
     }
     pthread_mutex_unlock(&lds__g_lock);
 
