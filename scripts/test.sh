@@ -2,7 +2,7 @@
 # shellcheck disable=SC2317 # the stage_* functions are called through "stage_$name"
 # The whole test suite, in stages. `.ci/run` runs exactly this.
 #
-# usage: scripts/test.sh [--slow] [--no-slow] [--only STAGE[,STAGE...]]
+# usage: scripts/test.sh [--slow] [--no-slow] [--fuzz] [--only STAGE[,STAGE...]]
 #
 # Stages, in order (each one a function stage_NAME below; to add one, write the
 # function and put its name in STAGES):
@@ -15,6 +15,8 @@
 #           concurrency tests) if any test is in it (build-tsan/)
 #   slow    the suite 'slow' in build-ci (the full GloVe set, downloaded with npm on
 #           first use); runs when CI=true or with --slow
+#   fuzz    scripts/fuzz.sh: each libFuzzer target for FUZZ_SECONDS (default 60) under
+#           ASan+UBSan (build-fuzz/); runs when CI=true or with --fuzz
 #
 # The sanitizer stages export LDS_SANITIZE (address,undefined or thread) to the tests,
 # so that a test which cannot run under a sanitizer (one that loads the library into an
@@ -37,6 +39,7 @@ ONLY=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --slow) SLOW=1; shift ;;
+    --fuzz) FUZZ=1; shift ;;
     --no-slow) SLOW=0; shift ;;
     --only) ONLY=",$2,"; shift 2 ;;
     -h | --help) awk 'NR == 1 || /^# shellcheck/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
@@ -125,6 +128,20 @@ stage_slow() {
         return 1
     fi
     mtest build-ci --setup slow --suite slow
+}
+
+# Stage fuzz: every libFuzzer target for $FUZZ_SECONDS (default 60) s under ASan+UBSan
+# (scripts/fuzz.sh, build-fuzz/); a crash fails and its input joins tests/fuzz/corpus/.
+# Runs when CI=true or with --fuzz.
+FUZZ=${FUZZ:-0}
+[ "${CI:-}" = true ] && FUZZ=1
+STAGES+=(fuzz)
+stage_fuzz() {
+    if [ "$FUZZ" != 1 ]; then
+        echo "skipped (run with --fuzz, or CI=true)"
+        return 0
+    fi
+    scripts/fuzz.sh -t "${FUZZ_SECONDS:-60}"
 }
 
 declare -A status seconds
