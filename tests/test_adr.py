@@ -1,0 +1,363 @@
+#!/usr/bin/env python3
+"""The decision records in docs/adr against their template and bench-map.json.
+
+Checks that:
+- every record docs/adr/NNNN-short-title.md has a title line "# NNNN. ...", a valid Status
+  (proposed, accepted, "superseded by NNNN", "amends NNNN", naming a record that exists), a
+  Date (YYYY-MM-DD), and every section of the template, each non-empty and in order;
+- the numbers run from 0001 without a gap or a duplicate;
+- docs/adr/README.md lists every record (a link to its file) with the same status, and lists
+  no file that does not exist;
+- every record's Measurements section cites at least one command in backticks, a fenced
+  block (the table) and the machine, and every command it cites that runs a benchmark
+  (starting with build/bench/lodestar-bench, bench/ or a python running bench/) is a command
+  of bench-map.json: the same program and subcommand, or the same script, plus options only;
+- every docs/measurements/ file a record names exists.
+
+With --strict-figures, every line of a fenced block in a Measurements section (except the
+"..." elisions) must also appear verbatim in one of the docs/measurements/ files, so that no
+figure is copied wrong. By default a miss is only reported, since a re-run of a benchmark
+rewrites its file before the records are refreshed.
+
+usage: test_adr.py [--source-root DIR] [--strict-figures] [--and-self-test]
+       test_adr.py --self-test [--source-root DIR]
+  --self-test copies the records into a temporary directory, breaks them one way at a time
+  (a section removed, a bad status, a record missing from the README, a command not in
+  bench-map.json), and passes only if the checker fails on each broken copy and passes on the
+  intact one.
+"""
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+import tempfile
+
+SECTIONS = ["Context", "Decision", "Measurements", "Consequences", "What would reopen this"]
+STATUS_RE = re.compile(r"^(proposed|accepted|superseded by (\d{4})|amends (\d{4}))$")
+RECORD_RE = re.compile(r"^(\d{4})-[a-z0-9]+(?:-[a-z0-9]+)*\.md$")
+BENCH_PROGRAM = "build/bench/lodestar-bench"
+
+
+def command_head(argv):
+    """What a command runs: ('lodestar-bench', subcommand) or ('script', path); None if it
+    runs no benchmark. Leading VAR=value assignments and a python interpreter are skipped."""
+    i = 0
+    while i < len(argv) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", argv[i]):
+        i += 1
+    if i < len(argv) and os.path.basename(argv[i]).startswith("python"):
+        i += 1
+    if i >= len(argv):
+        return None, i
+    prog = argv[i]
+    if prog == BENCH_PROGRAM:
+        if i + 1 < len(argv):
+            return ("lodestar-bench", argv[i + 1]), i + 2
+        return ("lodestar-bench", None), i + 1
+    if prog.startswith("bench/"):
+        return ("script", prog), i + 1
+    return None, i
+
+
+def cites_benchmark(cmd):
+    """True if a backticked string in a record is a benchmark command the map must know."""
+    s = cmd.strip()
+    if s.startswith(BENCH_PROGRAM + " ") or s == BENCH_PROGRAM:
+        return True
+    if re.match(r"^bench/\S+\.(sh|py)(\s|$)", s):
+        return True
+    return bool(re.match(r"^(\S*/)?python3?\s+bench/", s))
+
+
+def load_map(root):
+    with open(os.path.join(root, "bench-map.json"), encoding="utf-8") as f:
+        bmap = json.load(f)
+    heads = {}
+    for e in bmap.get("nightly", []) + bmap.get("diagnostics", []):
+        head, _ = command_head(shlex.split(e["command"]))
+        if head is not None:
+            heads[head] = e["command"]
+    return heads
+
+
+def options_only(rest):
+    """Extra arguments after the head: options, each followed by at most one value."""
+    prev_opt = False
+    for tok in rest:
+        if tok.startswith("-"):
+            prev_opt = True
+        elif prev_opt:
+            prev_opt = False
+        else:
+            return False
+    return True
+
+
+def split_sections(text):
+    """{section title: body} for the '## ' sections, and their order."""
+    out, order, cur = {}, [], None
+    in_fence = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            in_fence = not in_fence
+        if not in_fence and line.startswith("## "):
+            cur = line[3:].strip()
+            order.append(cur)
+            out[cur] = []
+        elif cur is not None:
+            out[cur].append(line)
+    return {k: "\n".join(v) for k, v in out.items()}, order
+
+
+def measurement_lines(root):
+    lines = set()
+    mdir = os.path.join(root, "docs", "measurements")
+    for name in sorted(os.listdir(mdir)) if os.path.isdir(mdir) else []:
+        if name.endswith(".txt"):
+            with open(os.path.join(mdir, name), encoding="utf-8", errors="replace") as f:
+                lines.update(l.rstrip() for l in f)
+    return lines
+
+
+def check(root, strict_figures=False, quiet=False):
+    """Returns the list of failures (empty: all good)."""
+    fails, notes = [], []
+    adr = os.path.join(root, "docs", "adr")
+    if not os.path.isdir(adr):
+        return ["docs/adr does not exist"]
+    names = sorted(n for n in os.listdir(adr) if n.endswith(".md") and n != "README.md")
+    records = {}
+    for n in names:
+        m = RECORD_RE.match(n)
+        if not m:
+            fails.append("%s: not named NNNN-short-title.md" % n)
+            continue
+        if m.group(1) in records:
+            fails.append("%s: number %s used twice" % (n, m.group(1)))
+        records[m.group(1)] = n
+    nums = sorted(records)
+    if not nums:
+        fails.append("docs/adr holds no record")
+    for i, num in enumerate(nums):
+        if int(num) != i + 1:
+            fails.append("records are not numbered 0001.. without gaps (found %s at position %d)"
+                         % (num, i + 1))
+            break
+
+    try:
+        heads = load_map(root)
+    except (OSError, ValueError, KeyError) as e:
+        return fails + ["bench-map.json: %s" % e]
+    figures = measurement_lines(root)
+
+    statuses = {}
+    for num, n in sorted(records.items()):
+        path = os.path.join(adr, n)
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        lines = text.splitlines()
+        if not lines or not re.match(r"^# %s\. \S" % num, lines[0]):
+            fails.append("%s: first line must be '# %s. Title'" % (n, num))
+        st = re.search(r"^- Status: (.*)$", text, re.M)
+        if not st:
+            fails.append("%s: no '- Status:' line" % n)
+        else:
+            m = STATUS_RE.match(st.group(1).strip())
+            if not m:
+                fails.append("%s: status %r is not proposed, accepted, 'superseded by NNNN' or "
+                             "'amends NNNN'" % (n, st.group(1)))
+            else:
+                statuses[num] = st.group(1).strip()
+                ref = m.group(2) or m.group(3)
+                if ref and (ref not in records or ref == num):
+                    fails.append("%s: status names record %s, which does not exist" % (n, ref))
+        if not re.search(r"^- Date: \d{4}-\d{2}-\d{2}$", text, re.M):
+            fails.append("%s: no '- Date: YYYY-MM-DD' line" % n)
+        body, order = split_sections(text)
+        present = [s for s in order if s in SECTIONS]
+        for s in SECTIONS:
+            if s not in body:
+                fails.append("%s: section '## %s' is missing" % (n, s))
+            elif not body[s].strip():
+                fails.append("%s: section '## %s' is empty" % (n, s))
+        if present != [s for s in SECTIONS if s in present]:
+            fails.append("%s: sections out of order: %s" % (n, ", ".join(present)))
+
+        meas = body.get("Measurements", "")
+        if meas:
+            fenced = re.findall(r"^```[^\n]*\n(.*?)^```", meas, re.M | re.S)
+            prose = re.sub(r"^```[^\n]*\n.*?^```", "", meas, flags=re.M | re.S)
+            cmds = [c for c in re.findall(r"`([^`\n]+)`", prose) if cites_benchmark(c)]
+            if not cmds:
+                fails.append("%s: Measurements cites no benchmark command in backticks" % n)
+            if not fenced:
+                fails.append("%s: Measurements holds no fenced table" % n)
+            if "machine" not in meas:
+                fails.append("%s: Measurements does not name the machine" % n)
+            for c in cmds:
+                try:
+                    argv = shlex.split(c)
+                except ValueError:
+                    fails.append("%s: cannot parse command `%s`" % (n, c))
+                    continue
+                head, at = command_head(argv)
+                if head is None or head not in heads:
+                    fails.append("%s: command `%s` is not in bench-map.json" % (n, c))
+                elif not options_only(argv[at:]):
+                    fails.append("%s: command `%s` adds more than options to bench-map.json's "
+                                 "`%s`" % (n, c, heads[head]))
+            for block in fenced:
+                for line in block.splitlines():
+                    l = line.rstrip()
+                    if not l or l.strip() in ("...", "…") or l in figures:
+                        continue
+                    msg = "%s: table line not found in docs/measurements: %s" % (n, l.strip())
+                    (fails if strict_figures else notes).append(msg)
+        for ref in sorted(set(re.findall(r"docs/measurements/([A-Za-z0-9_.-]+\.txt)", text)) |
+                          set(re.findall(r"\(\.\./measurements/([A-Za-z0-9_.-]+\.txt)\)", text))):
+            if not os.path.exists(os.path.join(root, "docs", "measurements", ref)):
+                fails.append("%s: names docs/measurements/%s, which does not exist" % (n, ref))
+
+    readme = os.path.join(adr, "README.md")
+    if not os.path.exists(readme):
+        fails.append("docs/adr/README.md does not exist")
+    else:
+        with open(readme, encoding="utf-8") as f:
+            rtext = f.read()
+        listed = {}
+        for line in rtext.splitlines():
+            m = re.match(r"^\|\s*\[(\d{4})\]\(([^)]+)\)\s*\|.*\|\s*([^|]+?)\s*\|\s*$", line)
+            if m:
+                listed[m.group(1)] = (m.group(2), m.group(3))
+        for num, n in sorted(records.items()):
+            if num not in listed:
+                fails.append("README.md does not list record %s" % n)
+                continue
+            link, status = listed[num]
+            if link != n:
+                fails.append("README.md links record %s to %s, not %s" % (num, link, n))
+            if num in statuses and status != statuses[num]:
+                fails.append("README.md gives %s the status %r, the record says %r"
+                             % (n, status, statuses[num]))
+        for num, (link, _) in sorted(listed.items()):
+            if num not in records:
+                fails.append("README.md lists %s (%s), which does not exist" % (num, link))
+        for s in ["Status", "Date"] + SECTIONS:
+            if s not in rtext:
+                fails.append("README.md's template does not mention %s" % s)
+
+    if not quiet:
+        for msg in notes:
+            print("note " + msg)
+    return fails
+
+
+def self_test(root):
+    """The checker must pass on the intact records and fail on each broken copy."""
+    ok = True
+    base = check(root, quiet=True)
+    if base:
+        print("self-test: the intact records fail, so the breakages prove nothing:")
+        for f in base:
+            print("  " + f)
+        return False
+
+    def breakage(name, fn):
+        nonlocal ok
+        with tempfile.TemporaryDirectory(prefix="lodestar-adr-") as tmp:
+            for d in ("docs/adr", "docs/measurements"):
+                shutil.copytree(os.path.join(root, d), os.path.join(tmp, d))
+            shutil.copy(os.path.join(root, "bench-map.json"), tmp)
+            fn(tmp)
+            got = check(tmp, quiet=True)
+            if got:
+                print("ok   fails when %s (%s)" % (name, got[0]))
+            else:
+                ok = False
+                print("FAIL the checker passes when %s" % name)
+
+    adr = lambda t: os.path.join(t, "docs", "adr")
+    first = sorted(n for n in os.listdir(os.path.join(root, "docs", "adr"))
+                   if n != "README.md" and n.endswith(".md"))[0]
+
+    def edit(path, fn):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        new = fn(text)
+        assert new != text, "breakage changed nothing in " + path
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(new)
+
+    for sec in SECTIONS:
+        breakage("'## %s' is missing" % sec,
+                 lambda t, s=sec: edit(os.path.join(adr(t), first),
+                                       lambda x: x.replace("\n## %s\n" % s, "\n", 1)))
+    breakage("a status is not in the template",
+             lambda t: edit(os.path.join(adr(t), first),
+                            lambda x: re.sub(r"^- Status: .*$", "- Status: done", x, 1, re.M)))
+    breakage("a status supersedes a record that does not exist",
+             lambda t: edit(os.path.join(adr(t), first),
+                            lambda x: re.sub(r"^- Status: .*$", "- Status: superseded by 9999", x,
+                                             1, re.M)))
+    breakage("the date is missing",
+             lambda t: edit(os.path.join(adr(t), first),
+                            lambda x: re.sub(r"^- Date: .*\n", "", x, 1, re.M)))
+    breakage("the README omits a record",
+             lambda t: edit(os.path.join(adr(t), "README.md"),
+                            lambda x: "\n".join(l for l in x.splitlines()
+                                                if "](%s)" % first not in l)))
+    breakage("the README gives another status",
+             lambda t: edit(os.path.join(adr(t), "README.md"),
+                            lambda x: re.sub(r"(\]\(%s\).*\|\s*)([^|]+?)(\s*\|\s*)$"
+                                             % re.escape(first),
+                                             r"\1proposed-or-not\3", x, 1, re.M)))
+
+    def bad_command(t):
+        def f(x):
+            return x.replace("\n## Measurements\n",
+                             "\n## Measurements\n\n`build/bench/lodestar-bench no-such-bench`\n", 1)
+        edit(os.path.join(adr(t), first), f)
+    breakage("a record cites a command that is not in bench-map.json", bad_command)
+
+    def extra_record(t):
+        with open(os.path.join(adr(t), first), encoding="utf-8") as f:
+            text = f.read()
+        n = len([x for x in os.listdir(adr(t)) if RECORD_RE.match(x)]) + 1
+        text = re.sub(r"^# \d{4}\.", "# %04d." % n, text, 1, re.M)
+        with open(os.path.join(adr(t), "%04d-unlisted.md" % n), "w", encoding="utf-8") as f:
+            f.write(text)
+    breakage("a record exists that the README does not list", extra_record)
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--source-root",
+                    default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ap.add_argument("--strict-figures", action="store_true")
+    ap.add_argument("--self-test", action="store_true")
+    ap.add_argument("--and-self-test", action="store_true",
+                    help="check the records, then run the self-test (what the suite runs)")
+    args = ap.parse_args()
+    root = os.path.abspath(args.source_root)
+    if args.self_test:
+        ok = self_test(root)
+        print("self-test: %s" % ("passed" if ok else "FAILED"))
+        return 0 if ok else 1
+    fails = check(root, strict_figures=args.strict_figures)
+    for f in fails:
+        print("FAIL " + f)
+    n = len([x for x in os.listdir(os.path.join(root, "docs", "adr")) if RECORD_RE.match(x)])
+    print("%d records checked: %s" % (n, "FAILED" if fails else "ok"))
+    if args.and_self_test and not fails:
+        ok = self_test(root)
+        print("self-test: %s" % ("passed" if ok else "FAILED"))
+        if not ok:
+            return 1
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
