@@ -5,8 +5,13 @@
  * size class and generation). A lease's handle is (generation << 32 | slot index);
  * the generation is odd while leased and even while cached, and only a successful
  * compare-and-swap on it ends a lease, so at most one return of a lease succeeds.
- * Free buffers sit, by slot index, in a per-thread cache (no lock) or a per-class
- * shared stack (one mutex per class).
+ * Free buffers sit in a per-thread cache (slot pointers; no lock) or a per-class
+ * shared stack (slot indices; one mutex per class).
+ *
+ * The warm pair (pool.c: lds_pool_rent, lds_pool_return) is a cache pop and a cache
+ * push guarded by one comparison of stamps (LDS__POOL_STAMP_SLOW) and ending with one
+ * compare-and-swap on the generation; statistics on it are per-class counts in the
+ * thread's cache, summed when a snapshot is taken (stats.c).
  */
 #ifndef LDS_POOL_INTERNAL_H
 #define LDS_POOL_INTERNAL_H
