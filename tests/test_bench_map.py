@@ -71,7 +71,7 @@ def main():
                 json_out = os.path.join(tmp, e["name"] + ".json")
                 argv[i + 1] = json_out
             argv.append("--dry")
-            if os.environ.get("LDS_SANITIZE") and argv[0].endswith(".py"):
+            if os.environ.get("LDS_SANITIZE") and any(a.endswith(".py") for a in argv):
                 # A sanitizer-built liblodestar cannot be loaded into a plain python
                 # process (its runtime must come first); the plain build runs this entry.
                 print("skip: %s under LDS_SANITIZE=%s" % (e["name"], os.environ["LDS_SANITIZE"]))

@@ -679,7 +679,9 @@ static void test_idle_buffers_age_out(void **state)
     (void)state;
     lds_pool_options o;
     lds_pool_options_default(&o);
-    o.max_idle_ns = 2000000; /* 2 ms */
+    /* Long enough that a descheduled thread on a loaded machine does not age the buffers
+     * out while they are still being returned; the sleeps below are twice as long. */
+    o.max_idle_ns = 150000000; /* 150 ms */
     o.thread_cache_count = 0;
     lds_pool *pool = NULL;
     assert_int_equal(lds_pool_create(&o, &pool), LDS_OK);
@@ -691,7 +693,7 @@ static void test_idle_buffers_age_out(void **state)
     for (int i = 0; i < 8; i++)
         assert_int_equal(lds_pool_return(pool, &l[i], 0), LDS_OK);
     assert_int_equal(stats_of(pool).bytes_retained, 8 * 2 * MiB);
-    struct timespec ts = {0, 20000000};
+    struct timespec ts = {0, 300000000};
     nanosleep(&ts, NULL);
     /* the next slow-path call (a miss in another class) trims them */
     lds_lease x;
