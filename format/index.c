@@ -115,14 +115,17 @@ lds_status lds_index_find_key(const lds_index *idx, const char *key, size_t len,
     if (!key)
         key = "";
     uint64_t h = lds__key_hash(key, len);
+    unsigned rb = idx->key_row_bits;
     for (uint64_t j = h & idx->key_mask;; j = (j + 1) & idx->key_mask) {
         uint64_t v = idx->key_slots[j];
         if (v == 0)
             return LDS_E_NOT_FOUND;
-        uint64_t a, b;
-        lds__index_key_span(idx, v - 1, &a, &b);
+        if (!lds__key_slot_tag_is(v, h, rb))
+            continue;
+        uint64_t r = lds__key_slot_row(v, rb), a, b;
+        lds__index_key_span(idx, r, &a, &b);
         if (b - a == len && memcmp(idx->key_bytes + a, key, len) == 0) {
-            *row = v - 1;
+            *row = r;
             return LDS_OK;
         }
     }

@@ -4,6 +4,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <xxhash.h>
+#if LDS_HAVE_XXH3_DISPATCH
+#define XXH_DISPATCH_DISABLE_REPLACE
+#include <xxh_x86dispatch.h>
+#define lds__xxh3 XXH3_64bits_dispatch
+#else
+#define lds__xxh3 XXH3_64bits
+#endif
 
 typedef struct section {
     bool present;
@@ -291,6 +298,30 @@ static lds_status alloc_slots(uint64_t n, uint64_t **slots, uint64_t *mask)
     return LDS_OK;
 }
 
+/* K3-K5 without branches: whether every offset passes. If not, the loop of
+   check_keys finds and reports the first fault. (Non-decreasing offsets that
+   end at blen never exceed it.) */
+static bool offsets_ok(const uint8_t *offs, unsigned w, uint64_t rows, uint64_t blen,
+                       uint64_t max_key)
+{
+    bool bad = key_off(offs, w, 0) != 0 || key_off(offs, w, rows) != blen;
+    uint64_t prev = 0;
+    if (w == 4) {
+        for (uint64_t r = 1; r <= rows; r++) {
+            uint64_t o = lds__ld32(offs + r * 4);
+            bad |= (o < prev) | (o - prev > max_key);
+            prev = o;
+        }
+    } else {
+        for (uint64_t r = 1; r <= rows; r++) {
+            uint64_t o = lds__ld64(offs + r * 8);
+            bad |= (o < prev) | (o - prev > max_key);
+            prev = o;
+        }
+    }
+    return !bad;
+}
+
 static lds_status check_keys(parser *ps, lds_index *idx)
 {
     const section *s = &ps->keys;
@@ -309,8 +340,10 @@ static lds_status check_keys(parser *ps, lds_index *idx)
     const uint8_t *bytes = offs + offs_len;
     uint64_t blen = s->length - offs_len;
     uint64_t bytes_at = s->offset + offs_len;
+    /* The loop that names the first fault runs only when there is one. */
+    bool ok = offsets_ok(offs, w, ps->rows, blen, ps->limits.max_key_bytes);
     uint64_t prev = 0;
-    for (uint64_t r = 0; r <= ps->rows; r++) {
+    for (uint64_t r = ok ? ps->rows + 1 : 0; r <= ps->rows; r++) {
         uint64_t o = key_off(offs, w, r);
         uint64_t at = AT(ps, s->offset + r * w);
         if (r == 0 && o != 0)
@@ -340,7 +373,22 @@ static lds_status check_keys(parser *ps, lds_index *idx)
                              (unsigned long long)blen);
         prev = o;
     }
-    for (uint64_t r = 0; r < ps->rows; r++) {
+    /* K6. A key of ASCII bytes only is valid whatever the key boundaries, so
+       one scan of the whole bytes area finds the keys that need the full check. */
+    uint64_t r = 0;
+    for (uint64_t pos = 0;;) {
+        pos += lds__ascii_prefix(bytes + pos, (size_t)(blen - pos));
+        if (pos == blen)
+            break;
+        /* The key holding byte `pos`: the lowest row >= r whose end is above pos. */
+        uint64_t hi = ps->rows - 1;
+        while (r < hi) {
+            uint64_t mid = r + (hi - r) / 2;
+            if (key_off(offs, w, mid + 1) > pos)
+                hi = mid;
+            else
+                r = mid + 1;
+        }
         uint64_t a = key_off(offs, w, r), b = key_off(offs, w, r + 1);
         size_t bad;
         const char *why;
@@ -348,30 +396,56 @@ static lds_status check_keys(parser *ps, lds_index *idx)
             return lds__fail(ps->err, LDS_E_BAD_UTF8, "keys.bytes", AT(ps, bytes_at + a + bad),
                              "keys.bytes: the key of row %llu is not valid UTF-8 (%s)",
                              (unsigned long long)r, why);
+        pos = b;
     }
     if (alloc_slots(ps->rows, &idx->key_slots, &idx->key_mask) != LDS_OK)
         return lds__fail(ps->err, LDS_E_NOMEM, NULL, 0, "no memory for the key table of %llu rows",
                          (unsigned long long)ps->rows);
+    /* K7 and the table. The slot of row r + AHEAD is prefetched while row r is
+       inserted (rows in order: the lowest row keeps a repeated key), so the
+       cache misses of consecutive rows overlap. Each key lies at least 96 bytes
+       before the payload's end (the table, footer and checksum follow), so
+       lds__key_hash_over may read 16 bytes from its start. */
     bool unique = ps->flags & LDS__TF_KEYS_UNIQUE;
-    for (uint64_t r = 0; r < ps->rows; r++) {
-        uint64_t a = key_off(offs, w, r), b = key_off(offs, w, r + 1);
-        uint64_t h = lds__key_hash(bytes + a, (size_t)(b - a));
-        for (uint64_t j = h & idx->key_mask;; j = (j + 1) & idx->key_mask) {
-            uint64_t v = idx->key_slots[j];
-            if (v == 0) {
-                idx->key_slots[j] = r + 1;
-                break;
-            }
-            uint64_t c = key_off(offs, w, v - 1), d = key_off(offs, w, v);
-            if (d - c == b - a && memcmp(bytes + c, bytes + a, (size_t)(b - a)) == 0) {
-                if (unique)
-                    return lds__fail(ps->err, LDS_E_DUP_KEY, "keys.bytes", AT(ps, bytes_at + a),
-                                     "keys.bytes: the key of row %llu repeats the key of row %llu",
-                                     (unsigned long long)r, (unsigned long long)(v - 1));
-                break; /* not unique: the lowest row keeps the key */
+    unsigned rb = lds__key_row_bits(ps->rows);
+    uint64_t *slots = idx->key_slots, mask = idx->key_mask;
+    enum { AHEAD = 16 };
+    uint64_t ahead[AHEAD];
+    uint64_t next_a = 0;
+    for (uint64_t i = 0; i < ps->rows + AHEAD; i++) {
+        if (i >= AHEAD) {
+            uint64_t row = i - AHEAD, h = ahead[i % AHEAD];
+            for (uint64_t j = h & mask;; j = (j + 1) & mask) {
+                uint64_t v = slots[j];
+                if (v == 0) {
+                    slots[j] = lds__key_slot(h, rb, row);
+                    break;
+                }
+                if (!lds__key_slot_tag_is(v, h, rb))
+                    continue;
+                uint64_t o = lds__key_slot_row(v, rb);
+                uint64_t ka = key_off(offs, w, row), kb = key_off(offs, w, row + 1);
+                uint64_t c = key_off(offs, w, o), d = key_off(offs, w, o + 1);
+                if (d - c == kb - ka && memcmp(bytes + c, bytes + ka, (size_t)(kb - ka)) == 0) {
+                    if (unique)
+                        return lds__fail(ps->err, LDS_E_DUP_KEY, "keys.bytes",
+                                         AT(ps, bytes_at + ka),
+                                         "keys.bytes: the key of row %llu repeats the key of row "
+                                         "%llu",
+                                         (unsigned long long)row, (unsigned long long)o);
+                    break; /* not unique: the lowest row keeps the key */
+                }
             }
         }
+        if (i < ps->rows) {
+            uint64_t a = next_a, b = key_off(offs, w, i + 1);
+            uint64_t h = lds__key_hash_over(bytes + a, (size_t)(b - a));
+            ahead[i % AHEAD] = h;
+            __builtin_prefetch(&slots[h & mask], 1);
+            next_a = b;
+        }
     }
+    idx->key_row_bits = rb;
     idx->key_width = w;
     return LDS_OK;
 }
@@ -573,7 +647,7 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
     bool verified = false;
     if (o.verify_checksum) {
         uint64_t h = o.has_precomputed_hash ? o.precomputed_hash
-                                            : XXH3_64bits(ps.p, (size_t)(L - LDS_CHECKSUM_SIZE));
+                                            : lds__xxh3(ps.p, (size_t)(L - LDS_CHECKSUM_SIZE));
         if (h != stored)
             return lds__fail(err, LDS_E_CHECKSUM, "checksum", AT(&ps, L - LDS_CHECKSUM_SIZE),
                              "checksum: stored %016llx, computed %016llx over payload bytes "

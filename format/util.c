@@ -51,13 +51,34 @@ lds_status lds__fail_errno(lds_error *err, lds_status status, int errnum, const 
     return st;
 }
 
+size_t lds__ascii_prefix(const uint8_t *s, size_t n)
+{
+    const uint64_t high = UINT64_C(0x8080808080808080);
+    size_t i = 0;
+    for (; n - i >= 32; i += 32) {
+        uint64_t w[4];
+        memcpy(w, s + i, sizeof w);
+        if ((w[0] | w[1] | w[2] | w[3]) & high)
+            break;
+    }
+    for (; n - i >= 8; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, sizeof w);
+        if (w & high)
+            break;
+    }
+    while (i < n && s[i] < 0x80)
+        i++;
+    return i;
+}
+
 bool lds__utf8_valid(const uint8_t *s, size_t n, size_t *bad, const char **why)
 {
     size_t i = 0;
     while (i < n) {
         uint8_t c = s[i];
         if (c < 0x80) {
-            i++;
+            i += lds__ascii_prefix(s + i, n - i);
             continue;
         }
         size_t need;
@@ -216,5 +237,10 @@ uint64_t lds__table_capacity(uint64_t n)
 
 uint64_t lds__key_hash(const void *key, size_t len)
 {
-    return XXH3_64bits(key, len);
+    if (len >= LDS__KEY_HASH_READ)
+        return lds__key_hash_over(key, len);
+    uint8_t padded[LDS__KEY_HASH_READ] = {0};
+    if (len > 0)
+        memcpy(padded, key, len);
+    return lds__key_hash_over(padded, len);
 }

@@ -1442,6 +1442,69 @@ static void test_rules_M_metadata(void **state)
     free(pl.p);
 }
 
+/* The key table's hash reads 16 bytes at a time from the payload and the K6 scan
+   skips ASCII runs across key boundaries: keys of every length from 0 to 47, in
+   ASCII and in multi-byte UTF-8, are found at their rows and nowhere else; a bad
+   byte far into the key bytes, after valid multi-byte keys, is reported at its
+   offset, and before an earlier repeated key (K6 before K7). */
+static void test_key_table_lengths_and_late_refusals(void **state)
+{
+    (void)state;
+    enum { ROWS = 300 };
+    static char store[ROWS][64];
+    const char *list[ROWS];
+    for (unsigned r = 0; r < ROWS; r++) {
+        unsigned g = r / 41, len = r % 41 ? r % 41 : (r ? 40 + g : 0), n = 0;
+        while (n < len) {
+            if (n == 0)
+                store[r][n++] = (char)('A' + g); /* keys of one length differ here */
+            else if (g % 2 == 1 && len - n >= 2) {
+                store[r][n++] = (char)0xC3; /* U+00FC */
+                store[r][n++] = (char)0xBC;
+            } else {
+                store[r][n] = (char)('a' + (r + n) % 26);
+                n++;
+            }
+        }
+        store[r][n] = '\0';
+        list[r] = store[r];
+    }
+    spec s = {.dim = 2, .rows = ROWS, .keys = true, .unique = true, .key_list = list};
+    bytes f = build(&s);
+    bytes pl = payload_of(&f);
+    free(f.p);
+    lds_index *idx = NULL;
+    assert_int_equal(lds_index_from_payload(pl.p, pl.n, NULL, &idx, NULL), LDS_OK);
+    for (unsigned r = 0; r < ROWS; r++) {
+        uint64_t row = UINT64_MAX;
+        size_t len = strlen(list[r]);
+        assert_int_equal(lds_index_find_key(idx, list[r], len, &row), LDS_OK);
+        assert_int_equal(row, r);
+        char other[64];
+        memcpy(other, list[r], len);
+        other[len] = '~'; /* no key holds '~' */
+        assert_int_equal(lds_index_find_key(idx, other, len + 1, &row), LDS_E_NOT_FOUND);
+        if (len > 0)
+            assert_int_equal(lds_index_find_key(idx, other + 1, len, &row), LDS_E_NOT_FOUND);
+    }
+    lds_index_free(idx);
+
+    /* Sections: vectors, keys (u32 offsets, then the bytes), metadata. */
+    uint64_t K = sec_off(&pl, 1), B = K + (ROWS + 1) * 4;
+#define KEY_AT(r) (B + lds__ld32(pl.p + K + (uint64_t)(r)*4))
+    /* Row 280 repeats row 239 (both 34 bytes long); row 290 ("H" then U+00FC)
+       gets a stray continuation byte in place of its lead byte 0xC3. */
+    memcpy(pl.p + KEY_AT(280), pl.p + KEY_AT(239), 34);
+    pl.p[KEY_AT(290) + 1] = 0x80;
+    reseal(&pl);
+    expect_refusal(&pl, NULL, LDS_E_BAD_UTF8, "keys.bytes", 64 + KEY_AT(290) + 1);
+    pl.p[KEY_AT(290) + 1] = 0xC3;
+    reseal(&pl);
+    expect_refusal(&pl, NULL, LDS_E_DUP_KEY, "keys.bytes", 64 + KEY_AT(280));
+#undef KEY_AT
+    free(pl.p);
+}
+
 /* ---- lookup and search -------------------------------------------------------------- */
 
 static void test_lookup(void **state)
@@ -1729,6 +1792,7 @@ int main(void)
         cmocka_unit_test(test_rules_K_keys),
         cmocka_unit_test(test_rules_M_metadata),
         cmocka_unit_test(test_lookup),
+        cmocka_unit_test(test_key_table_lengths_and_late_refusals),
         cmocka_unit_test(test_lazy_id_table_is_thread_safe),
         cmocka_unit_test(test_search_against_reference),
         cmocka_unit_test(test_search_ties_and_errors),
