@@ -114,6 +114,13 @@ typedef struct lds_load_options {
     /** Bytes asked of the source per read call (also the hashing and cancel
      *  granularity). 0 = LDS_DEFAULT_CHUNK_BYTES; at most 1 GiB is used. */
     size_t chunk_bytes;
+    /** With hash_while_reading on the pooled path: hash on a second thread, one
+     *  chunk behind the reads, so that hashing overlaps the next read instead of
+     *  following it. The thread lives for the one call and is joined before it
+     *  returns (and before the rental goes back on any failure or cancellation).
+     *  Used only when the payload spans at least 4 chunks. Default: see
+     *  lds_load_options_default (off: docs/measurements/load.txt has the figures). */
+    bool hash_thread;
 } lds_load_options;
 
 /** Fills `opts` with the defaults documented on each field (size included). */
@@ -137,6 +144,7 @@ typedef struct lds_load_info {
     uint64_t stream_bytes;     /* bytes taken from the source (compressed bytes for zstd) */
     uint64_t capacity_bytes;   /* capacity of the buffer that held the payload */
     uint64_t elapsed_ns;       /* wall time of the whole call (CLOCK_MONOTONIC) */
+    bool hashed_on_thread;     /* the checksum was computed on a second thread (hash_thread) */
 } lds_load_info;
 
 /** Sets `info->size` and clears the rest. `info` may be NULL. */

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -13,12 +14,22 @@
 #include <unistd.h>
 
 #include <xxhash.h>
+#if LDS_HAVE_XXH3_DISPATCH
+#define XXH_DISPATCH_DISABLE_REPLACE
+#include <xxh_x86dispatch.h>
+#define lds__xxh3_update XXH3_64bits_update_dispatch
+#else
+#define lds__xxh3_update XXH3_64bits_update
+#endif
 
 #include "load_internal.h"
 
 /* The ownership LDS_OWN_DEFAULT resolves to: the one place that names it.
  * Adopt until the ownership ADR's measurements say otherwise. */
 #define LDS__DEFAULT_OWNERSHIP LDS_OWN_ADOPT
+
+/* Default of options.hash_thread (see docs/measurements/load.txt). */
+#define LDS__DEFAULT_HASH_THREAD false
 
 /* Growable path: first capacity, and the most it ever holds beyond the bytes
  * received (doubling below that, then steps of this size). */
@@ -41,6 +52,7 @@ void lds_load_options_default(lds_load_options *opts)
     opts->populate = false;
     opts->verify_checksum = true;
     opts->hash_while_reading = true;
+    opts->hash_thread = LDS__DEFAULT_HASH_THREAD;
     opts->chunk_bytes = LDS_DEFAULT_CHUNK_BYTES;
 }
 
@@ -292,9 +304,84 @@ static lds_status grow(load_ctx *c, payload_buf *b, size_t received, size_t boun
 }
 
 /*
+ * The checksum on a second thread (options.hash_thread): the hasher hashes the
+ * bytes the read loop has published while the next chunk is being read. The
+ * buffer never moves (pooled path only), the reader writes only past what it
+ * published, and every hand-over goes through the mutex.
+ */
+typedef struct hasher {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    const unsigned char *ptr;
+    size_t ready;  /* bytes the hasher may hash: [0, ready) */
+    bool finished; /* ready is final */
+    bool stop;     /* abandon (error or cancellation) */
+    XXH3_state_t *hs;
+} hasher;
+
+static void *hasher_main(void *arg)
+{
+    hasher *t = arg;
+    size_t done = 0;
+    pthread_mutex_lock(&t->lock);
+    for (;;) {
+        while (!t->stop && !t->finished && t->ready == done)
+            pthread_cond_wait(&t->cond, &t->lock);
+        if (t->stop || (t->finished && t->ready == done))
+            break;
+        size_t to = t->ready;
+        pthread_mutex_unlock(&t->lock);
+        lds__xxh3_update(t->hs, t->ptr + done, to - done);
+        done = to;
+        pthread_mutex_lock(&t->lock);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return NULL;
+}
+
+static bool hasher_start(hasher *t, const unsigned char *ptr, XXH3_state_t *hs)
+{
+    memset(t, 0, sizeof *t);
+    t->ptr = ptr;
+    t->hs = hs;
+    if (pthread_mutex_init(&t->lock, NULL) != 0)
+        return false;
+    if (pthread_cond_init(&t->cond, NULL) != 0) {
+        pthread_mutex_destroy(&t->lock);
+        return false;
+    }
+    if (pthread_create(&t->thread, NULL, hasher_main, t) != 0) {
+        pthread_cond_destroy(&t->cond);
+        pthread_mutex_destroy(&t->lock);
+        return false;
+    }
+    return true;
+}
+
+static void hasher_publish(hasher *t, size_t ready, bool finished, bool stop)
+{
+    pthread_mutex_lock(&t->lock);
+    t->ready = ready;
+    t->finished = finished;
+    t->stop = stop;
+    pthread_cond_signal(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* Waits for the hasher to end (after it hashed everything, unless stopped). */
+static void hasher_join(hasher *t)
+{
+    pthread_join(t->thread, NULL);
+    pthread_cond_destroy(&t->cond);
+    pthread_mutex_destroy(&t->lock);
+}
+
+/*
  * The read loop: bounded by the known length (or, unknown, by max_payload_bytes),
- * never by the capacity; chunked; each chunk hashed right after it arrives,
- * lagging 8 bytes behind so that the stored checksum is never hashed.
+ * never by the capacity; chunked; each chunk hashed right after it arrives
+ * (here, or on the hasher thread while the next chunk is read), lagging 8
+ * bytes behind so that the stored checksum is never hashed.
  */
 static lds_status read_payload(load_ctx *c, lds__source *src, payload_buf *b, uint64_t length,
                                size_t *received_out, bool *hashed, uint64_t *hash)
@@ -312,6 +399,11 @@ static lds_status read_payload(load_ctx *c, lds__source *src, payload_buf *b, ui
                                   NULL, "cannot allocate the hash state");
         XXH3_64bits_reset(hs);
     }
+    /* Worth a thread only when the buffer is fixed and holds several chunks. */
+    hasher th;
+    bool threaded = hashing && c->o.hash_thread && !b->growable && b->cap >= limit &&
+                    limit / 4 >= c->chunk && hasher_start(&th, b->ptr, hs);
+    c->info.hashed_on_thread = threaded;
     lds_status st = LDS_OK;
     size_t received = 0, done_hash = 0;
     uint64_t payload_at = c->base + LDS_HEADER_SIZE;
@@ -344,7 +436,10 @@ static lds_status read_payload(load_ctx *c, lds__source *src, payload_buf *b, ui
         c->info.payload_bytes = received;
         if (hashing && received > LDS_CHECKSUM_SIZE + done_hash) {
             size_t to = received - LDS_CHECKSUM_SIZE;
-            XXH3_64bits_update(hs, b->ptr + done_hash, to - done_hash);
+            if (threaded)
+                hasher_publish(&th, to, false, false);
+            else
+                lds__xxh3_update(hs, b->ptr + done_hash, to - done_hash);
             done_hash = to;
         }
         if (c->o.progress != NULL)
@@ -369,10 +464,20 @@ static lds_status read_payload(load_ctx *c, lds__source *src, payload_buf *b, ui
     st = lds__source_expect_end(src, c->err);
     if (st != LDS_OK)
         goto out;
+    if (threaded) {
+        hasher_publish(&th, done_hash, true, false);
+        hasher_join(&th);
+        threaded = false;
+    }
     *received_out = received;
     *hashed = hashing && received >= LDS_CHECKSUM_SIZE;
     *hash = *hashed ? XXH3_64bits_digest(hs) : 0;
 out:
+    if (threaded) {
+        /* Stop it before the caller lets the buffer go. */
+        hasher_publish(&th, done_hash, true, true);
+        hasher_join(&th);
+    }
     XXH3_freeState(hs);
     return st;
 }

@@ -47,7 +47,7 @@ class _LoadOptions(ctypes.Structure):
                 ("populate", ctypes.c_bool), ("verify_checksum", ctypes.c_bool),
                 ("hash_while_reading", ctypes.c_bool), ("cancel", ctypes.c_void_p),
                 ("progress", ctypes.c_void_p), ("callback_ctx", ctypes.c_void_p),
-                ("chunk_bytes", ctypes.c_size_t)]
+                ("chunk_bytes", ctypes.c_size_t), ("hash_thread", ctypes.c_bool)]
 
 
 class LoadInfo(ctypes.Structure):
@@ -57,7 +57,7 @@ class LoadInfo(ctypes.Structure):
                 ("hashed_while_reading", ctypes.c_bool), ("mmap_fallback", ctypes.c_bool),
                 ("payload_bytes", ctypes.c_uint64), ("declared_bytes", ctypes.c_uint64),
                 ("stream_bytes", ctypes.c_uint64), ("capacity_bytes", ctypes.c_uint64),
-                ("elapsed_ns", ctypes.c_uint64)]
+                ("elapsed_ns", ctypes.c_uint64), ("hashed_on_thread", ctypes.c_bool)]
 
     @property
     def path_name(self):

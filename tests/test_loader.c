@@ -1353,6 +1353,72 @@ static void test_checksum_both_ways(void **state)
     free(b.p);
 }
 
+/* hash_thread: the checksum hashed on a second thread gives the same index; a
+   flipped byte in the first or the last chunk is caught; a cancelled or a
+   truncated load stops the thread before the rental goes back. */
+static void test_hash_thread(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 1000, .dim = 32};
+    bytes b = make_index(&c);
+    lds_pool *pool = sentinel_pool();
+    const char *path = tmp_path("thread.lds");
+    write_file(path, b.p, b.n);
+    lds_load_options o = opts_for(pool);
+    o.chunk_bytes = 4096;
+    o.hash_thread = true;
+    lds_index *idx = NULL;
+    lds_load_info info;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_load_path(path, &o, &idx, &info, NULL), LDS_OK);
+    assert_true(info.checksum_verified);
+    assert_true(info.hashed_while_reading);
+    assert_true(info.hashed_on_thread);
+    assert_int_equal(lds_index_rows(idx), 1000);
+    lds_index_free(idx);
+    assert_pool_clear(pool);
+
+    /* Fewer than 4 chunks: no thread. */
+    o.chunk_bytes = b.n;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_load_path(path, &o, &idx, &info, NULL), LDS_OK);
+    assert_false(info.hashed_on_thread);
+    assert_true(info.checksum_verified);
+    lds_index_free(idx);
+    o.chunk_bytes = 4096;
+
+    size_t flips[] = {LDS_HEADER_SIZE + 10, b.n - LDS_CHECKSUM_SIZE - 1};
+    for (size_t i = 0; i < sizeof flips / sizeof flips[0]; i++) {
+        bytes bad = copy_bytes(&b);
+        bad.p[flips[i]] ^= 1;
+        write_file(path, bad.p, bad.n);
+        lds_error err;
+        lds_error_init(&err);
+        assert_int_equal(lds_load_path(path, &o, &idx, NULL, &err), LDS_E_CHECKSUM);
+        assert_null(idx);
+        assert_pool_clear(pool);
+        free(bad.p);
+    }
+    write_file(path, b.p, b.n);
+
+    cb_state s = {.cancel_at = 6, .monotone = true};
+    o.cancel = cancel_cb;
+    o.callback_ctx = &s;
+    assert_int_equal(lds_load_path(path, &o, &idx, NULL, NULL), LDS_E_CANCELLED);
+    assert_null(idx);
+    assert_pool_clear(pool);
+    o.cancel = NULL;
+
+    /* A stream that ends early (the callback path, declared length kept). */
+    mem_reader m = reader_over(&b);
+    m.n = b.n - 5000;
+    assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, NULL, NULL), LDS_E_TRUNCATED);
+    assert_null(idx);
+    assert_pool_clear(pool);
+    lds_pool_free(pool);
+    free(b.p);
+}
+
 static void test_default_ownership_is_adopt(void **state)
 {
     (void)state;
@@ -1569,6 +1635,7 @@ int main(void)
         cmocka_unit_test(test_zstd_lying_content_size),
         cmocka_unit_test(test_memory_path_never_touches_the_pool),
         cmocka_unit_test(test_cancel_returns_the_rental),
+        cmocka_unit_test(test_hash_thread),
         cmocka_unit_test(test_checksum_both_ways),
         cmocka_unit_test(test_default_ownership_is_adopt),
         cmocka_unit_test(test_fd_at_an_offset_and_file),
