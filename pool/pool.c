@@ -144,7 +144,14 @@ static uint32_t buffer_create(lds_pool *pool, uint32_t cls, int pooled)
     if (mapped) {
         size_t page = lds__page_size();
         bytes = (LDS_POOL_MAP_OFFSET + cap + page - 1) / page * page;
-        base = lds__map(bytes);
+        /* Huge pages: the mapping starts on a huge-page boundary, the buffer 256 bytes in
+         * (LDS_POOL_MAP_OFFSET keeps read() fast); the tail past the last whole huge page
+         * stays in 4 KiB pages. */
+        if (pool->opts.huge_pages == LDS_POOL_HUGE_PAGES_ON && cap >= LDS_POOL_HUGE_MIN &&
+            cap >= lds__huge_page_size())
+            base = lds__map_huge(bytes);
+        else
+            base = lds__map(bytes);
         ptr = base ? (char *)base + LDS_POOL_MAP_OFFSET : NULL;
     } else {
         bytes = (cap + 63u) & ~(size_t)63u;
@@ -960,13 +967,17 @@ void lds_pool_options_default(lds_pool_options *opts)
     opts->mmap_threshold = LDS_POOL_DEFAULT_MMAP_THRESHOLD;
     opts->max_idle_ns = LDS_POOL_DEFAULT_MAX_IDLE_NS;
     opts->guard_quarantine = LDS_POOL_DEFAULT_GUARD_QUARANTINE;
+    opts->huge_pages = LDS_POOL_DEFAULT_HUGE_PAGES;
     const char *env = getenv(LDS_POOL_CHECK_ENV);
-    if (!env)
-        return;
     static const char *const names[] = {"off", "canary", "poison", "guard", "bypass"};
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; env && i < 5; i++)
         if (strcmp(env, names[i]) == 0)
             opts->check = (lds_pool_check)i;
+    env = getenv(LDS_POOL_HUGE_PAGES_ENV);
+    if (env && strcmp(env, "off") == 0)
+        opts->huge_pages = LDS_POOL_HUGE_PAGES_OFF;
+    else if (env && strcmp(env, "on") == 0)
+        opts->huge_pages = LDS_POOL_HUGE_PAGES_ON;
 }
 
 lds_status lds_pool_create(const lds_pool_options *opts, lds_pool **out)
@@ -982,7 +993,8 @@ lds_status lds_pool_create(const lds_pool_options *opts, lds_pool **out)
         memcpy(&o, opts, opts->size);
         o.size = sizeof o;
     }
-    if ((unsigned)o.check > LDS_POOL_CHECK_BYPASS || o.fill_on_rent < -1 || o.fill_on_rent > 255)
+    if ((unsigned)o.check > LDS_POOL_CHECK_BYPASS || o.fill_on_rent < -1 || o.fill_on_rent > 255 ||
+        (unsigned)o.huge_pages > LDS_POOL_HUGE_PAGES_ON)
         return LDS_E_INVALID_ARG;
     if (o.max_per_class == 0)
         o.max_per_class = LDS_POOL_DEFAULT_MAX_PER_CLASS;

@@ -149,6 +149,12 @@ extern pthread_mutex_t lds__g_lock;
 size_t lds__page_size(void);
 uint64_t lds__now_ns(void);
 void *lds__map(size_t bytes);
+/* The kernel's transparent huge-page size (sysfs hpage_pmd_size; 2 MiB if unreadable). */
+size_t lds__huge_page_size(void);
+/* Maps `bytes` (a page multiple) starting on a lds__huge_page_size() boundary and advises
+ * MADV_HUGEPAGE over it; the mapping is `bytes` long (the alignment slack is unmapped), so
+ * lds__unmap(base, bytes) frees it. NULL on failure. */
+void *lds__map_huge(size_t bytes);
 void lds__unmap(void *base, size_t bytes);
 int lds__protect(void *base, size_t bytes, int accessible);
 

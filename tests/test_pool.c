@@ -871,6 +871,101 @@ static void test_stats_json(void **state)
     lds_pool_free(pool);
 }
 
+/* Kilobytes of AnonHugePages in the mapping that holds `p` (/proc/self/smaps), or -1. */
+static long anon_huge_kb(const void *p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    int inside = 0;
+    long kb = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+            inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+            continue;
+        }
+        if (inside && sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
+            break;
+    }
+    fclose(f);
+    return kb;
+}
+
+/* huge_pages on: a large lease's page base is 2 MiB aligned (the buffer 256 bytes in), the
+ * mapping is no larger than without the option, and trimming unmaps all of it. */
+static void test_huge_pages_aligned_and_trimmed(void **state)
+{
+    (void)state;
+    lds_pool_options o;
+    lds_pool_options_default(&o);
+    o.huge_pages = LDS_POOL_HUGE_PAGES_ON;
+    lds_pool *pool = NULL;
+    assert_int_equal(lds_pool_create(&o, &pool), LDS_OK);
+    const size_t len = 20589008, cap = 20 * MiB, page = (size_t)sysconf(_SC_PAGESIZE);
+    lds_lease l;
+    assert_int_equal(lds_pool_rent(pool, len, &l), LDS_OK);
+    assert_int_equal(l.capacity, cap);
+    uintptr_t base = (uintptr_t)l.ptr - LDS_POOL_MAP_OFFSET;
+    assert_int_equal(base % (2 * MiB), 0);
+    memset(l.ptr, 0x5a, l.length);
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.bytes_mapped, (LDS_POOL_MAP_OFFSET + cap + page - 1) / page * page);
+    print_message("huge pages: lease at %p, AnonHugePages %ld kB\n", l.ptr, anon_huge_kb(l.ptr));
+    assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+
+    /* Reused warm: the same buffer comes back. */
+    lds_lease again;
+    assert_int_equal(lds_pool_rent(pool, len, &again), LDS_OK);
+    assert_int_equal((uintptr_t)again.ptr, base + LDS_POOL_MAP_OFFSET);
+    assert_int_equal(lds_pool_return(pool, &again, 0), LDS_OK);
+
+    size_t before = rss_bytes();
+    size_t freed = 0;
+    assert_int_equal(lds_pool_trim(pool, LDS_POOL_TRIM_ALL, &freed), LDS_OK);
+    size_t after = rss_bytes();
+    assert_int_equal(freed, cap);
+    s = stats_of(pool);
+    assert_int_equal(s.bytes_mapped, 0);
+    assert_int_equal(s.bytes_retained, 0);
+    assert_true(before > after + 16 * MiB);
+
+    /* Below LDS_POOL_HUGE_MIN a mapped buffer keeps its ordinary mapping. */
+    assert_int_equal(lds_pool_rent(pool, MiB, &l), LDS_OK);
+    assert_int_equal(stats_of(pool).bytes_mapped,
+                     (LDS_POOL_MAP_OFFSET + MiB + page - 1) / page * page);
+    assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    lds_pool_free(pool);
+
+    o.huge_pages = (lds_pool_huge_pages)2;
+    assert_int_equal(lds_pool_create(&o, &pool), LDS_E_INVALID_ARG);
+}
+
+static void test_env_selects_huge_pages(void **state)
+{
+    (void)state;
+    lds_pool_options o;
+    const char *was = getenv(LDS_POOL_HUGE_PAGES_ENV);
+    char saved[16] = "";
+    if (was)
+        snprintf(saved, sizeof saved, "%s", was);
+    setenv(LDS_POOL_HUGE_PAGES_ENV, "on", 1);
+    lds_pool_options_default(&o);
+    assert_int_equal(o.huge_pages, LDS_POOL_HUGE_PAGES_ON);
+    setenv(LDS_POOL_HUGE_PAGES_ENV, "off", 1);
+    lds_pool_options_default(&o);
+    assert_int_equal(o.huge_pages, LDS_POOL_HUGE_PAGES_OFF);
+    setenv(LDS_POOL_HUGE_PAGES_ENV, "nonsense", 1);
+    lds_pool_options_default(&o);
+    assert_int_equal(o.huge_pages, LDS_POOL_DEFAULT_HUGE_PAGES);
+    unsetenv(LDS_POOL_HUGE_PAGES_ENV);
+    lds_pool_options_default(&o);
+    assert_int_equal(o.huge_pages, LDS_POOL_DEFAULT_HUGE_PAGES);
+    if (was) /* the suite may run with the variable set: later tests keep it */
+        setenv(LDS_POOL_HUGE_PAGES_ENV, saved, 1);
+}
+
 #endif /* LDS_POOL_TSAN_ONLY */
 
 int main(void)
@@ -889,6 +984,8 @@ int main(void)
         cmocka_unit_test(test_bypass_never_reuses),
         cmocka_unit_test(test_env_selects_check_mode),
         cmocka_unit_test(test_burst_then_trim),
+        cmocka_unit_test(test_huge_pages_aligned_and_trimmed),
+        cmocka_unit_test(test_env_selects_huge_pages),
         cmocka_unit_test(test_idle_buffers_age_out),
         cmocka_unit_test(test_many_long_lived_leases),
         cmocka_unit_test(test_giant_buffer_not_pinned),
