@@ -58,7 +58,8 @@ static int child(const bench_opts *o)
 typedef struct hw_ctx {
     const char *index;
     int loads;
-    double faults; /* of the last child */
+    const char *huge; /* LDS_POOL_HUGE_PAGES_ENV in the child: "off" or "on" */
+    double faults;    /* of the last child */
 } hw_ctx;
 
 static int spawn(hw_ctx *c, uint64_t *elapsed)
@@ -77,6 +78,8 @@ static int spawn(hw_ctx *c, uint64_t *elapsed)
         return -1;
     }
     if (pid == 0) {
+        /* Set either way, so a variable in the parent's environment cannot relabel a row. */
+        setenv(LDS_POOL_HUGE_PAGES_ENV, c->huge, 1);
         dup2(fds[1], 1);
         close(fds[0]);
         close(fds[1]);
@@ -138,17 +141,26 @@ int bench_heap_warmth(const bench_opts *o)
              "one load per process: fresh process vs a process after %d earlier loads",
              warm_loads - 1);
     bench_table(rep, title, true);
-    hw_ctx ctx[2] = {{path, 1, 0}, {path, warm_loads, 0}};
-    char warm_name[96];
+    /* Each with 4 KiB pages and with transparent huge pages (the pool's huge_pages option,
+       set through LDS_POOL_HUGE_PAGES_ENV in the child; docs/adr/0009). */
+    enum { NV = 4 };
+    hw_ctx ctx[NV] = {{path, 1, "off", 0},
+                      {path, 1, "on", 0},
+                      {path, warm_loads, "off", 0},
+                      {path, warm_loads, "on", 0}};
+    char warm_name[96], warm_huge[96];
     snprintf(warm_name, sizeof warm_name, "warmed process: load %d", warm_loads);
-    bench_row *rows_[2] = {bench_row_new(rep, "fresh process: first load", "ms"),
-                           bench_row_new(rep, warm_name, "ms")};
+    snprintf(warm_huge, sizeof warm_huge, "warmed process: load %d (huge pages)", warm_loads);
+    bench_row *rows_[NV] = {bench_row_new(rep, "fresh process: first load", "ms"),
+                            bench_row_new(rep, "fresh process: first load (huge pages)", "ms"),
+                            bench_row_new(rep, warm_name, "ms"),
+                            bench_row_new(rep, warm_huge, "ms")};
     /* Interleaved like bench_interleave, but the time and faults are the child's own,
        measured around its last load, not the parent's. */
     int rc = 0;
     int iters = bench_iters(o, 21), warm = bench_warmup(o, 2);
     for (int round = 0; round < warm + iters && rc == 0; round++) {
-        for (int k = 0; k < 2 && rc == 0; k++) {
+        for (int k = 0; k < NV && rc == 0; k++) {
             uint64_t ns = 0;
             rc = spawn(&ctx[k], &ns);
             if (rc == 0 && round >= warm)
@@ -156,12 +168,29 @@ int bench_heap_warmth(const bench_opts *o)
         }
     }
     if (rc == 0) {
-        double fresh = bench_row_median(rows_[0]), warmed = bench_row_median(rows_[1]);
-        bench_row_set(rows_[0], "ratio", "vs_warmed", BENCH_RATIO, warmed > 0 ? fresh / warmed : 0);
+        double fresh = bench_row_median(rows_[0]), warmed = bench_row_median(rows_[2]);
+        double fresh_h = bench_row_median(rows_[1]), warmed_h = bench_row_median(rows_[3]);
+        for (int k = 0; k < NV; k++) {
+            double w = k % 2 ? warmed_h : warmed;
+            if (k < 2)
+                bench_row_set(rows_[k], "ratio", "vs_warmed", BENCH_RATIO,
+                              w > 0 ? bench_row_median(rows_[k]) / w : 0);
+            bench_row_text(rows_[k], "pages", "pages", k % 2 ? "huge" : "4 KiB");
+        }
         bench_note(rep, "faults/op = the child's minor faults during that load; a fresh process "
                         "faults in every page of the payload buffer");
         bench_note(rep, "warm pages are worth %.2f ms per load here (%.2fx)", fresh - warmed,
                    warmed > 0 ? fresh / warmed : 0);
+        double max4 = 0, maxh = 0;
+        for (size_t i = 0; i < bench_row_count(rows_[0]); i++)
+            max4 = bench_row_at(rows_[0], i) > max4 ? bench_row_at(rows_[0], i) : max4;
+        for (size_t i = 0; i < bench_row_count(rows_[1]); i++)
+            maxh = bench_row_at(rows_[1], i) > maxh ? bench_row_at(rows_[1], i) : maxh;
+        bench_note(rep,
+                   "first load, huge pages vs 4 KiB: median %.3g vs %.3g ms (4 KiB / huge "
+                   "%.2fx), worst %.3g vs %.3g ms (%.2fx)",
+                   fresh_h, fresh, fresh_h > 0 ? fresh / fresh_h : 0, maxh, max4,
+                   maxh > 0 ? max4 / maxh : 0);
         rc = bench_report_finish(rep);
     }
     bench_report_free(rep);

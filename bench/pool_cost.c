@@ -22,10 +22,26 @@
 
 #define STACK_MAX ((size_t)65536)
 
-enum strategy { S_STACK, S_MALLOC, S_RENT, S_RENT_CLEAR, S_MMAP, S_COUNT };
+/* The "(huge pages)" strategies run from LDS_POOL_HUGE_MIN up: a pool with huge_pages on,
+ * and a mapping per call aligned and advised the way that pool does it (docs/adr/0009). */
+enum strategy {
+    S_STACK,
+    S_MALLOC,
+    S_RENT,
+    S_RENT_HUGE,
+    S_RENT_CLEAR,
+    S_MMAP,
+    S_MMAP_HUGE,
+    S_COUNT
+};
 
-static const char *const strategy_names[S_COUNT] = {"stack", "malloc", "rent",
-                                                    "rent + clear on return", "mmap per call"};
+static const char *const strategy_names[S_COUNT] = {"stack",
+                                                    "malloc",
+                                                    "rent",
+                                                    "rent (huge pages)",
+                                                    "rent + clear on return",
+                                                    "mmap per call",
+                                                    "mmap per call (huge pages)"};
 
 typedef struct pc_ctx {
     enum strategy s;
@@ -34,6 +50,27 @@ typedef struct pc_ctx {
     lds_pool *pool;
     size_t capacity; /* observed at the last op */
 } pc_ctx;
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* A mapping of `bytes` (a page multiple) starting on a 2 MiB boundary, advised
+ * MADV_HUGEPAGE: over-map by 2 MiB less a page, unmap the slack on both sides. */
+static void *map_huge(size_t bytes)
+{
+    size_t slack = HUGE_PAGE - bench_page_size();
+    char *raw =
+        mmap(NULL, bytes + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED)
+        return NULL;
+    char *base = (char *)(((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    size_t head = (size_t)(base - raw);
+    if (head)
+        munmap(raw, head);
+    if (slack - head)
+        munmap(base + bytes, slack - head);
+    madvise(base, bytes, MADV_HUGEPAGE);
+    return base;
+}
 
 static void touch(const pc_ctx *c, void *p)
 {
@@ -71,6 +108,7 @@ static int run(void *p, uint64_t ops, uint64_t *elapsed)
             break;
         }
         case S_RENT:
+        case S_RENT_HUGE:
         case S_RENT_CLEAR: {
             lds_lease l;
             if (lds_pool_rent(c->pool, c->size, &l) != LDS_OK) {
@@ -94,6 +132,16 @@ static int run(void *p, uint64_t ops, uint64_t *elapsed)
             touch(c, b);
             c->capacity = (c->size + page - 1) / page * page;
             munmap(b, c->size);
+            break;
+        }
+        case S_MMAP_HUGE: {
+            size_t bytes = (c->size + page - 1) / page * page;
+            void *b = map_huge(bytes);
+            if (!b)
+                return -1;
+            touch(c, b);
+            c->capacity = bytes;
+            munmap(b, bytes);
             break;
         }
         case S_COUNT:
@@ -224,12 +272,17 @@ int bench_pool_cost(const bench_opts *o)
     bool full_touch = o->touch && strcmp(o->touch, "full") == 0;
 
     bench_report *rep = bench_report_new(o);
-    lds_pool *pool = NULL;
-    if (!rep || lds_pool_create(NULL, &pool) != LDS_OK) {
+    lds_pool *pool = NULL, *hpool = NULL;
+    lds_pool_options ho;
+    lds_pool_options_default(&ho);
+    ho.huge_pages = LDS_POOL_HUGE_PAGES_ON;
+    if (!rep || lds_pool_create(NULL, &pool) != LDS_OK || lds_pool_create(&ho, &hpool) != LDS_OK) {
+        lds_pool_free(pool);
         bench_report_free(rep);
         return -1;
     }
-    bench_param(rep, "pool", "private pool, default options");
+    bench_param(rep, "pool",
+                "private pool, default options; rent (huge pages): another with huge_pages on");
     bench_param(rep, "touch",
                 full_touch ? "every byte written (memset), as a read() filling the buffer"
                            : "one byte written per page (and the last byte), the same for every "
@@ -248,6 +301,7 @@ int bench_pool_cost(const bench_opts *o)
         bench_table(rep, title, true);
         /* Start each size from an empty pool, so that "retained" is this size's alone. */
         lds_pool_trim(pool, LDS_POOL_TRIM_ALL, NULL);
+        lds_pool_trim(hpool, LDS_POOL_TRIM_ALL, NULL);
         if (strcmp(bench_allocator_name(), "glibc") == 0)
             malloc_trim(0);
         pc_ctx ctx[S_COUNT];
@@ -256,7 +310,10 @@ int bench_pool_cost(const bench_opts *o)
         for (int s = 0; s < S_COUNT; s++) {
             if (s == S_STACK && size > STACK_MAX)
                 continue;
-            ctx[k] = (pc_ctx){(enum strategy)s, size, full_touch, pool, 0};
+            if ((s == S_RENT_HUGE || s == S_MMAP_HUGE) && size < LDS_POOL_HUGE_MIN)
+                continue;
+            ctx[k] =
+                (pc_ctx){(enum strategy)s, size, full_touch, s == S_RENT_HUGE ? hpool : pool, 0};
             bench_scale scale = size >= ((size_t)32 << 20)   ? BENCH_MS
                                 : size >= ((size_t)64 << 10) ? BENCH_US
                                                              : BENCH_NS_PER_OP;
@@ -273,9 +330,11 @@ int bench_pool_cost(const bench_opts *o)
         rc = bench_interleave(alts, k, bench_warmup(o, 2), iters_for(o, size));
         if (rc != 0)
             break;
-        lds_pool_stats st;
+        lds_pool_stats st, hst;
         lds_pool_stats_init(&st);
         lds_pool_get_stats(pool, &st);
+        lds_pool_stats_init(&hst);
+        lds_pool_get_stats(hpool, &hst);
         double malloc_free = allocator_free_bytes();
         size_t best = 0;
         for (size_t i = 0; i < k; i++) {
@@ -285,6 +344,8 @@ int bench_pool_cost(const bench_opts *o)
             double retained = -1;
             if (ctx[i].s == S_RENT || ctx[i].s == S_RENT_CLEAR)
                 retained = (double)st.bytes_retained;
+            else if (ctx[i].s == S_RENT_HUGE)
+                retained = (double)hst.bytes_retained;
             else if (ctx[i].s == S_MALLOC)
                 retained = malloc_free;
             else
@@ -321,12 +382,33 @@ int bench_pool_cost(const bench_opts *o)
                    "%zu MiB)",
                    (unsigned long long)st.bytes_retained, (unsigned long long)st.bytes_mapped,
                    (unsigned long long)st.drops, LDS_POOL_DEFAULT_MAX_RETAINED_BYTES >> 20);
+        for (size_t i = 0; i < k; i++) {
+            enum strategy base = ctx[i].s == S_RENT_HUGE   ? S_RENT
+                                 : ctx[i].s == S_MMAP_HUGE ? S_MMAP
+                                                           : S_COUNT;
+            for (size_t j = 0; base != S_COUNT && j < k; j++) {
+                if (ctx[j].s != base)
+                    continue;
+                double hm = bench_row_median(alts[i].row), bm = bench_row_median(alts[j].row);
+                double hx = 0, bx = 0;
+                for (size_t r = 0; r < bench_row_count(alts[i].row); r++)
+                    hx = bench_row_at(alts[i].row, r) > hx ? bench_row_at(alts[i].row, r) : hx;
+                for (size_t r = 0; r < bench_row_count(alts[j].row); r++)
+                    bx = bench_row_at(alts[j].row, r) > bx ? bench_row_at(alts[j].row, r) : bx;
+                bench_note(rep,
+                           "%s vs 4 KiB pages: median %.2fx, worst %.2fx (4 KiB / huge; above 1 "
+                           "the huge pages win), faults %.0f vs %.0f per op",
+                           strategy_names[ctx[i].s], hm > 0 ? bm / hm : 0, hx > 0 ? bx / hx : 0,
+                           bench_row_faults(alts[i].row), bench_row_faults(alts[j].row));
+            }
+        }
     }
     if (rc == 0)
         waste_table(rep, sizes, n);
     if (rc == 0)
         rc = bench_report_finish(rep);
     lds_pool_free(pool);
+    lds_pool_free(hpool);
     bench_report_free(rep);
     return rc;
 }
