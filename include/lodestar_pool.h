@@ -96,14 +96,14 @@ typedef enum lds_pool_check {
  * start is aligned to the kernel's huge-page size (2 MiB on x86-64; the buffer stays at
  * start + LDS_POOL_MAP_OFFSET) and is advised with madvise(MADV_HUGEPAGE), so the kernel may
  * back it with 2 MiB pages: 512x fewer page faults when it is first written. Measured here
- * (THP enabled=madvise, defrag=madvise): first fill of a fresh 255 MiB buffer 72-105 ms
- * instead of about 160 ms, 128 faults instead of 65,536; but an advised fault may stall in
- * direct compaction when free memory is fragmented, and the first huge-page buffer of a
- * process sometimes took 560-700 ms. A lease also commits memory 2 MiB at a time: a buffer
- * written only in part may hold up to 2 MiB more resident than with 4 KiB pages. Warm
- * (reused) leases fault nothing either way. The advice is a hint: where the kernel has no
- * THP, or THP is "never", nothing changes. Only the mapping's alignment differs; it is no
- * larger (the slack taken to align it is unmapped at once), so bytes_mapped is unchanged.
+ * (THP enabled=madvise, defrag=madvise; docs/measurements/heap-warmth-huge-pages.txt): a
+ * fresh process's first load of a 245.7 MiB index, median 54-57 ms instead of 154-157 ms,
+ * but worst 334-478 ms instead of 201-235 ms (1 load in 21); 1 GiB fills after a 4 KiB-page
+ * buffer was freed ran 2-2.7x slower (pool-cost-huge-pages.txt). A lease also commits memory
+ * 2 MiB at a time: a buffer written only in part may hold up to 2 MiB more resident than
+ * with 4 KiB pages. Warm (reused) leases fault nothing either way. The advice is a hint: where the
+ * kernel has no THP, or THP is "never", nothing changes. Only the mapping's alignment differs; it
+ * is no larger (the slack taken to align it is unmapped at once), so bytes_mapped is unchanged.
  *
  * OFF (the default, LDS_POOL_DEFAULT_HUGE_PAGES): 4 KiB pages, predictable fault cost.
  */
@@ -166,8 +166,8 @@ typedef struct lds_pool_options {
 #define LDS_POOL_DEFAULT_MMAP_THRESHOLD     (((size_t)1) << 20)
 #define LDS_POOL_DEFAULT_MAX_IDLE_NS        (UINT64_C(30) * 1000000000u)
 #define LDS_POOL_DEFAULT_GUARD_QUARANTINE   64u
-/** Off: a compaction stall of half a second on a first fault costs a reloading service more
- *  than the faults huge pages save (docs/adr/0009). */
+/** Off: a worst first load twice as slow (334-478 ms vs 201-235 ms at 245.7 MiB) costs a
+ *  reloading service more than the 2.7x faster median saves (docs/adr/0009). */
 #define LDS_POOL_DEFAULT_HUGE_PAGES LDS_POOL_HUGE_PAGES_OFF
 
 /**
