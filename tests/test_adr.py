@@ -4,7 +4,8 @@
 Checks that:
 - every record docs/adr/NNNN-short-title.md has a title line "# NNNN. ...", a valid Status
   (proposed, accepted, "superseded by NNNN", "amends NNNN", naming a record that exists), a
-  Date (YYYY-MM-DD), and every section of the template, each non-empty and in order;
+  Date (YYYY-MM-DD), and every section of the template, each non-empty and in order; a record
+  superseded by NNNN is amended by NNNN (its status says so);
 - the numbers run from 0001 without a gap or a duplicate;
 - docs/adr/README.md lists every record (a link to its file) with the same status, and lists
   no file that does not exist;
@@ -219,6 +220,12 @@ def check(root, strict_figures=False, quiet=False):
                           set(re.findall(r"\(\.\./measurements/([A-Za-z0-9_.-]+\.txt)\)", text))):
             if not os.path.exists(os.path.join(root, "docs", "measurements", ref)):
                 fails.append("%s: names docs/measurements/%s, which does not exist" % (n, ref))
+
+    for num, st in sorted(statuses.items()):
+        m = STATUS_RE.match(st)
+        if m.group(2) and statuses.get(m.group(2)) != "amends " + num:
+            fails.append("%s is superseded by %s, whose status must then be 'amends %s'"
+                         % (records[num], m.group(2), num))
 
     readme = os.path.join(adr, "README.md")
     if not os.path.exists(readme):
