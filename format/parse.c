@@ -445,7 +445,7 @@ static lds_status check_keys(parser *ps, lds_index *idx)
             next_a = b;
         }
     }
-    idx->key_row_bits = rb;
+    idx->key_row_bits = (uint8_t)rb;
     idx->key_width = w;
     return LDS_OK;
 }
