@@ -218,7 +218,7 @@ LDS_API lds_status lds_index_key(const lds_index *idx, uint64_t row, const char 
  * key at load (a multiply for keys of up to 16 bytes, XXH3 above) and one
  * 8-byte slot (row and a hash tag) per table entry, with a power-of-two table
  * of at least 2 x rows entries (16 to 32 bytes per row). For example, the
- * 341,479 GloVe words take an 8 MiB table and about 2.5 ms of the load on the
+ * 341,479 GloVe words take an 8 MiB table and about 3 ms of the load on the
  * machine of docs/measurements/load.txt, most of it cache misses into the
  * table. A lookup is one hash plus an expected O(1) probes; a probe reads
  * another key only when its tag matches.
