@@ -64,7 +64,7 @@ struct bench_report {
     note notes[MAX_NOTES];
     size_t n_notes;
     char param_key[MAX_PARAMS][32];
-    char param_val[MAX_PARAMS][160];
+    char param_val[MAX_PARAMS][320];
     size_t n_params;
 };
 
