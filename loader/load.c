@@ -499,6 +499,17 @@ static lds_status load_stream(load_ctx *c, lds__source *src, const transport *t)
         return st;
     if (src->compressed)
         c->base = 0; /* offsets now count decoded bytes */
+    if (src->compressed && src->frame_content_size != ZSTD_CONTENTSIZE_UNKNOWN &&
+        src->frame_content_size > LDS_HEADER_SIZE &&
+        src->frame_content_size - LDS_HEADER_SIZE > c->o.max_payload_bytes)
+        /* Refused from the frame header alone, before decoding a byte: otherwise whether
+         * the decoder's own end-of-frame check or ours fires first would depend on how
+         * much of the frame one read delivered. */
+        return lds__load_fail(c->err, LDS_E_LIMIT, "zstd.frame_content_size", 0, 0, NULL,
+                              "the zstd frame declares %llu bytes of content, above "
+                              "max_payload_bytes (%llu) plus the %d-byte header",
+                              (unsigned long long)src->frame_content_size,
+                              (unsigned long long)c->o.max_payload_bytes, LDS_HEADER_SIZE);
 
     unsigned char hdr[LDS_HEADER_SIZE];
     size_t got = 0;

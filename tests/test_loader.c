@@ -1184,6 +1184,37 @@ static void test_zstd_lying_content_size(void **state)
     free(b.p);
 }
 
+/* A frame whose content size claims more than max_payload_bytes is refused from its
+ * frame header, whether the whole frame arrives in one read or a byte at a time. */
+static void test_zstd_claim_above_max_is_refused_from_the_frame_header(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 4, .dim = 8, .keys = true}; /* one zstd block */
+    bytes b = make_index(&c);
+    lds_pool *pool = sentinel_pool();
+    lds_load_options o = opts_for(pool);
+    o.max_payload_bytes = b.n - LDS_HEADER_SIZE + 50; /* the real payload fits */
+    bytes z = zstd_frame(&b, true);
+    bump_frame_content_size(&z, +100); /* the claim does not */
+    for (int one_byte = 0; one_byte <= 1; one_byte++) {
+        mem_reader m = reader_over(&z);
+        m.max_read = one_byte ? 1 : 0;
+        lds_index *idx = NULL;
+        lds_error err;
+        lds_error_init(&err);
+        assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, NULL, &err), LDS_E_LIMIT);
+        assert_null(idx);
+        assert_string_equal(err.field, "zstd.frame_content_size");
+        char claim[32];
+        snprintf(claim, sizeof claim, "%llu", (unsigned long long)(b.n + 100));
+        assert_non_null(strstr(err.message, claim));
+        assert_int_equal(pool_stats(pool).rents, 0);
+    }
+    free(z.p);
+    lds_pool_free(pool);
+    free(b.p);
+}
+
 /* ==== memory path (invariant 3) ========================================== */
 
 static void test_memory_path_never_touches_the_pool(void **state)
@@ -1633,6 +1664,7 @@ int main(void)
         cmocka_unit_test(test_zstd_without_content_size),
         cmocka_unit_test(test_zstd_corrupt_frame),
         cmocka_unit_test(test_zstd_lying_content_size),
+        cmocka_unit_test(test_zstd_claim_above_max_is_refused_from_the_frame_header),
         cmocka_unit_test(test_memory_path_never_touches_the_pool),
         cmocka_unit_test(test_cancel_returns_the_rental),
         cmocka_unit_test(test_hash_thread),
