@@ -23,7 +23,9 @@ if [[ ! -x $bench ]]; then
 fi
 
 find_lib() { # prints the path of a shared object known to the dynamic linker
-    ldconfig -p | awk -v n="$1" '$1 == n && /x86-64|x86_64|64bit/ { print $NF; exit }'
+    # awk reads all of its input (no early exit): under pipefail an early exit would let
+    # ldconfig die of SIGPIPE and fail the script now and then.
+    ldconfig -p | awk -v n="$1" '$1 == n && /x86-64|x86_64|64bit/ && !found { print $NF; found = 1 }'
 }
 jemalloc=$(find_lib libjemalloc.so.2)
 mimalloc=$(find_lib libmimalloc.so.2)
