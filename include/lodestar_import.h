@@ -98,6 +98,19 @@ typedef struct lds_import_options {
      * the input is read (LDS_E_LIMIT); default lds_limits_default().
      */
     lds_limits limits;
+    /**
+     * LDS_DTYPE_I8 only: the scale of the stored values (value = stored i8 *
+     * i8_scale), so the representable range is [-127 * i8_scale, 127 *
+     * i8_scale]. 0 (default): the writer's default, 1/127 (range [-1, 1]).
+     * A value outside the range is refused (LDS_E_BAD_VALUE naming the line
+     * or row, the key, the element, the value and the scale), never clamped.
+     * To pick one: i8_scale = max |x| / 127 over the whole input (after
+     * normalisation when `normalize` is set, where 1/127 always fits).
+     * Must be finite and >= 0 (LDS_E_INVALID_ARG otherwise); ignored for
+     * other dtypes. Added after `limits`: callers built against an older,
+     * shorter struct get the default.
+     */
+    float i8_scale;
 } lds_import_options;
 
 /** Fills `o` with the defaults documented on each field (size included). NULL ok. */
