@@ -427,6 +427,8 @@ lds_status lds__imp_sink_open(lds__imp_sink *s, uint32_t dim, bool with_keys, ld
     wo.dtype = s->opts->dtype;
     wo.metric = s->opts->metric;
     wo.normalize = s->opts->normalize;
+    if (s->opts->i8_scale > 0.0f)
+        wo.i8_scale = s->opts->i8_scale;
     wo.with_ids = false;
     wo.with_keys = with_keys;
     wo.unique_keys = with_keys;
@@ -549,6 +551,15 @@ lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key
     }
     lds_status st =
         lds_writer_add_row(s->writer, vec, s->dim, 0, key, s->with_keys ? key_len : 0, err);
+    if (st == LDS_E_BAD_VALUE && err && err->size >= sizeof *err) {
+        /* A value the writer refuses (i8 range, a zero row under normalize):
+           name the input's line or row rather than the writer's row number. */
+        char why[sizeof err->message];
+        const char *w = strncmp(err->message, "writer: ", 8) == 0 ? err->message + 8 : err->message;
+        snprintf(why, sizeof why, "%s", w);
+        return lds__imp_fail(err, st, f, offset, line, "%s %llu (byte %llu): %s", nf,
+                             (unsigned long long)line, (unsigned long long)offset, why);
+    }
     if (st != LDS_OK)
         return st;
     if (s->with_keys) {
@@ -649,6 +660,11 @@ lds_status lds_import_file(const char *input_path, const char *output_path,
     if (!lds_metric_name(o.metric))
         return lds__imp_fail(err, LDS_E_INVALID_ARG, "options.metric", 0, 0, "unknown metric %d",
                              (int)o.metric);
+    if (!(isfinite(o.i8_scale) && o.i8_scale >= 0.0f))
+        return lds__imp_fail(err, LDS_E_INVALID_ARG, "options.i8_scale", 0, 0,
+                             "options.i8_scale is %g; it must be finite and >= 0 (0: the default "
+                             "1/127)",
+                             (double)o.i8_scale);
     if (!lds_import_format_name(o.format))
         return lds__imp_fail(err, LDS_E_INVALID_ARG, "options.format", 0, 0, "unknown format %d",
                              (int)o.format);

@@ -403,13 +403,35 @@ static void encode_row(lds_writer *w, const float *x)
             lds__st16(o + 2 * (size_t)i, lds_f32_to_bf16(x[i]));
         break;
     case LDS_DTYPE_I8:
-        for (uint32_t i = 0; i < dim; i++) {
-            float q = x[i] / w->o.i8_scale;
-            q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
-            o[i] = (uint8_t)(int8_t)rintf(q);
-        }
+        /* check_i8_range has proved every quotient rounds into [-127, 127]. */
+        for (uint32_t i = 0; i < dim; i++)
+            o[i] = (uint8_t)(int8_t)rintf(x[i] / w->o.i8_scale);
         break;
     }
+}
+
+/* Refuses an i8 row holding a value the scale cannot represent: one whose
+   quotient x / scale rounds beyond +-127. Clamping it would lose data silently. */
+static lds_status check_i8_range(const lds_writer *w, const float *x, const char *key,
+                                 size_t key_len, lds_error *err)
+{
+    float scale = w->o.i8_scale;
+    for (uint32_t i = 0; i < w->o.dim; i++) {
+        float q = rintf(x[i] / scale);
+        if (q >= -127.0f && q <= 127.0f)
+            continue;
+        char named[96] = "";
+        if (w->o.with_keys)
+            snprintf(named, sizeof named, " (key \"%.*s\")", (int)(key_len > 64 ? 64 : key_len),
+                     key);
+        return lds__fail(err, LDS_E_BAD_VALUE, "i8_scale", 0,
+                         "writer: row %llu%s element %u is %g%s, outside the i8 range +-%g "
+                         "(127 x i8_scale %g); pick i8_scale >= max |x| / 127",
+                         (unsigned long long)w->rows, named, (unsigned)i, (double)x[i],
+                         w->o.normalize ? " after normalization" : "", 127.0 * scale,
+                         (double)scale);
+    }
+    return LDS_OK;
 }
 
 lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint64_t id,
@@ -487,6 +509,8 @@ lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint6
             w->row_tmp[i] = (float)(vec[i] / n);
         x = w->row_tmp;
     }
+    if (w->o.dtype == LDS_DTYPE_I8 && (st = check_i8_range(w, x, key, key_len, err)) != LDS_OK)
+        return st;
     encode_row(w, x);
     if (!put_payload(w, w->row_out, w->row_bytes))
         return io_fail(w, err, "writing a row");

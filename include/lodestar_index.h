@@ -302,8 +302,11 @@ typedef struct lds_writer lds_writer;
  * - with_keys: every row carries a UTF-8 key (add_row's `key`).
  * - unique_keys: with_keys only: add_row refuses a repeated key (LDS_E_DUP_KEY)
  *   and the file declares its keys unique.
- * - i8_scale: LDS_DTYPE_I8 only: stored = round-half-even(clamp(x / scale,
- *   -127, 127)); must be finite and > 0; default 1/127.
+ * - i8_scale: LDS_DTYPE_I8 only: stored = round-half-even(x / scale), so the
+ *   representable range is [-127 * scale, 127 * scale]; a value whose quotient
+ *   rounds beyond +-127 is refused by add_row (LDS_E_BAD_VALUE), never clamped.
+ *   Must be finite and > 0; default 1/127 (range [-1, 1], which holds every
+ *   normalized row). To pick one: max |x| / 127 over all rows (format.md §3.1).
  */
 typedef struct lds_writer_options {
     size_t size;
@@ -357,7 +360,10 @@ LDS_API lds_status lds_writer_open_file(FILE *f, const lds_writer_options *opts,
  * no terminator needed), else ignored. The row's vector is written at once;
  * the id and key are buffered until finish.
  * Returns LDS_OK; LDS_E_INVALID_ARG (NULL vec, dim mismatch, NULL key with
- * key_len > 0); LDS_E_BAD_VALUE (a NaN or infinite element); LDS_E_BAD_UTF8;
+ * key_len > 0); LDS_E_BAD_VALUE (a NaN or infinite element; for LDS_DTYPE_I8
+ * an element, after normalization when on, outside +-127 * i8_scale: the
+ * message names the row, the key, the element, the value and the scale;
+ * field "i8_scale"); LDS_E_BAD_UTF8;
  * LDS_E_LIMIT (key too long, too many rows); LDS_E_DUP_KEY (unique_keys);
  * LDS_E_IO; LDS_E_NOMEM; LDS_E_STATE (finished, or an earlier I/O failure).
  * A refused row is not added, and the writer stays usable unless the status

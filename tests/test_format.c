@@ -502,8 +502,10 @@ static void check_round_trip(lds_dtype dt, bool ids, bool keys, bool model, floa
 {
     enum { ROWS = 37, DIM = 13 };
     float data[ROWS * DIM];
+    /* i8 at the default scale 1/127 holds [-1, 1] only (test_i8_range covers the rest). */
+    float span = dt == LDS_DTYPE_I8 && scale == 0.0f ? 1.0f : 2.0f;
     for (size_t i = 0; i < ROWS * DIM; i++)
-        data[i] = frand() * 2.0f; /* some i8 values clamp at the scale 1/127 */
+        data[i] = frand() * span;
     spec s = {.dtype = dt,
               .metric = LDS_METRIC_DOT,
               .dim = DIM,
@@ -924,6 +926,58 @@ static void test_writer_refusals(void **state)
     assert_string_equal(val, "two");
     assert_int_equal(lds_index_meta_at(idx, 3, &k, &val), LDS_OK);
     assert_string_equal(k, "model");
+    lds_index_free(idx);
+    free(mem);
+}
+
+/* An i8 value beyond +-127 x i8_scale is refused by name, never clamped. */
+static void test_i8_range(void **state)
+{
+    (void)state;
+    char *mem = NULL;
+    size_t memn = 0;
+    FILE *f = open_memstream(&mem, &memn);
+    lds_writer_options o = small_opts();
+    o.dtype = LDS_DTYPE_I8;
+    lds_writer *w = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_writer_open_file(f, &o, &w, &err), LDS_OK);
+    float ok[4] = {1, -1, 0.5f, 0};
+    assert_int_equal(lds_writer_add_row(w, ok, 4, 0, "a", 1, &err), LDS_OK);
+    float big[4] = {0.25f, -2, 0, 0};
+    assert_int_equal(lds_writer_add_row(w, big, 4, 0, "bb", 2, &err), LDS_E_BAD_VALUE);
+    assert_non_null(strstr(err.message, "row 1"));
+    assert_non_null(strstr(err.message, "\"bb\""));
+    assert_non_null(strstr(err.message, "element 1"));
+    assert_non_null(strstr(err.message, "is -2"));
+    assert_non_null(strstr(err.message, "0.00787402")); /* the scale */
+    assert_int_equal(lds_writer_rows(w), 1);            /* the refused row was not added */
+    assert_int_equal(lds_writer_finish(w, &err), LDS_OK);
+    lds_writer_free(w);
+    fclose(f);
+    free(mem);
+
+    /* A scale of max |x| / 127 holds every value, the largest at +-127 exactly. */
+    mem = NULL;
+    f = open_memstream(&mem, &memn);
+    o.i8_scale = 3.3f / 127.0f;
+    assert_int_equal(lds_writer_open_file(f, &o, &w, &err), LDS_OK);
+    float wide[4] = {3.3f, -3.3f, 1.1f, 0};
+    assert_int_equal(lds_writer_add_row(w, wide, 4, 0, "a", 1, &err), LDS_OK);
+    wide[3] = 3.32f; /* beyond 127.5 steps: refused */
+    assert_int_equal(lds_writer_add_row(w, wide, 4, 0, "b", 1, &err), LDS_E_BAD_VALUE);
+    assert_non_null(strstr(err.message, "element 3"));
+    assert_int_equal(lds_writer_finish(w, &err), LDS_OK);
+    lds_writer_free(w);
+    fclose(f);
+    bytes img = {(uint8_t *)mem, memn};
+    lds_index *idx = NULL;
+    assert_int_equal(parse_file(&img, NULL, &idx, NULL), LDS_OK);
+    const int8_t *q = lds_index_row(idx, 0);
+    assert_int_equal(q[0], 127);
+    assert_int_equal(q[1], -127);
+    assert_int_equal(q[2], 42);
     lds_index_free(idx);
     free(mem);
 }
@@ -1781,6 +1835,7 @@ int main(void)
         cmocka_unit_test(test_write_to_seekable_fd),
         cmocka_unit_test(test_atomic_write_keeps_the_old_file),
         cmocka_unit_test(test_writer_refusals),
+        cmocka_unit_test(test_i8_range),
         cmocka_unit_test(test_normalize_option),
         cmocka_unit_test(test_borrow_copy_and_alignment),
         cmocka_unit_test(test_checksum_options),

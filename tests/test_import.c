@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -473,6 +474,37 @@ static void test_options(void **state)
     assert_true(log.monotonic);
     assert_int_equal(log.last_done, 6816);
     assert_int_equal(log.last_total, 6816);
+}
+
+/* --dtype i8: a value beyond +-127 x scale is refused by line and key; i8_scale widens it. */
+static void test_i8_scale(void **state)
+{
+    (void)state;
+    const char *p = write_text("i8.txt", "alpha 0.5 -0.25\nbeta 0.75 -2.5\n");
+    lds_import_options o = opts_for(LDS_IMPORT_GLOVE, NULL);
+    o.dtype = LDS_DTYPE_I8;
+    lds_error e = import_fail(p, &o, LDS_E_BAD_VALUE, 2);
+    assert_contains(e.message, "line 2");
+    assert_contains(e.message, "\"beta\"");
+    assert_contains(e.message, "element 1");
+    assert_contains(e.message, "-2.5");
+    assert_contains(e.message, "0.00787402");
+    assert_int_equal(e.offset, 16);
+    o.i8_scale = 2.5f / 127.0f;
+    lds_index *idx = import_ok(p, &o, NULL);
+    assert_true(lds_index_i8_scale(idx) == 2.5f / 127.0f);
+    const int8_t *q = lds_index_row(idx, 1);
+    assert_int_equal(q[1], -127);
+    lds_index_free(idx);
+    /* Normalized rows always fit the default scale. */
+    o.i8_scale = 0;
+    o.normalize = true;
+    idx = import_ok(p, &o, NULL);
+    lds_index_free(idx);
+    o.i8_scale = -1;
+    import_fail(p, &o, LDS_E_INVALID_ARG, 0);
+    o.i8_scale = NAN;
+    import_fail(p, &o, LDS_E_INVALID_ARG, 0);
 }
 
 static void test_format_names(void **state)
@@ -1008,6 +1040,7 @@ int main(void)
         cmocka_unit_test_teardown(test_all_formats_identical, test_teardown),
         cmocka_unit_test_teardown(test_options, test_teardown),
         cmocka_unit_test_teardown(test_format_names, test_teardown),
+        cmocka_unit_test_teardown(test_i8_scale, test_teardown),
         cmocka_unit_test_teardown(test_text_details, test_teardown),
         cmocka_unit_test_teardown(test_inputs_across_chunks, test_teardown),
         cmocka_unit_test_teardown(test_long_lines, test_teardown),
