@@ -487,6 +487,11 @@ lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint6
             }
         }
     }
+    /* A zero row has no direction: storing it under the normalized flag would be a lie. */
+    if (w->o.normalize && !(ss > 0.0 && isfinite(ss)))
+        return lds__fail(err, LDS_E_BAD_VALUE, "normalize", 0,
+                         "writer: row %llu: cannot normalize a row whose L2 norm is %g",
+                         (unsigned long long)w->rows, sqrt(ss));
     /* Reserve everything first, so that a refusal leaves no partial row. */
     bool ok = true;
     if (w->o.with_ids)
@@ -503,7 +508,7 @@ lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint6
     }
 
     const float *x = vec;
-    if (w->o.normalize && ss > 0.0) {
+    if (w->o.normalize) {
         double n = sqrt(ss);
         for (size_t i = 0; i < dim; i++)
             w->row_tmp[i] = (float)(vec[i] / n);

@@ -79,7 +79,8 @@ typedef struct lds_import_options {
     lds_dtype dtype;
     /** Metric recorded in the index; default LDS_METRIC_COSINE. */
     lds_metric metric;
-    /** L2-normalize every row before storing; default false. */
+    /** L2-normalize every row before storing; default false. A row of zeros
+        is then refused (LDS_E_BAD_VALUE naming its line or row). */
     bool normalize;
     /** Metadata "model"; NULL (default): not set. */
     const char *model;
@@ -165,7 +166,9 @@ typedef struct lds_import_result {
  *   writer I/O error.
  * - LDS_E_PARSE: malformed input: a bad number or integer, a row of the wrong
  *   width, an empty line or key, a malformed header, rows that disagree on d.
- * - LDS_E_BAD_VALUE: a number that is not finite; a zero or negative D.
+ * - LDS_E_BAD_VALUE: a number that is not finite; a zero or negative D; with
+ *   `normalize`, a row of zeros; with LDS_DTYPE_I8, a value outside +-127 *
+ *   i8_scale.
  * - LDS_E_BAD_UTF8: a key that is not valid UTF-8.
  * - LDS_E_DUP_KEY: a key seen on an earlier line or row (both are named).
  * - LDS_E_LIMIT: D, N or a key beyond `options->limits`.

@@ -296,8 +296,9 @@ typedef struct lds_writer lds_writer;
  * - dim: elements per row, 1 .. LDS_DEFAULT_MAX_DIM. Required (default 0 is refused).
  * - dtype: stored element type; default LDS_DTYPE_F32.
  * - metric: default LDS_METRIC_COSINE; written to the table and as metadata "metric".
- * - normalize: L2-normalize each row before storing it (a zero row stays zero);
- *   sets the normalized flag and metadata normalized=true.
+ * - normalize: L2-normalize each row before storing it; sets the normalized
+ *   flag and metadata normalized=true. A row whose norm is zero is refused by
+ *   add_row (LDS_E_BAD_VALUE), since it cannot be made unit length.
  * - with_ids: every row carries a u64 id (add_row's `id`).
  * - with_keys: every row carries a UTF-8 key (add_row's `key`).
  * - unique_keys: with_keys only: add_row refuses a repeated key (LDS_E_DUP_KEY)
@@ -363,7 +364,8 @@ LDS_API lds_status lds_writer_open_file(FILE *f, const lds_writer_options *opts,
  * key_len > 0); LDS_E_BAD_VALUE (a NaN or infinite element; for LDS_DTYPE_I8
  * an element, after normalization when on, outside +-127 * i8_scale: the
  * message names the row, the key, the element, the value and the scale;
- * field "i8_scale"); LDS_E_BAD_UTF8;
+ * field "i8_scale"; with normalize, an all-zero row: field "normalize");
+ * LDS_E_BAD_UTF8;
  * LDS_E_LIMIT (key too long, too many rows); LDS_E_DUP_KEY (unique_keys);
  * LDS_E_IO; LDS_E_NOMEM; LDS_E_STATE (finished, or an earlier I/O failure).
  * A refused row is not added, and the writer stays usable unless the status

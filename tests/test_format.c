@@ -985,7 +985,7 @@ static void test_i8_range(void **state)
 static void test_normalize_option(void **state)
 {
     (void)state;
-    float data[] = {3, 4, 0, 0, 0, 0, 1, 1, 1};
+    float data[] = {3, 4, 0, 0, 0, 2, 1, 1, 1};
     spec s = {.dim = 3, .rows = 3, .normalize = true, .data = data};
     bytes f = build(&s);
     lds_index *idx = NULL;
@@ -995,12 +995,34 @@ static void test_normalize_option(void **state)
     float v[3];
     lds_index_row_f32(idx, 0, v, 3);
     assert_true(v[0] == 0.6f && v[1] == 0.8f && v[2] == 0.0f);
-    lds_index_row_f32(idx, 1, v, 3); /* a zero row stays zero */
-    assert_true(v[0] == 0 && v[1] == 0 && v[2] == 0);
+    lds_index_row_f32(idx, 1, v, 3);
+    assert_true(v[0] == 0 && v[1] == 0 && v[2] == 1.0f);
     lds_index_row_f32(idx, 2, v, 3);
     assert_true(fabsf(v[0] - 0.57735027f) < 1e-7f);
     lds_index_free(idx);
     free(f.p);
+
+    /* A zero row cannot be normalized: refused by row, not stored under the flag. */
+    char *mem = NULL;
+    size_t memn = 0;
+    FILE *mf = open_memstream(&mem, &memn);
+    lds_writer_options o;
+    lds_writer_options_default(&o);
+    o.dim = 3;
+    o.normalize = true;
+    lds_writer *w = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_writer_open_file(mf, &o, &w, &err), LDS_OK);
+    assert_int_equal(lds_writer_add_row(w, data, 3, 0, NULL, 0, &err), LDS_OK);
+    float zero[3] = {0, -0.0f, 0};
+    assert_int_equal(lds_writer_add_row(w, zero, 3, 0, NULL, 0, &err), LDS_E_BAD_VALUE);
+    assert_non_null(strstr(err.message, "row 1"));
+    assert_non_null(strstr(err.message, "norm is 0"));
+    assert_int_equal(lds_writer_rows(w), 1);
+    lds_writer_free(w);
+    fclose(mf);
+    free(mem);
 }
 
 /* ---- parse modes ------------------------------------------------------------------ */

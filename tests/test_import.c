@@ -507,6 +507,23 @@ static void test_i8_scale(void **state)
     import_fail(p, &o, LDS_E_INVALID_ARG, 0);
 }
 
+/* normalize: a row of zeros has no direction and is refused by its line. */
+static void test_normalize_zero_row(void **state)
+{
+    (void)state;
+    lds_import_options o = opts_for(LDS_IMPORT_GLOVE, NULL);
+    o.normalize = true;
+    const char *p = write_text("z.txt", "a 1 2\nnil 0 -0\nb 3 4\n");
+    lds_error e = import_fail(p, &o, LDS_E_BAD_VALUE, 2);
+    assert_contains(e.message, "line 2");
+    assert_contains(e.message, "norm is 0");
+    assert_int_equal(e.offset, 6);
+    o.normalize = false;
+    lds_index *idx = import_ok(p, &o, NULL);
+    assert_int_equal(lds_index_rows(idx), 3);
+    lds_index_free(idx);
+}
+
 static void test_format_names(void **state)
 {
     (void)state;
@@ -1041,6 +1058,7 @@ int main(void)
         cmocka_unit_test_teardown(test_options, test_teardown),
         cmocka_unit_test_teardown(test_format_names, test_teardown),
         cmocka_unit_test_teardown(test_i8_scale, test_teardown),
+        cmocka_unit_test_teardown(test_normalize_zero_row, test_teardown),
         cmocka_unit_test_teardown(test_text_details, test_teardown),
         cmocka_unit_test_teardown(test_inputs_across_chunks, test_teardown),
         cmocka_unit_test_teardown(test_long_lines, test_teardown),
