@@ -286,19 +286,81 @@ lds_status lds_writer_open_file(FILE *f, const lds_writer_options *opts, lds_wri
     return LDS_OK;
 }
 
+static const char *file_type(mode_t m)
+{
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISLNK(m)  ? "a symbolic link"
+                         : "not a regular file";
+}
+
+/* Decides where a path writer renames its file: `path` itself when nothing is
+   there or a regular file is; the link's target when `path` is a symbolic link
+   to a regular file (so the link survives, as with most tools that save files).
+   Anything else is refused before a byte is written. `*target` is malloc'd. */
+static lds_status resolve_target(const char *path, char **target, lds_error *err)
+{
+    struct stat st;
+    *target = NULL;
+    if (lstat(path, &st) != 0) {
+        if (errno != ENOENT)
+            return lds__fail_errno(err, LDS_E_IO, errno, "writer: cannot stat %s: %s", path,
+                                   strerror(errno));
+        *target = strdup(path);
+    } else if (S_ISREG(st.st_mode)) {
+        *target = strdup(path);
+    } else if (S_ISLNK(st.st_mode)) {
+        char *real = realpath(path, NULL);
+        if (!real) {
+            if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)
+                return lds__fail(err, LDS_E_INVALID_ARG, "path", 0,
+                                 "writer: %s is a symbolic link whose target cannot be reached "
+                                 "(%s); refusing to write through it",
+                                 path, strerror(errno));
+            return lds__fail_errno(err, LDS_E_IO, errno, "writer: cannot resolve %s: %s", path,
+                                   strerror(errno));
+        }
+        if (stat(real, &st) != 0 || !S_ISREG(st.st_mode)) {
+            lds_status bad = lds__fail(err, LDS_E_INVALID_ARG, "path", 0,
+                                       "writer: %s is a symbolic link to %s, which is %s; only a "
+                                       "regular file is replaced",
+                                       path, real, file_type(st.st_mode));
+            free(real);
+            return bad;
+        }
+        *target = real;
+    } else {
+        return lds__fail(err, LDS_E_INVALID_ARG, "path", 0,
+                         "writer: %s is %s; only a regular file is replaced", path,
+                         file_type(st.st_mode));
+    }
+    if (!*target)
+        return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory");
+    return LDS_OK;
+}
+
 lds_status lds_writer_open_path(const char *path, const lds_writer_options *opts, lds_writer **out,
                                 lds_error *err)
 {
+    if (out)
+        *out = NULL;
     if (!path || !*path)
         return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: path is NULL or empty");
     lds_writer *w;
     lds_status st = writer_new(opts, &w, err);
     if (st != LDS_OK)
         return st;
+    if ((st = resolve_target(path, &w->path, err)) != LDS_OK) {
+        writer_destroy(w);
+        return st;
+    }
+    path = w->path;
     size_t n = strlen(path);
-    w->path = strdup(path);
     w->tmp = (char *)malloc(n + 16);
-    if (!w->path || !w->tmp) {
+    if (!w->tmp) {
         writer_destroy(w);
         return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory");
     }

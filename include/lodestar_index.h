@@ -329,8 +329,22 @@ LDS_API void lds_writer_options_default(lds_writer_options *o);
  * same directory (`path` + ".tmp.XXXXXX"); lds_writer_finish fsyncs it, renames
  * it over `path` and fsyncs the directory. A writer freed before finishing (or
  * a crash) leaves any existing file at `path` untouched and removes the
- * temporary file. Returns LDS_OK, LDS_E_INVALID_ARG (NULL argument, bad
- * options), LDS_E_IO (sys_errno set), LDS_E_NOMEM; `*out` is NULL on failure.
+ * temporary file.
+ *
+ * What may be at `path`: nothing, or a regular file (replaced at finish). A
+ * symbolic link is written through, as most programs that save files do: the
+ * link is resolved (realpath) once, here, and the temporary file is made in
+ * the target's directory and renamed over the target, so the link stays and
+ * points at the new index; a link whose target is missing, or is not a regular
+ * file, is refused. Anything else (a directory, a device such as /dev/null, a
+ * FIFO, a socket) is refused with LDS_E_INVALID_ARG naming the path and its
+ * type, before any file is created. To write to a device or a pipe, open it
+ * and use lds_writer_open_fd. (The check and the rename are not one atomic
+ * step: a file put at `path` in between is replaced.)
+ *
+ * Returns LDS_OK, LDS_E_INVALID_ARG (NULL argument, bad options, `path` not
+ * a regular file or a link to one), LDS_E_IO (sys_errno set), LDS_E_NOMEM;
+ * `*out` is NULL on failure.
  */
 LDS_API lds_status lds_writer_open_path(const char *path, const lds_writer_options *opts,
                                         lds_writer **out, lds_error *err);

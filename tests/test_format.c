@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -862,6 +864,100 @@ static void test_atomic_write_keeps_the_old_file(void **state)
     closedir(d);
     free(before.p);
     free(after.p);
+}
+
+/* open_path on a tmpdir path expecting LDS_E_INVALID_ARG whose message holds `what`. */
+static void expect_path_refused(const char *p, const char *what)
+{
+    lds_writer_options o = small_opts();
+    lds_writer *w = (lds_writer *)&o;
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_writer_open_path(p, &o, &w, &err), LDS_E_INVALID_ARG);
+    assert_null(w);
+    if (!strstr(err.message, p) || !strstr(err.message, what))
+        fail_msg("\"%s\" should name %s and \"%s\"", err.message, p, what);
+}
+
+/* Number of entries in tmpdir (hidden ones included). */
+static int tmpdir_count(void)
+{
+    DIR *d = opendir(tmpdir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+static void test_write_path_kinds(void **state)
+{
+    (void)state;
+    lds_writer_options o = small_opts();
+    lds_writer *w = NULL;
+    /* Not a regular file: refused by type, and nothing is written anywhere. */
+    struct stat before;
+    assert_int_equal(stat("/dev/null", &before), 0);
+    expect_path_refused("/dev/null", "character device");
+    struct stat after;
+    assert_int_equal(stat("/dev/null", &after), 0);
+    assert_true(S_ISCHR(after.st_mode) && after.st_ino == before.st_ino);
+    char dir[256], fifo[256], sock[100], target[256], link[256], dangling[256], devlink[256];
+    tmp_path(dir, sizeof dir, "a-dir");
+    assert_int_equal(mkdir(dir, 0700), 0);
+    int entries = tmpdir_count();
+    expect_path_refused(dir, "directory");
+    tmp_path(fifo, sizeof fifo, "a-fifo");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    expect_path_refused(fifo, "FIFO");
+    tmp_path(sock, sizeof sock, "a-sock");
+    int sfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock);
+    assert_int_equal(bind(sfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    expect_path_refused(sock, "socket");
+    close(sfd);
+    entries += 2;
+    assert_int_equal(tmpdir_count(), entries); /* no temporary file was made */
+    struct stat st;
+    assert_int_equal(lstat(fifo, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+
+    /* A symbolic link is written through: the link stays, its target gets the index. */
+    tmp_path(target, sizeof target, "a-dir/target.ldsi");
+    tmp_path(link, sizeof link, "link.ldsi");
+    int fd = open(target, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "old", 3), 3);
+    close(fd);
+    assert_int_equal(symlink("a-dir/target.ldsi", link), 0);
+    assert_int_equal(lds_writer_open_path(link, &o, &w, NULL), LDS_OK);
+    add_small_rows(w, 5, 0);
+    assert_int_equal(lds_writer_finish(w, NULL), LDS_OK);
+    lds_writer_free(w);
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    bytes f = read_path(target);
+    check_small(&f, 5, 0, true);
+    free(f.p);
+    entries += 1;
+    assert_int_equal(tmpdir_count(), entries);
+
+    /* A link to nothing or to a device is refused, and the device is untouched. */
+    tmp_path(dangling, sizeof dangling, "dangling.ldsi");
+    assert_int_equal(symlink("a-dir/missing.ldsi", dangling), 0);
+    expect_path_refused(dangling, "symbolic link");
+    assert_int_equal(lstat(dangling, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    tmp_path(devlink, sizeof devlink, "null.ldsi");
+    assert_int_equal(symlink("/dev/null", devlink), 0);
+    expect_path_refused(devlink, "character device");
+    assert_int_equal(stat("/dev/null", &after), 0);
+    assert_true(S_ISCHR(after.st_mode) && after.st_ino == before.st_ino);
+    unlink(target);
+    rmdir(dir);
 }
 
 static void test_writer_refusals(void **state)
@@ -1856,6 +1952,7 @@ int main(void)
         cmocka_unit_test(test_write_to_file_stream),
         cmocka_unit_test(test_write_to_seekable_fd),
         cmocka_unit_test(test_atomic_write_keeps_the_old_file),
+        cmocka_unit_test(test_write_path_kinds),
         cmocka_unit_test(test_writer_refusals),
         cmocka_unit_test(test_i8_range),
         cmocka_unit_test(test_normalize_option),
