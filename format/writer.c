@@ -384,10 +384,10 @@ lds_status lds_writer_open_path(const char *path, const lds_writer_options *opts
         int e = errno;
         free(w->tmp);
         w->tmp = NULL; /* nothing to remove */
-        writer_destroy(w);
-        return lds__fail_errno(err, LDS_E_IO, e,
-                               "writer: cannot create a temporary file for %s: %s", path,
-                               strerror(e));
+        st = lds__fail_errno(err, LDS_E_IO, e, "writer: cannot create a temporary file for %s: %s",
+                             path, strerror(e));
+        writer_destroy(w); /* frees `path` */
+        return st;
     }
     w->seekable = true;
     w->start = 0;

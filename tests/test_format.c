@@ -958,6 +958,14 @@ static void test_write_path_kinds(void **state)
     assert_true(S_ISCHR(after.st_mode) && after.st_ino == before.st_ino);
     unlink(target);
     rmdir(dir);
+
+    /* A missing directory: the message names the path (built before the writer is freed). */
+    char missing[256];
+    tmp_path(missing, sizeof missing, "no-such-dir/x.ldsi");
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_writer_open_path(missing, &o, &w, &err), LDS_E_IO);
+    assert_non_null(strstr(err.message, missing));
 }
 
 static void test_writer_refusals(void **state)
