@@ -36,11 +36,37 @@ int cli_usage_error(const char *prog, const char *fmt, ...) __attribute__((forma
 /* Parses a whole decimal unsigned integer; false on junk, a sign or overflow. */
 bool cli_parse_u64(const char *text, uint64_t *out);
 
+/* Parses a byte count: a decimal integer with an optional suffix K, M, G or T (powers of
+   1024, either case); false on junk, zero or overflow. */
+bool cli_parse_size(const char *text, uint64_t *out);
+
+/* The program's default max_payload_bytes: the library's default
+   (LDS_DEFAULT_MAX_PAYLOAD_BYTES) or half the machine's physical memory, whichever is
+   smaller, so that a hostile stream cannot make the program take more than that. */
+uint64_t cli_default_max_payload(void);
+
+/* Formats a byte count for people ("12 GiB", "1.5 MiB", "100 bytes") into buf. */
+void cli_format_size(char *buf, size_t cap, uint64_t bytes);
+
+/* Writes `len` bytes of `s` with every byte that is not part of printable UTF-8 text
+   (controls, DEL, C1 controls, malformed sequences) and every backslash escaped C-style
+   (\xNN, \\), so that a key or value cannot drive the terminal. */
+void cli_put_escaped(FILE *f, const char *s, size_t len);
+
 /* How a subcommand wants an index loaded. */
 typedef struct cli_load_request {
-    const char *file; /* a path, or "-" for standard input */
-    int mmap;         /* -1: the loader's default; 0: read; 1: map */
+    const char *file;     /* a path, or "-" for standard input */
+    int mmap;             /* -1: the loader's default; 0: read; 1: map */
+    uint64_t max_payload; /* max_payload_bytes; 0: cli_default_max_payload() */
 } cli_load_request;
+
+/* Handles --max-payload SIZE (the option's argument) for `prog`: stores it in `req` and
+   returns -1, or prints a usage error and returns CLI_USAGE. */
+int cli_parse_max_payload(const char *prog, const char *arg, cli_load_request *req);
+
+/* Prints the --max-payload lines of a loading subcommand's help, with this machine's
+   default, to `f`. */
+void cli_print_max_payload_help(FILE *f);
 
 /* Loads an index with the loader, checksum verified. `info` receives what the load did. */
 lds_status cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info,

@@ -19,6 +19,7 @@ static const char info_usage[] =
     "  --mmap      map the file instead of reading it (regular files only)\n"
     "  --no-mmap   read the file into a pooled buffer (the default)\n"
     "  -h, --help  print this help\n";
+/* followed by cli_print_max_payload_help() */
 
 static const char verify_usage[] =
     "usage: lodestar verify [options] FILE|-\n"
@@ -26,10 +27,12 @@ static const char verify_usage[] =
     "Validate the index FILE completely: header, every section, offset and size,\n"
     "keys (UTF-8, uniqueness), metadata and the payload checksum. Prints one\n"
     "line and exits 0 if it is sound; otherwise prints what is wrong, naming the\n"
-    "field and its byte offset, and exits 1.\n"
+    "field and its byte offset, and exits 1. The file is always read, never\n"
+    "mapped, so that every byte goes through the checksum.\n"
     "\n"
     "options:\n"
     "  -h, --help  print this help\n";
+/* followed by cli_print_max_payload_help() */
 
 static double elapsed_ms(const lds_load_info *info)
 {
@@ -58,8 +61,13 @@ static void print_info_text(const char *file, const lds_index *idx, const lds_lo
     printf("metadata:   %zu entr%s\n", n_meta, n_meta == 1 ? "y" : "ies");
     for (size_t i = 0; i < n_meta; i++) {
         const char *key = NULL, *value = NULL;
-        if (lds_index_meta_at(idx, i, &key, &value) == LDS_OK)
-            printf("  %s = %s\n", key, value);
+        if (lds_index_meta_at(idx, i, &key, &value) == LDS_OK) {
+            fputs("  ", stdout);
+            cli_put_escaped(stdout, key, strlen(key));
+            fputs(" = ", stdout);
+            cli_put_escaped(stdout, value, strlen(value));
+            fputc('\n', stdout);
+        }
     }
     printf("bytes:      %" PRIu64 " payload + %d header", lds_index_payload_bytes(idx),
            LDS_HEADER_SIZE);
@@ -136,11 +144,12 @@ static int print_info_json(const char *file, const lds_index *idx, const lds_loa
 
 int cli_info(int argc, char **argv)
 {
-    enum { OPT_JSON = 256, OPT_MMAP, OPT_NO_MMAP };
+    enum { OPT_JSON = 256, OPT_MMAP, OPT_NO_MMAP, OPT_MAX_PAYLOAD };
     static const struct option longopts[] = {
         {"json", no_argument, NULL, OPT_JSON},
         {"mmap", no_argument, NULL, OPT_MMAP},
         {"no-mmap", no_argument, NULL, OPT_NO_MMAP},
+        {"max-payload", required_argument, NULL, OPT_MAX_PAYLOAD},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -152,6 +161,7 @@ int cli_info(int argc, char **argv)
         switch (c) {
         case 'h':
             fputs(info_usage, stdout);
+            cli_print_max_payload_help(stdout);
             return CLI_OK;
         case OPT_JSON:
             json = true;
@@ -161,6 +171,10 @@ int cli_info(int argc, char **argv)
             break;
         case OPT_NO_MMAP:
             req.mmap = 0;
+            break;
+        case OPT_MAX_PAYLOAD:
+            if (cli_parse_max_payload(prog, optarg, &req) >= 0)
+                return CLI_USAGE;
             break;
         default:
             fprintf(stderr, "Try '%s --help'.\n", prog);
@@ -189,17 +203,26 @@ int cli_info(int argc, char **argv)
 
 int cli_verify(int argc, char **argv)
 {
+    enum { OPT_MAX_PAYLOAD = 256 };
     static const struct option longopts[] = {
+        {"max-payload", required_argument, NULL, OPT_MAX_PAYLOAD},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *prog = argv[0];
+    /* Read, not mapped: every byte goes through the checksum as it arrives. */
+    cli_load_request req = {.mmap = 0};
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'h':
             fputs(verify_usage, stdout);
+            cli_print_max_payload_help(stdout);
             return CLI_OK;
+        case OPT_MAX_PAYLOAD:
+            if (cli_parse_max_payload(prog, optarg, &req) >= 0)
+                return CLI_USAGE;
+            break;
         default:
             fprintf(stderr, "Try '%s --help'.\n", prog);
             return CLI_USAGE;
@@ -207,8 +230,7 @@ int cli_verify(int argc, char **argv)
     }
     if (argc - optind != 1)
         return cli_usage_error(prog, "expected one FILE (or - for standard input)");
-    /* Read, not mapped: every byte goes through the checksum as it arrives. */
-    cli_load_request req = {.file = argv[optind], .mmap = 0};
+    req.file = argv[optind];
 
     lds_index *idx = NULL;
     lds_load_info info;

@@ -35,6 +35,10 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
+    /* getopt names argv[0] in its messages: "lodestar", not the path it was run by. */
+    static char self[] = "lodestar";
+    if (argc > 0)
+        argv[0] = self;
     int c;
     /* "+": stop at the first non-option, the command name. */
     while ((c = getopt_long(argc, argv, "+hV", longopts, NULL)) != -1) {

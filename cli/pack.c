@@ -1,7 +1,10 @@
 /* lodestar pack: build an index from embeddings in a format people already hold. */
 #include "cli.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,8 +20,13 @@ static const char pack_usage[] =
     "  --format FMT   input format: glove, word2vec, word2vec-bin, npy, fvecs\n"
     "                 (default: from the extension: .txt/.vec are word2vec text when\n"
     "                 the first line is \"N D\", else GloVe; .bin, .npy, .fvecs)\n"
-    "  --keys FILE    keys for npy/fvecs rows, one per line (default: no keys)\n"
+    "  --keys FILE    keys for npy/fvecs rows, one per line (default: no keys);\n"
+    "                 text formats carry their own keys\n"
     "  --dtype T      stored element type: f32 (default), f16, bf16, i8\n"
+    "  --i8-scale S   with --dtype i8: value = stored int8 x S, so values must lie\n"
+    "                 in [-127 S, 127 S]; a value outside is refused, naming its\n"
+    "                 row (default 1/127, i.e. [-1, 1], which fits --normalize;\n"
+    "                 otherwise use S = max |x| / 127)\n"
     "  --metric M     metric recorded in the index: cosine (default), dot, l2\n"
     "  --normalize    L2-normalize every row before storing it\n"
     "  --model NAME   metadata \"model\"\n"
@@ -63,6 +71,34 @@ static void on_progress(uint64_t done, uint64_t total, void *ctx)
     fflush(stderr);
 }
 
+/* Reports a failed import: the importer's messages name a line or row of IN, the writer's
+   (which start "writer: ") concern OUT; an input the options do not fit is a usage error. */
+static int pack_failed(const char *prog, const char *in, const char *out, lds_status st,
+                       const lds_error *err)
+{
+    const char *field = err->status == st ? err->field : NULL;
+    if (st == LDS_E_UNSUPPORTED && field && strcmp(field, "format") == 0)
+        return cli_usage_error(prog,
+                               "%s: the format cannot be told from the extension; name it with "
+                               "--format FMT (glove, word2vec, word2vec-bin, npy, fvecs)",
+                               in);
+    if (st == LDS_E_INVALID_ARG && field && strcmp(field, "options.keys_path") == 0)
+        return cli_usage_error(prog,
+                               "--keys is for npy and fvecs input; %s is text, whose lines "
+                               "carry their own keys: drop --keys",
+                               in);
+    if (err->status == st && strncmp(err->message, "writer: ", 8) == 0) {
+        fprintf(stderr, "lodestar: %s: %s\n", out, err->message + 8);
+        return CLI_FAIL;
+    }
+    cli_fail(in, st, err);
+    if (st == LDS_E_BAD_VALUE && err->status == st && strstr(err->message, "i8_scale"))
+        fputs("lodestar: choose the scale with --i8-scale S (S >= max |x| / 127), or use "
+              "--normalize\n",
+              stderr);
+    return CLI_FAIL;
+}
+
 int cli_pack(int argc, char **argv)
 {
     enum {
@@ -72,7 +108,8 @@ int cli_pack(int argc, char **argv)
         OPT_METRIC,
         OPT_NORMALIZE,
         OPT_MODEL,
-        OPT_SOURCE
+        OPT_SOURCE,
+        OPT_I8_SCALE
     };
     static const struct option longopts[] = {
         {"format", required_argument, NULL, OPT_FORMAT},
@@ -82,6 +119,7 @@ int cli_pack(int argc, char **argv)
         {"normalize", no_argument, NULL, OPT_NORMALIZE},
         {"model", required_argument, NULL, OPT_MODEL},
         {"source", required_argument, NULL, OPT_SOURCE},
+        {"i8-scale", required_argument, NULL, OPT_I8_SCALE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -119,6 +157,16 @@ int cli_pack(int argc, char **argv)
         case OPT_SOURCE:
             opts.source = optarg;
             break;
+        case OPT_I8_SCALE: {
+            char *end = NULL;
+            errno = 0;
+            float scale = strtof(optarg, &end);
+            if (end == optarg || *end != '\0' || errno != 0 || !isfinite(scale) || scale <= 0)
+                return cli_usage_error(prog, "--i8-scale wants a finite number above 0, not '%s'",
+                                       optarg);
+            opts.i8_scale = scale;
+            break;
+        }
         default:
             fprintf(stderr, "Try '%s --help'.\n", prog);
             return CLI_USAGE;
@@ -129,6 +177,8 @@ int cli_pack(int argc, char **argv)
                                argc - optind == 1 ? "" : "s");
     const char *in = argv[optind];
     const char *out = argv[optind + 1];
+    if (opts.i8_scale != 0 && opts.dtype != LDS_DTYPE_I8)
+        return cli_usage_error(prog, "--i8-scale is for --dtype i8");
 
     progress_state progress = {.tty = isatty(STDERR_FILENO) == 1, .start = now_seconds()};
     opts.progress = on_progress;
@@ -140,9 +190,8 @@ int cli_pack(int argc, char **argv)
     lds_status st = lds_import_file(in, out, &opts, &res, &err);
     if (progress.shown)
         fputc('\n', stderr);
-    /* Importer messages name a line or row of IN; the writer's name the output path. */
     if (st != LDS_OK)
-        return cli_fail(strncmp(err.message, "writer:", 7) == 0 ? NULL : in, st, &err);
+        return pack_failed(prog, in, out, st, &err);
     printf("packed %llu rows x %u dims (%s, %s, %s%s) from %s into %s in %.2f s\n",
            (unsigned long long)res.rows, (unsigned)res.dim, lds_import_format_name(res.format),
            lds_dtype_name(opts.dtype), lds_metric_name(opts.metric),

@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,15 +12,19 @@ static const char get_usage[] =
     "usage: lodestar get [options] FILE KEY\n"
     "       lodestar get [options] --row N FILE\n"
     "\n"
-    "Print the row number, id (if the index has ids) and vector of KEY, or of\n"
-    "row N. Vector elements are printed as float32 in the shortest decimal form\n"
-    "that reads back exactly.\n"
+    "Print the key (if the index has keys), row number, id (if the index has\n"
+    "ids) and vector of KEY, or of row N. Vector elements are printed as float32\n"
+    "in the shortest decimal form that reads back exactly. In text, bytes of a\n"
+    "key that are not printable are escaped (\\xNN, and \\\\ for a backslash); in\n"
+    "JSON a missing key or id is null, and so is a NaN or infinite element.\n"
     "\n"
     "options:\n"
     "  --row N     select row N (0-based) instead of a key\n"
     "  --json      print one JSON object instead of text\n"
-    "  --mmap      map the file instead of reading it\n"
+    "  --mmap      map the file instead of reading it (regular files only)\n"
+    "  --no-mmap   read the file into a pooled buffer (the default)\n"
     "  -h, --help  print this help\n";
+/* followed by cli_print_max_payload_help() */
 
 static const char similar_usage[] =
     "usage: lodestar similar [options] FILE KEY\n"
@@ -28,14 +33,18 @@ static const char similar_usage[] =
     "Print the k nearest neighbours of KEY's vector (or row N's), best first,\n"
     "leaving out the row itself. Exact search under the index's metric:\n"
     "cosine and dot print similarity (higher is nearer), l2 prints squared\n"
-    "Euclidean distance (lower is nearer).\n"
+    "Euclidean distance (lower is nearer). Without keys in the index the key\n"
+    "column is left out; keys are escaped as in 'lodestar get'. In JSON a NaN\n"
+    "score (a row holding NaN ranks last) is null.\n"
     "\n"
     "options:\n"
-    "  -k N        number of neighbours (default 10)\n"
+    "  -k N        number of neighbours, 1 to 100000 (default 10)\n"
     "  --row N     select row N (0-based) instead of a key\n"
     "  --json      print one JSON object instead of text\n"
-    "  --mmap      map the file instead of reading it\n"
+    "  --mmap      map the file instead of reading it (regular files only)\n"
+    "  --no-mmap   read the file into a pooled buffer (the default)\n"
     "  -h, --help  print this help\n";
+/* followed by cli_print_max_payload_help() */
 
 /* Options and arguments common to get and similar. */
 typedef struct query_args {
@@ -50,11 +59,16 @@ typedef struct query_args {
 /* Parses argv into `a`; returns -1 to go on, or an exit code. */
 static int parse_query_args(int argc, char **argv, const char *usage, bool with_k, query_args *a)
 {
-    enum { OPT_ROW = 256, OPT_JSON, OPT_MMAP };
+    enum { OPT_ROW = 256, OPT_JSON, OPT_MMAP, OPT_NO_MMAP, OPT_MAX_PAYLOAD };
     static const struct option longopts[] = {
-        {"row", required_argument, NULL, OPT_ROW}, {"json", no_argument, NULL, OPT_JSON},
-        {"mmap", no_argument, NULL, OPT_MMAP},     {"k", required_argument, NULL, 'k'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"row", required_argument, NULL, OPT_ROW},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"mmap", no_argument, NULL, OPT_MMAP},
+        {"no-mmap", no_argument, NULL, OPT_NO_MMAP},
+        {"max-payload", required_argument, NULL, OPT_MAX_PAYLOAD},
+        {"k", required_argument, NULL, 'k'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     const char *prog = argv[0];
     *a = (query_args){.req = {.mmap = -1}, .k = 10};
@@ -63,6 +77,7 @@ static int parse_query_args(int argc, char **argv, const char *usage, bool with_
         switch (c) {
         case 'h':
             fputs(usage, stdout);
+            cli_print_max_payload_help(stdout);
             return CLI_OK;
         case OPT_ROW:
             if (!cli_parse_u64(optarg, &a->row))
@@ -74,6 +89,13 @@ static int parse_query_args(int argc, char **argv, const char *usage, bool with_
             break;
         case OPT_MMAP:
             a->req.mmap = 1;
+            break;
+        case OPT_NO_MMAP:
+            a->req.mmap = 0;
+            break;
+        case OPT_MAX_PAYLOAD:
+            if (cli_parse_max_payload(prog, optarg, &a->req) >= 0)
+                return CLI_USAGE;
             break;
         case 'k':
             if (!with_k)
@@ -114,7 +136,10 @@ static bool resolve_row(const lds_index *idx, const query_args *a, uint64_t *row
     }
     lds_status st = lds_index_find_key(idx, a->key, strlen(a->key), row);
     if (st == LDS_E_NOT_FOUND) {
-        cli_failf("%s: key '%s' not found", a->req.file, a->key);
+        /* The key is echoed escaped: it may hold bytes that would drive the terminal. */
+        fprintf(stderr, "lodestar: %s: key '", a->req.file);
+        cli_put_escaped(stderr, a->key, strlen(a->key));
+        fputs("' not found\n", stderr);
         return false;
     }
     if (st != LDS_OK) {
@@ -134,14 +159,25 @@ static json_object *json_key(const lds_index *idx, uint64_t row)
     return json_object_new_string_len(key, (int)len);
 }
 
+/* Prints the key of `row`, escaped; nothing without keys. */
 static void print_key(const lds_index *idx, uint64_t row)
 {
     const char *key = NULL;
     size_t len = 0;
     if (lds_index_key(idx, row, &key, &len) == LDS_OK)
-        fwrite(key, 1, len, stdout);
-    else
-        fputs("-", stdout);
+        cli_put_escaped(stdout, key, len);
+}
+
+/* A float as JSON: its shortest round-trip text, or null if it is NaN or infinite (JSON
+   has no literal for those). */
+static json_object *json_float(float x)
+{
+    if (!isfinite(x))
+        return NULL;
+    char buf[40];
+    cli_format_float(buf, sizeof buf, x);
+    /* The shortest round-trip text, not json-c's own %.17g rendering. */
+    return json_object_new_double_s(x, buf);
 }
 
 static int print_json(json_object *o)
@@ -199,18 +235,18 @@ int cli_get(int argc, char **argv)
         json_object_object_add(o, "id", has_id ? json_object_new_uint64(id) : NULL);
         json_object_object_add(o, "dim", json_object_new_uint64(dim));
         json_object *v = json_object_new_array_ext((int)dim);
-        for (uint32_t i = 0; i < dim; i++) {
-            char buf[40];
-            cli_format_float(buf, sizeof buf, vec[i]);
-            /* The shortest round-trip text, not json-c's own %.17g rendering. */
-            json_object_array_add(v, json_object_new_double_s(vec[i], buf));
-        }
+        for (uint32_t i = 0; i < dim; i++)
+            json_object_array_add(v, json_float(vec[i]));
         json_object_object_add(o, "vector", v);
         rc = print_json(o);
     } else {
-        fputs("key:    ", stdout);
-        print_key(idx, row);
-        printf("\nrow:    %" PRIu64 "\n", row);
+        /* Without keys there is no key line (as without ids there is no id line). */
+        if (lds_index_has_keys(idx)) {
+            fputs("key:    ", stdout);
+            print_key(idx, row);
+            fputc('\n', stdout);
+        }
+        printf("row:    %" PRIu64 "\n", row);
         if (has_id)
             printf("id:     %" PRIu64 "\n", id);
         printf("dim:    %" PRIu32 "\n", dim);
@@ -271,19 +307,22 @@ int cli_similar(int argc, char **argv)
             json_object *h = json_object_new_object();
             json_object_object_add(h, "key", json_key(idx, hits[i].row));
             json_object_object_add(h, "row", json_object_new_uint64(hits[i].row));
-            char buf[40];
-            cli_format_float(buf, sizeof buf, hits[i].score);
-            json_object_object_add(h, "score", json_object_new_double_s(hits[i].score, buf));
+            json_object_object_add(h, "score", json_float(hits[i].score));
             json_object_array_add(list, h);
         }
         json_object_object_add(o, "neighbours", list);
         rc = print_json(o);
     } else {
-        printf("%4s  %-10s %8s  %s\n", "rank",
-               lds_index_metric(idx) == LDS_METRIC_L2 ? "distance" : metric, "row", "key");
+        bool keys = lds_index_has_keys(idx);
+        printf("%4s  %-10s %8s%s\n", "rank",
+               lds_index_metric(idx) == LDS_METRIC_L2 ? "distance" : metric, "row",
+               keys ? "  key" : "");
         for (size_t i = 0; i < kept; i++) {
-            printf("%4zu  %-10.6f %8" PRIu64 "  ", i + 1, (double)hits[i].score, hits[i].row);
-            print_key(idx, hits[i].row);
+            printf("%4zu  %-10.6f %8" PRIu64, i + 1, (double)hits[i].score, hits[i].row);
+            if (keys) {
+                fputs("  ", stdout);
+                print_key(idx, hits[i].row);
+            }
             fputc('\n', stdout);
         }
     }

@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,12 +10,20 @@
 
 int cli_fail(const char *what, lds_status status, const lds_error *err)
 {
-    const char *detail =
-        (err && err->status == status && err->message[0]) ? err->message : lds_strerror(status);
+    bool own = err && err->status == status && err->message[0];
+    const char *detail = own ? err->message : lds_strerror(status);
+    int len = (int)strlen(detail);
+    /* A file that cannot be opened has no byte to point at: drop the loader's "(at byte 0)". */
+    static const char at0[] = " (at byte 0)";
+    if (own && status == LDS_E_IO && err->field && strcmp(err->field, "path") == 0 &&
+        len >= (int)sizeof at0 - 1 && strcmp(detail + len - (sizeof at0 - 1), at0) == 0)
+        len -= (int)sizeof at0 - 1;
     if (what)
-        fprintf(stderr, "lodestar: %s: %s\n", what, detail);
+        fprintf(stderr, "lodestar: %s: %.*s\n", what, len, detail);
     else
-        fprintf(stderr, "lodestar: %s\n", detail);
+        fprintf(stderr, "lodestar: %.*s\n", len, detail);
+    if (status == LDS_E_LIMIT && strstr(detail, "max_payload_bytes"))
+        fputs("lodestar: a larger payload needs a larger --max-payload SIZE\n", stderr);
     return CLI_FAIL;
 }
 
@@ -53,6 +62,154 @@ bool cli_parse_u64(const char *text, uint64_t *out)
     return true;
 }
 
+bool cli_parse_size(const char *text, uint64_t *out)
+{
+    if (!text || *text < '0' || *text > '9')
+        return false;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno != 0)
+        return false;
+    unsigned shift = 0;
+    switch (*end) {
+    case '\0':
+        break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        break;
+    case 't':
+    case 'T':
+        shift = 40;
+        break;
+    default:
+        return false;
+    }
+    if (shift && *++end != '\0')
+        return false;
+    if (v == 0 || v > (UINT64_MAX >> shift))
+        return false;
+    *out = (uint64_t)v << shift;
+    return true;
+}
+
+uint64_t cli_default_max_payload(void)
+{
+    uint64_t limit = LDS_DEFAULT_MAX_PAYLOAD_BYTES;
+    long pages = sysconf(_SC_PHYS_PAGES);
+    long page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) {
+        uint64_t half;
+        if (__builtin_mul_overflow((uint64_t)pages, (uint64_t)page, &half))
+            half = UINT64_MAX;
+        half /= 2;
+        if (half < limit)
+            limit = half;
+    }
+    return limit;
+}
+
+void cli_format_size(char *buf, size_t cap, uint64_t bytes)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
+    if (bytes < 1024) {
+        snprintf(buf, cap, "%" PRIu64 " bytes", bytes);
+        return;
+    }
+    double v = (double)bytes;
+    size_t u = 0;
+    for (v /= 1024; v >= 1024 && u + 1 < sizeof units / sizeof units[0]; v /= 1024)
+        u++;
+    if (v == (double)(uint64_t)v)
+        snprintf(buf, cap, "%.0f %s", v, units[u]);
+    else
+        snprintf(buf, cap, "%.1f %s", v, units[u]);
+}
+
+void cli_print_max_payload_help(FILE *f)
+{
+    char here[32];
+    cli_format_size(here, sizeof here, cli_default_max_payload());
+    fprintf(f,
+            "  --max-payload SIZE\n"
+            "              refuse an index whose payload (decompressed) is larger than\n"
+            "              SIZE bytes; suffix K, M, G or T (powers of 1024). Default: 64G\n"
+            "              or half the physical memory, whichever is smaller (here %s)\n",
+            here);
+}
+
+int cli_parse_max_payload(const char *prog, const char *arg, cli_load_request *req)
+{
+    if (!cli_parse_size(arg, &req->max_payload))
+        return cli_usage_error(prog,
+                               "--max-payload wants a size in bytes with an optional suffix K, "
+                               "M, G or T (for instance 512M), not '%s'",
+                               arg);
+    return -1;
+}
+
+/* Length of the UTF-8 sequence at s[0..n) if it is well formed and not a control
+   character (C0, DEL, C1); 0 otherwise. */
+static size_t printable_utf8(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    if (c >= 0x20 && c < 0x7f)
+        return c == '\\' ? 0 : 1;
+    size_t len;
+    uint32_t cp;
+    if (c >= 0xc2 && c <= 0xdf) {
+        len = 2;
+        cp = c & 0x1fu;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        cp = c & 0x0fu;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        cp = c & 0x07u;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3fu);
+    }
+    /* Overlong forms, surrogates, beyond U+10FFFF, and the C1 controls. */
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp < 0xa0))
+        return 0;
+    return len;
+}
+
+void cli_put_escaped(FILE *f, const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        size_t n = printable_utf8(p + i, len - i);
+        if (n) {
+            fwrite(p + i, 1, n, f);
+            i += n;
+        } else {
+            if (p[i] == '\\')
+                fputs("\\\\", f);
+            else
+                fprintf(f, "\\x%02x", p[i]);
+            i++;
+        }
+    }
+}
+
 lds_status cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info,
                     lds_error *err)
 {
@@ -61,6 +218,7 @@ lds_status cli_load(const cli_load_request *req, lds_index **out, lds_load_info 
     opts.verify_checksum = true;
     if (req->mmap >= 0)
         opts.use_mmap = req->mmap != 0;
+    opts.max_payload_bytes = req->max_payload ? req->max_payload : cli_default_max_payload();
     lds_load_info_init(info);
     if (strcmp(req->file, "-") == 0) {
         if (isatty(STDIN_FILENO)) {

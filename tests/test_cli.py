@@ -13,12 +13,17 @@ cosine is exact: king=(1,0,0,0), queen=(0.8,0.6,0,0), prince=(0.6,0,0.8,0),
 royal=(0.5,0.5,0.5,0.5), apple=(0,0,0,1), pear=(0,0,0.6,0.8), banana=(-1,0,0,0).
 """
 
+import ctypes
+import ctypes.util
 import json
 import os
+import resource
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 
 LODESTAR = os.path.abspath(sys.argv[1])
@@ -41,7 +46,7 @@ def run(*args, stdin=None, input_bytes=None):
         stderr=subprocess.PIPE,
         timeout=60,
     )
-    return p.returncode, p.stdout.decode(), p.stderr.decode()
+    return p.returncode, p.stdout.decode(), p.stderr.decode(errors="replace")
 
 
 def check(cond, what):
@@ -340,6 +345,233 @@ def test_pack_refuses_malformed_input():
     check(err.startswith(f"lodestar: {bad}: "), err)
     check("line 2" in err, f"names the line: {err}")
     check(not os.path.exists(out_path), "no output left behind")
+
+
+# ---- limits, hostile content, messages -------------------------------------
+
+# A valid header declaring an unknown payload length (tests/bad/length-unknown.OK.ldsi's).
+UNKNOWN_HEADER = os.path.join(FIXTURES, "length-unknown.header")
+SANITIZED = bool(os.environ.get("LDS_SANITIZE"))
+
+
+def run_bounded(args, input_bytes, max_rss_mib=256):
+    """Runs lodestar under an address-space limit (not under sanitizers, which reserve
+    terabytes); returns (exit code, stdout, stderr, seconds)."""
+
+    def limit():
+        if not SANITIZED:
+            cap = max_rss_mib << 20
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    t0 = time.monotonic()
+    p = subprocess.run([LODESTAR, *args], input=input_bytes, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60, preexec_fn=limit)
+    return p.returncode, p.stdout.decode(), p.stderr.decode(), time.monotonic() - t0
+
+
+def test_max_payload_stops_an_endless_stream():
+    with open(UNKNOWN_HEADER, "rb") as f:
+        header = f.read()
+    check(len(header) == 64, "the fixture is one header")
+    # 32 MiB after a header that declares no length: the growable path stops at 1 MiB.
+    stream = header + bytes(32 << 20)
+    for cmd in ("info", "verify", "get", "similar"):
+        args = [cmd, "--max-payload", "1M", "-"] + (["--row", "0"] if cmd in ("get", "similar") else [])
+        rc, out, err, secs = run_bounded(args, stream)
+        expect(rc, out, err, 1)
+        check("max_payload_bytes (1048576 bytes)" in err, f"{cmd}: names the limit: {err}")
+        check("--max-payload" in err, f"{cmd}: names the flag: {err}")
+        check(secs < 10, f"{cmd}: took {secs:.1f} s")
+    # A declared length above the limit is refused from the header.
+    rc, out, err = run("verify", "--max-payload", "100", INDEX)
+    expect(rc, out, err, 1)
+    check("exceeds max_payload_bytes (100)" in err, err)
+    # The default (well above 32 MiB) lets the stream through to the checksum.
+    rc, out, err, secs = run_bounded(["info", "-"], stream)
+    expect(rc, out, err, 1)
+    check("checksum" in err and "max_payload_bytes" not in err, err)
+
+
+def test_max_payload_sizes():
+    for size in ("1K", "64m", "2G", "1T", "4096"):
+        rc, out, err = run("info", "--json", "--max-payload", size, INDEX)
+        expect(rc, out, err, 0)
+    for size in ("0", "0K", "1X", "K", "-1M", "1MB", "99999999999T", ""):
+        rc, out, err = run("info", "--max-payload", size, INDEX)
+        check(rc == 2 and "--max-payload wants a size" in err, f"{size!r}: {rc} {err}")
+    pages, page = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    default = min(64 << 30, pages * page // 2)
+    for cmd in ("info", "verify", "get", "similar"):
+        rc, out, err = run(cmd, "--help")
+        expect(rc, out, err, 0)
+        check("--max-payload SIZE" in out, f"{cmd} --help: {out}")
+    rc, out, err = run("info", "--help")
+    gib = default / (1 << 30)
+    check(f"(here {gib:.1f} GiB)" in out or f"(here {gib:.0f} GiB)" in out, f"{gib}: {out}")
+
+
+def xxh3_64(data):
+    lib = ctypes.CDLL(ctypes.util.find_library("xxhash") or "libxxhash.so.0")
+    lib.XXH3_64bits.restype = ctypes.c_uint64
+    lib.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    return lib.XXH3_64bits(data, len(data))
+
+
+def patched_copy(name, offset, new_bytes):
+    """A copy of INDEX with bytes at file offset `offset` replaced, checksum rewritten."""
+    with open(INDEX, "rb") as f:
+        b = bytearray(f.read())
+    b[offset:offset + len(new_bytes)] = new_bytes
+    b[-8:] = struct.pack("<Q", xxh3_64(bytes(b[64:-8])))
+    path = os.path.join(WORK, name)
+    with open(path, "wb") as f:
+        f.write(b)
+    return path
+
+
+def strict_json(text):
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_with_nan_and_infinity():
+    # docs/format.md 3.1: element values are not validated; a crafted row may hold NaN.
+    nan = patched_copy("nan.ldsi", 64, struct.pack("<ff", float("nan"), float("inf")))
+    rc, out, err = run("verify", nan)
+    expect(rc, out, err, 0)
+    rc, out, err = run("get", "--json", nan, "king")
+    expect(rc, out, err, 0)
+    j = strict_json(out)
+    check(j["vector"] == [None, None, 0, 0], j)
+    rc, out, err = run("similar", "--json", nan, "queen")
+    expect(rc, out, err, 0)
+    j = strict_json(out)
+    last = j["neighbours"][-1]
+    check(last["key"] == "king" and last["score"] is None, f"NaN ranks last, as null: {j}")
+    check(all(h["score"] is not None for h in j["neighbours"][:-1]), j)
+    # A NaN query has no neighbours: the search refuses it.
+    rc, out, err = run("similar", "--json", nan, "king")
+    expect(rc, out, err, 1)
+    check("not finite" in err and out == "", err)
+    rc, out, err = run("get", nan, "king")
+    expect(rc, out, err, 0)
+    check("vector: nan inf 0 0\n" in out, out)
+
+
+def test_control_characters_are_escaped():
+    src = os.path.join(WORK, "hostile.txt")
+    with open(src, "wb") as f:
+        f.write(b"\x1b[31mred 1 0 0 0\nback\\slash 0.8 0.6 0 0\ncaf\xc3\xa9 0.6 0 0.8 0\n"
+                b"bell\x07\xc2\x9b 0 0 0 1\n")
+    idx = os.path.join(WORK, "hostile.ldsi")
+    pack(src, idx)
+    rc, out, err = run("get", idx, "\x1b[31mred")
+    expect(rc, out, err, 0)
+    check(out.startswith("key:    \\x1b[31mred\nrow:    0\n"), repr(out))
+    rc, out, err = run("similar", idx, "--row", "0", "-k", "3")
+    expect(rc, out, err, 0)
+    keys = [line.split()[3] for line in out.splitlines()[1:]]
+    check(keys == ["back\\\\slash", "caf\u00e9", "bell\\x07\\xc2\\x9b"], repr(out))
+    check("\x1b" not in out and "\x07" not in out, repr(out))
+    rc, out, err = run("get", idx, "\x1b]0;owned\x07")
+    expect(rc, out, err, 1)
+    check(err == f"lodestar: {idx}: key '\\x1b]0;owned\\x07' not found\n", repr(err))
+    # JSON escapes on its own, and keeps the key exact.
+    rc, out, err = run("get", "--json", "--row", "3", idx)
+    expect(rc, out, err, 0)
+    check(json.loads(out)["key"] == "bell\x07\x9b", out)
+
+
+def write_fvecs(path, rows):
+    with open(path, "wb") as f:
+        for r in rows:
+            f.write(struct.pack("<i", len(r)) + struct.pack(f"<{len(r)}f", *r))
+
+
+def test_index_without_keys():
+    src = os.path.join(WORK, "nokeys.fvecs")
+    write_fvecs(src, [(1, 0, 0, 0), (0.8, 0.6, 0, 0), (0, 0, 0, 1)])
+    idx = os.path.join(WORK, "nokeys.ldsi")
+    rc, out, err = run("pack", src, idx)
+    expect(rc, out, err, 0)
+    rc, out, err = run("get", "--row", "1", idx)
+    expect(rc, out, err, 0)
+    check(out == "row:    1\ndim:    4\nvector: 0.8 0.6 0 0\n", repr(out))
+    rc, out, err = run("similar", "--row", "0", idx, "-k", "1")
+    expect(rc, out, err, 0)
+    check(out == "rank  cosine          row\n   1  0.800000          1\n", repr(out))
+    rc, out, err = run("get", "--json", "--row", "1", idx)
+    check(json.loads(out)["key"] is None, out)
+
+
+def test_get_and_similar_take_mmap_flags():
+    for flag in ("--mmap", "--no-mmap"):
+        rc, out, err = run("get", flag, INDEX, "queen")
+        expect(rc, out, err, 0)
+        check(out.endswith("vector: 0.8 0.6 0 0\n"), out)
+        rc, out, err = run("similar", flag, INDEX, "king", "-k", "1")
+        expect(rc, out, err, 0)
+        check(out.splitlines()[1].split()[3] == "queen", out)
+    for cmd in ("get", "similar"):
+        rc, out, err = run(cmd, "--help")
+        check("--no-mmap" in out and "--mmap" in out, out)
+    rc, out, err = run("similar", "--help")
+    check("1 to 100000" in out, out)
+
+
+def test_messages():
+    rc, out, err = run("--bogus")
+    expect(rc, out, err, 2)
+    check(err.startswith("lodestar: unrecognized option '--bogus'\n"), err)
+    missing = os.path.join(WORK, "no-such-file.ldsi")
+    rc, out, err = run("info", missing)
+    expect(rc, out, err, 1)
+    check(err == f"lodestar: {missing}: cannot open {missing}: No such file or directory\n", err)
+    # The writer's failures name the output file.
+    out_path = os.path.join(WORK, "no-such-dir", "x.ldsi")
+    rc, out, err = run("pack", TINY, out_path, "--format", "glove")
+    expect(rc, out, err, 1)
+    check(err.startswith(f"lodestar: {out_path}: ") and "writer:" not in err, err)
+    # An unknown extension and --keys with text input are usage errors with a hint.
+    odd = os.path.join(WORK, "vectors.dat")
+    shutil.copyfile(TINY, odd)
+    rc, out, err = run("pack", odd, os.path.join(WORK, "odd.ldsi"))
+    expect(rc, out, err, 2)
+    check(err.startswith("lodestar pack: ") and "--format FMT" in err, err)
+    rc, out, err = run("pack", TINY, os.path.join(WORK, "k.ldsi"), "--keys", TINY)
+    expect(rc, out, err, 2)
+    check(err.startswith("lodestar pack: --keys is for npy and fvecs") and "drop --keys" in err,
+          err)
+
+
+def test_pack_i8_scale():
+    src = os.path.join(WORK, "big.txt")
+    with open(src, "w") as f:
+        f.write("a 0.5 -0.25 0 0\nb 1 2 -3 0.5\n")
+    out_path = os.path.join(WORK, "big-i8.ldsi")
+    rc, out, err = run("pack", src, out_path, "--dtype", "i8")
+    expect(rc, out, err, 1)
+    check("row 1" in err and "i8_scale 0.00787402" in err, f"names the row and scale: {err}")
+    check("--i8-scale" in err, f"hints at the flag: {err}")
+    check(not os.path.exists(out_path), "no output left behind")
+    rc, out, err = run("pack", src, out_path, "--dtype", "i8", "--i8-scale", str(3 / 127))
+    expect(rc, out, err, 0)
+    j = info_json(out_path)
+    check(j["dtype"] == "i8" and abs(j["i8_scale"] - 3 / 127) < 1e-7, j)
+    rc, out, err = run("get", "--json", out_path, "b")
+    vec = json.loads(out)["vector"]
+    check(all(abs(x - y) <= 1.5 / 127 for x, y in zip(vec, [1, 2, -3, 0.5])), vec)
+    rc, out, err = run("pack", src, out_path, "--dtype", "i8", "--normalize")
+    expect(rc, out, err, 0)
+    for bad in ("0", "-1", "nan", "inf", "x", "1e-50"):
+        rc, out, err = run("pack", src, out_path, "--dtype", "i8", "--i8-scale", bad)
+        check(rc == 2 and "--i8-scale" in err, f"{bad}: {rc} {err}")
+    rc, out, err = run("pack", src, out_path, "--i8-scale", "0.1")
+    check(rc == 2 and "--i8-scale is for --dtype i8" in err, err)
+    rc, out, err = run("pack", "--help")
+    check("--i8-scale S" in out, out)
 
 
 def test_readme_example():
