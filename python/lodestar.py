@@ -7,7 +7,14 @@
 
 The array views the index's own memory (the pool rental, the mapping, or the
 copy the index keeps); it holds a reference to the index, so the memory stays
-valid while the array lives, and Index.close() refuses while any view is alive.
+valid while the array (or any array derived from it) lives. Leaving the `with`
+block closes the index: at once if no array views it, otherwise when the last
+such array is collected; either way the Index object itself is closed from then
+on (its methods raise ValueError). close() frees at once and so refuses
+(RuntimeError) while an array views the index.
+
+Rows are checked (IndexError unless 0 <= row < rows); strings passed to the
+library (paths, keys, metadata) must not hold NUL (ValueError).
 
 The library is found through $LODESTAR_LIB, then build/liblodestar.so beside
 this folder, then the dynamic linker (ctypes.util.find_library("lodestar")).
@@ -72,13 +79,25 @@ class _WriterOptions(ctypes.Structure):
 
 
 class Error(Exception):
-    """A refusal from the library: .status (name), .field, .offset, str() the message."""
+    """A refusal from the library: .status (name), .field, .offset, str() the message
+    (the library's detail, or its text for the status when it gave none)."""
 
-    def __init__(self, status_name, err):
+    def __init__(self, status_name, err, status=None):
         self.status = status_name
         self.field = err.field.decode() if err.field else None
         self.offset = err.offset
-        super().__init__("%s: %s" % (status_name, err.message.decode(errors="replace")))
+        message = err.message.decode(errors="replace")
+        if not message and status is not None:
+            message = library().lds_strerror(status).decode(errors="replace")
+        super().__init__("%s: %s" % (status_name, message))
+
+
+def _cstr(text, what):
+    """`text` (str, or bytes for paths) as bytes for a C string; ValueError on NUL."""
+    b = os.fsencode(text) if what == "path" else text.encode()
+    if b"\0" in b:
+        raise ValueError("%s holds an embedded NUL character" % what)
+    return b
 
 
 def _find_library():
@@ -108,6 +127,7 @@ def library():
     sig = {
         "lds_version": (ctypes.c_char_p, []),
         "lds_status_name": (ctypes.c_char_p, [I]),
+        "lds_strerror": (ctypes.c_char_p, [I]),
         "lds_error_init": (None, [P]),
         "lds_load_options_default": (None, [P]),
         "lds_load_info_init": (None, [P]),
@@ -140,7 +160,7 @@ def library():
 
 def _check(status, err):
     if status != 0:
-        raise Error(library().lds_status_name(status).decode(), err)
+        raise Error(library().lds_status_name(status).decode(), err, status)
 
 
 def _new_error():
@@ -155,12 +175,31 @@ class Index:
     def __init__(self, handle, info):
         self._h = handle
         self.info = info
+        self._closed = False  # closed for the caller; the handle may outlive it (views)
         self._views = []  # weak references to the buffers under vectors views
 
     def _handle(self):
-        if not self._h:
+        if self._closed or not self._h:
             raise ValueError("index is closed")
         return self._h
+
+    def _live_views(self):
+        self._views = [r for r in self._views if r() is not None]
+        return len(self._views)
+
+    def _free(self):
+        if self._h and _lib is not None:
+            _lib.lds_index_free(self._h)
+        self._h = None
+
+    def _row(self, row):
+        """`row` as a checked row number (IndexError, TypeError)."""
+        import operator
+        r = operator.index(row)
+        n = self.rows
+        if not 0 <= r < n:
+            raise IndexError("row %d out of range (the index has %d rows)" % (r, n))
+        return r
 
     @property
     def rows(self):
@@ -176,14 +215,18 @@ class Index:
             library().lds_index_dtype(self._handle())]
 
     def key(self, row):
+        """The key of `row` (0 <= row < rows), or None if the index has no keys."""
+        row = self._row(row)
+        if not library().lds_index_has_keys(self._handle()):
+            return None
         k, n = ctypes.c_char_p(), ctypes.c_size_t()
         st = library().lds_index_key(self._handle(), row, ctypes.byref(k), ctypes.byref(n))
         if st != 0:
-            raise Error(library().lds_status_name(st).decode(), _new_error())
+            raise Error(library().lds_status_name(st).decode(), _new_error(), st)
         return ctypes.string_at(k, n.value).decode()
 
     def meta(self, key):
-        v = library().lds_index_meta(self._handle(), key.encode())
+        v = library().lds_index_meta(self._handle(), _cstr(key, "metadata key"))
         return v.decode() if v is not None else None
 
     @property
@@ -207,29 +250,50 @@ class Index:
             raise ValueError("rows are not contiguous in memory; cannot view them without a copy")
         buf = (ctypes.c_char * (rows * stride)).from_address(base)
         buf._lodestar_index = self  # the view keeps the index alive
-        self._views.append(weakref.ref(buf))
+        # numpy keeps `buf` as the base of the array and of every array derived from it;
+        # when the last one goes, a deferred close (see __exit__) can happen.
+        self._views.append(weakref.ref(buf, _view_collected(self)))
         arr = np.frombuffer(buf, dtype=npdt).reshape(rows, dim)
         arr.flags.writeable = False
         return arr
 
+    @property
+    def closed(self):
+        return self._closed or not self._h
+
     def close(self):
-        """Frees the index. Raises if a vectors view is still alive."""
-        if self._h:
-            if any(r() is not None for r in self._views):
+        """Frees the index now. Raises RuntimeError if a vectors view is still alive
+        (leave a `with` block instead to have the close wait for the views)."""
+        if self._h and not self._closed:
+            if self._live_views():
                 raise RuntimeError("index still viewed by a numpy array; drop the arrays first")
-            library().lds_index_free(self._h)
-            self._h = None
+            self._closed = True
+            self._free()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        self.close()
+        # Closed for the caller at once; the memory goes when the last view does.
+        self._closed = True
+        if not self._live_views():
+            self._free()
 
     def __del__(self):
-        if getattr(self, "_h", None) and _lib is not None:
-            _lib.lds_index_free(self._h)
-            self._h = None
+        if getattr(self, "_h", None):
+            self._free()
+
+
+def _view_collected(index):
+    """A weakref callback freeing `index` once it is closed and its last view is gone."""
+    ref = weakref.ref(index)
+
+    def collected(_):
+        idx = ref()
+        if idx is not None and idx._closed and idx._h and not idx._live_views():
+            idx._free()
+
+    return collected
 
 
 def load(path, mmap=False, populate=False, ownership=None, verify=True,
@@ -248,7 +312,7 @@ def load(path, mmap=False, populate=False, ownership=None, verify=True,
     lib.lds_load_info_init(ctypes.byref(info))
     err = _new_error()
     h = ctypes.c_void_p()
-    st = lib.lds_load_path(os.fsencode(path), ctypes.byref(opts), ctypes.byref(h),
+    st = lib.lds_load_path(_cstr(path, "path"), ctypes.byref(opts), ctypes.byref(h),
                            ctypes.byref(info), ctypes.byref(err))
     _check(st, err)
     return Index(h.value, info)
@@ -270,7 +334,14 @@ def write_index(path, vectors, keys=None, metric="cosine", meta=None):
     opts.with_keys = keys is not None
     err = _new_error()
     w = ctypes.c_void_p()
-    _check(lib.lds_writer_open_path(os.fsencode(path), ctypes.byref(opts), ctypes.byref(w),
+    if keys is not None and len(keys) != v.shape[0]:
+        raise ValueError("%d keys for %d rows" % (len(keys), v.shape[0]))
+    # Checked before anything is written: a key is passed with its length, but metadata
+    # is a C string, which a NUL would cut short.
+    meta = [(_cstr(mk, "metadata key"), _cstr(mv, "metadata value"))
+            for mk, mv in (meta or {}).items()]
+    path = _cstr(path, "path")
+    _check(lib.lds_writer_open_path(path, ctypes.byref(opts), ctypes.byref(w),
                                     ctypes.byref(err)), err)
     try:
         base = v.ctypes.data
@@ -279,8 +350,8 @@ def write_index(path, vectors, keys=None, metric="cosine", meta=None):
             k = keys[i].encode() if keys is not None else None
             _check(lib.lds_writer_add_row(w, base + i * stride, v.shape[1], i, k,
                                           len(k) if k else 0, ctypes.byref(err)), err)
-        for mk, mv in (meta or {}).items():
-            _check(lib.lds_writer_set_meta(w, mk.encode(), mv.encode(), ctypes.byref(err)), err)
+        for mk, mv in meta:
+            _check(lib.lds_writer_set_meta(w, mk, mv, ctypes.byref(err)), err)
         _check(lib.lds_writer_finish(w, ctypes.byref(err)), err)
     finally:
         lib.lds_writer_free(w)
