@@ -326,10 +326,14 @@ LDS_API void lds_writer_options_default(lds_writer_options *o);
 
 /**
  * Opens a writer to `path`, atomically: bytes go to a new temporary file in the
- * same directory (`path` + ".tmp.XXXXXX"); lds_writer_finish fsyncs it, renames
- * it over `path` and fsyncs the directory. A writer freed before finishing (or
- * a crash) leaves any existing file at `path` untouched and removes the
- * temporary file.
+ * same directory, named ".NAME.lds-tmp-XXXXXX" for a `path` whose last
+ * component is NAME (hidden, and recognisable by the ".lds-tmp-" infix);
+ * lds_writer_finish fsyncs it, renames it over `path` and fsyncs the
+ * directory. A writer freed before finishing, or a failed one, removes the
+ * temporary file; a process killed or crashing mid-write leaves any existing
+ * file at `path` untouched but cannot remove its temporary file: such a
+ * ".NAME.lds-tmp-XXXXXX" may be deleted once no writer to NAME is running.
+ * The library never deletes another writer's temporary file.
  *
  * What may be at `path`: nothing, or a regular file (replaced at finish). A
  * symbolic link is written through, as most programs that save files do: the

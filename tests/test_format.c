@@ -851,16 +851,29 @@ static void test_atomic_write_keeps_the_old_file(void **state)
 
     assert_int_equal(lds_writer_open_path(p, &o, &w, NULL), LDS_OK);
     add_small_rows(w, 4000, 100); /* enough to have flushed bytes to the temp file */
-    lds_writer_free(w);           /* abandoned without finish */
+    /* The temporary file: hidden, beside the target, recognisable. */
+    DIR *d = opendir(tmpdir);
+    struct dirent *e;
+    int temps = 0;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, ".atomic.ldsi.lds-tmp-", 21) != 0)
+            continue;
+        assert_int_equal(strlen(e->d_name), 21 + 6);
+        temps++;
+    }
+    closedir(d);
+    assert_int_equal(temps, 1);
+    lds_writer_free(w); /* abandoned without finish */
 
     bytes after = read_path(p);
     assert_int_equal(after.n, before.n);
     assert_memory_equal(after.p, before.p, before.n);
     check_small(&after, 10, 0, true);
-    DIR *d = opendir(tmpdir);
-    struct dirent *e;
-    while ((e = readdir(d)))
+    d = opendir(tmpdir);
+    while ((e = readdir(d))) {
         assert_null(strstr(e->d_name, ".tmp."));
+        assert_null(strstr(e->d_name, ".lds-tmp-"));
+    }
     closedir(d);
     free(before.p);
     free(after.p);

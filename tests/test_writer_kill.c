@@ -98,7 +98,7 @@ static int sweep(void)
     int stale = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.' || strcmp(e->d_name, "index.ldsi") == 0)
+        if (strncmp(e->d_name, ".index.ldsi.lds-tmp-", 20) != 0)
             continue;
         char p[512];
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
