@@ -2,7 +2,11 @@
 # shellcheck disable=SC2317 # the stage_* functions are called through "stage_$name"
 # The whole test suite, in stages. `.ci/run` runs exactly this.
 #
-# usage: scripts/test.sh [--slow] [--no-slow] [--fuzz] [--only STAGE[,STAGE...]]
+# usage: scripts/test.sh [--slow] [--no-slow] [--fuzz] [--only STAGE[,STAGE...]] [--dry-run]
+#
+#   --only S,...  run just these stages; a stage named here always runs (--only slow runs
+#                 the slow stage without --slow, configuring build-ci if needed)
+#   --dry-run     print which stages would run or be skipped, run nothing
 #
 # Stages, in order (each one a function stage_NAME below; to add one, write the
 # function and put its name in STAGES):
@@ -23,8 +27,9 @@
 # uninstrumented python with ctypes, one that measures resident memory) can skip itself
 # (exit 77) instead of failing.
 # Every stage runs even if an earlier one failed (except those that need its build);
-# the exit status is 0 only if all passed. The last line totals the tests of every
-# meson run: "tests: N passed, N failed, N skipped".
+# the exit status is 0 only if all passed. The summary gives each stage's status (ok,
+# FAILED, or skipped with no time when it did not run) and the last line totals the tests
+# of every meson run: "tests: N passed, N failed, N skipped".
 # Build folders live in the repository (build-ci/, build-asan/, build-tsan/; git-ignored)
 # and are reused on the next run.
 set -uo pipefail
@@ -36,12 +41,21 @@ STAGES=(deps werror asan tsan slow)
 SLOW=0
 [ "${CI:-}" = true ] && SLOW=1
 ONLY=""
+DRY=0
+FUZZ=${FUZZ:-0}
+[ "${CI:-}" = true ] && FUZZ=1
 while [ $# -gt 0 ]; do
     case "$1" in
     --slow) SLOW=1; shift ;;
     --fuzz) FUZZ=1; shift ;;
     --no-slow) SLOW=0; shift ;;
-    --only) ONLY=",$2,"; shift 2 ;;
+    --dry-run) DRY=1; shift ;;
+    --only)
+        if [ $# -lt 2 ] || [ -z "$2" ]; then
+            echo "test.sh: --only wants STAGE[,STAGE...] (try --help)" >&2
+            exit 2
+        fi
+        ONLY=",$2,"; shift 2 ;;
     -h | --help) awk 'NR == 1 || /^# shellcheck/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
     *) echo "test.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
@@ -119,13 +133,9 @@ stage_tsan() {
 }
 
 stage_slow() {
-    if [ "$SLOW" != 1 ]; then
-        echo "skipped (run with --slow, or CI=true)"
-        return 0
-    fi
+    # Alone (--only slow), it configures build-ci itself; meson test builds what it needs.
     if [ ! -f build-ci/build.ninja ]; then
-        echo "build-ci is not configured: the werror stage must run first"
-        return 1
+        setup build-ci --werror || return 1
     fi
     mtest build-ci --setup slow --suite slow
 }
@@ -133,21 +143,45 @@ stage_slow() {
 # Stage fuzz: every libFuzzer target for $FUZZ_SECONDS (default 60) s under ASan+UBSan
 # (scripts/fuzz.sh, build-fuzz/); a crash fails and its input joins tests/fuzz/corpus/.
 # Runs when CI=true or with --fuzz.
-FUZZ=${FUZZ:-0}
-[ "${CI:-}" = true ] && FUZZ=1
 STAGES+=(fuzz)
 stage_fuzz() {
-    if [ "$FUZZ" != 1 ]; then
-        echo "skipped (run with --fuzz, or CI=true)"
-        return 0
-    fi
     scripts/fuzz.sh -t "${FUZZ_SECONDS:-60}"
 }
+
+# Why stage $1 will not run (printed), or nothing (status 1) if it will.
+skip_reason() {
+    case "$1" in
+    slow) [ "$SLOW" = 1 ] && return 1; echo "run with --slow, --only slow, or CI=true" ;;
+    fuzz) [ "$FUZZ" = 1 ] && return 1; echo "run with --fuzz, --only fuzz, or CI=true" ;;
+    *) return 1 ;;
+    esac
+}
+
+if [ -n "$ONLY" ]; then
+    for s in ${ONLY//,/ }; do
+        if [ "$(type -t "stage_$s")" != function ] || [[ " ${STAGES[*]} " != *" $s "* ]]; then
+            echo "test.sh: unknown stage '$s' (stages: ${STAGES[*]})" >&2
+            exit 2
+        fi
+    done
+    # A stage named in --only runs, whatever --slow or --fuzz say.
+    [[ $ONLY == *",slow,"* ]] && SLOW=1
+    [[ $ONLY == *",fuzz,"* ]] && FUZZ=1
+fi
 
 declare -A status seconds
 failed_any=0
 for s in "${STAGES[@]}"; do
     if [ -n "$ONLY" ] && [[ $ONLY != *",$s,"* ]]; then
+        continue
+    fi
+    if reason=$(skip_reason "$s"); then
+        [ "$DRY" = 1 ] || printf '\n======== stage %s ========\nskipped (%s)\n' "$s" "$reason"
+        status[$s]=skipped
+        continue
+    fi
+    if [ "$DRY" = 1 ]; then
+        status[$s]="would run"
         continue
     fi
     printf '\n======== stage %s ========\n' "$s"
@@ -158,8 +192,16 @@ done
 
 printf '\n======== summary ========\n'
 for s in "${STAGES[@]}"; do
-    [ -n "${status[$s]:-}" ] && printf '%-8s %-7s %4d s\n' "$s" "${status[$s]}" "${seconds[$s]}"
+    case "${status[$s]:-}" in
+    "") ;;
+    ok | FAILED) printf '%-8s %-7s %4d s\n' "$s" "${status[$s]}" "${seconds[$s]}" ;;
+    *) printf '%-8s %s\n' "$s" "${status[$s]}" ;;
+    esac
 done
+if [ "$DRY" = 1 ]; then
+    echo "tests: none run (--dry-run)"
+    exit 0
+fi
 python3 - "$RESULTS" <<'EOF'
 import json, os, sys
 counts = {"passed": 0, "failed": 0, "skipped": 0}

@@ -574,6 +574,30 @@ def test_pack_i8_scale():
     check("--i8-scale S" in out, out)
 
 
+def test_test_sh_only_runs_the_named_stage():
+    # scripts/test.sh of this source tree (FIXTURES is tests/fixtures/cli), in --dry-run mode.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(FIXTURES)))
+    script = os.path.join(root, "scripts", "test.sh")
+
+    def summary(*args):
+        env = dict(os.environ, CI="")
+        p = subprocess.run(["bash", script, "--dry-run", *args], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, env=env, timeout=60)
+        check(p.returncode == 0, p.stderr)
+        lines = p.stdout.decode().split("======== summary ========\n")[1].splitlines()
+        return {l.split(None, 1)[0]: l.split(None, 1)[1] for l in lines[:-1]}
+
+    check(summary("--only", "slow") == {"slow": "would run"}, summary("--only", "slow"))
+    check(summary("--only", "fuzz,werror") == {"werror": "would run", "fuzz": "would run"},
+          summary("--only", "fuzz,werror"))
+    every = summary()
+    check(every["slow"] == "skipped" and every["fuzz"] == "skipped", f"reported skipped: {every}")
+    check(every["werror"] == "would run", every)
+    check(summary("--slow")["slow"] == "would run", summary("--slow"))
+    p = subprocess.run(["bash", script, "--only", "slwo"], stderr=subprocess.PIPE, timeout=60)
+    check(p.returncode == 2 and b"unknown stage 'slwo'" in p.stderr, p.stderr)
+
+
 def test_readme_example():
     if EXAMPLE is None:
         return
