@@ -109,6 +109,8 @@ lds_status lds__imp_reader_open(lds__imp_reader *r, const char *path, const char
         return lds__imp_fail(err, LDS_E_IO, field, 0, 0, "%s is a directory", path);
     }
     r->size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : UINT64_MAX;
+    r->dev = st.st_dev;
+    r->ino = st.st_ino;
     r->cap = LDS__IMP_CHUNK;
     r->buf = malloc(r->cap);
     if (!r->buf)
@@ -710,6 +712,25 @@ lds_status lds_import_file(const char *input_path, const char *output_path,
         st = lds__imp_reader_open(&c.keys, o.keys_path, "keys_path", key_line, err);
         if (st != LDS_OK)
             goto out;
+    }
+
+    /* Replacing an input with the index would destroy it: compare identities,
+       which sees through other spellings, symbolic links and hard links. */
+    struct stat ost;
+    if (stat(output_path, &ost) == 0) {
+        const lds__imp_reader *same = NULL;
+        if (ost.st_dev == c.in.dev && ost.st_ino == c.in.ino)
+            same = &c.in;
+        else if (o.keys_path && ost.st_dev == c.keys.dev && ost.st_ino == c.keys.ino)
+            same = &c.keys;
+        if (same) {
+            st = lds__imp_fail(err, LDS_E_INVALID_ARG, "output_path", 0, 0,
+                               "the output %s is the same file as the %s %s; writing the index "
+                               "would destroy it",
+                               output_path, same == &c.in ? "input" : "keys file",
+                               same == &c.in ? input_path : o.keys_path);
+            goto out;
+        }
     }
 
     switch (format) {

@@ -10,6 +10,7 @@
 
 #include <locale.h>
 #include <stdarg.h>
+#include <sys/types.h>
 
 /* Bytes read from the input per read(2) call; the reader's smallest buffer. */
 #define LDS__IMP_CHUNK ((size_t)64 * 1024)
@@ -30,6 +31,8 @@ typedef struct lds__imp_reader {
     size_t max_line; /* a longer line is LDS_E_LIMIT */
     uint64_t base;
     uint64_t size; /* file size; UINT64_MAX when not a regular file */
+    dev_t dev;     /* identity of the open file, to refuse it as the output */
+    ino_t ino;
     bool eof;
     void (*progress)(uint64_t done, uint64_t total, void *ctx);
     void *progress_ctx;

@@ -159,7 +159,10 @@ typedef struct lds_import_result {
  * Returns:
  * - LDS_OK: the index is at `output_path`.
  * - LDS_E_INVALID_ARG: a NULL path, a bad option value or size, keys_path
- *   with a format that has its own keys.
+ *   with a format that has its own keys; `output_path` naming the same file
+ *   as `input_path` or keys_path (same device and inode, so another spelling,
+ *   a symbolic link or a hard link is caught), refused before anything is
+ *   written; `output_path` not a regular file (see lds_writer_open_path).
  * - LDS_E_UNSUPPORTED: undetectable format; an .npy dtype other than '<f4' or
  *   '<f2', fortran_order True, a version other than 1.0/2.0/3.0.
  * - LDS_E_IO: opening or reading an input failed (sys_errno set), or any

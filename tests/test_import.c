@@ -1026,6 +1026,49 @@ static void test_arguments_and_files(void **state)
     lds_index_free(idx);
 }
 
+/* The output may not be the input or the keys file under any name: refused, both intact. */
+static void test_output_is_an_input(void **state)
+{
+    (void)state;
+    const char *text = "a 1 2\nb 3 4\n";
+    const char *in = write_text("same.txt", text);
+    lds_import_options o = opts_for(LDS_IMPORT_AUTO, NULL);
+    char other[512], hard[512], sym[512];
+    snprintf(other, sizeof other, "%s/./same.txt", tmpdir);
+    snprintf(hard, sizeof hard, "%s/hard.txt", tmpdir);
+    snprintf(sym, sizeof sym, "%s/sym.ldsi", tmpdir);
+    assert_int_equal(link(in, hard), 0);
+    assert_int_equal(symlink("same.txt", sym), 0);
+    const char *outs[] = {in, other, hard, sym};
+    for (size_t i = 0; i < 4; i++) {
+        lds_error err;
+        lds_error_init(&err);
+        assert_int_equal(lds_import_file(in, outs[i], &o, NULL, &err), LDS_E_INVALID_ARG);
+        assert_contains(err.message, "same file as the input");
+        assert_contains(err.message, outs[i]);
+        size_t n;
+        char *now = (char *)read_all(in, &n);
+        assert_int_equal(n, strlen(text));
+        assert_memory_equal(now, text, n);
+        free(now);
+    }
+    assert_int_equal(tmpdir_entries(), 3); /* no temporary file left */
+    /* The keys file of an .npy import. */
+    const char *key_text = "the\n,\nking\nqueen\nman\nwoman\nparis\neuro\n";
+    const char *keys = write_text("keys.txt", key_text);
+    o = opts_for(LDS_IMPORT_NPY, keys);
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_import_file(FIX("vectors_f4.npy"), keys, &o, NULL, &err),
+                     LDS_E_INVALID_ARG);
+    assert_contains(err.message, "same file as the keys file");
+    size_t n;
+    char *now = (char *)read_all(keys, &n);
+    assert_int_equal(n, strlen(key_text));
+    assert_memory_equal(now, key_text, n);
+    free(now);
+}
+
 static void test_failure_keeps_existing_output(void **state)
 {
     (void)state;
@@ -1072,6 +1115,7 @@ int main(void)
         cmocka_unit_test_teardown(test_fvecs_refusals, test_teardown),
         cmocka_unit_test_teardown(test_arguments_and_files, test_teardown),
         cmocka_unit_test_teardown(test_failure_keeps_existing_output, test_teardown),
+        cmocka_unit_test_teardown(test_output_is_an_input, test_teardown),
     };
     return cmocka_run_group_tests_name("import", tests, group_setup, group_teardown);
 }
