@@ -249,6 +249,20 @@ lds_status lds__imp_reader_read(lds__imp_reader *r, void *dst, size_t n, size_t 
     return LDS_OK;
 }
 
+lds_status lds__imp_reader_skip_bom(lds__imp_reader *r, lds_error *err)
+{
+    if (r->base != 0 || r->pos != 0)
+        return LDS_OK;
+    while (r->len < 3 && !r->eof) {
+        lds_status st = reader_fill(r, err);
+        if (st != LDS_OK)
+            return st;
+    }
+    if (r->len >= 3 && memcmp(r->buf, "\xEF\xBB\xBF", 3) == 0)
+        r->pos = 3;
+    return LDS_OK;
+}
+
 lds_status lds__imp_reader_peek(lds__imp_reader *r, int *byte, lds_error *err)
 {
     while (r->pos == r->len && !r->eof) {
@@ -359,7 +373,7 @@ lds_status lds__imp_keys_count(lds__imp_ctx *c, uint64_t *lines, lds_error *err)
     r->base = 0;
     r->eof = false;
     *lines = count;
-    return LDS_OK;
+    return lds__imp_reader_skip_bom(r, err);
 }
 
 lds_status lds__imp_keys_next(lds__imp_ctx *c, uint64_t row, const char **key, size_t *len,
@@ -605,17 +619,21 @@ static lds_status detect(const char *path, lds__imp_reader *in, lds_import_forma
         *out = LDS_IMPORT_W2V_BINARY;
     } else if (has_ext(path, ".txt") || has_ext(path, ".vec")) {
         /* A "N D" header is short: look for it in the first chunk only. */
-        lds_status st = LDS_OK;
-        while (!in->eof && in->len + 1 < in->cap && !memchr(in->buf, '\n', in->len))
+        lds_status st = lds__imp_reader_skip_bom(in, err);
+        if (st != LDS_OK)
+            return st;
+        while (!in->eof && in->len + 1 < in->cap &&
+               !memchr(in->buf + in->pos, '\n', in->len - in->pos))
             if ((st = reader_fill(in, err)) != LDS_OK)
                 return st;
-        const unsigned char *nl = memchr(in->buf, '\n', in->len);
-        size_t n = nl ? (size_t)(nl - in->buf) : in->len;
-        if (n > 0 && in->buf[n - 1] == '\r')
+        const char *first = (const char *)in->buf + in->pos;
+        const char *nl = memchr(first, '\n', in->len - in->pos);
+        size_t n = nl ? (size_t)(nl - first) : in->len - in->pos;
+        if (n > 0 && first[n - 1] == '\r')
             n--;
         uint64_t rows, dim;
-        *out = lds__imp_is_w2v_header((const char *)in->buf, n, &rows, &dim) ? LDS_IMPORT_W2V_TEXT
-                                                                             : LDS_IMPORT_GLOVE;
+        *out =
+            lds__imp_is_w2v_header(first, n, &rows, &dim) ? LDS_IMPORT_W2V_TEXT : LDS_IMPORT_GLOVE;
     } else {
         return lds__imp_fail(err, LDS_E_UNSUPPORTED, "format", 0, 0,
                              "cannot tell the format of %s from its extension (known: .txt, "

@@ -88,6 +88,9 @@ lds_status lds__imp_reader_line(lds__imp_reader *r, uint64_t lineno, char **line
 lds_status lds__imp_reader_read(lds__imp_reader *r, void *dst, size_t n, size_t *got,
                                 lds_error *err);
 /* Next byte without consuming it, or -1 at end of input. */
+/* Skips a UTF-8 byte-order mark (EF BB BF) if the file starts with one; a no-op
+   anywhere but at the very start. Offsets stay file offsets. */
+lds_status lds__imp_reader_skip_bom(lds__imp_reader *r, lds_error *err);
 lds_status lds__imp_reader_peek(lds__imp_reader *r, int *byte, lds_error *err);
 /* Reports progress done == total at the end of a successful import. */
 void lds__imp_reader_progress_done(lds__imp_reader *r);

@@ -85,7 +85,9 @@ lds_status lds__import_text(lds__imp_ctx *c, bool w2v_header, lds_error *err)
     uint64_t declared = 0, dim = 0;
     uint64_t lineno = 0;
     float *vec = NULL;
-    lds_status st = LDS_OK;
+    lds_status st = lds__imp_reader_skip_bom(&c->in, err);
+    if (st != LDS_OK)
+        return st;
     if (w2v_header) {
         if ((st = read_w2v_header(c, &declared, &dim, err)) != LDS_OK)
             return st;

@@ -47,6 +47,11 @@ extern "C" {
  *   row has the same d > 0, and the file is a whole number of rows. No keys
  *   unless options.keys_path is given.
  *
+ * Text input (GloVe, word2vec text, and the keys file of keys_path) may start
+ * with a UTF-8 byte-order mark (EF BB BF): it is skipped, never made part of
+ * the first key or header; byte offsets in errors still count it. A BOM
+ * anywhere else is an ordinary part of a key.
+ *
  * Imported indexes never carry ids (lds_index_has_ids() is false); they carry
  * keys for the text and word2vec formats, and for .npy/.fvecs with keys_path.
  */

@@ -524,6 +524,67 @@ static void test_normalize_zero_row(void **state)
     lds_index_free(idx);
 }
 
+/* A UTF-8 byte-order mark at the start of a text input is not part of the first key. */
+static void assert_first_key(const lds_index *idx, const char *want)
+{
+    uint64_t row = 99;
+    assert_int_equal(lds_index_find_key(idx, want, strlen(want), &row), LDS_OK);
+    assert_int_equal(row, 0);
+}
+
+static void test_byte_order_mark(void **state)
+{
+    (void)state;
+    lds_import_options o = opts_for(LDS_IMPORT_AUTO, NULL);
+    char glove[512];
+    snprintf(glove, sizeof glove, "%s",
+             write_text("bom.txt", "\xEF\xBB\xBF"
+                                   "a 1 2\nb 3 4\n"));
+    lds_import_result res;
+    lds_index *idx = import_ok(glove, &o, &res);
+    assert_int_equal(res.format, LDS_IMPORT_GLOVE);
+    assert_first_key(idx, "a");
+    lds_index_free(idx);
+    char w2v[512];
+    snprintf(w2v, sizeof w2v, "%s",
+             write_text("bomw.txt", "\xEF\xBB\xBF"
+                                    "2 2\na 1 2\nb 3 4\n"));
+    idx = import_ok(w2v, &o, &res); /* detected as word2vec through the mark */
+    assert_int_equal(res.format, LDS_IMPORT_W2V_TEXT);
+    assert_first_key(idx, "a");
+    lds_index_free(idx);
+    o.format = LDS_IMPORT_W2V_TEXT;
+    idx = import_ok(w2v, &o, NULL);
+    assert_first_key(idx, "a");
+    lds_index_free(idx);
+    o.format = LDS_IMPORT_GLOVE;
+    idx = import_ok(glove, &o, NULL);
+    assert_first_key(idx, "a");
+    lds_index_free(idx);
+    /* Offsets still count the mark's 3 bytes. */
+    lds_error e = import_fail(write_text("bomx.txt", "\xEF\xBB\xBF"
+                                                     "a 1 x\n"),
+                              &o, LDS_E_PARSE, 1);
+    assert_int_equal(e.offset, 7);
+    /* Only at the very start: a mark on line 2 stays part of that key. */
+    idx = import_ok(write_text("bom2.txt", "a 1\n\xEF\xBB\xBF"
+                                           "b 2\n"),
+                    &o, NULL);
+    assert_int_equal(lds_index_find_key(idx,
+                                        "\xEF\xBB\xBF"
+                                        "b",
+                                        4, &(uint64_t){0}),
+                     LDS_OK);
+    lds_index_free(idx);
+    /* The keys file. */
+    o = opts_for(LDS_IMPORT_NPY, NULL);
+    o.keys_path = write_text("bomk.txt", "\xEF\xBB\xBF"
+                                         "the\n,\nking\nqueen\nman\nwoman\nparis\neuro\n");
+    idx = import_ok(FIX("vectors_f4.npy"), &o, NULL);
+    assert_first_key(idx, "the");
+    lds_index_free(idx);
+}
+
 static void test_format_names(void **state)
 {
     (void)state;
@@ -1100,6 +1161,7 @@ int main(void)
         cmocka_unit_test_teardown(test_all_formats_identical, test_teardown),
         cmocka_unit_test_teardown(test_options, test_teardown),
         cmocka_unit_test_teardown(test_format_names, test_teardown),
+        cmocka_unit_test_teardown(test_byte_order_mark, test_teardown),
         cmocka_unit_test_teardown(test_i8_scale, test_teardown),
         cmocka_unit_test_teardown(test_normalize_zero_row, test_teardown),
         cmocka_unit_test_teardown(test_text_details, test_teardown),
