@@ -280,10 +280,24 @@ lds_status lds__imp_parse_float(lds__imp_ctx *c, const char *tok, size_t len, fl
                                 const char *field, uint64_t line, uint64_t offset, size_t column,
                                 lds_error *err)
 {
+    int shown = len > 40 ? 40 : (int)len;
+    const char *nul = memchr(tok, '\0', len);
+    if (nul)
+        return lds__imp_fail(err, LDS_E_PARSE, field, offset + (uint64_t)(nul - tok), line,
+                             "%s %llu (byte %llu): number %zu holds a NUL byte (at byte %llu)",
+                             lds__imp_noun(field), (unsigned long long)line,
+                             (unsigned long long)offset, column,
+                             (unsigned long long)(offset + (uint64_t)(nul - tok)));
+    /* strtof also reads C99 hexadecimal floats; these formats are decimal. */
+    if (memchr(tok, 'x', len) || memchr(tok, 'X', len))
+        return lds__imp_fail(err, LDS_E_PARSE, field, offset, line,
+                             "%s %llu (byte %llu): number %zu, \"%.*s\", is not a decimal number "
+                             "(hexadecimal is refused)",
+                             lds__imp_noun(field), (unsigned long long)line,
+                             (unsigned long long)offset, column, shown, tok);
     char *end = NULL;
     errno = 0;
     float v = strtof_l(tok, &end, c->c_locale);
-    int shown = len > 40 ? 40 : (int)len;
     if (end != tok + len || len == 0)
         return lds__imp_fail(err, LDS_E_PARSE, field, offset, line,
                              "%s %llu (byte %llu): number %zu, \"%.*s\", is not a decimal number",

@@ -31,8 +31,9 @@ extern "C" {
  *   separated by single or repeated spaces or tabs. D is taken from the first
  *   line; every later line must have exactly D numbers. Trailing whitespace
  *   and a CR before the LF are accepted; an empty line is refused except at
- *   the very end of the file. Numbers are C-locale decimal (strtof grammar;
- *   the whole token must be consumed).
+ *   the very end of the file. Numbers are C-locale decimal (strtof grammar
+ *   without its hexadecimal form; the whole token must be consumed; a NUL
+ *   byte is refused by its offset).
  * - LDS_IMPORT_W2V_TEXT: a first line "N D" (two decimal integers), then
  *   exactly N lines in the GloVe grammar with D numbers each. Fewer lines is
  *   LDS_E_TRUNCATED; a non-blank line after the N-th is LDS_E_TRAILING.

@@ -779,6 +779,19 @@ static void test_glove_bad_numbers(void **state)
     import_fail(write_text("n5.txt", "a 1 2\nb 1 -inf\n"), &o, LDS_E_BAD_VALUE, 2);
     import_fail(write_text("n6.txt", "a 1 2\nb 1 1e39\n"), &o, LDS_E_BAD_VALUE, 2);
     import_fail(write_text("n7.txt", "a 1 2\nb 1 infinity\n"), &o, LDS_E_BAD_VALUE, 2);
+    /* A NUL byte is named with its offset, not shown as a truncated number. */
+    e = import_fail(write_tmp("n8.txt",
+                              "a 1 2\nb 1 3\0"
+                              "5\n",
+                              13),
+                    &o, LDS_E_PARSE, 2);
+    assert_contains(e.message, "NUL byte (at byte 11)");
+    assert_int_equal(e.offset, 11);
+    /* Hexadecimal floats are not decimal. */
+    e = import_fail(write_text("n9.txt", "a 1 2\nb 0x10 2\n"), &o, LDS_E_PARSE, 2);
+    assert_contains(e.message, "\"0x10\", is not a decimal number (hexadecimal");
+    import_fail(write_text("n10.txt", "a 1 -0x1p3\n"), &o, LDS_E_PARSE, 1);
+    import_fail(write_text("n11.txt", "a 1 0X1P-2\n"), &o, LDS_E_PARSE, 1);
 }
 
 static void test_glove_structure(void **state)
