@@ -333,6 +333,18 @@ bool lds__imp_is_w2v_header(const char *s, size_t n, uint64_t *rows, uint64_t *d
 {
     const char *tok[2];
     size_t tlen[2];
+    if (!lds__imp_w2v_header_shape(s, n, tok, tlen))
+        return false;
+    uint64_t a, b;
+    if (!lds__imp_parse_u64(tok[0], tlen[0], &a) || !lds__imp_parse_u64(tok[1], tlen[1], &b))
+        return false;
+    *rows = a;
+    *dim = b;
+    return true;
+}
+
+bool lds__imp_w2v_header_shape(const char *s, size_t n, const char *tok[2], size_t tlen[2])
+{
     size_t count = 0, i = 0;
     while (i < n) {
         while (i < n && (s[i] == ' ' || s[i] == '\t'))
@@ -346,15 +358,12 @@ bool lds__imp_is_w2v_header(const char *s, size_t n, uint64_t *rows, uint64_t *d
             return false;
         tok[count] = s + start;
         tlen[count] = i - start;
+        for (size_t k = start; k < i; k++)
+            if (s[k] < '0' || s[k] > '9')
+                return false;
         count++;
     }
-    uint64_t a, b;
-    if (count != 2 || !lds__imp_parse_u64(tok[0], tlen[0], &a) ||
-        !lds__imp_parse_u64(tok[1], tlen[1], &b))
-        return false;
-    *rows = a;
-    *dim = b;
-    return true;
+    return count == 2;
 }
 
 /* ---- the keys file ------------------------------------------------------ */
@@ -645,9 +654,12 @@ static lds_status detect(const char *path, lds__imp_reader *in, lds_import_forma
         size_t n = nl ? (size_t)(nl - first) : in->len - in->pos;
         if (n > 0 && first[n - 1] == '\r')
             n--;
-        uint64_t rows, dim;
+        /* Two runs of digits are a header even if they overflow: read_w2v_header
+           refuses that by name, where GloVe would take the first for a key. */
+        const char *tok[2];
+        size_t tlen[2];
         *out =
-            lds__imp_is_w2v_header(first, n, &rows, &dim) ? LDS_IMPORT_W2V_TEXT : LDS_IMPORT_GLOVE;
+            lds__imp_w2v_header_shape(first, n, tok, tlen) ? LDS_IMPORT_W2V_TEXT : LDS_IMPORT_GLOVE;
     } else {
         return lds__imp_fail(err, LDS_E_UNSUPPORTED, "format", 0, 0,
                              "cannot tell the format of %s from its extension (known: .txt, "

@@ -114,6 +114,9 @@ bool lds__imp_parse_u64(const char *tok, size_t len, uint64_t *out);
 /* True if s[0, n) is exactly two non-negative decimal integers separated by
    spaces or tabs (the word2vec text and binary header). */
 bool lds__imp_is_w2v_header(const char *s, size_t n, uint64_t *rows, uint64_t *dim);
+/* Whether s[0, n) is two blank-separated runs of decimal digits (the shape of
+   a word2vec header, whatever their values); points tok/tlen at them. */
+bool lds__imp_w2v_header_shape(const char *s, size_t n, const char *tok[2], size_t tlen[2]);
 
 /* Keys file for .npy/.fvecs: counts its lines (then rewinds), and reads key r. */
 lds_status lds__imp_keys_count(lds__imp_ctx *c, uint64_t *lines, lds_error *err);

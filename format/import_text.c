@@ -39,6 +39,17 @@ static lds_status read_w2v_header(lds__imp_ctx *c, uint64_t *rows, uint64_t *dim
         return lds__imp_fail(err, LDS_E_PARSE, "header", 0, 1,
                              "line 1 (byte 0): the input is empty; word2vec text starts with "
                              "\"N D\"");
+    const char *tok[2];
+    size_t tlen[2];
+    if (lds__imp_w2v_header_shape(line, len, tok, tlen) &&
+        !lds__imp_is_w2v_header(line, len, rows, dim)) {
+        int which = lds__imp_parse_u64(tok[0], tlen[0], rows) ? 1 : 0;
+        return lds__imp_fail(err, LDS_E_LIMIT, "header", 0, 1,
+                             "line 1 (byte 0): the word2vec header's %s = %.*s does not fit in "
+                             "64 bits",
+                             which == 0 ? "N" : "D", tlen[which] > 40 ? 40 : (int)tlen[which],
+                             tok[which]);
+    }
     if (!lds__imp_is_w2v_header(line, len, rows, dim))
         return lds__imp_fail(err, LDS_E_PARSE, "header", 0, 1,
                              "line 1 (byte 0): expected the word2vec header \"N D\" (two "

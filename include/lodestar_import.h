@@ -151,7 +151,8 @@ typedef struct lds_import_result {
  *
  * With LDS_IMPORT_AUTO the format follows the extension, case-insensitively:
  * ".txt" and ".vec" are word2vec text if the first line is exactly two
- * non-negative decimal integers ("N D"), else GloVe; ".bin" is word2vec
+ * runs of decimal digits ("N D"; one too large for 64 bits is then refused,
+ * LDS_E_LIMIT, rather than read as a GloVe key), else GloVe; ".bin" is word2vec
  * binary; ".npy" and ".fvecs" as named. Any other extension is
  * LDS_E_UNSUPPORTED.
  *

@@ -847,6 +847,13 @@ static void test_w2v_text_refusals(void **state)
     import_fail(write_text("t6.txt", "two 2\na 1 2\n"), &o, LDS_E_PARSE, 1);
     import_fail(write_text("t7.txt", "2 -2\na 1 2\n"), &o, LDS_E_PARSE, 1);
     import_fail(write_text("t8.txt", "1 99999999999\na 1 2\n"), &o, LDS_E_LIMIT, 1);
+    /* A header value beyond 64 bits is named, also when the format is detected. */
+    lds_import_options au = opts_for(LDS_IMPORT_AUTO, NULL);
+    e = import_fail(write_text("t10.txt", "99999999999999999999 3\na 1 2 3\n"), &au, LDS_E_LIMIT,
+                    1);
+    assert_contains(e.message, "N = 99999999999999999999 does not fit in 64 bits");
+    e = import_fail(write_text("t11.txt", "1 18446744073709551616\na 1 2 3\n"), &o, LDS_E_LIMIT, 1);
+    assert_contains(e.message, "D = 18446744073709551616");
     import_fail(write_text("t9.txt", "2 2\nalpha 1 2\nbeta 3\n"), &o, LDS_E_PARSE, 3);
 }
 
