@@ -115,11 +115,15 @@ stage_asan() {
 
 stage_tsan() {
     CC=clang setup build-tsan -Db_sanitize=thread -Db_lundef=false || return 1
-    if ! meson test -C build-tsan --list --suite tsan 2>/dev/null | grep -q ' / '; then
-        echo "no test in suite 'tsan': nothing to run"
-        return 0
-    fi
     meson compile -C build-tsan || return 1
+    # Capture the list first: `meson test --list | grep -q` under pipefail fails with SIGPIPE
+    # when grep stops reading early, which once skipped this stage silently.
+    local listed
+    listed=$(meson test -C build-tsan --list --suite tsan --no-rebuild 2>/dev/null) || return 1
+    if ! grep -q ' / ' <<<"$listed"; then
+        echo "no test in suite 'tsan': the concurrency tests are missing" >&2
+        return 1
+    fi
     # ThreadSanitizer's fixed memory layout clashes with high-entropy address
     # randomisation on recent kernels; setarch -R turns randomisation off for the run.
     local norandom=()

@@ -43,7 +43,9 @@ if "$LODESTAR" verify "$INDEX"; then ok "verify"; else fail "verify"; fi
 
 neighbours=$("$LODESTAR" similar "$INDEX" king -k 10)
 echo "$neighbours"
-if echo "$neighbours" | awk 'NR > 1 { print $4 }' | grep -qx -e queen -e prince; then
+# Herestrings, not `echo | grep -q`: under pipefail an early-exiting grep can fail the writer.
+keys=$(awk 'NR > 1 { print $4 }' <<<"$neighbours")
+if grep -qx -e queen -e prince <<<"$keys"; then
     ok "the neighbours of king include queen or prince"
 else
     fail "the neighbours of king include queen or prince"
@@ -51,10 +53,10 @@ fi
 
 king=$("$LODESTAR" get "$INDEX" king)
 # The text of the package for "king" (row 654), first two dimensions.
-if echo "$king" | grep -q '^row:    654$' && echo "$king" | grep -q '^vector: -0.32307 -0.87616 '; then
+if grep -q '^row:    654$' <<<"$king" && grep -q '^vector: -0.32307 -0.87616 ' <<<"$king"; then
     ok "get king: row 654 with the package's values"
 else
-    echo "$king" | head -3
+    sed -n 1,3p <<<"$king"
     fail "get king"
 fi
 
