@@ -246,6 +246,9 @@ static lds_status writer_start(lds_writer *w, lds_error *err)
 lds_status lds_writer_open_fd(int fd, const lds_writer_options *opts, lds_writer **out,
                               lds_error *err)
 {
+    if (!out)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: out is NULL");
+    *out = NULL;
     if (fd < 0)
         return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: fd %d is not valid", fd);
     lds_writer *w;
@@ -268,6 +271,9 @@ lds_status lds_writer_open_fd(int fd, const lds_writer_options *opts, lds_writer
 lds_status lds_writer_open_file(FILE *f, const lds_writer_options *opts, lds_writer **out,
                                 lds_error *err)
 {
+    if (!out)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: out is NULL");
+    *out = NULL;
     if (!f)
         return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: FILE is NULL");
     lds_writer *w;
@@ -347,8 +353,9 @@ static lds_status resolve_target(const char *path, char **target, lds_error *err
 lds_status lds_writer_open_path(const char *path, const lds_writer_options *opts, lds_writer **out,
                                 lds_error *err)
 {
-    if (out)
-        *out = NULL;
+    if (!out)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: out is NULL");
+    *out = NULL;
     if (!path || !*path)
         return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: path is NULL or empty");
     lds_writer *w;

@@ -348,7 +348,8 @@ LDS_API void lds_writer_options_default(lds_writer_options *o);
  *
  * Returns LDS_OK, LDS_E_INVALID_ARG (NULL argument, bad options, `path` not
  * a regular file or a link to one), LDS_E_IO (sys_errno set), LDS_E_NOMEM;
- * `*out` is NULL on failure.
+ * `*out` is NULL on failure (unless `out` itself is NULL). Every argument is
+ * checked before any side effect: a refused call creates no file.
  */
 LDS_API lds_status lds_writer_open_path(const char *path, const lds_writer_options *opts,
                                         lds_writer **out, lds_error *err);

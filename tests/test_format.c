@@ -981,6 +981,37 @@ static void test_write_path_kinds(void **state)
     assert_non_null(strstr(err.message, missing));
 }
 
+/* A NULL out-pointer is refused before anything happens: no crash, no temporary file. */
+static void test_writer_open_null_out(void **state)
+{
+    (void)state;
+    lds_writer_options o = small_opts();
+    lds_error err;
+    char p[256];
+    tmp_path(p, sizeof p, "x.lds");
+    int entries = tmpdir_count();
+    lds_error_init(&err);
+    assert_int_equal(lds_writer_open_path(p, &o, NULL, &err), LDS_E_INVALID_ARG);
+    assert_non_null(strstr(err.message, "out is NULL"));
+    assert_int_equal(tmpdir_count(), entries);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    lds_error_init(&err);
+    assert_int_equal(lds_writer_open_fd(fd, &o, NULL, &err), LDS_E_INVALID_ARG);
+    assert_non_null(strstr(err.message, "out is NULL"));
+    FILE *f = fdopen(fd, "wb");
+    assert_non_null(f);
+    lds_error_init(&err);
+    assert_int_equal(lds_writer_open_file(f, &o, NULL, &err), LDS_E_INVALID_ARG);
+    assert_non_null(strstr(err.message, "out is NULL"));
+    fclose(f);
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_size, 0); /* nothing was written to the fd or the stream */
+    unlink(p);
+    assert_int_equal(tmpdir_count(), entries);
+}
+
 static void test_writer_refusals(void **state)
 {
     (void)state;
@@ -1974,6 +2005,7 @@ int main(void)
         cmocka_unit_test(test_write_to_seekable_fd),
         cmocka_unit_test(test_atomic_write_keeps_the_old_file),
         cmocka_unit_test(test_write_path_kinds),
+        cmocka_unit_test(test_writer_open_null_out),
         cmocka_unit_test(test_writer_refusals),
         cmocka_unit_test(test_i8_range),
         cmocka_unit_test(test_normalize_option),
