@@ -238,8 +238,20 @@ static lds_status writer_start(lds_writer *w, lds_error *err)
         if (!w->buf)
             return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory");
     }
-    if (!put(w, hdr, sizeof hdr))
-        return io_fail(w, err, "writing the header");
+    /* Written through at once, so that an output that cannot be written (a
+       read-only or closed fd) is refused here rather than at finish. */
+    if (!put(w, hdr, sizeof hdr) || !flush_buf(w) || (w->f && fflush(w->f) != 0)) {
+        int e = errno;
+        char what[64];
+        if (w->tmp)
+            snprintf(what, sizeof what, "writing the header");
+        else if (w->f)
+            snprintf(what, sizeof what, "writing the header to the FILE (fd %d)", fileno(w->f));
+        else
+            snprintf(what, sizeof what, "writing the header to fd %d", w->fd);
+        errno = e;
+        return io_fail(w, err, what);
+    }
     return LDS_OK;
 }
 

@@ -359,7 +359,10 @@ LDS_API lds_status lds_writer_open_path(const char *path, const lds_writer_optio
  * (never closed). If `fd` is seekable (lseek works and O_APPEND is not set) the
  * header is rewritten at finish with the real payload length; otherwise (a
  * pipe, a socket) the header declares LDS_LENGTH_UNKNOWN. The file is written
- * from the fd's current position. Statuses as lds_writer_open_path.
+ * from the fd's current position. The 64-byte header (declaring
+ * LDS_LENGTH_UNKNOWN) is written here, at once, so an fd that cannot be
+ * written (read-only, closed) is LDS_E_IO naming the fd, with sys_errno set.
+ * Statuses as lds_writer_open_path.
  */
 LDS_API lds_status lds_writer_open_fd(int fd, const lds_writer_options *opts, lds_writer **out,
                                       lds_error *err);
@@ -368,7 +371,8 @@ LDS_API lds_status lds_writer_open_fd(int fd, const lds_writer_options *opts, ld
  * Opens a writer to the stdio stream `f`, which stays owned by the caller
  * (never closed; flushed at finish). If ftello/fseeko work on it, the header is
  * rewritten at finish with the real length, else it declares LDS_LENGTH_UNKNOWN.
- * Statuses as lds_writer_open_path.
+ * The header is written and fflush'ed here, so a stream that cannot be written
+ * is LDS_E_IO at once. Statuses as lds_writer_open_path.
  */
 LDS_API lds_status lds_writer_open_file(FILE *f, const lds_writer_options *opts, lds_writer **out,
                                         lds_error *err);
@@ -377,8 +381,11 @@ LDS_API lds_status lds_writer_open_file(FILE *f, const lds_writer_options *opts,
  * Appends one row: `vec` holds `dim` finite floats (dim must equal the
  * writer's). `id` is used when with_ids, else ignored. `key[0, key_len)` is
  * used when with_keys (valid UTF-8, at most LDS_DEFAULT_MAX_KEY_BYTES bytes,
- * no terminator needed), else ignored. The row's vector is written at once;
- * the id and key are buffered until finish.
+ * no terminator needed), else ignored. The row's vector is encoded and
+ * buffered (in the writer's 64 KiB buffer for path and fd outputs, in the
+ * stream's own buffer for a FILE*) and reaches the output whenever the buffer
+ * fills; the id and key are kept in memory until finish. So an output error
+ * may surface as LDS_E_IO from a later add_row or from finish.
  * Returns LDS_OK; LDS_E_INVALID_ARG (NULL vec, dim mismatch, NULL key with
  * key_len > 0); LDS_E_BAD_VALUE (a NaN or infinite element; for LDS_DTYPE_I8
  * an element, after normalization when on, outside +-127 * i8_scale: the
@@ -416,9 +423,18 @@ LDS_API uint64_t lds_writer_rows(const lds_writer *w);
  */
 LDS_API lds_status lds_writer_finish(lds_writer *w, lds_error *err);
 
-/** Frees the writer; if it was not finished the output is discarded (a path
-    writer removes its temporary file; fd and FILE* outputs are left as they are).
-    NULL is ok. */
+/**
+ * Frees the writer. NULL is ok. If it was not finished, the output is
+ * discarded: a path writer removes its temporary file (nothing appears at
+ * `path`). An fd or FILE* output is left holding a partial stream that no
+ * loader accepts: the 64-byte header declaring LDS_LENGTH_UNKNOWN (written by
+ * open), then whatever row bytes had already left the writer's buffer (for a
+ * FILE*, they may still sit in the stream's buffer until the caller flushes
+ * it); rows still in the writer's buffer are dropped, and no ids, keys,
+ * table, footer or checksum are written. With fewer than 64 KiB of rows that
+ * is exactly the header (loading it is LDS_E_TRUNCATED). The fd or FILE* is
+ * not closed, rewound or truncated.
+ */
 LDS_API void lds_writer_free(lds_writer *w);
 
 #ifdef __cplusplus

@@ -836,6 +836,64 @@ static void test_write_to_seekable_fd(void **state)
     unlink(p);
 }
 
+/* An fd or FILE* that cannot be written is refused at open, naming the fd and
+   errno, not later at finish; a writer freed unfinished leaves a known prefix. */
+static void test_writer_unwritable_and_unfinished(void **state)
+{
+    (void)state;
+    char p[256];
+    tmp_path(p, sizeof p, "ro.ldsi");
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+    lds_writer_options o = small_opts();
+    lds_writer *w = (lds_writer *)&o;
+    lds_error err;
+    char named[32];
+
+    int ro = open(p, O_RDONLY | O_CLOEXEC);
+    assert_true(ro >= 0);
+    lds_error_init(&err);
+    assert_int_equal(lds_writer_open_fd(ro, &o, &w, &err), LDS_E_IO);
+    assert_null(w);
+    assert_int_equal(err.sys_errno, EBADF);
+    snprintf(named, sizeof named, "fd %d", ro);
+    if (!strstr(err.message, named) || !strstr(err.message, strerror(EBADF)))
+        fail_msg("\"%s\" should name %s and errno", err.message, named);
+    close(ro);
+    lds_error_init(&err);
+    assert_int_equal(lds_writer_open_fd(ro, &o, &w, &err), LDS_E_IO); /* now closed */
+    assert_int_equal(err.sys_errno, EBADF);
+
+    FILE *rf = fopen(p, "rb");
+    assert_non_null(rf);
+    lds_error_init(&err);
+    assert_int_equal(lds_writer_open_file(rf, &o, &w, &err), LDS_E_IO);
+    assert_null(w);
+    assert_non_null(strstr(err.message, "FILE"));
+    fclose(rf);
+
+    /* Freed without finish: the fd holds exactly the 64-byte header declaring an
+       unknown length; rows still in the writer's buffer are dropped. */
+    fd = open(p, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(lds_writer_open_fd(fd, &o, &w, NULL), LDS_OK);
+    add_small_rows(w, 3, 0);
+    lds_writer_free(w);
+    close(fd);
+    bytes f = read_path(p);
+    assert_int_equal(f.n, LDS_HEADER_SIZE);
+    lds_header h;
+    assert_int_equal(lds_header_decode(f.p, f.n, &h, NULL), LDS_OK);
+    assert_true(h.payload_length == LDS_LENGTH_UNKNOWN);
+    lds_index *idx = NULL;
+    assert_int_equal(lds_index_from_payload(f.p + LDS_HEADER_SIZE, 0, NULL, &idx, NULL),
+                     LDS_E_TRUNCATED);
+    assert_null(idx);
+    free(f.p);
+    unlink(p);
+}
+
 static void test_atomic_write_keeps_the_old_file(void **state)
 {
     (void)state;
@@ -2003,6 +2061,7 @@ int main(void)
         cmocka_unit_test(test_write_to_pipe),
         cmocka_unit_test(test_write_to_file_stream),
         cmocka_unit_test(test_write_to_seekable_fd),
+        cmocka_unit_test(test_writer_unwritable_and_unfinished),
         cmocka_unit_test(test_atomic_write_keeps_the_old_file),
         cmocka_unit_test(test_write_path_kinds),
         cmocka_unit_test(test_writer_open_null_out),
