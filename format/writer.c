@@ -522,6 +522,31 @@ static lds_status check_i8_range(const lds_writer *w, const float *x, const char
     return LDS_OK;
 }
 
+/* Refuses an encoded f16 or bf16 row in which a finite value became infinity:
+   storing +-inf silently would poison every later search (as clamping would
+   lose data), so it is refused like an i8 value outside its range. */
+static lds_status check_half_range(const lds_writer *w, const float *x, const char *key,
+                                   size_t key_len, lds_error *err)
+{
+    uint16_t inf = w->o.dtype == LDS_DTYPE_F16 ? 0x7c00u : 0x7f80u;
+    for (uint32_t i = 0; i < w->o.dim; i++) {
+        if ((lds__ld16(w->row_out + 2 * (size_t)i) & inf) != inf)
+            continue;
+        char named[96] = "";
+        if (w->o.with_keys)
+            snprintf(named, sizeof named, " (key \"%.*s\")", (int)(key_len > 64 ? 64 : key_len),
+                     key);
+        return lds__fail(err, LDS_E_BAD_VALUE, "dtype", 0,
+                         "writer: row %llu%s element %u is %g%s, beyond the finite range of "
+                         "%s (+-%g); it would be stored as infinity",
+                         (unsigned long long)w->rows, named, (unsigned)i, (double)x[i],
+                         w->o.normalize ? " after normalization" : "",
+                         lds_dtype_name(w->o.dtype),
+                         w->o.dtype == LDS_DTYPE_F16 ? 65504.0 : (double)lds_bf16_to_f32(0x7f7fu));
+    }
+    return LDS_OK;
+}
+
 lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint64_t id,
                               const char *key, size_t key_len, lds_error *err)
 {
@@ -605,6 +630,9 @@ lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint6
     if (w->o.dtype == LDS_DTYPE_I8 && (st = check_i8_range(w, x, key, key_len, err)) != LDS_OK)
         return st;
     encode_row(w, x);
+    if ((w->o.dtype == LDS_DTYPE_F16 || w->o.dtype == LDS_DTYPE_BF16) &&
+        (st = check_half_range(w, x, key, key_len, err)) != LDS_OK)
+        return st;
     if (!put_payload(w, w->row_out, w->row_bytes))
         return io_fail(w, err, "writing a row");
 

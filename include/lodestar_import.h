@@ -178,7 +178,8 @@ typedef struct lds_import_result {
  *   width, an empty line or key, a malformed header, rows that disagree on d.
  * - LDS_E_BAD_VALUE: a number that is not finite; a zero or negative D; with
  *   `normalize`, a row of zeros; with LDS_DTYPE_I8, a value outside +-127 *
- *   i8_scale.
+ *   i8_scale; with LDS_DTYPE_F16 or LDS_DTYPE_BF16, a value that would round
+ *   to infinity (|x| >= 65520 for f16).
  * - LDS_E_BAD_UTF8: a key that is not valid UTF-8.
  * - LDS_E_DUP_KEY: a key seen on an earlier line or row (both are named).
  * - LDS_E_LIMIT: D, N or a key beyond `options->limits`.

@@ -279,7 +279,7 @@ LDS_API lds_status lds_index_search(const lds_index *idx, const float *query, si
 /** IEEE binary16 bits to float, exactly (subnormals, infinities, NaN payloads kept). */
 LDS_API float lds_f16_to_f32(uint16_t h);
 /** float to IEEE binary16 bits, round to nearest, ties to even; overflow gives
-    infinity, NaN stays a quiet NaN. */
+    infinity (the writer refuses such values instead), NaN stays a quiet NaN. */
 LDS_API uint16_t lds_f32_to_f16(float f);
 /** bfloat16 bits to float, exactly. */
 LDS_API float lds_bf16_to_f32(uint16_t b);
@@ -294,7 +294,10 @@ typedef struct lds_writer lds_writer;
 /**
  * Options of the writer. Initialize with lds_writer_options_default.
  * - dim: elements per row, 1 .. LDS_DEFAULT_MAX_DIM. Required (default 0 is refused).
- * - dtype: stored element type; default LDS_DTYPE_F32.
+ * - dtype: stored element type; default LDS_DTYPE_F32. For LDS_DTYPE_F16
+ *   and LDS_DTYPE_BF16 a finite value that would round to infinity (|x| >=
+ *   65520 for f16, beyond about 3.39e38 for bf16) is refused by add_row
+ *   (LDS_E_BAD_VALUE), never stored as infinity (format.md §3.1).
  * - metric: default LDS_METRIC_COSINE; written to the table and as metadata "metric".
  * - normalize: L2-normalize each row before storing it; sets the normalized
  *   flag and metadata normalized=true. A row whose norm is zero is refused by
@@ -390,7 +393,10 @@ LDS_API lds_status lds_writer_open_file(FILE *f, const lds_writer_options *opts,
  * key_len > 0); LDS_E_BAD_VALUE (a NaN or infinite element; for LDS_DTYPE_I8
  * an element, after normalization when on, outside +-127 * i8_scale: the
  * message names the row, the key, the element, the value and the scale;
- * field "i8_scale"; with normalize, an all-zero row: field "normalize");
+ * field "i8_scale"; for LDS_DTYPE_F16 / LDS_DTYPE_BF16 an element that would
+ * round to infinity: the message names the row, the key, the element, the
+ * value and the dtype, field "dtype"; with normalize, an all-zero row: field
+ * "normalize");
  * LDS_E_BAD_UTF8;
  * LDS_E_LIMIT (key too long, too many rows); LDS_E_DUP_KEY (unique_keys);
  * LDS_E_IO; LDS_E_NOMEM; LDS_E_STATE (finished, or an earlier I/O failure).

@@ -1188,6 +1188,60 @@ static void test_i8_range(void **state)
     free(mem);
 }
 
+/* f16 and bf16 refuse a finite value that would round to infinity, as i8 refuses
+   one outside its range; the largest finite values are kept. */
+static void test_half_range(void **state)
+{
+    (void)state;
+    static const struct {
+        lds_dtype dtype;
+        float max_ok, too_big;
+        const char *name;
+    } c[] = {{LDS_DTYPE_F16, 65519.0f, 65520.0f, "f16"},
+             {LDS_DTYPE_BF16, 3.3895e38f, 3.4028234e38f, "bf16"}};
+    for (size_t k = 0; k < 2; k++) {
+        char *mem = NULL;
+        size_t memn = 0;
+        FILE *f = open_memstream(&mem, &memn);
+        lds_writer_options o = small_opts();
+        o.dtype = c[k].dtype;
+        lds_writer *w = NULL;
+        lds_error err;
+        lds_error_init(&err);
+        assert_int_equal(lds_writer_open_file(f, &o, &w, &err), LDS_OK);
+        float ok[4] = {c[k].max_ok, -c[k].max_ok, 1, 0};
+        assert_int_equal(lds_writer_add_row(w, ok, 4, 0, "a", 1, &err), LDS_OK);
+        float big[4] = {1, 2, -c[k].too_big, 0};
+        assert_int_equal(lds_writer_add_row(w, big, 4, 0, "bb", 2, &err), LDS_E_BAD_VALUE);
+        assert_string_equal(err.field, "dtype");
+        assert_non_null(strstr(err.message, "row 1"));
+        assert_non_null(strstr(err.message, "\"bb\""));
+        assert_non_null(strstr(err.message, "element 2"));
+        assert_non_null(strstr(err.message, c[k].name));
+        char v[32];
+        snprintf(v, sizeof v, "is %g", -(double)c[k].too_big);
+        if (!strstr(err.message, v))
+            fail_msg("\"%s\" should hold \"%s\"", err.message, v);
+        float huge[4] = {3e38f, 0, 0, 0};
+        assert_int_equal(lds_writer_add_row(w, huge, 4, 0, "c", 1, &err),
+                         c[k].dtype == LDS_DTYPE_F16 ? LDS_E_BAD_VALUE : LDS_OK);
+        assert_int_equal(lds_writer_finish(w, &err), LDS_OK);
+        lds_writer_free(w);
+        fclose(f);
+        bytes img = {(uint8_t *)mem, memn};
+        lds_index *idx = NULL;
+        assert_int_equal(parse_file(&img, NULL, &idx, NULL), LDS_OK);
+        float row[4];
+        for (uint64_t r = 0; r < lds_index_rows(idx); r++) {
+            assert_int_equal(lds_index_row_f32(idx, r, row, 4), LDS_OK);
+            for (int i = 0; i < 4; i++)
+                assert_true(isfinite(row[i]));
+        }
+        lds_index_free(idx);
+        free(mem);
+    }
+}
+
 static void test_normalize_option(void **state)
 {
     (void)state;
@@ -2067,6 +2121,7 @@ int main(void)
         cmocka_unit_test(test_writer_open_null_out),
         cmocka_unit_test(test_writer_refusals),
         cmocka_unit_test(test_i8_range),
+        cmocka_unit_test(test_half_range),
         cmocka_unit_test(test_normalize_option),
         cmocka_unit_test(test_borrow_copy_and_alignment),
         cmocka_unit_test(test_checksum_options),
