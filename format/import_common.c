@@ -64,7 +64,7 @@ lds_status lds_import_format_from_name(const char *name, lds_import_format *out)
 lds_status lds__imp_fail(lds_error *err, lds_status status, const char *field, uint64_t offset,
                          uint64_t line, const char *fmt, ...)
 {
-    if (!err || err->size < sizeof(size_t))
+    if (!err || err->size < LDS_ERROR_MIN_SIZE || err->size > sizeof *err)
         return status;
     lds_error e;
     memset(&e, 0, sizeof e);
@@ -671,7 +671,7 @@ static lds_status detect(const char *path, lds__imp_reader *in, lds_import_forma
 
 static void result_write(lds_import_result *res, const lds_import_result *r)
 {
-    if (!res || res->size < sizeof(size_t))
+    if (!res)
         return;
     size_t n = res->size < sizeof *r ? res->size : sizeof *r;
     size_t keep = res->size;
@@ -688,18 +688,25 @@ lds_status lds_import_file(const char *input_path, const char *output_path,
     if (!input_path || !output_path)
         return lds__imp_fail(err, LDS_E_INVALID_ARG, "path", 0, 0,
                              "input and output paths are required");
+    if (res && (res->size < LDS_IMPORT_RESULT_MIN_SIZE || res->size > sizeof *res))
+        return lds__imp_fail(err, LDS_E_INVALID_ARG, "result.size", 0, 0,
+                             "lds_import_result.size is %zu (accepted: %zu..%zu); set it to "
+                             "sizeof(lds_import_result)",
+                             res->size, LDS_IMPORT_RESULT_MIN_SIZE, sizeof *res);
     if (options) {
-        if (options->size < sizeof(size_t) || options->size > sizeof o)
+        if (options->size < LDS_IMPORT_OPTIONS_MIN_SIZE || options->size > sizeof o)
             return lds__imp_fail(err, LDS_E_INVALID_ARG, "options.size", 0, 0,
-                                 "options.size is %zu; set it with lds_import_options_default",
-                                 options->size);
+                                 "lds_import_options.size is %zu (accepted: %zu..%zu); set it "
+                                 "with lds_import_options_default",
+                                 options->size, LDS_IMPORT_OPTIONS_MIN_SIZE, sizeof o);
         memcpy(&o, options, options->size);
         o.size = sizeof o;
     }
-    if (o.limits.size != sizeof o.limits)
+    if (o.limits.size < LDS_LIMITS_MIN_SIZE || o.limits.size > sizeof o.limits)
         return lds__imp_fail(err, LDS_E_INVALID_ARG, "options.limits", 0, 0,
-                             "options.limits.size is %zu; set it with lds_limits_default",
-                             o.limits.size);
+                             "lds_import_options: limits.size is %zu (accepted: %zu..%zu); set "
+                             "it with lds_limits_default",
+                             o.limits.size, LDS_LIMITS_MIN_SIZE, sizeof o.limits);
     if (lds_dtype_size(o.dtype) == 0)
         return lds__imp_fail(err, LDS_E_INVALID_ARG, "options.dtype", 0, 0, "unknown dtype %d",
                              (int)o.dtype);

@@ -603,16 +603,28 @@ static lds_status check_meta(parser *ps, lds_index *idx)
     return LDS_OK;
 }
 
-static void load_options(const lds_parse_options *in, lds_parse_options *o, lds_limits *lim)
+/* Copies the caller's options over the defaults, refusing sizes outside the
+   rule of lodestar.h ("Struct sizes") rather than falling back to defaults. */
+static lds_status load_options(const lds_parse_options *in, lds_parse_options *o, lds_limits *lim,
+                               lds_error *err)
 {
     lds_parse_options_default(o);
+    if (in && (in->size < LDS_PARSE_OPTIONS_MIN_SIZE || in->size > sizeof *in))
+        return lds__fail(err, LDS_E_INVALID_ARG, "lds_parse_options.size", 0,
+                         "lds_parse_options.size is %zu (accepted: %zu..%zu); set it with "
+                         "lds_parse_options_default",
+                         in->size, LDS_PARSE_OPTIONS_MIN_SIZE, sizeof *in);
     if (in)
-        memcpy(o, in, in->size < sizeof *o ? in->size : sizeof *o);
+        memcpy(o, in, in->size);
+    if (o->limits.size < LDS_LIMITS_MIN_SIZE || o->limits.size > sizeof *lim)
+        return lds__fail(err, LDS_E_INVALID_ARG, "limits.size", 0,
+                         "lds_parse_options: limits.size is %zu (accepted: %zu..%zu); set it "
+                         "with lds_limits_default",
+                         o->limits.size, LDS_LIMITS_MIN_SIZE, sizeof *lim);
     lds_limits_default(lim);
-    size_t ls = o->limits.size;
-    if (in && offsetof(lds_parse_options, limits) + sizeof(lds_limits) <= in->size && ls > 0)
-        memcpy(lim, &o->limits, ls < sizeof *lim ? ls : sizeof *lim);
+    memcpy(lim, &o->limits, o->limits.size);
     lim->size = sizeof *lim;
+    return LDS_OK;
 }
 
 lds_status lds_index_from_payload(const void *payload, size_t length, const lds_parse_options *opts,
@@ -624,15 +636,12 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
     if (!payload && length > 0)
         return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
                          "lds_index_from_payload: payload is NULL");
-    if (opts && opts->size < sizeof(size_t))
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
-                         "lds_index_from_payload: opts->size is %zu; use "
-                         "lds_parse_options_default",
-                         opts->size);
     lds_parse_options o;
     parser ps;
     memset(&ps, 0, sizeof ps);
-    load_options(opts, &o, &ps.limits);
+    lds_status ost = load_options(opts, &o, &ps.limits, err);
+    if (ost != LDS_OK)
+        return ost;
     ps.p = (const uint8_t *)payload;
     ps.length = length;
     ps.base = o.base_offset;

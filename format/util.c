@@ -9,8 +9,8 @@
 static lds_status vfail(lds_error *err, lds_status status, const char *field, uint64_t offset,
                         int errnum, const char *fmt, va_list ap)
 {
-    if (!err)
-        return status;
+    if (!err || err->size < LDS_ERROR_MIN_SIZE || err->size > sizeof *err)
+        return status; /* out of range: written never, not in part */
     if (LDS__FITS(err, status))
         err->status = status;
     if (LDS__FITS(err, field))

@@ -174,9 +174,14 @@ static lds_status writer_new(const lds_writer_options *in, lds_writer **out, lds
     if (!out)
         return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: out is NULL");
     *out = NULL;
-    if (!in || in->size < sizeof(size_t))
+    if (!in)
         return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
                          "writer: options missing; use lds_writer_options_default");
+    if (in->size < LDS_WRITER_OPTIONS_MIN_SIZE || in->size > sizeof *in)
+        return lds__fail(err, LDS_E_INVALID_ARG, "lds_writer_options.size", 0,
+                         "writer: lds_writer_options.size is %zu (accepted: %zu..%zu); set it "
+                         "with lds_writer_options_default",
+                         in->size, LDS_WRITER_OPTIONS_MIN_SIZE, sizeof *in);
     lds_writer_options o;
     lds_writer_options_default(&o);
     memcpy(&o, in, in->size < sizeof o ? in->size : sizeof o);

@@ -15,6 +15,22 @@
  * is the default; a function that takes ownership says so. Every *_free
  * accepts NULL. All multi-byte integers on disk are little-endian. The format
  * itself is specified in docs/format.md.
+ *
+ * Struct sizes (the one rule for every public struct that starts with
+ * `size_t size`: lds_error, lds_limits, lds_parse_options, lds_writer_options,
+ * lds_load_options, lds_load_info, lds_import_options, lds_import_result):
+ * the caller sets `size` to sizeof the struct it was compiled with (the
+ * matching _default or _init function does). The library accepts any size
+ * from LDS_<STRUCT>_MIN_SIZE (the struct as this library first shipped it,
+ * never less than `size` plus the first field) up to its current sizeof. An
+ * older, smaller size is accepted: input fields past it take their defaults
+ * and output fields past it are not written. A size below the minimum or
+ * above sizeof (garbage, or a newer header than the library) is
+ * LDS_E_INVALID_ARG with a message naming the struct (field "<name>.size"),
+ * never silently replaced by the defaults. lds_error is the one exception in
+ * effect: a refusal cannot be described in the struct meant to describe it,
+ * so an lds_error whose size is out of range is simply never written (the
+ * call still returns its status).
  */
 #ifndef LODESTAR_H
 #define LODESTAR_H
@@ -92,7 +108,8 @@ LDS_API const char *lds_status_name(lds_status status);
 /**
  * Detail of a refusal. Every fallible call accepts an optional `lds_error *`
  * (NULL to ignore). Before use, the caller sets `size = sizeof(lds_error)`
- * (lds_error_init does it); the library writes only the fields that fit.
+ * (lds_error_init does it); the library writes only the fields that fit
+ * (size rule: "Struct sizes" at the top of this header).
  *
  * On success the struct is left untouched. On failure:
  * - status:  the same status the call returned;
@@ -116,6 +133,9 @@ typedef struct lds_error {
     const char *zstd_error;
     char message[256];
 } lds_error;
+
+/** Smallest lds_error.size accepted (size and status); see "Struct sizes" above. */
+#define LDS_ERROR_MIN_SIZE offsetof(lds_error, field)
 
 /** Sets `err->size` and clears the rest. `err` may be NULL. */
 LDS_API void lds_error_init(lds_error *err);
@@ -153,7 +173,10 @@ LDS_API lds_status lds_metric_from_name(const char *name, lds_metric *out);
 /**
  * Limits the parser enforces before it trusts any declared size. Every limit
  * is checked before memory is allocated or a pointer is formed; exceeding one
- * is LDS_E_LIMIT naming the field. Start from lds_limits_default().
+ * is LDS_E_LIMIT naming the field. Start from lds_limits_default(). Where
+ * limits sit inside an options struct, their `size` follows "Struct sizes"
+ * above: 0 (a hand-built struct) is LDS_E_INVALID_ARG naming "limits.size",
+ * never replaced by the defaults, so tightened limits cannot be lost.
  */
 typedef struct lds_limits {
     size_t size;                 /* sizeof(lds_limits) */
@@ -167,6 +190,9 @@ typedef struct lds_limits {
 #define LDS_DEFAULT_MAX_ROWS (UINT64_C(1) << 32)
 #define LDS_DEFAULT_MAX_KEY_BYTES UINT64_C(4096)
 #define LDS_DEFAULT_MAX_METADATA_BYTES (UINT64_C(1) << 20)
+
+/** Smallest lds_limits.size accepted: the whole struct (see "Struct sizes"). */
+#define LDS_LIMITS_MIN_SIZE sizeof(lds_limits)
 
 /** Fills `limits` with the defaults above (size included). */
 LDS_API void lds_limits_default(lds_limits *limits);

@@ -67,8 +67,10 @@ typedef enum lds_import_format {
 
 /**
  * Options of lds_import_file. Initialise with lds_import_options_default();
- * `size` must be sizeof(lds_import_options) (or the size of an older, shorter
- * version of this struct). Strings are borrowed for the duration of the call.
+ * `size` must be sizeof(lds_import_options) or the size of an older, shorter
+ * version of this struct, at least LDS_IMPORT_OPTIONS_MIN_SIZE (the struct
+ * before i8_scale); any other is LDS_E_INVALID_ARG (rule: "Struct sizes" in
+ * lodestar.h). Strings are borrowed for the duration of the call.
  */
 typedef struct lds_import_options {
     size_t size;
@@ -120,10 +122,14 @@ typedef struct lds_import_options {
     float i8_scale;
 } lds_import_options;
 
+/** Smallest lds_import_options.size accepted: the struct as first shipped. */
+#define LDS_IMPORT_OPTIONS_MIN_SIZE offsetof(lds_import_options, i8_scale)
+
 /** Fills `o` with the defaults documented on each field (size included). NULL ok. */
 LDS_API void lds_import_options_default(lds_import_options *o);
 
-/** What lds_import_file produced. Set `size = sizeof(lds_import_result)` before the call. */
+/** What lds_import_file produced. Set `size = sizeof(lds_import_result)` before the
+    call; any other size is LDS_E_INVALID_ARG ("Struct sizes" in lodestar.h). */
 typedef struct lds_import_result {
     size_t size;
     /** Rows written. */
@@ -137,6 +143,9 @@ typedef struct lds_import_result {
     /** True when the index carries keys. */
     bool has_keys;
 } lds_import_result;
+
+/** Smallest lds_import_result.size accepted (see "Struct sizes" in lodestar.h). */
+#define LDS_IMPORT_RESULT_MIN_SIZE sizeof(lds_import_result)
 
 /**
  * Reads `input_path` in `options->format` and writes a lodestar index to

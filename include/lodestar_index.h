@@ -101,6 +101,9 @@ LDS_API lds_status lds_header_encode(const lds_header *h, void *out);
  *   parsing fails, and ignored in copy mode.
  * - base_offset: file offset of payload[0], added to every error offset;
  *   default LDS_HEADER_SIZE.
+ * - size: sizeof(lds_parse_options), set by the default function; any other
+ *   value is LDS_E_INVALID_ARG (rule: "Struct sizes" in lodestar.h; minimum
+ *   LDS_PARSE_OPTIONS_MIN_SIZE), as is limits.size outside its range.
  */
 typedef struct lds_parse_options {
     size_t size;
@@ -113,6 +116,9 @@ typedef struct lds_parse_options {
     void *release_ctx;
     uint64_t base_offset;
 } lds_parse_options;
+
+/** Smallest lds_parse_options.size accepted (see "Struct sizes" in lodestar.h). */
+#define LDS_PARSE_OPTIONS_MIN_SIZE sizeof(lds_parse_options)
 
 /** Fills `o` with the defaults described at lds_parse_options. NULL is ignored. */
 LDS_API void lds_parse_options_default(lds_parse_options *o);
@@ -293,6 +299,9 @@ typedef struct lds_writer lds_writer;
 
 /**
  * Options of the writer. Initialize with lds_writer_options_default.
+ * - size: sizeof(lds_writer_options), set by the default function. Any size
+ *   outside [LDS_WRITER_OPTIONS_MIN_SIZE, sizeof] is LDS_E_INVALID_ARG naming
+ *   "lds_writer_options.size" (rule: "Struct sizes" in lodestar.h).
  * - dim: elements per row, 1 .. LDS_DEFAULT_MAX_DIM. Required (default 0 is refused).
  * - dtype: stored element type; default LDS_DTYPE_F32. For LDS_DTYPE_F16
  *   and LDS_DTYPE_BF16 a finite value that would round to infinity (|x| >=
@@ -323,6 +332,9 @@ typedef struct lds_writer_options {
     bool unique_keys;
     float i8_scale;
 } lds_writer_options;
+
+/** Smallest lds_writer_options.size accepted (see "Struct sizes" in lodestar.h). */
+#define LDS_WRITER_OPTIONS_MIN_SIZE sizeof(lds_writer_options)
 
 /** Fills `o` with the defaults described at lds_writer_options. NULL is ignored. */
 LDS_API void lds_writer_options_default(lds_writer_options *o);

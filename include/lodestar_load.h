@@ -73,7 +73,10 @@ typedef enum lds_ownership { LDS_OWN_DEFAULT = 0, LDS_OWN_COPY, LDS_OWN_ADOPT } 
 /**
  * Options of every lds_load_* call. Start from lds_load_options_default();
  * set `size = sizeof(lds_load_options)` (the default does). Passing NULL
- * anywhere an options pointer is taken means the defaults.
+ * anywhere an options pointer is taken means the defaults. Sizes from
+ * LDS_LOAD_OPTIONS_MIN_SIZE (the struct before hash_thread) to sizeof are
+ * accepted; any other is LDS_E_INVALID_ARG (rule: "Struct sizes" in
+ * lodestar.h), as is limits.size outside its range ("limits.size").
  */
 typedef struct lds_load_options {
     size_t size; /* sizeof(lds_load_options) */
@@ -123,13 +126,18 @@ typedef struct lds_load_options {
     bool hash_thread;
 } lds_load_options;
 
+/** Smallest lds_load_options.size accepted: the struct as first shipped. */
+#define LDS_LOAD_OPTIONS_MIN_SIZE offsetof(lds_load_options, hash_thread)
+
 /** Fills `opts` with the defaults documented on each field (size included). */
 LDS_API void lds_load_options_default(lds_load_options *opts);
 
 /**
  * What a load did. Pass NULL if not wanted; otherwise set `size =
  * sizeof(lds_load_info)` (lds_load_info_init does it). It is written on
- * success and, as far as the load got, on failure.
+ * success and, as far as the load got, on failure. Sizes from
+ * LDS_LOAD_INFO_MIN_SIZE to sizeof are accepted (fields past `size` are not
+ * written); any other is LDS_E_INVALID_ARG ("Struct sizes" in lodestar.h).
  */
 typedef struct lds_load_info {
     size_t size;               /* sizeof(lds_load_info) */
@@ -146,6 +154,9 @@ typedef struct lds_load_info {
     uint64_t elapsed_ns;       /* wall time of the whole call (CLOCK_MONOTONIC) */
     bool hashed_on_thread;     /* the checksum was computed on a second thread (hash_thread) */
 } lds_load_info;
+
+/** Smallest lds_load_info.size accepted: the struct as first shipped. */
+#define LDS_LOAD_INFO_MIN_SIZE offsetof(lds_load_info, hashed_on_thread)
 
 /** Sets `info->size` and clears the rest. `info` may be NULL. */
 LDS_API void lds_load_info_init(lds_load_info *info);

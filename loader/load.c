@@ -129,6 +129,11 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+static bool info_size_ok(const lds_load_info *info)
+{
+    return info->size >= LDS_LOAD_INFO_MIN_SIZE && info->size <= sizeof *info;
+}
+
 static lds_status begin(load_ctx *c, const lds_load_options *opts, lds_index **out,
                         lds_load_info *info, lds_error *err)
 {
@@ -140,18 +145,25 @@ static lds_status begin(load_ctx *c, const lds_load_options *opts, lds_index **o
     lds_load_options_default(&c->o);
     if (out != NULL)
         *out = NULL;
-    if (info != NULL && (info->size == 0 || info->size > sizeof(lds_load_info)))
+    if (info != NULL && !info_size_ok(info))
         return lds__load_fail(err, LDS_E_INVALID_ARG, "info.size", 0, 0, NULL,
-                              "lds_load_info.size is %zu; set it with lds_load_info_init",
-                              info->size);
+                              "lds_load_info.size is %zu (accepted: %zu..%zu); set it with "
+                              "lds_load_info_init",
+                              info->size, LDS_LOAD_INFO_MIN_SIZE, sizeof(lds_load_info));
     if (opts != NULL) {
-        if (opts->size == 0 || opts->size > sizeof(lds_load_options))
+        if (opts->size < LDS_LOAD_OPTIONS_MIN_SIZE || opts->size > sizeof(lds_load_options))
             return lds__load_fail(err, LDS_E_INVALID_ARG, "options.size", 0, 0, NULL,
-                                  "lds_load_options.size is %zu; set it with "
-                                  "lds_load_options_default",
-                                  opts->size);
+                                  "lds_load_options.size is %zu (accepted: %zu..%zu); set it "
+                                  "with lds_load_options_default",
+                                  opts->size, LDS_LOAD_OPTIONS_MIN_SIZE,
+                                  sizeof(lds_load_options));
         memcpy(&c->o, opts, opts->size);
         c->o.size = sizeof c->o;
+        if (c->o.limits.size < LDS_LIMITS_MIN_SIZE || c->o.limits.size > sizeof(lds_limits))
+            return lds__load_fail(err, LDS_E_INVALID_ARG, "limits.size", 0, 0, NULL,
+                                  "lds_load_options: limits.size is %zu (accepted: %zu..%zu); "
+                                  "set it with lds_limits_default",
+                                  c->o.limits.size, LDS_LIMITS_MIN_SIZE, sizeof(lds_limits));
     }
     if (out == NULL)
         return lds__load_fail(err, LDS_E_INVALID_ARG, "out", 0, 0, NULL,
@@ -175,7 +187,7 @@ static lds_status finish(load_ctx *c, lds_status st, lds_load_info *info)
         lds_index_free(*c->out);
         *c->out = NULL;
     }
-    if (info != NULL && info->size != 0 && info->size <= sizeof *info) {
+    if (info != NULL && info_size_ok(info)) {
         size_t n = info->size;
         c->info.size = n;
         memcpy(info, &c->info, n);

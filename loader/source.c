@@ -19,8 +19,8 @@ void *(*lds__load_mmap)(void *addr, size_t length, int prot, int flags, int fd,
 lds_status lds__load_fail(lds_error *err, lds_status status, const char *field, uint64_t offset,
                           int sys_errno, const char *zstd_error, const char *fmt, ...)
 {
-    if (err == NULL)
-        return status;
+    if (err == NULL || err->size < LDS_ERROR_MIN_SIZE || err->size > sizeof *err)
+        return status; /* out of range: never written ("Struct sizes", lodestar.h) */
 #define LDS__FITS(m) (err->size >= offsetof(lds_error, m) + sizeof(err->m))
     if (LDS__FITS(status))
         err->status = status;

@@ -2067,6 +2067,56 @@ static void test_search_nan_row_ranks_last(void **state)
     free(f.p);
 }
 
+/* The struct-size rule of lodestar.h: out-of-range sizes are refused by name,
+   and hand-built limits of size 0 are refused rather than replaced by defaults. */
+static void test_struct_sizes(void **state)
+{
+    (void)state;
+    float data[] = {1, 2};
+    spec sp = {.dim = 2, .rows = 1, .data = data};
+    bytes f = build(&sp);
+    bytes pl = payload_of(&f);
+    lds_index *idx = NULL;
+    lds_error err;
+    lds_parse_options po;
+    size_t bad_parse[] = {0, 7, 16, sizeof po - 1, sizeof po + 1, 99999};
+    for (size_t i = 0; i < sizeof bad_parse / sizeof bad_parse[0]; i++) {
+        lds_parse_options_default(&po);
+        po.size = bad_parse[i];
+        lds_error_init(&err);
+        assert_int_equal(lds_index_from_payload(pl.p, pl.n, &po, &idx, &err), LDS_E_INVALID_ARG);
+        assert_non_null(strstr(err.message, "lds_parse_options.size"));
+    }
+    lds_parse_options_default(&po);
+    po.limits.size = 0;
+    lds_error_init(&err);
+    assert_int_equal(lds_index_from_payload(pl.p, pl.n, &po, &idx, &err), LDS_E_INVALID_ARG);
+    assert_string_equal(err.field, "limits.size");
+    lds_parse_options_default(&po);
+    assert_int_equal(lds_index_from_payload(pl.p, pl.n, &po, &idx, &err), LDS_OK);
+    lds_index_free(idx);
+
+    lds_writer_options o = small_opts();
+    size_t bad_writer[] = {0, 3, sizeof o - 1, sizeof o + 1, 12345};
+    for (size_t i = 0; i < sizeof bad_writer / sizeof bad_writer[0]; i++) {
+        o.size = bad_writer[i];
+        lds_writer *w = (lds_writer *)&o;
+        lds_error_init(&err);
+        assert_int_equal(lds_writer_open_file(stdout, &o, &w, &err), LDS_E_INVALID_ARG);
+        assert_null(w);
+        assert_non_null(strstr(err.message, "lds_writer_options.size"));
+    }
+
+    /* An lds_error of an out-of-range size is never written. */
+    lds_error big;
+    memset(&big, 0x5A, sizeof big);
+    big.size = sizeof big + 8;
+    assert_int_equal(lds_index_from_payload(pl.p, pl.n, &po, NULL, &big), LDS_E_INVALID_ARG);
+    assert_int_equal((unsigned char)big.message[0], 0x5A);
+    free(pl.p);
+    free(f.p);
+}
+
 static void test_null_arguments(void **state)
 {
     (void)state;
@@ -2138,6 +2188,7 @@ int main(void)
         cmocka_unit_test(test_search_against_reference),
         cmocka_unit_test(test_search_ties_and_errors),
         cmocka_unit_test(test_search_nan_row_ranks_last),
+        cmocka_unit_test(test_struct_sizes),
         cmocka_unit_test(test_null_arguments),
     };
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);

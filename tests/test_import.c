@@ -1094,6 +1094,20 @@ static void test_arguments_and_files(void **state)
     bad = o;
     bad.limits.size = 0;
     import_fail(FIX("glove.txt"), &bad, LDS_E_INVALID_ARG, 0);
+    bad = o;
+    bad.size = 16; /* below the smallest struct ever shipped */
+    import_fail(FIX("glove.txt"), &bad, LDS_E_INVALID_ARG, 0);
+    bad = o;
+    bad.size = LDS_IMPORT_OPTIONS_MIN_SIZE; /* an older caller: i8_scale defaults */
+    lds_error_init(&err);
+    assert_int_equal(lds_import_file(FIX("glove.txt"), tmp_path("old.ldsi"), &bad, NULL, &err),
+                     LDS_OK);
+    lds_import_result res;
+    res.size = 8;
+    lds_error_init(&err);
+    assert_int_equal(lds_import_file(FIX("glove.txt"), tmp_path("r.ldsi"), &o, &res, &err),
+                     LDS_E_INVALID_ARG);
+    assert_contains(err.message, "lds_import_result.size");
     lds_error e = import_fail(tmp_path("absent.txt"), &o, LDS_E_IO, 0);
     assert_int_not_equal(e.sys_errno, 0);
     e = import_fail(write_text("data.csv", "a,1,2\n"), &o, LDS_E_UNSUPPORTED, 0);

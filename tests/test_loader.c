@@ -1543,6 +1543,35 @@ static void test_fd_at_an_offset_and_file(void **state)
     lds_load_options bad = o;
     bad.size = 0;
     assert_int_equal(lds_load_path(path, &bad, &idx, NULL, NULL), LDS_E_INVALID_ARG);
+    /* The struct-size rule of lodestar.h: garbage sizes are refused by name. */
+    size_t bad_sizes[] = {7, 16, LDS_LOAD_OPTIONS_MIN_SIZE - 1, sizeof bad + 1};
+    for (size_t i = 0; i < sizeof bad_sizes / sizeof bad_sizes[0]; i++) {
+        bad.size = bad_sizes[i];
+        lds_error_init(&err);
+        assert_int_equal(lds_load_path(path, &bad, &idx, NULL, &err), LDS_E_INVALID_ARG);
+        assert_non_null(strstr(err.message, "lds_load_options.size"));
+    }
+    /* An older, shorter struct is accepted; a hand-built limits of size 0 is not. */
+    bad = o;
+    bad.size = LDS_LOAD_OPTIONS_MIN_SIZE;
+    assert_int_equal(lds_load_memory(b.p, b.n, true, &bad, &idx, NULL, NULL), LDS_OK);
+    lds_index_free(idx);
+    bad = o;
+    bad.limits.size = 0;
+    bad.limits.max_dim = 1;
+    lds_error_init(&err);
+    assert_int_equal(lds_load_path(path, &bad, &idx, NULL, &err), LDS_E_INVALID_ARG);
+    assert_string_equal(err.field, "limits.size");
+    assert_null(idx);
+    lds_load_info_init(&info);
+    info.size = 16;
+    lds_error_init(&err);
+    assert_int_equal(lds_load_path(path, &o, &idx, &info, &err), LDS_E_INVALID_ARG);
+    assert_non_null(strstr(err.message, "lds_load_info.size"));
+    info.size = LDS_LOAD_INFO_MIN_SIZE;
+    assert_int_equal(lds_load_memory(b.p, b.n, true, &o, &idx, &info, NULL), LDS_OK);
+    assert_int_equal(info.size, LDS_LOAD_INFO_MIN_SIZE);
+    lds_index_free(idx);
     /* The header's own errors, at the stream offset. */
     bytes junk = copy_bytes(&b);
     junk.p[0] = 'X';
