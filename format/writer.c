@@ -545,8 +545,7 @@ static lds_status check_half_range(const lds_writer *w, const float *x, const ch
                          "writer: row %llu%s element %u is %g%s, beyond the finite range of "
                          "%s (+-%g); it would be stored as infinity",
                          (unsigned long long)w->rows, named, (unsigned)i, (double)x[i],
-                         w->o.normalize ? " after normalization" : "",
-                         lds_dtype_name(w->o.dtype),
+                         w->o.normalize ? " after normalization" : "", lds_dtype_name(w->o.dtype),
                          w->o.dtype == LDS_DTYPE_F16 ? 65504.0 : (double)lds_bf16_to_f32(0x7f7fu));
     }
     return LDS_OK;

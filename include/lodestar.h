@@ -161,11 +161,13 @@ typedef enum lds_metric {
 LDS_API size_t lds_dtype_size(lds_dtype dtype);
 /** "f32", "f16", "bf16", "i8", or NULL for an unknown code. */
 LDS_API const char *lds_dtype_name(lds_dtype dtype);
-/** Parses a dtype name as printed by lds_dtype_name. LDS_E_BAD_VALUE if unknown. */
+/** Parses a dtype name as printed by lds_dtype_name. LDS_E_BAD_VALUE if unknown,
+    LDS_E_INVALID_ARG if `name` or `out` is NULL; `*out` is unchanged on failure. */
 LDS_API lds_status lds_dtype_from_name(const char *name, lds_dtype *out);
 /** "cosine", "dot", "l2", or NULL for an unknown code. */
 LDS_API const char *lds_metric_name(lds_metric metric);
-/** Parses a metric name as printed by lds_metric_name. LDS_E_BAD_VALUE if unknown. */
+/** Parses a metric name as printed by lds_metric_name. LDS_E_BAD_VALUE if unknown,
+    LDS_E_INVALID_ARG if `name` or `out` is NULL; `*out` is unchanged on failure. */
 LDS_API lds_status lds_metric_from_name(const char *name, lds_metric *out);
 
 /* ==== parser limits ====================================================== */

@@ -92,7 +92,9 @@ LDS_API lds_status lds_header_encode(const lds_header *h, void *out);
  *   parser read out of bounds.
  * - has_precomputed_hash / precomputed_hash: the caller already hashed
  *   payload[0, length - 8) (XXH3-64, seed 0) while reading it; the parser
- *   compares that value with the stored checksum instead of hashing again.
+ *   compares that value with the stored checksum instead of hashing again
+ *   (a mismatch is LDS_E_CHECKSUM whose message says "precomputed"). Used
+ *   only when verify_checksum is true; ignored (nothing compared) otherwise.
  * - copy: false (default): the index borrows `payload`, which must stay valid
  *   and unchanged until lds_index_free; true: the index copies the sections it
  *   keeps into its own 64-byte-aligned memory and never touches `payload` again.
@@ -160,6 +162,12 @@ LDS_API lds_status lds_index_from_payload(const void *payload, size_t length,
 
 /* ==== the index ========================================================== */
 
+/*
+ * A NULL index: every accessor below returns its zero (0, false, NULL, or
+ * (lds_dtype)0 / (lds_metric)0) and every status-returning call returns
+ * LDS_E_INVALID_ARG; none crashes.
+ */
+
 /** Frees the index and, in borrow mode, calls the release callback once. NULL is ok. */
 LDS_API void lds_index_free(lds_index *idx);
 
@@ -185,7 +193,9 @@ LDS_API bool lds_index_keys_unique(const lds_index *idx);
 LDS_API uint64_t lds_index_payload_bytes(const lds_index *idx);
 /** The stored XXH3-64 checksum of the payload. */
 LDS_API uint64_t lds_index_checksum(const lds_index *idx);
-/** Whether the parser compared the checksum (verify_checksum or a precomputed hash). */
+/** Whether the parser compared the checksum: true exactly when verify_checksum was
+    set (by hashing, or against a precomputed hash); a precomputed hash given with
+    verify_checksum false is ignored and this is false. */
 LDS_API bool lds_index_checksum_verified(const lds_index *idx);
 
 /**
@@ -268,8 +278,11 @@ typedef struct lds_hit {
  * Exact top-k by brute force over every row, under the index's metric:
  * cosine: dot(q, r) / (|q| |r|) (0 for a zero row), higher first;
  * dot: dot(q, r), higher first; l2: squared Euclidean distance, lower first.
- * Sums are accumulated in double. Ties keep the lower row first; a NaN score
- * (a row holding NaN) ranks after every number.
+ * Sums are accumulated in double, then rounded to the float `score`; rows are
+ * ranked by that float, so rows whose exact scores differ but round to the
+ * same float (likely over millions of rows, e.g. many cosines of 1.0f) tie,
+ * and ties keep the lower row first. A NaN score (a row holding NaN) ranks
+ * after every number.
  * `query` holds `dim` floats, which must equal the index's dim; `hits` has room
  * for k entries; `*n_hits` receives min(k, rows), hits ordered best first.
  * Cost: O(rows x dim) time, O(k + dim) extra memory.

@@ -3,8 +3,9 @@
  *
  * Loads an index from a path, a file descriptor, a FILE*, caller memory or a
  * user read callback. Input compressed with zstd is recognised by its magic
- * number and decoded on the fly. The flow and its invariants are in
- * DESIGN.md ("The load path"); in short:
+ * number and decoded on the fly. The format is docs/format.md; the choices
+ * behind the paths are the ADRs in docs/adr/ (0006 growable, 0007 mapped);
+ * in short:
  *
  *   read the 64-byte header -> declared payload length
  *   cross-check it against the transport (regular file size, zstd frame
@@ -93,7 +94,14 @@ typedef struct lds_load_options {
     lds_ownership ownership;
     /** lds_load_path / lds_load_fd on an uncompressed regular file: map it instead
      *  of reading it (LDS_LOAD_MAPPED). If mapping fails the load falls back to the
-     *  read path and sets lds_load_info.mmap_fallback. Default false. */
+     *  read path and sets lds_load_info.mmap_fallback. Default false.
+     *  While a mapped index lives (LDS_OWN_ADOPT), the file must not be
+     *  truncated or rewritten in place: truncation makes a later access die of
+     *  SIGBUS, and an in-place rewrite can change bytes the parser already
+     *  validated (a key offset, say), so a later access may read out of bounds
+     *  or crash. Replace files by writing a new one and renaming it over the
+     *  old (as lds_writer_open_path does), or load with LDS_OWN_COPY, which
+     *  unmaps before the load returns (docs/adr/0007-mapped-path.md). */
     bool use_mmap;
     /** With use_mmap: ask the kernel to pre-fault the mapping (MAP_POPULATE).
      *  Default false. */
@@ -106,7 +114,10 @@ typedef struct lds_load_options {
      *  Both exist so that the benchmark can price them. */
     bool hash_while_reading;
     /** Called before each chunk is read (never during a read); returning true stops
-     *  the load with LDS_E_CANCELLED. NULL (default) = never cancelled. */
+     *  the load with LDS_E_CANCELLED. NULL (default) = never cancelled. A blocking
+     *  fd cannot be cancelled while read() blocks in it (the check comes when the
+     *  read returns); an O_NONBLOCK fd with no data is polled every 100 ms and
+     *  cancel is called each time. */
     bool (*cancel)(void *ctx);
     /** Called after each chunk with the payload bytes received so far and the
      *  declared payload length (LDS_LENGTH_UNKNOWN on the growable path).
@@ -178,7 +189,10 @@ LDS_API const char *lds_load_path_name(enum lds_load_path path);
  * - `*got` in [1, cap]: that many bytes were read (short reads are fine);
  * - `*got == 0`: end of stream;
  * - `*got == LDS_READ_RETRY`: interrupted before any byte (the EINTR case);
- *   the loader checks for cancellation and calls again.
+ *   the loader checks for cancellation and calls again at once, with no
+ *   sleep and no bound: a callback that always answers LDS_READ_RETRY spins
+ *   forever unless options.cancel stops it. Such a callback should wait for
+ *   data itself (poll) before answering.
  * Any other status stops the load and is returned as is (LDS_E_IO is the
  * natural one; errno as it stands right after the call is reported in
  * lds_error.sys_errno).
@@ -263,6 +277,8 @@ LDS_API lds_status lds_load_file(FILE *f, const lds_load_options *opts, lds_inde
  * - copy == false: the index borrows `bytes`, which must stay valid and
  *   unchanged until lds_index_free.
  * - copy == true: the index copies what it keeps; `bytes` may go at once.
+ * `copy` decides, and options.ownership is ignored for uncompressed bytes;
+ * lds_load_info.ownership reports COPY or ADOPT accordingly.
  * A zstd frame is decoded into a buffer of the loader's own (malloc), which
  * the index keeps (or copies from, per options.ownership). `n` must equal
  * 64 + the declared length (LDS_E_LENGTH_MISMATCH otherwise; LDS_E_TRUNCATED

@@ -155,8 +155,7 @@ static lds_status begin(load_ctx *c, const lds_load_options *opts, lds_index **o
             return lds__load_fail(err, LDS_E_INVALID_ARG, "options.size", 0, 0, NULL,
                                   "lds_load_options.size is %zu (accepted: %zu..%zu); set it "
                                   "with lds_load_options_default",
-                                  opts->size, LDS_LOAD_OPTIONS_MIN_SIZE,
-                                  sizeof(lds_load_options));
+                                  opts->size, LDS_LOAD_OPTIONS_MIN_SIZE, sizeof(lds_load_options));
         memcpy(&c->o, opts, opts->size);
         c->o.size = sizeof c->o;
         if (c->o.limits.size < LDS_LIMITS_MIN_SIZE || c->o.limits.size > sizeof(lds_limits))
