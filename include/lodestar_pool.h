@@ -19,6 +19,11 @@
  * Thread safety: every function taking an lds_pool * may be called from any
  * number of threads at once, except lds_pool_free (no other call on that pool
  * may run or follow). The pool knows nothing of the index format.
+ *
+ * fork(): a child of a multi-threaded process may use every pool the parent had (pthread_atfork
+ * handlers hold the pool's locks across the fork). The buffers cached by the threads that do
+ * not exist in the child go back to the shared stacks; leases those threads held stay counted
+ * as out and are never reused by the child.
  */
 #ifndef LODESTAR_POOL_H
 #define LODESTAR_POOL_H

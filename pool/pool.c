@@ -16,6 +16,8 @@ static _Atomic(lds_pool *) g_shared;
 static pthread_mutex_t g_shared_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t g_key;
+static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+static lds_pool *g_pools; /* the registry of live pools, under lds__g_lock */
 
 /* The calling thread's caches, one per pool it used. Heap-allocated so the pthread key
  * destructor can flush them whatever the order in which the thread's TLS is torn down. */
@@ -401,6 +403,7 @@ static lds__tcache *tc_slow(lds_pool *pool)
             memset(found, 0, sizeof *found);
             found->pool = pool;
             found->pool_id = pool->id;
+            found->owner = tls_self;
             found->stamp = atomic_load_explicit(&pool->stamp, memory_order_acquire) &
                            ~(uint64_t)LDS__POOL_STAMP_SLOW;
             found->next_in_thread = tls_self->list;
@@ -950,6 +953,73 @@ lds_status lds_pool_trim(lds_pool *pool, lds_pool_trim_mode mode, size_t *freed_
     return LDS_OK;
 }
 
+/* ==== fork ================================================================ */
+
+/* fork() in a multi-threaded process copies only the calling thread: a lock another thread
+ * held at that instant would stay held in the child forever. So the prepare handler takes
+ * every lock of the pool, in the order of pool_internal.h, and both sides release them
+ * after; no other thread is then inside a locked section when the process is copied. The
+ * lock-free warm path needs nothing: a dead thread's cache is at worst one push or pop
+ * short of consistent (see fork_child). */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&g_shared_lock);
+    pthread_mutex_lock(&lds__g_lock);
+    for (lds_pool *p = g_pools; p; p = p->next_live) {
+        for (uint32_t c = 0; c < LDS__POOL_CLASSES; c++)
+            pthread_mutex_lock(&p->classes[c].lock);
+        pthread_mutex_lock(&p->guard_lock);
+        pthread_mutex_lock(&p->slot_lock);
+    }
+}
+
+static void fork_release(void)
+{
+    for (lds_pool *p = g_pools; p; p = p->next_live) {
+        pthread_mutex_unlock(&p->slot_lock);
+        pthread_mutex_unlock(&p->guard_lock);
+        for (uint32_t c = LDS__POOL_CLASSES; c-- > 0;)
+            pthread_mutex_unlock(&p->classes[c].lock);
+    }
+    pthread_mutex_unlock(&lds__g_lock);
+    pthread_mutex_unlock(&g_shared_lock);
+}
+
+/* In the child only the forking thread lives on. The other threads' caches would keep
+ * their buffers forever (and count them as retained): their buffers are valid memory in
+ * the child, so each such cache is handled as at a thread's exit: its buffers go to the
+ * shared stacks (or are freed when there is no room), its tallies to `retired`, and it is
+ * unlinked and freed. A thread caught inside a warm rent or return leaves its cache at
+ * most one entry short: a buffer it had popped (or not yet pushed) is then in no list and
+ * stays unused in the child; a buffer it was about to pop is still listed, and goes to the
+ * shared stacks, never to two owners, since that thread never runs again. Its leases stay
+ * counted as out. The forking thread's own caches (owner == tls_self) are kept. */
+static void fork_child(void)
+{
+    fork_release();
+    pthread_mutex_lock(&lds__g_lock);
+    for (lds_pool *p = g_pools; p; p = p->next_live) {
+        lds__tcache *tc = p->tcaches;
+        while (tc) {
+            lds__tcache *next = tc->next_in_pool;
+            if (tls_self == NULL || tc->owner != tls_self) {
+                tc_flush(tc, 0, NULL);
+                peak_flush(p, tc);
+                tally_fold(p, tc);
+                tc_unlink(tc);
+                free(tc);
+            }
+            tc = next;
+        }
+    }
+    pthread_mutex_unlock(&lds__g_lock);
+}
+
+static void atfork_init(void)
+{
+    pthread_atfork(fork_prepare, fork_release, fork_child);
+}
+
 /* ==== creation ============================================================ */
 
 void lds_pool_options_default(lds_pool_options *opts)
@@ -985,6 +1055,8 @@ lds_status lds_pool_create(const lds_pool_options *opts, lds_pool **out)
     if (!out)
         return LDS_E_INVALID_ARG;
     *out = NULL;
+    /* Before any lock of ours is held (see pool_internal.h, lock order). */
+    pthread_once(&g_atfork_once, atfork_init);
     lds_pool_options o;
     lds_pool_options_default(&o);
     if (opts) {
@@ -1034,6 +1106,13 @@ lds_status lds_pool_create(const lds_pool_options *opts, lds_pool **out)
         lds_pool_free(pool);
         return LDS_E_NOMEM;
     }
+    pthread_mutex_lock(&lds__g_lock);
+    pool->next_live = g_pools;
+    if (g_pools)
+        g_pools->prev_live = pool;
+    g_pools = pool;
+    pool->registered = 1;
+    pthread_mutex_unlock(&lds__g_lock);
     *out = pool;
     return LDS_OK;
 }
@@ -1046,6 +1125,14 @@ void lds_pool_free(lds_pool *pool)
     for (lds__tcache *tc = pool->tcaches; tc; tc = tc->next_in_pool)
         tc->dead = 1;
     pool->tcaches = NULL;
+    if (pool->registered) {
+        if (pool->prev_live)
+            pool->prev_live->next_live = pool->next_live;
+        else
+            g_pools = pool->next_live;
+        if (pool->next_live)
+            pool->next_live->prev_live = pool->prev_live;
+    }
     pthread_mutex_unlock(&lds__g_lock);
     if (tls_last && tls_last->pool_id == pool->id)
         tls_last = NULL;
@@ -1080,6 +1167,7 @@ lds_pool *lds_pool_shared(void)
     lds_pool *p = atomic_load_explicit(&g_shared, memory_order_acquire);
     if (__builtin_expect(p != NULL, 1))
         return p;
+    pthread_once(&g_atfork_once, atfork_init); /* not under g_shared_lock: see lds_pool_create */
     pthread_mutex_lock(&g_shared_lock);
     p = atomic_load_explicit(&g_shared, memory_order_acquire);
     if (!p && lds_pool_create(NULL, &p) == LDS_OK) {

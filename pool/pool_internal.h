@@ -85,6 +85,8 @@ typedef struct lds__tcache {
     /* Slow paths only. */
     lds_pool *pool;
     uint64_t pool_id;
+    const void *owner; /* the owning thread's cache list (pool.c), to tell its caches apart
+                          from other threads' in a forked child */
     struct lds__tcache *next_in_thread;
     struct lds__tcache *next_in_pool, *prev_in_pool; /* under lds__g_lock */
     int dead;                                        /* pool freed; under lds__g_lock */
@@ -136,13 +138,30 @@ struct lds_pool {
     _Atomic uint64_t refused[LDS_POOL_REFUSED_COUNT];
     _Atomic uint64_t canary_failures, drops, trims, trimmed_bytes;
 
-    lds__tcache *tcaches; /* under lds__g_lock */
+    lds__tcache *tcaches;                   /* under lds__g_lock */
+    struct lds_pool *next_live, *prev_live; /* registry of live pools, under lds__g_lock */
+    int registered;                         /* linked in the registry */
     struct {
         uint64_t rents, hits_thread, returns, bytes_out, bytes_in, waste_out, waste_in, requested;
     } retired; /* tallies of exited threads, under lds__g_lock */
 };
 
-/* Guards every thread-cache list (per pool and per thread) and `retired`. */
+/* Guards every thread-cache list (per pool and per thread), `retired`, and the registry
+ * of live pools (which the fork handlers walk).
+ *
+ * Lock order. A path that holds two of the pool's locks at once takes them in this order,
+ * and the fork handlers (pool.c: fork_prepare) take all of them in it:
+ *   1. the shared-pool creation lock (pool.c: g_shared_lock; held while the shared pool is
+ *      created, which takes lds__g_lock to register it);
+ *   2. lds__g_lock (held around tc_flush and buffer_destroy by the thread-exit destructor
+ *      and the fork child handler, so it comes before every lock of a pool);
+ *   3. then, pool by pool in registry order, each pool's per-class locks in class order,
+ *      its guard_lock, its slot_lock.
+ * Within one pool no path holds two of its locks at once (a class lock, guard_lock and
+ * slot_lock are each released before the next is taken), and no path holds locks of two
+ * pools, so the order in 3 is free; it is fixed only so that the fork handler's is one.
+ * pthread_atfork is registered (pool.c: atfork_once) only while none of these is held:
+ * glibc runs the prepare handlers under its own atfork lock, which pthread_atfork takes. */
 extern pthread_mutex_t lds__g_lock;
 
 /* os.c: the operating-system boundary. */
