@@ -320,11 +320,15 @@ LDS_API void lds_pool_stats_init(lds_pool_stats *stats);
 LDS_API lds_status lds_pool_get_stats(lds_pool *pool, lds_pool_stats *out);
 
 /**
- * Writes `stats` as one JSON object (keys = the field names, refused as an object keyed
- * "stale", "unknown", "pointer", "size") into `buf` of `cap` bytes, NUL-terminated.
+ * Writes `stats` as one JSON object (keys = the field names, in struct order; refused as an
+ * object keyed "stale", "unknown", "pointer", "size") into `buf` of `cap` bytes,
+ * NUL-terminated. Only the fields that lie wholly within `stats->size` bytes are written (a
+ * struct from an older header yields fewer keys; nothing past `size` is read).
  * `needed` (may be NULL) receives the length without the NUL. buf may be NULL when cap is
  * 0 (to ask the length). Returns LDS_OK; LDS_E_LIMIT when cap is too small (buf then holds
- * a truncated, NUL-terminated prefix if cap > 0); LDS_E_INVALID_ARG for stats NULL.
+ * a truncated, NUL-terminated prefix if cap > 0); LDS_E_INVALID_ARG for stats NULL or
+ * `stats->size` too small to hold any counter (less than offsetof(lds_pool_stats,
+ * hits_thread), the same rule as lds_pool_get_stats).
  */
 LDS_API lds_status lds_pool_stats_json(const lds_pool_stats *stats, char *buf, size_t cap,
                                        size_t *needed);

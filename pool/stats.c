@@ -110,37 +110,87 @@ lds_status lds_pool_get_stats(lds_pool *pool, lds_pool_stats *out)
     return LDS_OK;
 }
 
+/* The JSON keys in struct order; refused[] is written as one object. */
+#define FIELD(f)                                                                                   \
+    {                                                                                              \
+#f, offsetof(lds_pool_stats, f)                                                            \
+    }
+static const struct {
+    const char *name;
+    size_t at;
+} json_fields[] = {
+    FIELD(rents),
+    FIELD(hits_thread),
+    FIELD(hits_shared),
+    FIELD(misses_cold),
+    FIELD(misses_exhausted),
+    FIELD(misses_oversize),
+    FIELD(returns),
+    FIELD(refused),
+    FIELD(refused_total),
+    FIELD(canary_failures),
+    FIELD(drops),
+    FIELD(trims),
+    FIELD(trimmed_bytes),
+    FIELD(leases_current),
+    FIELD(bytes_leased),
+    FIELD(bytes_leased_peak),
+    FIELD(bytes_retained),
+    FIELD(buffers_retained),
+    FIELD(bytes_resident_estimate),
+    FIELD(bytes_mapped),
+    FIELD(waste_bytes_total),
+    FIELD(waste_bytes_current),
+    FIELD(bytes_requested_total),
+};
+#undef FIELD
+_Static_assert(offsetof(lds_pool_stats, bytes_requested_total) + sizeof(uint64_t) ==
+                   sizeof(lds_pool_stats),
+               "a new lds_pool_stats field needs its entry in json_fields");
+
 lds_status lds_pool_stats_json(const lds_pool_stats *s, char *buf, size_t cap, size_t *needed)
 {
-    if (!s || (!buf && cap > 0))
+    if (!s || (!buf && cap > 0) || s->size < offsetof(lds_pool_stats, hits_thread))
         return LDS_E_INVALID_ARG;
+    /* A struct from an older header is shorter: only the fields within its size exist. */
+    size_t size = s->size < sizeof *s ? s->size : sizeof *s;
+    static const char *const refused[LDS_POOL_REFUSED_COUNT] = {"stale", "unknown", "pointer",
+                                                                "size"};
     char tmp[2048];
-    int n = snprintf(
-        tmp, sizeof tmp,
-        "{\"rents\":%" PRIu64 ",\"hits_thread\":%" PRIu64 ",\"hits_shared\":%" PRIu64
-        ",\"misses_cold\":%" PRIu64 ",\"misses_exhausted\":%" PRIu64 ",\"misses_oversize\":%" PRIu64
-        ",\"returns\":%" PRIu64 ",\"refused\":{\"stale\":%" PRIu64 ",\"unknown\":%" PRIu64
-        ",\"pointer\":%" PRIu64 ",\"size\":%" PRIu64 "},\"refused_total\":%" PRIu64
-        ",\"canary_failures\":%" PRIu64 ",\"drops\":%" PRIu64 ",\"trims\":%" PRIu64
-        ",\"trimmed_bytes\":%" PRIu64 ",\"leases_current\":%" PRIu64 ",\"bytes_leased\":%" PRIu64
-        ",\"bytes_leased_peak\":%" PRIu64 ",\"bytes_retained\":%" PRIu64
-        ",\"buffers_retained\":%" PRIu64 ",\"bytes_resident_estimate\":%" PRIu64
-        ",\"bytes_mapped\":%" PRIu64 ",\"waste_bytes_total\":%" PRIu64
-        ",\"waste_bytes_current\":%" PRIu64 ",\"bytes_requested_total\":%" PRIu64 "}",
-        s->rents, s->hits_thread, s->hits_shared, s->misses_cold, s->misses_exhausted,
-        s->misses_oversize, s->returns, s->refused[0], s->refused[1], s->refused[2], s->refused[3],
-        s->refused_total, s->canary_failures, s->drops, s->trims, s->trimmed_bytes,
-        s->leases_current, s->bytes_leased, s->bytes_leased_peak, s->bytes_retained,
-        s->buffers_retained, s->bytes_resident_estimate, s->bytes_mapped, s->waste_bytes_total,
-        s->waste_bytes_current, s->bytes_requested_total);
-    if (n < 0 || (size_t)n >= sizeof tmp)
+    size_t n = 0;
+    tmp[n++] = '{';
+    for (size_t i = 0; i < sizeof json_fields / sizeof json_fields[0]; i++) {
+        size_t at = json_fields[i].at;
+        int is_refused = at == offsetof(lds_pool_stats, refused);
+        if (at + (is_refused ? sizeof s->refused : sizeof(uint64_t)) > size)
+            break;
+        const char *sep = i ? "," : "";
+        int k;
+        if (is_refused) {
+            k = snprintf(tmp + n, sizeof tmp - n, "%s\"refused\":{", sep);
+            for (int r = 0; k > 0 && r < LDS_POOL_REFUSED_COUNT; r++)
+                k += snprintf(tmp + n + (size_t)k, sizeof tmp - n - (size_t)k, "%s\"%s\":%" PRIu64,
+                              r ? "," : "", refused[r], s->refused[r]);
+            k += snprintf(tmp + n + (size_t)k, sizeof tmp - n - (size_t)k, "}");
+        } else {
+            uint64_t v;
+            memcpy(&v, (const char *)s + at, sizeof v);
+            k = snprintf(tmp + n, sizeof tmp - n, "%s\"%s\":%" PRIu64, sep, json_fields[i].name, v);
+        }
+        if (k < 0 || (size_t)k >= sizeof tmp - n)
+            return LDS_E_LIMIT;
+        n += (size_t)k;
+    }
+    if (n + 2 > sizeof tmp)
         return LDS_E_LIMIT;
+    tmp[n++] = '}';
+    tmp[n] = '\0';
     if (needed)
-        *needed = (size_t)n;
+        *needed = n;
     if (cap > 0) {
-        size_t k = (size_t)n < cap ? (size_t)n : cap - 1;
+        size_t k = n < cap ? n : cap - 1;
         memcpy(buf, tmp, k);
         buf[k] = '\0';
     }
-    return (size_t)n < cap ? LDS_OK : LDS_E_LIMIT;
+    return n < cap ? LDS_OK : LDS_E_LIMIT;
 }

@@ -1001,6 +1001,40 @@ static void test_stats_json(void **state)
     assert_int_equal(s.waste_bytes_current, 0);
     lds_pool_stats tiny = {.size = 4};
     assert_int_equal(lds_pool_get_stats(pool, &tiny), LDS_E_INVALID_ARG);
+    assert_int_equal(lds_pool_stats_json(&tiny, buf, sizeof buf, &need), LDS_E_INVALID_ARG);
+    lds_pool_free(pool);
+}
+
+/* A caller built against an older, shorter lds_pool_stats: the JSON holds the fields its
+ * struct has and reads nothing past `size` (heap-allocated so ASan sees an overread). */
+static void test_stats_json_short_struct(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+    lds_lease l;
+    assert_int_equal(lds_pool_rent(pool, 100, &l), LDS_OK);
+    size_t sizes[] = {16, offsetof(lds_pool_stats, refused) + 8,
+                      offsetof(lds_pool_stats, refused_total)};
+    const char *want[] = {"{\"rents\":1}",
+                          "{\"rents\":1,\"hits_thread\":0,\"hits_shared\":0,\"misses_cold\":1,"
+                          "\"misses_exhausted\":0,\"misses_oversize\":0,\"returns\":0}",
+                          "{\"rents\":1,\"hits_thread\":0,\"hits_shared\":0,\"misses_cold\":1,"
+                          "\"misses_exhausted\":0,\"misses_oversize\":0,\"returns\":0,"
+                          "\"refused\":{\"stale\":0,\"unknown\":0,\"pointer\":0,\"size\":0}}"};
+    for (int i = 0; i < 3; i++) {
+        lds_pool_stats *s = malloc(sizes[i]);
+        assert_non_null(s);
+        memset(s, 0, sizes[i]);
+        s->size = sizes[i];
+        assert_int_equal(lds_pool_get_stats(pool, s), LDS_OK);
+        char buf[4096];
+        size_t need = 0;
+        assert_int_equal(lds_pool_stats_json(s, buf, sizeof buf, &need), LDS_OK);
+        assert_string_equal(buf, want[i]);
+        assert_int_equal(need, strlen(want[i]));
+        free(s);
+    }
+    assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
     lds_pool_free(pool);
 }
 
@@ -1125,6 +1159,7 @@ int main(void)
         cmocka_unit_test(test_warm_path),
         cmocka_unit_test(test_scoped_lease),
         cmocka_unit_test(test_stats_json),
+        cmocka_unit_test(test_stats_json_short_struct),
 #endif
         cmocka_unit_test(test_concurrent_double_return),
         cmocka_unit_test(test_stress_threads),
