@@ -90,8 +90,10 @@ typedef enum lds_pool_check {
 /** Offset of a mapped buffer from its page start, bytes (chosen by measurement: read()
  *  into page+16 runs at half speed; see docs/adr). Multiple of 64. */
 #define LDS_POOL_MAP_OFFSET ((size_t)256)
-/** Name of the environment variable read by lds_pool_options_default:
- *  "off", "canary", "poison", "guard" or "bypass". */
+/** Name of the environment variable read by lds_pool_options_default: "off", "canary",
+ *  "poison", "guard" or "bypass", in any case. Unset or empty: the default (off). Any other
+ *  value: one warning line on stderr naming the variable and the accepted values, and the
+ *  default is used (a typo never silently turns checking off, nor aborts the program). */
 #define LDS_POOL_CHECK_ENV "LDS_POOL_CHECK"
 
 /**
@@ -120,8 +122,9 @@ typedef enum lds_pool_huge_pages {
 /** Smallest capacity, bytes, a huge-page buffer may have (one 2 MiB huge page); smaller
  *  mapped buffers keep 4 KiB pages whatever the option says. */
 #define LDS_POOL_HUGE_MIN ((size_t)2 << 20)
-/** Name of the environment variable read by lds_pool_options_default: "off" or "on"
- *  (sets `huge_pages`; other values are ignored). */
+/** Name of the environment variable read by lds_pool_options_default: "off" or "on", in any
+ *  case (sets `huge_pages`). Unset or empty: the default; any other value: one warning line on
+ *  stderr naming the variable and the accepted values, and the default is used. */
 #define LDS_POOL_HUGE_PAGES_ENV "LDS_POOL_HUGE_PAGES"
 
 /**
@@ -178,7 +181,8 @@ typedef struct lds_pool_options {
 /**
  * Fills `opts` with the defaults (size included), then sets `check` from the environment
  * variable LDS_POOL_CHECK_ENV if it holds a mode name, and `huge_pages` from
- * LDS_POOL_HUGE_PAGES_ENV if it holds "off" or "on" (unknown values are ignored).
+ * LDS_POOL_HUGE_PAGES_ENV if it holds "off" or "on" (names compared ignoring case; an unknown
+ * value prints one warning line to stderr, at each call, and leaves the default).
  * `opts` must not be NULL. Thread-safe.
  */
 LDS_API void lds_pool_options_default(lds_pool_options *opts);

@@ -5,8 +5,10 @@
  */
 #include "pool_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 pthread_mutex_t lds__g_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -1022,6 +1024,23 @@ static void atfork_init(void)
 
 /* ==== creation ============================================================ */
 
+/* The index in `names` of environment variable `var`'s value, compared ignoring case; -1
+ * when unset or empty, or, with one warning line on stderr, when it names none of them (a
+ * bad option value warns and the default stays, as in mimalloc: a typo must not pass
+ * unnoticed, nor abort a program). */
+static int env_choice(const char *var, const char *const *names, int n, const char *accepted)
+{
+    const char *env = getenv(var);
+    if (!env || !*env)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (strcasecmp(env, names[i]) == 0)
+            return i;
+    fprintf(stderr, "lodestar: warning: %s=\"%.64s\" is not one of %s; using the default\n", var,
+            env, accepted);
+    return -1;
+}
+
 void lds_pool_options_default(lds_pool_options *opts)
 {
     if (!opts)
@@ -1038,16 +1057,14 @@ void lds_pool_options_default(lds_pool_options *opts)
     opts->max_idle_ns = LDS_POOL_DEFAULT_MAX_IDLE_NS;
     opts->guard_quarantine = LDS_POOL_DEFAULT_GUARD_QUARANTINE;
     opts->huge_pages = LDS_POOL_DEFAULT_HUGE_PAGES;
-    const char *env = getenv(LDS_POOL_CHECK_ENV);
-    static const char *const names[] = {"off", "canary", "poison", "guard", "bypass"};
-    for (int i = 0; env && i < 5; i++)
-        if (strcmp(env, names[i]) == 0)
-            opts->check = (lds_pool_check)i;
-    env = getenv(LDS_POOL_HUGE_PAGES_ENV);
-    if (env && strcmp(env, "off") == 0)
-        opts->huge_pages = LDS_POOL_HUGE_PAGES_OFF;
-    else if (env && strcmp(env, "on") == 0)
-        opts->huge_pages = LDS_POOL_HUGE_PAGES_ON;
+    static const char *const checks[] = {"off", "canary", "poison", "guard", "bypass"};
+    static const char *const huges[] = {"off", "on"};
+    int v = env_choice(LDS_POOL_CHECK_ENV, checks, 5, "off, canary, poison, guard, bypass");
+    if (v >= 0)
+        opts->check = (lds_pool_check)v;
+    v = env_choice(LDS_POOL_HUGE_PAGES_ENV, huges, 2, "off, on");
+    if (v >= 0)
+        opts->huge_pages = (lds_pool_huge_pages)v;
 }
 
 lds_status lds_pool_create(const lds_pool_options *opts, lds_pool **out)

@@ -763,6 +763,63 @@ static void test_env_selects_check_mode(void **state)
     unsetenv(LDS_POOL_CHECK_ENV);
 }
 
+/* Runs lds_pool_options_default in a child with `var`=`value` and stderr captured into
+ * `err`; returns the child's exit status: the `check` field (var LDS_POOL_CHECK_ENV) or the
+ * `huge_pages` field (otherwise). */
+static int env_probe(const char *var, const char *value, char *err, size_t cap)
+{
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fd[0]);
+        dup2(fd[1], 2);
+        setenv(var, value, 1);
+        lds_pool_options o;
+        lds_pool_options_default(&o);
+        _exit(strcmp(var, LDS_POOL_CHECK_ENV) == 0 ? (int)o.check : (int)o.huge_pages);
+    }
+    close(fd[1]);
+    size_t n = 0;
+    ssize_t k;
+    while (n + 1 < cap && (k = read(fd[0], err + n, cap - 1 - n)) > 0)
+        n += (size_t)k;
+    err[n] = '\0';
+    close(fd[0]);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+/* Option values from the environment: any case; an unknown one warns (one line naming the
+ * variable and the accepted values) and the default is used. */
+static void test_env_values_case_and_warning(void **state)
+{
+    (void)state;
+    char err[1024];
+    assert_int_equal(env_probe(LDS_POOL_CHECK_ENV, "GUARD", err, sizeof err), LDS_POOL_CHECK_GUARD);
+    assert_string_equal(err, "");
+    assert_int_equal(env_probe(LDS_POOL_CHECK_ENV, "Canary", err, sizeof err),
+                     LDS_POOL_CHECK_CANARY);
+    assert_string_equal(err, "");
+    assert_int_equal(env_probe(LDS_POOL_CHECK_ENV, "garbage", err, sizeof err), LDS_POOL_CHECK_OFF);
+    assert_non_null(strstr(err, "LDS_POOL_CHECK"));
+    assert_non_null(strstr(err, "garbage"));
+    assert_non_null(strstr(err, "off, canary, poison, guard, bypass"));
+    assert_non_null(strchr(err, '\n'));
+    assert_int_equal(strchr(err, '\n')[1], '\0'); /* one line */
+    assert_int_equal(env_probe(LDS_POOL_HUGE_PAGES_ENV, "ON", err, sizeof err),
+                     LDS_POOL_HUGE_PAGES_ON);
+    assert_string_equal(err, "");
+    assert_int_equal(env_probe(LDS_POOL_HUGE_PAGES_ENV, "yes", err, sizeof err),
+                     LDS_POOL_DEFAULT_HUGE_PAGES);
+    assert_non_null(strstr(err, "LDS_POOL_HUGE_PAGES"));
+    assert_non_null(strstr(err, "off, on"));
+    assert_int_equal(strchr(err, '\n')[1], '\0');
+}
+
 static size_t rss_bytes(void)
 {
     long pages = 0, resident = 0;
@@ -1150,6 +1207,7 @@ int main(void)
         cmocka_unit_test(test_guard_faults_at_write),
         cmocka_unit_test(test_bypass_never_reuses),
         cmocka_unit_test(test_env_selects_check_mode),
+        cmocka_unit_test(test_env_values_case_and_warning),
         cmocka_unit_test(test_burst_then_trim),
         cmocka_unit_test(test_huge_pages_aligned_and_trimmed),
         cmocka_unit_test(test_env_selects_huge_pages),
