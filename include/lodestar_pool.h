@@ -166,6 +166,12 @@ typedef struct lds_pool_options {
     lds_pool_huge_pages huge_pages;
 } lds_pool_options;
 
+/** Smallest `size` lds_pool_create accepts: sizeof(lds_pool_options) as first released
+ *  (fields through guard_quarantine, padded to 64; huge_pages later took that padding, so
+ *  sizeof is 64 still). A struct of this size whose tail padding is not zero (not started
+ *  from lds_pool_options_default or memset) may carry a huge_pages value. */
+#define LDS_POOL_OPTIONS_SIZE_V1 ((size_t)64)
+
 /** Default option values (see each field). */
 #define LDS_POOL_DEFAULT_MAX_RETAINED_BYTES (((size_t)256) << 20)
 #define LDS_POOL_DEFAULT_MAX_PER_CLASS      64u
@@ -179,21 +185,23 @@ typedef struct lds_pool_options {
 #define LDS_POOL_DEFAULT_HUGE_PAGES LDS_POOL_HUGE_PAGES_OFF
 
 /**
- * Fills `opts` with the defaults (size included), then sets `check` from the environment
- * variable LDS_POOL_CHECK_ENV if it holds a mode name, and `huge_pages` from
+ * Fills `opts` with the defaults (size = sizeof(lds_pool_options)), then sets `check` from the
+ * environment variable LDS_POOL_CHECK_ENV if it holds a mode name, and `huge_pages` from
  * LDS_POOL_HUGE_PAGES_ENV if it holds "off" or "on" (names compared ignoring case; an unknown
  * value prints one warning line to stderr, at each call, and leaves the default).
- * `opts` must not be NULL. Thread-safe.
+ * `opts` NULL: nothing is done (as every *_default). Thread-safe.
  */
 LDS_API void lds_pool_options_default(lds_pool_options *opts);
 
 /**
  * Creates a private pool.
- * - opts: NULL for defaults; otherwise `opts->size` must be set (sizeof or a smaller
- *   older size; later fields then take defaults).
+ * - opts: NULL for defaults; otherwise `opts->size` must be set: from
+ *   LDS_POOL_OPTIONS_SIZE_V1 (an older header's struct; fields past it take defaults) to
+ *   sizeof(lds_pool_options).
  * - out:  receives the pool, owned by the caller; release with lds_pool_free.
- * Returns LDS_OK; LDS_E_INVALID_ARG (out NULL, opts->size too small, check, fill_on_rent
- * or huge_pages out of range); LDS_E_NOMEM. On failure *out is set to NULL.
+ * Returns LDS_OK; LDS_E_INVALID_ARG (out NULL, opts->size below LDS_POOL_OPTIONS_SIZE_V1
+ * or above sizeof(lds_pool_options), check, fill_on_rent or huge_pages out of range);
+ * LDS_E_NOMEM. On failure *out is set to NULL.
  */
 LDS_API lds_status lds_pool_create(const lds_pool_options *opts, lds_pool **out);
 
@@ -318,8 +326,12 @@ LDS_API void lds_pool_stats_init(lds_pool_stats *stats);
 
 /**
  * Takes a snapshot of `pool`'s statistics (NULL = shared pool) into `out`, whose `size`
- * the caller has set (lds_pool_stats_init); only fields that fit are written.
- * Returns LDS_OK or LDS_E_INVALID_ARG (out NULL or size too small). Thread-safe.
+ * the caller has set (lds_pool_stats_init); only fields that fit are written. Unlike the
+ * options, a larger `size` (a newer header's struct) is accepted: the fields this library
+ * knows are written, the rest left as they were, and `out->size` becomes
+ * sizeof(lds_pool_stats) as this library knows it.
+ * Returns LDS_OK or LDS_E_INVALID_ARG (out NULL or size below offsetof(lds_pool_stats,
+ * hits_thread): no counter fits). Thread-safe.
  */
 LDS_API lds_status lds_pool_get_stats(lds_pool *pool, lds_pool_stats *out);
 
@@ -354,6 +366,8 @@ LDS_API void lds_scoped_lease_end(lds_scoped_lease *s);
  * yet; rent into it with lds_pool_rent(name.pool, n, &name.lease). When `name` leaves
  * scope (including by an early return) its lease, if still live, is returned.
  * Returning it by hand earlier is fine (the return zeroes the handle).
+ * The pool must outlive the scope: do not lds_pool_free it before `name` leaves scope
+ * (the cleanup would return the lease to a freed pool).
  * GCC and Clang only (the cleanup attribute).
  */
 #define LDS_SCOPED_LEASE(name, pool_)                                                              \

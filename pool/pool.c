@@ -1024,6 +1024,11 @@ static void atfork_init(void)
 
 /* ==== creation ============================================================ */
 
+_Static_assert(offsetof(lds_pool_options, guard_quarantine) + sizeof(uint32_t) <=
+                       LDS_POOL_OPTIONS_SIZE_V1 &&
+                   LDS_POOL_OPTIONS_SIZE_V1 <= sizeof(lds_pool_options),
+               "the first released options layout ends within LDS_POOL_OPTIONS_SIZE_V1");
+
 /* The index in `names` of environment variable `var`'s value, compared ignoring case; -1
  * when unset or empty, or, with one warning line on stderr, when it names none of them (a
  * bad option value warns and the default stays, as in mimalloc: a typo must not pass
@@ -1077,7 +1082,7 @@ lds_status lds_pool_create(const lds_pool_options *opts, lds_pool **out)
     lds_pool_options o;
     lds_pool_options_default(&o);
     if (opts) {
-        if (opts->size < offsetof(lds_pool_options, max_retained_bytes) || opts->size > sizeof o)
+        if (opts->size < LDS_POOL_OPTIONS_SIZE_V1 || opts->size > sizeof o)
             return LDS_E_INVALID_ARG;
         memcpy(&o, opts, opts->size);
         o.size = sizeof o;

@@ -820,6 +820,37 @@ static void test_env_values_case_and_warning(void **state)
     assert_int_equal(strchr(err, '\n')[1], '\0');
 }
 
+/* Option struct sizes: from LDS_POOL_OPTIONS_SIZE_V1 to sizeof, nothing else; the
+ * *_default functions accept NULL. */
+static void test_options_size_rules(void **state)
+{
+    (void)state;
+    lds_pool_options_default(NULL); /* a no-op, documented */
+    lds_pool_options o;
+    lds_pool_options_default(&o);
+    assert_int_equal(o.size, sizeof o);
+    lds_pool *pool = NULL;
+    size_t bad[] = {0,
+                    8,
+                    16,
+                    offsetof(lds_pool_options, max_retained_bytes),
+                    LDS_POOL_OPTIONS_SIZE_V1 - 1,
+                    sizeof o + 1,
+                    sizeof o + 64};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        o.size = bad[i];
+        assert_int_equal(lds_pool_create(&o, &pool), LDS_E_INVALID_ARG);
+        assert_null(pool);
+    }
+    o.size = LDS_POOL_OPTIONS_SIZE_V1;
+    assert_int_equal(lds_pool_create(&o, &pool), LDS_OK);
+    lds_pool_free(pool);
+    o.size = sizeof o;
+    assert_int_equal(lds_pool_create(&o, &pool), LDS_OK);
+    lds_pool_free(pool);
+    lds_pool_stats_init(NULL);
+}
+
 static size_t rss_bytes(void)
 {
     long pages = 0, resident = 0;
@@ -1207,6 +1238,7 @@ int main(void)
         cmocka_unit_test(test_guard_faults_at_write),
         cmocka_unit_test(test_bypass_never_reuses),
         cmocka_unit_test(test_env_selects_check_mode),
+        cmocka_unit_test(test_options_size_rules),
         cmocka_unit_test(test_env_values_case_and_warning),
         cmocka_unit_test(test_burst_then_trim),
         cmocka_unit_test(test_huge_pages_aligned_and_trimmed),
