@@ -3,13 +3,16 @@
 
 #include <string.h>
 
-const char *lds_version(void) { return LDS_VERSION_STRING; }
+const char *lds_version(void)
+{
+    return LDS_VERSION_STRING;
+}
 
 const char *lds_strerror(lds_status status)
 {
     switch (status) {
-#define LDS__STATUS_TEXT(name, value, text) \
-    case LDS_##name:                        \
+#define LDS__STATUS_TEXT(name, value, text)                                                        \
+    case LDS_##name:                                                                               \
         return text;
         LDS_STATUS_LIST(LDS__STATUS_TEXT)
 #undef LDS__STATUS_TEXT
@@ -20,8 +23,8 @@ const char *lds_strerror(lds_status status)
 const char *lds_status_name(lds_status status)
 {
     switch (status) {
-#define LDS__STATUS_NAME(name, value, text) \
-    case LDS_##name:                        \
+#define LDS__STATUS_NAME(name, value, text)                                                        \
+    case LDS_##name:                                                                               \
         return #name;
         LDS_STATUS_LIST(LDS__STATUS_NAME)
 #undef LDS__STATUS_NAME
@@ -60,8 +63,7 @@ static const struct {
 static const struct {
     lds_metric metric;
     const char *name;
-} metric_names[] = {
-    {LDS_METRIC_COSINE, "cosine"}, {LDS_METRIC_DOT, "dot"}, {LDS_METRIC_L2, "l2"}};
+} metric_names[] = {{LDS_METRIC_COSINE, "cosine"}, {LDS_METRIC_DOT, "dot"}, {LDS_METRIC_L2, "l2"}};
 
 const char *lds_dtype_name(lds_dtype dtype)
 {

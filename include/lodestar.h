@@ -51,9 +51,9 @@ extern "C" {
 
 /* ==== version ============================================================ */
 
-#define LDS_VERSION_MAJOR 0
-#define LDS_VERSION_MINOR 1
-#define LDS_VERSION_PATCH 0
+#define LDS_VERSION_MAJOR  0
+#define LDS_VERSION_MINOR  1
+#define LDS_VERSION_PATCH  0
 #define LDS_VERSION_STRING "0.1.0"
 
 /** The library's version as "MAJOR.MINOR.PATCH"; a static string. */
@@ -65,30 +65,30 @@ LDS_API const char *lds_version(void);
  * One list generates the enum, lds_strerror() and lds_status_name().
  * The numeric values are pinned: never renumber or reuse one.
  */
-#define LDS_STATUS_LIST(X)                                                                  \
-    X(OK, 0, "success")                                                                     \
-    X(E_INVALID_ARG, 1, "invalid argument")                                                 \
-    X(E_NOMEM, 2, "out of memory")                                                          \
-    X(E_IO, 3, "input/output error")                                                        \
-    X(E_BAD_MAGIC, 4, "not a lodestar index (bad magic)")                                   \
-    X(E_VERSION, 5, "unsupported format major version")                                     \
-    X(E_HEADER_CHECK, 6, "header check value mismatch")                                     \
-    X(E_TRUNCATED, 7, "input ended before the declared length")                             \
-    X(E_TRAILING, 8, "bytes after the end of the payload")                                  \
-    X(E_BAD_SECTION, 9, "invalid section table")                                            \
-    X(E_CHECKSUM, 10, "payload checksum mismatch")                                          \
-    X(E_LIMIT, 11, "a configured limit was exceeded")                                       \
-    X(E_OVERFLOW, 12, "declared sizes overflow")                                            \
-    X(E_BAD_UTF8, 13, "key is not valid UTF-8")                                             \
-    X(E_DUP_KEY, 14, "duplicate key")                                                       \
-    X(E_BAD_VALUE, 15, "invalid field value")                                               \
-    X(E_LENGTH_MISMATCH, 16, "declared length disagrees with the transport")                \
-    X(E_ZSTD, 17, "zstd decompression error")                                               \
-    X(E_CANCELLED, 18, "cancelled")                                                         \
-    X(E_NOT_FOUND, 19, "not found")                                                         \
-    X(E_PARSE, 20, "malformed input")                                                       \
-    X(E_POOL_REFUSED, 21, "the pool refused the return")                                    \
-    X(E_UNSUPPORTED, 22, "unsupported operation")                                           \
+#define LDS_STATUS_LIST(X)                                                                         \
+    X(OK, 0, "success")                                                                            \
+    X(E_INVALID_ARG, 1, "invalid argument")                                                        \
+    X(E_NOMEM, 2, "out of memory")                                                                 \
+    X(E_IO, 3, "input/output error")                                                               \
+    X(E_BAD_MAGIC, 4, "not a lodestar index (bad magic)")                                          \
+    X(E_VERSION, 5, "unsupported format major version")                                            \
+    X(E_HEADER_CHECK, 6, "header check value mismatch")                                            \
+    X(E_TRUNCATED, 7, "input ended before the declared length")                                    \
+    X(E_TRAILING, 8, "bytes after the end of the payload")                                         \
+    X(E_BAD_SECTION, 9, "invalid section table")                                                   \
+    X(E_CHECKSUM, 10, "payload checksum mismatch")                                                 \
+    X(E_LIMIT, 11, "a configured limit was exceeded")                                              \
+    X(E_OVERFLOW, 12, "declared sizes overflow")                                                   \
+    X(E_BAD_UTF8, 13, "key is not valid UTF-8")                                                    \
+    X(E_DUP_KEY, 14, "duplicate key")                                                              \
+    X(E_BAD_VALUE, 15, "invalid field value")                                                      \
+    X(E_LENGTH_MISMATCH, 16, "declared length disagrees with the transport")                       \
+    X(E_ZSTD, 17, "zstd decompression error")                                                      \
+    X(E_CANCELLED, 18, "cancelled")                                                                \
+    X(E_NOT_FOUND, 19, "not found")                                                                \
+    X(E_PARSE, 20, "malformed input")                                                              \
+    X(E_POOL_REFUSED, 21, "the pool refused the return")                                           \
+    X(E_UNSUPPORTED, 22, "unsupported operation")                                                  \
     X(E_STATE, 23, "call not valid in the object's current state")
 
 typedef enum lds_status {
@@ -188,9 +188,9 @@ typedef struct lds_limits {
     uint64_t max_metadata_bytes; /* bytes of the whole metadata section; default 1 MiB */
 } lds_limits;
 
-#define LDS_DEFAULT_MAX_DIM UINT64_C(65536)
-#define LDS_DEFAULT_MAX_ROWS (UINT64_C(1) << 32)
-#define LDS_DEFAULT_MAX_KEY_BYTES UINT64_C(4096)
+#define LDS_DEFAULT_MAX_DIM            UINT64_C(65536)
+#define LDS_DEFAULT_MAX_ROWS           (UINT64_C(1) << 32)
+#define LDS_DEFAULT_MAX_KEY_BYTES      UINT64_C(4096)
 #define LDS_DEFAULT_MAX_METADATA_BYTES (UINT64_C(1) << 20)
 
 /** Smallest lds_limits.size accepted: the whole struct (see "Struct sizes"). */
