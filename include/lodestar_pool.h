@@ -23,7 +23,10 @@
  * fork(): a child of a multi-threaded process may use every pool the parent had (pthread_atfork
  * handlers hold the pool's locks across the fork). The buffers cached by the threads that do
  * not exist in the child go back to the shared stacks; leases those threads held stay counted
- * as out and are never reused by the child.
+ * as out and are never reused by the child. Under ThreadSanitizer, a fork() while pools exist
+ * needs TSAN_OPTIONS=detect_deadlocks=0: the fork handler holds every pool lock at once (about
+ * 163 per pool) and TSan's deadlock detector tracks at most 64 held locks, after which it stops
+ * the process with an internal CHECK.
  */
 #ifndef LODESTAR_POOL_H
 #define LODESTAR_POOL_H
