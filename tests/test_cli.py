@@ -24,7 +24,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lds_testrun import check, run_tests  # noqa: E402
 
 LODESTAR = os.path.abspath(sys.argv[1])
 FIXTURES = os.path.abspath(sys.argv[2])
@@ -47,11 +49,6 @@ def run(*args, stdin=None, input_bytes=None):
         timeout=60,
     )
     return p.returncode, p.stdout.decode(), p.stderr.decode(errors="replace")
-
-
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
 
 
 def expect(rc, out, err, code):
@@ -610,23 +607,5 @@ def test_readme_example():
     )
 
 
-def main():
-    tests = [(name, fn) for name, fn in globals().items() if name.startswith("test_")]
-    passed = failed = 0
-    for name, fn in tests:
-        try:
-            fn()
-        except Exception:
-            failed += 1
-            print(f"FAIL {name}")
-            traceback.print_exc(file=sys.stdout)
-        else:
-            passed += 1
-            print(f"ok   {name}")
-    shutil.rmtree(WORK, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_tests(globals(), WORK))

@@ -11,10 +11,11 @@ per test and "N passed, N failed"; exits 0 only if every test passed.
 
 import gc
 import os
-import shutil
 import sys
 import tempfile
-import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lds_testrun import check, run_tests  # noqa: E402
 
 if os.environ.get("LDS_SANITIZE"):
     print("skipped: LDS_SANITIZE is set (a sanitizer-built library cannot load into python)")
@@ -32,11 +33,6 @@ import lodestar  # noqa: E402
 WORK = tempfile.mkdtemp(prefix="lodestar-test-python-")
 VECTORS = np.array([[1, 0, 0, 0], [0.8, 0.6, 0, 0], [0, 0, 0, 1]], dtype=np.float32)
 KEYS = ["king", "queen", "apple"]
-
-
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
 
 
 def raises(exc, fn, *args):
@@ -132,23 +128,5 @@ def test_index_without_keys():
         raises(IndexError, idx.key, 3)
 
 
-def main():
-    tests = [(name, fn) for name, fn in globals().items() if name.startswith("test_")]
-    passed = failed = 0
-    for name, fn in tests:
-        try:
-            fn()
-        except Exception:
-            failed += 1
-            print(f"FAIL {name}")
-            traceback.print_exc(file=sys.stdout)
-        else:
-            passed += 1
-            print(f"ok   {name}")
-    shutil.rmtree(WORK, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_tests(globals(), WORK))
