@@ -68,9 +68,10 @@ int cli_parse_max_payload(const char *prog, const char *arg, cli_load_request *r
    default, to `f`. */
 void cli_print_max_payload_help(FILE *f);
 
-/* Loads an index with the loader, checksum verified. `info` receives what the load did. */
-lds_status cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info,
-                    lds_error *err);
+/* Loads an index with the loader, checksum verified. `info` receives what the load did.
+   Returns CLI_OK, or prints the loader's error (naming req->file, field and offset) and
+   returns its exit code. */
+int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info);
 
 /* Writes `x` in the shortest decimal form that reads back as the same float. */
 void cli_print_float(FILE *f, float x);

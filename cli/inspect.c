@@ -187,12 +187,9 @@ int cli_info(int argc, char **argv)
 
     lds_index *idx = NULL;
     lds_load_info info;
-    lds_error err;
-    lds_error_init(&err);
-    lds_status st = cli_load(&req, &idx, &info, &err);
-    if (st != LDS_OK)
-        return cli_fail(req.file, st, &err);
-    int rc = CLI_OK;
+    int rc = cli_load(&req, &idx, &info);
+    if (rc != CLI_OK)
+        return rc;
     if (json)
         rc = print_info_json(req.file, idx, &info);
     else
@@ -234,11 +231,9 @@ int cli_verify(int argc, char **argv)
 
     lds_index *idx = NULL;
     lds_load_info info;
-    lds_error err;
-    lds_error_init(&err);
-    lds_status st = cli_load(&req, &idx, &info, &err);
-    if (st != LDS_OK)
-        return cli_fail(req.file, st, &err);
+    int rc = cli_load(&req, &idx, &info);
+    if (rc != CLI_OK)
+        return rc;
     if (!lds_index_checksum_verified(idx)) {
         lds_index_free(idx);
         return cli_failf("%s: the checksum was not verified", req.file);

@@ -195,18 +195,16 @@ static int print_json(json_object *o)
 static int load_row(const query_args *a, lds_index **idx, uint64_t *row, float **vec)
 {
     lds_load_info info;
-    lds_error err;
-    lds_error_init(&err);
-    lds_status st = cli_load(&a->req, idx, &info, &err);
-    if (st != LDS_OK)
-        return cli_fail(a->req.file, st, &err);
+    int rc = cli_load(&a->req, idx, &info);
+    if (rc != CLI_OK)
+        return rc;
     if (!resolve_row(*idx, a, row))
         return CLI_FAIL;
     uint32_t dim = lds_index_dim(*idx);
     *vec = malloc(sizeof(float) * dim);
     if (!*vec)
         return cli_failf("out of memory");
-    st = lds_index_row_f32(*idx, *row, *vec, dim);
+    lds_status st = lds_index_row_f32(*idx, *row, *vec, dim);
     if (st != LDS_OK)
         return cli_fail(a->req.file, st, NULL);
     return -1;

@@ -210,8 +210,8 @@ void cli_put_escaped(FILE *f, const char *s, size_t len)
     }
 }
 
-lds_status cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info,
-                    lds_error *err)
+static lds_status load(const cli_load_request *req, lds_index **out, lds_load_info *info,
+                       lds_error *err)
 {
     lds_load_options opts;
     lds_load_options_default(&opts);
@@ -232,6 +232,14 @@ lds_status cli_load(const cli_load_request *req, lds_index **out, lds_load_info 
         return lds_load_fd(STDIN_FILENO, &opts, out, info, err);
     }
     return lds_load_path(req->file, &opts, out, info, err);
+}
+
+int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info)
+{
+    lds_error err;
+    lds_error_init(&err);
+    lds_status st = load(req, out, info, &err);
+    return st == LDS_OK ? CLI_OK : cli_fail(req->file, st, &err);
 }
 
 void cli_format_float(char *buf, size_t cap, float x)
