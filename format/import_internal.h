@@ -6,7 +6,10 @@
 #ifndef LDS_IMPORT_INTERNAL_H
 #define LDS_IMPORT_INTERNAL_H
 
-#include "lodestar.h"
+#include "lds_common.h"
+#include "lodestar_core.h"
+#include "lodestar_import.h"
+#include "lodestar_index.h"
 
 #include <locale.h>
 #include <stdarg.h>

@@ -11,13 +11,11 @@
  * and search may be called from any number of threads at once. A writer is used
  * by one thread at a time.
  */
-/* lodestar.h includes this header at its end; including lodestar.h first means
-   that whichever header a user includes first, every sibling sees the whole API. */
-#ifndef LODESTAR_INDEX_H
-#include "lodestar.h"
-#endif
 #ifndef LODESTAR_INDEX_H
 #define LODESTAR_INDEX_H
+
+/* The parser's whole dependency (docs/design.md, "The parts"): never the pool or loader. */
+#include "lodestar_core.h"
 
 #include <stdio.h>
 

@@ -26,7 +26,9 @@
 
 #include <stdio.h>
 
-#include "lodestar.h"
+#include "lodestar_core.h"
+#include "lodestar_index.h"
+#include "lodestar_pool.h"
 
 #ifdef __cplusplus
 extern "C" {

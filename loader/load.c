@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -99,7 +98,7 @@ static void hold_release(hold *h)
     if (h->kind == HOLD_LEASE)
         (void)lds_pool_return(h->pool, &h->lease, 0);
     else if (h->kind == HOLD_MAP)
-        munmap(h->map, h->map_len);
+        (void)lds__os_munmap(h->map, h->map_len);
     h->kind = HOLD_NONE;
 }
 
@@ -122,12 +121,7 @@ typedef struct load_ctx {
     size_t chunk;
 } load_ctx;
 
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
+#define now_ns lds__now_ns
 
 static bool info_size_ok(const lds_load_info *info)
 {
@@ -223,7 +217,7 @@ static lds_status choose_length(load_ctx *c, uint64_t declared, bool t_known, ui
     return LDS_OK;
 }
 
-/* Decodes the header, shifting error offsets to the stream position. */
+/* Decodes the header; error offsets (field and message) count from the stream start. */
 static lds_status decode_header(load_ctx *c, const unsigned char *bytes, size_t n, lds_header *h)
 {
     if (n < LDS_HEADER_SIZE)
@@ -231,9 +225,8 @@ static lds_status decode_header(load_ctx *c, const unsigned char *bytes, size_t 
                               "the input ended inside the %d-byte header after %zu bytes",
                               LDS_HEADER_SIZE, n);
     lds_status st = lds_header_decode(bytes, n, h, c->err);
-    if (st != LDS_OK && c->err != NULL &&
-        c->err->size >= offsetof(lds_error, offset) + sizeof c->err->offset)
-        c->err->offset += c->base;
+    if (st != LDS_OK)
+        lds__error_rebase(c->err, c->base);
     return st;
 }
 
@@ -283,11 +276,7 @@ typedef struct payload_buf {
     hold h;
 } payload_buf;
 
-static size_t page_round(size_t n)
-{
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    return n > SIZE_MAX - pg ? n : (n + pg - 1) / pg * pg;
-}
+#define page_round lds__page_round
 
 /* Grows the growable buffer past `received` (which equals its capacity),
  * geometrically but never more than LDS__GROW_AHEAD_MAX ahead, nor past `bound`. */
@@ -299,12 +288,13 @@ static lds_status grow(load_ctx *c, payload_buf *b, size_t received, size_t boun
     if (want > bound)
         want = bound;
     want = page_round(want);
-    void *p = b->ptr == NULL
-                  ? mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-                  : mremap(b->ptr, b->cap, want, MREMAP_MAYMOVE);
-    if (p == MAP_FAILED)
+    void *p = NULL;
+    int e = b->ptr == NULL ? lds__os_mmap(NULL, want, PROT_READ | PROT_WRITE,
+                                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &p)
+                           : lds__os_mremap(b->ptr, b->cap, want, MREMAP_MAYMOVE, &p);
+    if (e != 0)
         return lds__load_fail(c->err, LDS_E_NOMEM, "payload", c->base + LDS_HEADER_SIZE + received,
-                              errno, NULL, "cannot grow the payload buffer from %zu to %zu bytes",
+                              e, NULL, "cannot grow the payload buffer from %zu to %zu bytes",
                               b->cap, want);
     b->ptr = p;
     b->cap = want;
@@ -594,7 +584,8 @@ static lds_status load_stream(load_ctx *c, lds__source *src, const transport *t)
     if (b.growable && b.ptr != NULL) {
         /* Give back the address space beyond the payload (in place, never moves). */
         size_t keep = page_round(received > 0 ? received : 1);
-        if (keep < b.cap && mremap(b.ptr, b.cap, keep, 0) != MAP_FAILED) {
+        void *same;
+        if (keep < b.cap && lds__os_mremap(b.ptr, b.cap, keep, 0, &same) == 0) {
             b.cap = keep;
             b.h.map_len = keep;
             c->info.capacity_bytes = keep;
@@ -623,7 +614,7 @@ static lds_status load_mapped(load_ctx *c, int fd, const transport *t, bool *fal
     hold h = {.kind = HOLD_MAP, .map = p, .map_len = size};
     const unsigned char *at = p + t->pos;
     size_t n = size - (size_t)t->pos;
-    if (n >= 4 && at[0] == 0x28 && at[1] == 0xB5 && at[2] == 0x2F && at[3] == 0xFD) {
+    if (lds__is_zstd(at, n)) {
         hold_release(&h);
         *fall_back = true;
         return LDS_OK;
@@ -654,10 +645,10 @@ static lds_status load_mapped(load_ctx *c, int fd, const transport *t, bool *fal
 /* Position and size of a regular file behind `fd`, if it is one. */
 static void probe_fd(int fd, off_t pos, transport *t)
 {
-    struct stat sb;
-    if (fd >= 0 && pos >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+    uint64_t size;
+    if (fd >= 0 && pos >= 0 && lds__os_regular_size(fd, &size) == 0) {
         t->has_size = true;
-        t->size = (uint64_t)sb.st_size;
+        t->size = size;
         t->pos = (uint64_t)pos;
     }
 }
@@ -689,12 +680,9 @@ lds_status lds_load_path(const char *path, const lds_load_options *opts, lds_ind
         st = lds__load_fail(err, LDS_E_INVALID_ARG, "path", 0, 0, NULL, "the path is NULL");
     if (st != LDS_OK)
         return finish(&c, st, info);
-    int fd;
-    do
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0) {
-        int e = errno;
+    int fd = -1;
+    int e = lds__os_open(path, O_RDONLY, &fd);
+    if (e != 0) {
         return finish(&c,
                       lds__load_fail(err, LDS_E_IO, "path", 0, e, NULL, "cannot open %s: %s", path,
                                      strerror(e)),
@@ -767,7 +755,7 @@ lds_status lds_load_memory(const void *bytes, size_t n, bool copy, const lds_loa
     if (st != LDS_OK)
         return finish(&c, st, info);
     const unsigned char *b = bytes;
-    if (n >= 4 && b[0] == 0x28 && b[1] == 0xB5 && b[2] == 0x2F && b[3] == 0xFD) {
+    if (lds__is_zstd(b, n)) {
         /* A zstd frame: decode into a buffer of our own, never a rental. */
         transport t = {.no_pool = true};
         lds__source src;
