@@ -80,6 +80,17 @@ const char *lds__imp_noun(const char *field)
 
 /* ---- the reader --------------------------------------------------------- */
 
+/* What a file that is not a regular one is, for messages. */
+static const char *file_kind(mode_t m)
+{
+    return S_ISFIFO(m)   ? "a FIFO (pipe)"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISDIR(m)  ? "a directory"
+                         : "not a regular file";
+}
+
 lds_status lds__imp_reader_open(lds__imp_reader *r, const char *path, const char *field,
                                 size_t max_line, lds_error *err)
 {
@@ -87,8 +98,11 @@ lds_status lds__imp_reader_open(lds__imp_reader *r, const char *path, const char
     r->fd = -1;
     r->field = field;
     r->max_line = max_line;
+    /* The keys file is read twice (its lines are counted first) and a device or a pipe
+       may never end: it must be a regular file, checked before a byte is read (and
+       opened without waiting for a FIFO's writer). */
     bool keys = strcmp(field, "keys_path") == 0;
-    int e = lds__os_open(path, O_RDONLY, &r->fd);
+    int e = lds__os_open(path, O_RDONLY | (keys ? O_NONBLOCK : 0), &r->fd);
     if (e != 0) {
         errno = e;
         return lds__imp_fail(err, LDS_E_IO, field, 0, 0, "cannot open %s%s: %s",
@@ -100,6 +114,10 @@ lds_status lds__imp_reader_open(lds__imp_reader *r, const char *path, const char
         return lds__imp_fail(err, LDS_E_IO, field, 0, 0, "cannot stat %s%s: %s",
                              keys ? "the keys file " : "", path, strerror(e));
     }
+    if (keys && !S_ISREG(st.st_mode))
+        return lds__imp_fail(err, LDS_E_INVALID_ARG, field, 0, 0,
+                             "the keys file %s is %s; it must be a regular file", path,
+                             file_kind(st.st_mode));
     if (S_ISDIR(st.st_mode)) {
         errno = EISDIR;
         return lds__imp_fail(err, LDS_E_IO, field, 0, 0, "%s is a directory", path);
@@ -382,6 +400,17 @@ lds_status lds__imp_keys_count(lds__imp_ctx *c, uint64_t *lines, lds_error *err)
             count += r->buf[i] == '\n';
         last = r->buf[r->len - 1];
         r->pos = r->len;
+        /* Bounded whatever the file does: never past the size it had when opened (it
+           grows: refused), nor past one line more than max_rows. */
+        if (r->base + r->len > r->size)
+            return lds__error_fill(err, LDS_E_IO, "keys_path", r->size, false, 0, 0, NULL,
+                                   "the keys file grew past its size of %llu bytes while its "
+                                   "lines were counted",
+                                   (unsigned long long)r->size);
+        if (count > c->opts->limits.max_rows)
+            return lds__imp_fail(err, LDS_E_LIMIT, "keys_path", r->base + r->len, 0,
+                                 "the keys file holds more than max_rows = %llu lines",
+                                 (unsigned long long)c->opts->limits.max_rows);
     }
     if (last != -1 && last != '\n')
         count++;
