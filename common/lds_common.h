@@ -91,6 +91,47 @@ size_t lds__page_round(size_t n);
 /* Whether b[0, n) starts with the zstd frame magic. */
 bool lds__is_zstd(const void *b, size_t n);
 
+/* ==== fault recovery ==================================================== */
+
+/*
+ * A thread-local recovery point for SIGBUS and SIGSEGV, for code that reads a
+ * file mapping another process may truncate or rewrite. Use:
+ *
+ *     lds__fault_window w;
+ *     if (!lds__fault_install()) ... (no window: go on unprotected)
+ *     if (sigsetjmp(w.jb, 1) != 0) {  // a fault: w.sig, w.addr; window closed
+ *         if (w.cleanup) w.cleanup(w.cleanup_arg);
+ *         ...report...
+ *     }
+ *     lds__fault_enter(&w);
+ *     ...reads of the mapping...
+ *     lds__fault_leave(&w);
+ *
+ * The handler is installed once per process (lds__fault_install), for both
+ * signals; a fault on a thread with no open window goes to the handler found
+ * there before (or the default action). Code run inside the window registers
+ * what a jump out of it must free with lds__fault_set_cleanup (a no-op when
+ * no window is open). Variables of the function that called sigsetjmp and
+ * changed after it must be volatile to be read after a fault.
+ */
+#include <setjmp.h>
+
+typedef struct lds__fault_window {
+    sigjmp_buf jb;
+    struct lds__fault_window *prev;
+    void (*volatile cleanup)(void *);
+    void *volatile cleanup_arg;
+    volatile int sig;    /* SIGBUS or SIGSEGV after a fault */
+    void *volatile addr; /* the faulting address (si_addr) */
+} lds__fault_window;
+
+/* Installs the process-wide handler once; false if sigaction refused. */
+bool lds__fault_install(void);
+void lds__fault_enter(lds__fault_window *w);
+void lds__fault_leave(lds__fault_window *w);
+/* What a fault in the current window must free (replaces the previous one); NULL clears. */
+void lds__fault_set_cleanup(void (*fn)(void *), void *arg);
+
 /* ==== OS calls =========================================================== */
 
 /* Each returns 0 on success, else the errno value (errno itself is left as the

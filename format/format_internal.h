@@ -91,6 +91,10 @@ static inline uint64_t lds__align64(uint64_t x)
     return (x + 63u) & ~(uint64_t)63u;
 }
 
+/* Tests only: called by the parser at named points ("keys.offset checked": the key
+   offsets are validated, the keys not yet read), to change the payload underneath. */
+extern void (*lds__parse_test_hook)(const char *where);
+
 /* Converts one stored row (dim elements of dtype, any alignment) to float32. */
 void lds__row_to_f32(const uint8_t *src, lds_dtype dtype, float scale, uint32_t dim, float *out);
 

@@ -6,6 +6,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -119,6 +122,10 @@ typedef struct load_ctx {
     uint64_t t0_ns;
     uint64_t base; /* stream offset of the header, for error offsets */
     size_t chunk;
+    const char *name;   /* the path, for messages; NULL for an fd */
+    int fd;             /* the mapped path's file */
+    bool mapped;        /* the payload is a file mapping others may change */
+    void *pending_kept; /* parse()'s holder while the parser runs, for a fault */
 } load_ctx;
 
 #define now_ns lds__now_ns
@@ -255,7 +262,10 @@ static lds_status parse(load_ctx *c, const void *payload, size_t length, hold *h
         po.release_ctx = kept;
     }
     po.copy = c->own == LDS_OWN_COPY;
+    po.copy_key_offsets = c->mapped;
+    c->pending_kept = kept;
     lds_status st = lds_index_from_payload(payload, length, &po, c->out, c->err);
+    c->pending_kept = NULL;
     if (st != LDS_OK || kept == NULL) {
         free(kept);
         hold_release(h);
@@ -594,24 +604,25 @@ static lds_status load_stream(load_ctx *c, lds__source *src, const transport *t)
     return parse(c, b.ptr, received, &b.h, hashed, hash);
 }
 
-/* The mapped path. Sets *fall_back (and returns LDS_OK) when the read path
- * must run instead: the mapping failed, or the file is compressed. */
-static lds_status load_mapped(load_ctx *c, int fd, const transport *t, bool *fall_back)
+void (*lds__load_mapped_hook)(int fd, const char *stage);
+
+/* How messages name the mapped file. */
+static const char *file_name(const load_ctx *c, char *buf, size_t n)
 {
-    *fall_back = false;
-    if (t->size > SIZE_MAX || t->size == 0 || t->pos >= t->size) {
-        *fall_back = true;
-        return LDS_OK;
-    }
-    size_t size = (size_t)t->size;
-    int flags = MAP_PRIVATE | (c->o.populate ? MAP_POPULATE : 0);
-    unsigned char *p = lds__load_mmap(NULL, size, PROT_READ, flags, fd, 0);
-    if (p == MAP_FAILED) {
-        c->info.mmap_fallback = true;
-        *fall_back = true;
-        return LDS_OK;
-    }
+    if (c->name != NULL)
+        return c->name;
+    snprintf(buf, n, "fd %d", c->fd);
+    return buf;
+}
+
+/* The mapped path after the mmap: header, cross-checks, parse. Every read of
+ * the mapping happens here, inside the caller's fault window. */
+static lds_status mapped_parse(load_ctx *c, unsigned char *p, size_t size, const transport *t,
+                               bool *fall_back)
+{
     hold h = {.kind = HOLD_MAP, .map = p, .map_len = size};
+    if (lds__load_mapped_hook != NULL)
+        lds__load_mapped_hook(c->fd, "mapped");
     const unsigned char *at = p + t->pos;
     size_t n = size - (size_t)t->pos;
     if (lds__is_zstd(at, n)) {
@@ -639,7 +650,86 @@ static lds_status load_mapped(load_ctx *c, int fd, const transport *t, bool *fal
     c->info.payload_bytes = length;
     if (c->o.progress != NULL)
         c->o.progress(length, length, c->o.callback_ctx);
+    c->mapped = true;
     return parse(c, at + LDS_HEADER_SIZE, (size_t)length, &h, false, 0);
+}
+
+/* A SIGBUS or SIGSEGV while the mapping was read: the file shrank or changed underneath. */
+static lds_status mapped_fault(load_ctx *c, const lds__fault_window *w, unsigned char *p,
+                               size_t size)
+{
+    if (w->cleanup != NULL)
+        w->cleanup(w->cleanup_arg); /* the index the parser was building */
+    free(c->pending_kept);
+    c->pending_kept = NULL;
+    (void)lds__os_munmap(p, size);
+    uintptr_t a = (uintptr_t)w->addr, lo = (uintptr_t)p;
+    uint64_t at = a >= lo && a - lo < size ? (uint64_t)(a - lo) : 0;
+    uint64_t now = 0;
+    bool known = lds__os_regular_size(c->fd, &now) == 0;
+    char buf[32];
+    const char *name = file_name(c, buf, sizeof buf);
+    c->info.path = LDS_LOAD_MAPPED;
+    if (w->sig == SIGBUS || (known && now < size))
+        return lds__load_fail(c->err, LDS_E_TRUNCATED, "file", at, 0, NULL,
+                              "%s shrank from %zu to %llu bytes while it was mapped and "
+                              "validated (%s reading it)",
+                              name, size, (unsigned long long)now,
+                              w->sig == SIGBUS ? "SIGBUS" : "SIGSEGV");
+    return lds__load_fail(c->err, LDS_E_IO, "file", at, 0, NULL,
+                          "%s changed while it was mapped and validated (SIGSEGV reading it)",
+                          name);
+}
+
+/* The mapped path. Sets *fall_back (and returns LDS_OK) when the read path
+ * must run instead: the mapping failed, or the file is compressed. The header
+ * and the parse run inside a fault window, so a file truncated or rewritten
+ * underneath ends the load with an error instead of the process; the parser
+ * copies the key offsets it validates (copy_key_offsets), and the file's size
+ * is checked again after the parse. Accesses after the load are not covered
+ * (the hazard documented at lds_load_options.use_mmap). */
+static lds_status load_mapped(load_ctx *c, int fd, const transport *t, bool *fall_back)
+{
+    *fall_back = false;
+    if (t->size > SIZE_MAX || t->size == 0 || t->pos >= t->size) {
+        *fall_back = true;
+        return LDS_OK;
+    }
+    size_t size = (size_t)t->size;
+    int flags = MAP_PRIVATE | (c->o.populate ? MAP_POPULATE : 0);
+    unsigned char *p = lds__load_mmap(NULL, size, PROT_READ, flags, fd, 0);
+    if (p == MAP_FAILED) {
+        c->info.mmap_fallback = true;
+        *fall_back = true;
+        return LDS_OK;
+    }
+    c->fd = fd;
+    lds__fault_window w;
+    bool guarded = lds__fault_install();
+    if (guarded && sigsetjmp(w.jb, 1) != 0)
+        return mapped_fault(c, &w, p, size);
+    if (guarded)
+        lds__fault_enter(&w);
+    lds_status st = mapped_parse(c, p, size, t, fall_back);
+    if (guarded)
+        lds__fault_leave(&w);
+    if (st != LDS_OK || *fall_back)
+        return st;
+    if (lds__load_mapped_hook != NULL)
+        lds__load_mapped_hook(fd, "parsed");
+    /* A shrink the parse did not run into leaves the pages an adopting index borrows
+     * faulting later (a copy no longer needs the file). */
+    uint64_t now;
+    if (c->own == LDS_OWN_ADOPT && lds__os_regular_size(fd, &now) == 0 && now < t->size) {
+        lds_index_free(*c->out);
+        *c->out = NULL;
+        char buf[32];
+        return lds__load_fail(c->err, LDS_E_TRUNCATED, "file", now, 0, NULL,
+                              "%s shrank from %llu to %llu bytes while it was being loaded",
+                              file_name(c, buf, sizeof buf), (unsigned long long)t->size,
+                              (unsigned long long)now);
+    }
+    return LDS_OK;
 }
 
 /* Position and size of a regular file behind `fd`, if it is one. */
@@ -688,6 +778,7 @@ lds_status lds_load_path(const char *path, const lds_load_options *opts, lds_ind
                                      strerror(e)),
                       info);
     }
+    c.name = path;
     st = load_fd(&c, fd);
     close(fd);
     return finish(&c, st, info);

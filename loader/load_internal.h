@@ -87,4 +87,9 @@ lds_status lds__load_fail(lds_error *err, lds_status status, const char *field, 
 extern void *(*lds__load_mmap)(void *addr, size_t length, int prot, int flags, int fd,
                                off_t offset);
 
+/* Tests only: called on the mapped path with the file's fd at "mapped" (the file
+ * is mapped, nothing read yet) and "parsed" (the parse succeeded, the file's size
+ * not yet checked again), to change the file underneath. */
+extern void (*lds__load_mapped_hook)(int fd, const char *stage);
+
 #endif /* LDS_LOAD_INTERNAL_H */
