@@ -664,21 +664,22 @@ static lds_status mapped_fault(load_ctx *c, const lds__fault_window *w, unsigned
     c->pending_kept = NULL;
     (void)lds__os_munmap(p, size);
     uintptr_t a = (uintptr_t)w->addr, lo = (uintptr_t)p;
-    uint64_t at = a >= lo && a - lo < size ? (uint64_t)(a - lo) : 0;
+    uint64_t at = a >= lo && a - lo < size ? (uint64_t)(a - lo) : 0; /* file offset */
     uint64_t now = 0;
     bool known = lds__os_regular_size(c->fd, &now) == 0;
     char buf[32];
     const char *name = file_name(c, buf, sizeof buf);
     c->info.path = LDS_LOAD_MAPPED;
+    bool in_map = a >= lo && a - lo < size; /* else the offset is unknown: none printed */
     if (w->sig == SIGBUS || (known && now < size))
-        return lds__load_fail(c->err, LDS_E_TRUNCATED, "file", at, 0, NULL,
-                              "%s shrank from %zu to %llu bytes while it was mapped and "
-                              "validated (%s reading it)",
-                              name, size, (unsigned long long)now,
-                              w->sig == SIGBUS ? "SIGBUS" : "SIGSEGV");
-    return lds__load_fail(c->err, LDS_E_IO, "file", at, 0, NULL,
-                          "%s changed while it was mapped and validated (SIGSEGV reading it)",
-                          name);
+        return lds__error_fill(c->err, LDS_E_TRUNCATED, "file", at, in_map, 0, 0, NULL,
+                               "%s shrank from %zu to %llu bytes while it was mapped and "
+                               "validated (%s reading it)",
+                               name, size, (unsigned long long)now,
+                               w->sig == SIGBUS ? "SIGBUS" : "SIGSEGV");
+    return lds__error_fill(c->err, LDS_E_IO, "file", at, in_map, 0, 0, NULL,
+                           "%s changed while it was mapped and validated (SIGSEGV reading it)",
+                           name);
 }
 
 /* The mapped path. Sets *fall_back (and returns LDS_OK) when the read path

@@ -144,6 +144,7 @@ typedef struct outcome {
     lds_status status;
     enum lds_load_path load_path;
     char field[32];
+    uint64_t offset;
     char message[256];
     char key5[32];      /* lds_index_key of row 5 after a successful load */
     uint64_t found_row; /* lds_index_find_key("key-012345") */
@@ -179,6 +180,7 @@ static outcome load_in_child(void (*load_hook)(int, const char *), void (*parse_
         r.load_path = info.path;
         snprintf(r.field, sizeof r.field, "%s", err.field ? err.field : "");
         memcpy(r.message, err.message, sizeof r.message);
+        r.offset = err.offset;
         r.found_row = UINT64_MAX;
         if (r.status == LDS_OK) {
             const char *k;
@@ -234,6 +236,11 @@ static void test_truncated_while_validated(void **state)
         assert_string_equal(r.field, "file");
         assert_non_null(strstr(r.message, path));
         assert_non_null(strstr(r.message, "shrank"));
+        /* The byte it faulted on lies past the new end, and the message names it. */
+        assert_true(r.offset >= (uint64_t)sizes[i]);
+        char at[48];
+        snprintf(at, sizeof at, "(at byte %llu)", (unsigned long long)r.offset);
+        assert_non_null(strstr(r.message, at));
     }
     write_index();
 }
