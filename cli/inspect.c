@@ -17,6 +17,7 @@ static const char info_usage[] =
     "options:\n"
     "  --json      print one JSON object instead of text\n"
     "  --mmap      map the file instead of reading it (regular files only)\n"
+    "              do not truncate or rewrite it in place while in use\n"
     "  --no-mmap   read the file into a pooled buffer (the default)\n"
     "  -h, --help  print this help\n";
 /* followed by cli_print_max_payload_help() */

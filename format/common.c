@@ -1,5 +1,5 @@
 /* Version, status names, dtype and metric names, default limits. */
-#include "lodestar.h"
+#include "lodestar_core.h"
 
 #include <string.h>
 

@@ -2,7 +2,9 @@
 #ifndef LDS_FORMAT_INTERNAL_H
 #define LDS_FORMAT_INTERNAL_H
 
-#include "lodestar.h"
+#include "lds_common.h"
+#include "lodestar_core.h"
+#include "lodestar_index.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -89,31 +91,9 @@ static inline uint64_t lds__align64(uint64_t x)
     return (x + 63u) & ~(uint64_t)63u;
 }
 
-/*
- * Records a refusal in `err` (if non-NULL), writing only the fields that fit in
- * err->size, and returns `status`. The message is the formatted text followed
- * by " (at byte OFFSET)" when `field` is non-NULL.
- */
-lds_status lds__fail(lds_error *err, lds_status status, const char *field, uint64_t offset,
-                     const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 5, 6)))
-#endif
-    ;
-
-/* As lds__fail, and sets sys_errno to `errnum` (a failed system call). */
-lds_status lds__fail_errno(lds_error *err, lds_status status, int errnum, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-
-/* Bytes of the longest prefix of s[0, n) that holds only ASCII (< 0x80). */
-size_t lds__ascii_prefix(const uint8_t *s, size_t n);
-
-/* Strict UTF-8 check (format.md §3.5). Returns true if s[0, n) is valid; else
-   false and the index of the first bad byte in *bad and a reason in *why. */
-bool lds__utf8_valid(const uint8_t *s, size_t n, size_t *bad, const char **why);
+/* Tests only: called by the parser at named points ("keys.offset checked": the key
+   offsets are validated, the keys not yet read), to change the payload underneath. */
+extern void (*lds__parse_test_hook)(const char *where);
 
 /* Converts one stored row (dim elements of dtype, any alignment) to float32. */
 void lds__row_to_f32(const uint8_t *src, lds_dtype dtype, float scale, uint32_t dim, float *out);

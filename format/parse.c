@@ -31,8 +31,13 @@ typedef struct parser {
     uint32_t dim;
     uint32_t flags;
     lds_dtype dtype;
+    uint16_t metric;     /* table.metric, read once */
+    uint32_t scale_bits; /* table.i8_scale, read once */
+    bool copy_offsets;   /* lds_parse_options.copy_key_offsets */
     section vectors, ids, keys, meta;
 } parser;
+
+void (*lds__parse_test_hook)(const char *where);
 
 void lds_parse_options_default(lds_parse_options *o)
 {
@@ -56,6 +61,11 @@ static void index_destroy(lds_index *idx)
     free(atomic_load(&idx->id_slots));
     pthread_mutex_destroy(&idx->id_lock);
     free(idx);
+}
+
+static void index_destroy_cb(void *idx)
+{
+    index_destroy((lds_index *)idx);
 }
 
 void lds_index_free(lds_index *idx)
@@ -127,10 +137,12 @@ static lds_status check_footer_and_table(parser *ps)
         return lds__fail(err, LDS_E_BAD_VALUE, "table.dtype", AT(ps, T + 12),
                          "table.dtype: %u is not a known element type", (unsigned)dtype);
     uint16_t metric = lds__ld16(t + 14);
+    ps->metric = metric;
     if (!lds_metric_name((lds_metric)metric))
         return lds__fail(err, LDS_E_BAD_VALUE, "table.metric", AT(ps, T + 14),
                          "table.metric: %u is not a known metric", (unsigned)metric);
     uint32_t scale_bits = lds__ld32(t + 16);
+    ps->scale_bits = scale_bits;
     float scale = lds__bits_f32(scale_bits);
     if (ps->dtype == LDS_DTYPE_I8 ? !(isfinite(scale) && scale > 0.0f) : scale_bits != 0)
         return lds__fail(err, LDS_E_BAD_VALUE, "table.i8_scale", AT(ps, T + 16),
@@ -338,6 +350,18 @@ static lds_status check_keys(parser *ps, lds_index *idx)
                          (unsigned long long)n);
     const uint8_t *offs = ps->p + s->offset;
     const uint8_t *bytes = offs + offs_len;
+    if (ps->copy_offsets) {
+        /* Validate a copy and keep only the copy (idx->owned until the caller moves it),
+           so a payload rewritten underneath cannot change an offset after its check. */
+        uint8_t *copy = (uint8_t *)malloc(offs_len > 0 ? (size_t)offs_len : 1);
+        if (!copy)
+            return lds__fail(ps->err, LDS_E_NOMEM, NULL, 0,
+                             "no memory to copy %llu bytes of key offsets",
+                             (unsigned long long)offs_len);
+        memcpy(copy, offs, (size_t)offs_len);
+        idx->owned = copy;
+        offs = copy;
+    }
     uint64_t blen = s->length - offs_len;
     uint64_t bytes_at = s->offset + offs_len;
     /* The loop that names the first fault runs only when there is one. */
@@ -373,6 +397,8 @@ static lds_status check_keys(parser *ps, lds_index *idx)
                              (unsigned long long)blen);
         prev = o;
     }
+    if (lds__parse_test_hook)
+        lds__parse_test_hook("keys.offset checked");
     /* K6. A key of ASCII bytes only is valid whatever the key boundaries, so
        one scan of the whole bytes area finds the keys that need the full check. */
     uint64_t r = 0;
@@ -497,7 +523,7 @@ static lds_status check_meta(parser *ps, lds_index *idx)
         return lds__fail(ps->err, LDS_E_NOMEM, NULL, 0, "no memory for %u metadata entries",
                          (unsigned)count);
     lds_status st = LDS_OK;
-    const char *metric_name = lds_metric_name((lds_metric)lds__ld16(p + ps->table + 14));
+    const char *metric_name = lds_metric_name((lds_metric)ps->metric);
     bool normalized = ps->flags & LDS__TF_NORMALIZED;
     uint64_t pos = 4, arena = 0;
     for (uint32_t j = 0; j < count && st == LDS_OK; j++) {
@@ -588,10 +614,18 @@ static lds_status check_meta(parser *ps, lds_index *idx)
                              (unsigned long long)arena);
     }
     char *a = idx->meta_arena;
+    uint64_t left = arena;
     pos = off + 4;
     for (uint32_t j = 0; j < count; j++) {
         for (int part = 0; part < 2; part++) {
+            /* Lengths are read again here: bound them by what was checked, so a
+               payload rewritten since (a shared mapping) cannot overrun the arena. */
             uint32_t n = lds__ld32(p + pos);
+            if ((uint64_t)n + 1 > left || pos + 4 + (uint64_t)n > off + len)
+                return lds__fail(ps->err, LDS_E_BAD_SECTION, "metadata.count", AT(ps, pos),
+                                 "metadata[%u]: the section changed while it was parsed",
+                                 (unsigned)j);
+            left -= (uint64_t)n + 1;
             memcpy(a, p + pos + 4, n);
             a[n] = '\0';
             idx->meta[2 * j + (unsigned)part] = a;
@@ -645,6 +679,7 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
     ps.p = (const uint8_t *)payload;
     ps.length = length;
     ps.base = o.base_offset;
+    ps.copy_offsets = o.copy_key_offsets;
     ps.err = err;
 
     uint64_t L = length;
@@ -690,38 +725,52 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
         return lds__fail(err, LDS_E_NOMEM, NULL, 0, "cannot initialize the id table lock");
     }
     atomic_init(&idx->id_slots, NULL);
+    /* A fault inside a loader's recovery window (a mapped file truncated underneath)
+       jumps out of the parse: the index built so far is freed there. */
+    lds__fault_set_cleanup(index_destroy_cb, idx);
     if (ps.keys.present)
         st = check_keys(&ps, idx);
     if (st == LDS_OK && ps.meta.present)
         st = check_meta(&ps, idx);
     if (st != LDS_OK) {
+        lds__fault_set_cleanup(NULL, NULL);
         index_destroy(idx);
         return st;
     }
 
     const uint8_t *base = ps.p;
+    /* copy_key_offsets: the validated copy check_keys left in idx->owned. */
+    uint8_t *offs_copy = ps.copy_offsets && ps.keys.present ? (uint8_t *)idx->owned : NULL;
+    uint64_t offs_len = ps.keys.present ? (ps.rows + 1) * idx->key_width : 0;
     if (o.copy && ps.table > 0) {
         uint64_t cap = ps.table; /* a multiple of 64, as aligned_alloc requires */
         idx->owned = aligned_alloc(64, (size_t)cap);
         if (!idx->owned) {
+            free(offs_copy);
+            lds__fault_set_cleanup(NULL, NULL);
             index_destroy(idx);
             return lds__fail(err, LDS_E_NOMEM, NULL, 0, "no memory to copy %llu payload bytes",
                              (unsigned long long)cap);
         }
         memcpy(idx->owned, ps.p, (size_t)ps.table);
         base = (const uint8_t *)idx->owned;
+        if (offs_copy) { /* the offsets as validated, not as they may read now */
+            memcpy((uint8_t *)idx->owned + ps.keys.offset, offs_copy, (size_t)offs_len);
+            free(offs_copy);
+            offs_copy = NULL;
+        }
     }
     idx->vectors = base;
     idx->ids = ps.ids.present ? base + ps.ids.offset : NULL;
     if (ps.keys.present) {
-        idx->key_offsets = base + ps.keys.offset;
-        idx->key_bytes = idx->key_offsets + (ps.rows + 1) * idx->key_width;
+        idx->key_offsets = offs_copy ? offs_copy : base + ps.keys.offset;
+        idx->key_bytes = base + ps.keys.offset + offs_len;
     }
     idx->rows = ps.rows;
     idx->dim = ps.dim;
     idx->dtype = ps.dtype;
-    idx->metric = (lds_metric)lds__ld16(ps.p + ps.table + 14);
-    idx->i8_scale = lds__bits_f32(lds__ld32(ps.p + ps.table + 16));
+    idx->metric = (lds_metric)ps.metric;
+    idx->i8_scale = lds__bits_f32(ps.scale_bits);
     idx->flags = ps.flags;
     idx->row_bytes = (size_t)row_bytes;
     idx->payload_length = L;
@@ -731,6 +780,7 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
         idx->release = o.release;
         idx->release_ctx = o.release_ctx;
     }
+    lds__fault_set_cleanup(NULL, NULL);
     *out = idx;
     return LDS_OK;
 }

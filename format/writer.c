@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -396,10 +395,8 @@ lds_status lds_writer_open_path(const char *path, const lds_writer_options *opts
         return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory");
     }
     static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid() ^
-                    (uint64_t)(uintptr_t)w;
+    uint64_t now = lds__now_ns();
+    uint64_t seed = now ^ (now << 20) ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)w;
     for (int attempt = 0; attempt < 100; attempt++) {
         seed = seed * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
         char suffix[7];

@@ -14,7 +14,7 @@
 #ifndef LODESTAR_IMPORT_H
 #define LODESTAR_IMPORT_H
 
-#include "lodestar.h"
+#include "lodestar_core.h"
 
 #ifdef __cplusplus
 extern "C" {

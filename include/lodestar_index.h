@@ -11,13 +11,11 @@
  * and search may be called from any number of threads at once. A writer is used
  * by one thread at a time.
  */
-/* lodestar.h includes this header at its end; including lodestar.h first means
-   that whichever header a user includes first, every sibling sees the whole API. */
-#ifndef LODESTAR_INDEX_H
-#include "lodestar.h"
-#endif
 #ifndef LODESTAR_INDEX_H
 #define LODESTAR_INDEX_H
+
+/* The parser's whole dependency (docs/design.md, "The parts"): never the pool or loader. */
+#include "lodestar_core.h"
 
 #include <stdio.h>
 
@@ -103,9 +101,19 @@ LDS_API lds_status lds_header_encode(const lds_header *h, void *out);
  *   parsing fails, and ignored in copy mode.
  * - base_offset: file offset of payload[0], added to every error offset;
  *   default LDS_HEADER_SIZE.
- * - size: sizeof(lds_parse_options), set by the default function; any other
- *   value is LDS_E_INVALID_ARG (rule: "Struct sizes" in lodestar.h; minimum
- *   LDS_PARSE_OPTIONS_MIN_SIZE), as is limits.size outside its range.
+ * - copy_key_offsets: default false. The key offsets are validated, then read
+ *   again by every key lookup. With this set the parser copies them first
+ *   ((rows + 1) x 4 or 8 bytes of its own), validates the copy and the index
+ *   uses only the copy, so bytes of `payload` that another party rewrites
+ *   while or after it is parsed (a shared file mapping) cannot send a key
+ *   read outside the payload; other changed bytes then read as changed data
+ *   (vectors, ids, key text), never out of bounds. The loader sets it on
+ *   its mapped path. Added after base_offset: an older, shorter struct gets
+ *   the default.
+ * - size: sizeof(lds_parse_options), set by the default function, or an older
+ *   size of at least LDS_PARSE_OPTIONS_MIN_SIZE; any other value is
+ *   LDS_E_INVALID_ARG (rule: "Struct sizes" in lodestar_core.h), as is
+ *   limits.size outside its range.
  */
 typedef struct lds_parse_options {
     size_t size;
@@ -117,10 +125,12 @@ typedef struct lds_parse_options {
     void (*release)(void *ctx);
     void *release_ctx;
     uint64_t base_offset;
+    bool copy_key_offsets;
 } lds_parse_options;
 
-/** Smallest lds_parse_options.size accepted (see "Struct sizes" in lodestar.h). */
-#define LDS_PARSE_OPTIONS_MIN_SIZE sizeof(lds_parse_options)
+/** Smallest lds_parse_options.size accepted (see "Struct sizes" in lodestar.h): the
+    struct before copy_key_offsets. */
+#define LDS_PARSE_OPTIONS_MIN_SIZE (offsetof(lds_parse_options, base_offset) + sizeof(uint64_t))
 
 /** Fills `o` with the defaults described at lds_parse_options. NULL is ignored. */
 LDS_API void lds_parse_options_default(lds_parse_options *o);

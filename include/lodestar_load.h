@@ -26,7 +26,9 @@
 
 #include <stdio.h>
 
-#include "lodestar.h"
+#include "lodestar_core.h"
+#include "lodestar_index.h"
+#include "lodestar_pool.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -95,13 +97,24 @@ typedef struct lds_load_options {
     /** lds_load_path / lds_load_fd on an uncompressed regular file: map it instead
      *  of reading it (LDS_LOAD_MAPPED). If mapping fails the load falls back to the
      *  read path and sets lds_load_info.mmap_fallback. Default false.
-     *  While a mapped index lives (LDS_OWN_ADOPT), the file must not be
-     *  truncated or rewritten in place: truncation makes a later access die of
-     *  SIGBUS, and an in-place rewrite can change bytes the parser already
-     *  validated (a key offset, say), so a later access may read out of bounds
-     *  or crash. Replace files by writing a new one and renaming it over the
-     *  old (as lds_writer_open_path does), or load with LDS_OWN_COPY, which
-     *  unmaps before the load returns (docs/adr/0007-mapped-path.md). */
+     *  During the load, a file truncated or rewritten underneath is an error,
+     *  not a crash: the header and the parse run inside a recovery window for
+     *  SIGBUS/SIGSEGV (LDS_E_TRUNCATED, field "file", naming the file and its
+     *  sizes; LDS_E_IO for another fault), the parser keeps its own copy of the
+     *  key offsets it validated (lds_parse_options.copy_key_offsets), and with
+     *  LDS_OWN_ADOPT the file's size is checked again after the parse. To do
+     *  that the library installs, once per process, a handler for SIGBUS and
+     *  SIGSEGV that passes every fault outside such a window to the handler
+     *  installed before it (or the default action); a handler installed later
+     *  that does not pass faults on disables the window (docs/adr/0012).
+     *  After the load, while a mapped index lives (LDS_OWN_ADOPT), the file
+     *  must still not be truncated or rewritten in place: truncation makes a
+     *  later access die of SIGBUS, and a rewrite shows through the private
+     *  mapping (pages never written are the file's pages), so vectors, ids and
+     *  key text may read as changed bytes (never outside the mapping).
+     *  Replace files by writing a new one and renaming it over the old (as
+     *  lds_writer_open_path does), or load with LDS_OWN_COPY, which unmaps
+     *  before the load returns (docs/adr/0007-mapped-path.md). */
     bool use_mmap;
     /** With use_mmap: ask the kernel to pre-fault the mapping (MAP_POPULATE).
      *  Default false. */

@@ -31,7 +31,7 @@
 #ifndef LODESTAR_POOL_H
 #define LODESTAR_POOL_H
 
-#include "lodestar.h"
+#include "lodestar_core.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -6,11 +6,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -99,7 +101,7 @@ static void hold_release(hold *h)
     if (h->kind == HOLD_LEASE)
         (void)lds_pool_return(h->pool, &h->lease, 0);
     else if (h->kind == HOLD_MAP)
-        munmap(h->map, h->map_len);
+        (void)lds__os_munmap(h->map, h->map_len);
     h->kind = HOLD_NONE;
 }
 
@@ -120,14 +122,13 @@ typedef struct load_ctx {
     uint64_t t0_ns;
     uint64_t base; /* stream offset of the header, for error offsets */
     size_t chunk;
+    const char *name;   /* the path, for messages; NULL for an fd */
+    int fd;             /* the mapped path's file */
+    bool mapped;        /* the payload is a file mapping others may change */
+    void *pending_kept; /* parse()'s holder while the parser runs, for a fault */
 } load_ctx;
 
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
+#define now_ns lds__now_ns
 
 static bool info_size_ok(const lds_load_info *info)
 {
@@ -223,7 +224,7 @@ static lds_status choose_length(load_ctx *c, uint64_t declared, bool t_known, ui
     return LDS_OK;
 }
 
-/* Decodes the header, shifting error offsets to the stream position. */
+/* Decodes the header; error offsets (field and message) count from the stream start. */
 static lds_status decode_header(load_ctx *c, const unsigned char *bytes, size_t n, lds_header *h)
 {
     if (n < LDS_HEADER_SIZE)
@@ -231,9 +232,8 @@ static lds_status decode_header(load_ctx *c, const unsigned char *bytes, size_t 
                               "the input ended inside the %d-byte header after %zu bytes",
                               LDS_HEADER_SIZE, n);
     lds_status st = lds_header_decode(bytes, n, h, c->err);
-    if (st != LDS_OK && c->err != NULL &&
-        c->err->size >= offsetof(lds_error, offset) + sizeof c->err->offset)
-        c->err->offset += c->base;
+    if (st != LDS_OK)
+        lds__error_rebase(c->err, c->base);
     return st;
 }
 
@@ -262,7 +262,10 @@ static lds_status parse(load_ctx *c, const void *payload, size_t length, hold *h
         po.release_ctx = kept;
     }
     po.copy = c->own == LDS_OWN_COPY;
+    po.copy_key_offsets = c->mapped;
+    c->pending_kept = kept;
     lds_status st = lds_index_from_payload(payload, length, &po, c->out, c->err);
+    c->pending_kept = NULL;
     if (st != LDS_OK || kept == NULL) {
         free(kept);
         hold_release(h);
@@ -283,11 +286,7 @@ typedef struct payload_buf {
     hold h;
 } payload_buf;
 
-static size_t page_round(size_t n)
-{
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    return n > SIZE_MAX - pg ? n : (n + pg - 1) / pg * pg;
-}
+#define page_round lds__page_round
 
 /* Grows the growable buffer past `received` (which equals its capacity),
  * geometrically but never more than LDS__GROW_AHEAD_MAX ahead, nor past `bound`. */
@@ -299,12 +298,13 @@ static lds_status grow(load_ctx *c, payload_buf *b, size_t received, size_t boun
     if (want > bound)
         want = bound;
     want = page_round(want);
-    void *p = b->ptr == NULL
-                  ? mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-                  : mremap(b->ptr, b->cap, want, MREMAP_MAYMOVE);
-    if (p == MAP_FAILED)
+    void *p = NULL;
+    int e = b->ptr == NULL ? lds__os_mmap(NULL, want, PROT_READ | PROT_WRITE,
+                                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &p)
+                           : lds__os_mremap(b->ptr, b->cap, want, MREMAP_MAYMOVE, &p);
+    if (e != 0)
         return lds__load_fail(c->err, LDS_E_NOMEM, "payload", c->base + LDS_HEADER_SIZE + received,
-                              errno, NULL, "cannot grow the payload buffer from %zu to %zu bytes",
+                              e, NULL, "cannot grow the payload buffer from %zu to %zu bytes",
                               b->cap, want);
     b->ptr = p;
     b->cap = want;
@@ -594,7 +594,8 @@ static lds_status load_stream(load_ctx *c, lds__source *src, const transport *t)
     if (b.growable && b.ptr != NULL) {
         /* Give back the address space beyond the payload (in place, never moves). */
         size_t keep = page_round(received > 0 ? received : 1);
-        if (keep < b.cap && mremap(b.ptr, b.cap, keep, 0) != MAP_FAILED) {
+        void *same;
+        if (keep < b.cap && lds__os_mremap(b.ptr, b.cap, keep, 0, &same) == 0) {
             b.cap = keep;
             b.h.map_len = keep;
             c->info.capacity_bytes = keep;
@@ -603,27 +604,28 @@ static lds_status load_stream(load_ctx *c, lds__source *src, const transport *t)
     return parse(c, b.ptr, received, &b.h, hashed, hash);
 }
 
-/* The mapped path. Sets *fall_back (and returns LDS_OK) when the read path
- * must run instead: the mapping failed, or the file is compressed. */
-static lds_status load_mapped(load_ctx *c, int fd, const transport *t, bool *fall_back)
+void (*lds__load_mapped_hook)(int fd, const char *stage);
+
+/* How messages name the mapped file. */
+static const char *file_name(const load_ctx *c, char *buf, size_t n)
 {
-    *fall_back = false;
-    if (t->size > SIZE_MAX || t->size == 0 || t->pos >= t->size) {
-        *fall_back = true;
-        return LDS_OK;
-    }
-    size_t size = (size_t)t->size;
-    int flags = MAP_PRIVATE | (c->o.populate ? MAP_POPULATE : 0);
-    unsigned char *p = lds__load_mmap(NULL, size, PROT_READ, flags, fd, 0);
-    if (p == MAP_FAILED) {
-        c->info.mmap_fallback = true;
-        *fall_back = true;
-        return LDS_OK;
-    }
+    if (c->name != NULL)
+        return c->name;
+    snprintf(buf, n, "fd %d", c->fd);
+    return buf;
+}
+
+/* The mapped path after the mmap: header, cross-checks, parse. Every read of
+ * the mapping happens here, inside the caller's fault window. */
+static lds_status mapped_parse(load_ctx *c, unsigned char *p, size_t size, const transport *t,
+                               bool *fall_back)
+{
     hold h = {.kind = HOLD_MAP, .map = p, .map_len = size};
+    if (lds__load_mapped_hook != NULL)
+        lds__load_mapped_hook(c->fd, "mapped");
     const unsigned char *at = p + t->pos;
     size_t n = size - (size_t)t->pos;
-    if (n >= 4 && at[0] == 0x28 && at[1] == 0xB5 && at[2] == 0x2F && at[3] == 0xFD) {
+    if (lds__is_zstd(at, n)) {
         hold_release(&h);
         *fall_back = true;
         return LDS_OK;
@@ -648,16 +650,96 @@ static lds_status load_mapped(load_ctx *c, int fd, const transport *t, bool *fal
     c->info.payload_bytes = length;
     if (c->o.progress != NULL)
         c->o.progress(length, length, c->o.callback_ctx);
+    c->mapped = true;
     return parse(c, at + LDS_HEADER_SIZE, (size_t)length, &h, false, 0);
+}
+
+/* A SIGBUS or SIGSEGV while the mapping was read: the file shrank or changed underneath. */
+static lds_status mapped_fault(load_ctx *c, const lds__fault_window *w, unsigned char *p,
+                               size_t size)
+{
+    if (w->cleanup != NULL)
+        w->cleanup(w->cleanup_arg); /* the index the parser was building */
+    free(c->pending_kept);
+    c->pending_kept = NULL;
+    (void)lds__os_munmap(p, size);
+    uintptr_t a = (uintptr_t)w->addr, lo = (uintptr_t)p;
+    uint64_t at = a >= lo && a - lo < size ? (uint64_t)(a - lo) : 0; /* file offset */
+    uint64_t now = 0;
+    bool known = lds__os_regular_size(c->fd, &now) == 0;
+    char buf[32];
+    const char *name = file_name(c, buf, sizeof buf);
+    c->info.path = LDS_LOAD_MAPPED;
+    bool in_map = a >= lo && a - lo < size; /* else the offset is unknown: none printed */
+    if (w->sig == SIGBUS || (known && now < size))
+        return lds__error_fill(c->err, LDS_E_TRUNCATED, "file", at, in_map, 0, 0, NULL,
+                               "%s shrank from %zu to %llu bytes while it was mapped and "
+                               "validated (%s reading it)",
+                               name, size, (unsigned long long)now,
+                               w->sig == SIGBUS ? "SIGBUS" : "SIGSEGV");
+    return lds__error_fill(c->err, LDS_E_IO, "file", at, in_map, 0, 0, NULL,
+                           "%s changed while it was mapped and validated (SIGSEGV reading it)",
+                           name);
+}
+
+/* The mapped path. Sets *fall_back (and returns LDS_OK) when the read path
+ * must run instead: the mapping failed, or the file is compressed. The header
+ * and the parse run inside a fault window, so a file truncated or rewritten
+ * underneath ends the load with an error instead of the process; the parser
+ * copies the key offsets it validates (copy_key_offsets), and the file's size
+ * is checked again after the parse. Accesses after the load are not covered
+ * (the hazard documented at lds_load_options.use_mmap). */
+static lds_status load_mapped(load_ctx *c, int fd, const transport *t, bool *fall_back)
+{
+    *fall_back = false;
+    if (t->size > SIZE_MAX || t->size == 0 || t->pos >= t->size) {
+        *fall_back = true;
+        return LDS_OK;
+    }
+    size_t size = (size_t)t->size;
+    int flags = MAP_PRIVATE | (c->o.populate ? MAP_POPULATE : 0);
+    unsigned char *p = lds__load_mmap(NULL, size, PROT_READ, flags, fd, 0);
+    if (p == MAP_FAILED) {
+        c->info.mmap_fallback = true;
+        *fall_back = true;
+        return LDS_OK;
+    }
+    c->fd = fd;
+    lds__fault_window w;
+    bool guarded = lds__fault_install();
+    if (guarded && sigsetjmp(w.jb, 1) != 0)
+        return mapped_fault(c, &w, p, size);
+    if (guarded)
+        lds__fault_enter(&w);
+    lds_status st = mapped_parse(c, p, size, t, fall_back);
+    if (guarded)
+        lds__fault_leave(&w);
+    if (st != LDS_OK || *fall_back)
+        return st;
+    if (lds__load_mapped_hook != NULL)
+        lds__load_mapped_hook(fd, "parsed");
+    /* A shrink the parse did not run into leaves the pages an adopting index borrows
+     * faulting later (a copy no longer needs the file). */
+    uint64_t now;
+    if (c->own == LDS_OWN_ADOPT && lds__os_regular_size(fd, &now) == 0 && now < t->size) {
+        lds_index_free(*c->out);
+        *c->out = NULL;
+        char buf[32];
+        return lds__load_fail(c->err, LDS_E_TRUNCATED, "file", now, 0, NULL,
+                              "%s shrank from %llu to %llu bytes while it was being loaded",
+                              file_name(c, buf, sizeof buf), (unsigned long long)t->size,
+                              (unsigned long long)now);
+    }
+    return LDS_OK;
 }
 
 /* Position and size of a regular file behind `fd`, if it is one. */
 static void probe_fd(int fd, off_t pos, transport *t)
 {
-    struct stat sb;
-    if (fd >= 0 && pos >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+    uint64_t size;
+    if (fd >= 0 && pos >= 0 && lds__os_regular_size(fd, &size) == 0) {
         t->has_size = true;
-        t->size = (uint64_t)sb.st_size;
+        t->size = size;
         t->pos = (uint64_t)pos;
     }
 }
@@ -689,17 +771,15 @@ lds_status lds_load_path(const char *path, const lds_load_options *opts, lds_ind
         st = lds__load_fail(err, LDS_E_INVALID_ARG, "path", 0, 0, NULL, "the path is NULL");
     if (st != LDS_OK)
         return finish(&c, st, info);
-    int fd;
-    do
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0) {
-        int e = errno;
+    int fd = -1;
+    int e = lds__os_open(path, O_RDONLY, &fd);
+    if (e != 0) {
         return finish(&c,
                       lds__load_fail(err, LDS_E_IO, "path", 0, e, NULL, "cannot open %s: %s", path,
                                      strerror(e)),
                       info);
     }
+    c.name = path;
     st = load_fd(&c, fd);
     close(fd);
     return finish(&c, st, info);
@@ -767,7 +847,7 @@ lds_status lds_load_memory(const void *bytes, size_t n, bool copy, const lds_loa
     if (st != LDS_OK)
         return finish(&c, st, info);
     const unsigned char *b = bytes;
-    if (n >= 4 && b[0] == 0x28 && b[1] == 0xB5 && b[2] == 0x2F && b[3] == 0xFD) {
+    if (lds__is_zstd(b, n)) {
         /* A zstd frame: decode into a buffer of our own, never a rental. */
         transport t = {.no_pool = true};
         lds__source src;

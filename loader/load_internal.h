@@ -10,12 +10,12 @@
 
 #include <zstd.h>
 
+#include "lds_common.h"
 #include "lodestar.h"
 
 /* Bytes fed to ZSTD_getFrameContentSize: enough for any frame header
  * (ZSTD_FRAMEHEADERSIZE_MAX, which zstd.h exposes only to static linkers). */
 #define LDS__ZSTD_HEADER_MAX 18
-#define LDS__ZSTD_MAGIC      0xFD2FB528u
 
 enum lds__source_kind { LDS__SRC_FD = 1, LDS__SRC_FILE, LDS__SRC_CALLBACK, LDS__SRC_MEMORY };
 
@@ -77,8 +77,8 @@ lds_status lds__source_read_full(lds__source *src, void *buf, size_t want, size_
  * hold no more bytes; LDS_E_TRAILING otherwise (`what` names the boundary). */
 lds_status lds__source_expect_end(lds__source *src, lds_error *err);
 
-/* Fills `err` (if not NULL), writing only the members that fit in err->size,
- * and returns `status`. */
+/* lds__error_vfill (lds_common.h), with " (at byte OFFSET)" when `field` is
+ * set and the status is not LDS_E_INVALID_ARG. */
 lds_status lds__load_fail(lds_error *err, lds_status status, const char *field, uint64_t offset,
                           int sys_errno, const char *zstd_error, const char *fmt, ...)
     __attribute__((format(printf, 7, 8)));
@@ -86,5 +86,10 @@ lds_status lds__load_fail(lds_error *err, lds_status status, const char *field, 
 /* The mmap the loader calls; tests replace it to simulate a refusal (ENODEV). */
 extern void *(*lds__load_mmap)(void *addr, size_t length, int prot, int flags, int fd,
                                off_t offset);
+
+/* Tests only: called on the mapped path with the file's fd at "mapped" (the file
+ * is mapped, nothing read yet) and "parsed" (the parse succeeded, the file's size
+ * not yet checked again), to change the file underneath. */
+extern void (*lds__load_mapped_hook)(int fd, const char *stage);
 
 #endif /* LDS_LOAD_INTERNAL_H */

@@ -19,36 +19,14 @@ void *(*lds__load_mmap)(void *addr, size_t length, int prot, int flags, int fd,
 lds_status lds__load_fail(lds_error *err, lds_status status, const char *field, uint64_t offset,
                           int sys_errno, const char *zstd_error, const char *fmt, ...)
 {
-    if (err == NULL || err->size < LDS_ERROR_MIN_SIZE || err->size > sizeof *err)
-        return status; /* out of range: never written ("Struct sizes", lodestar.h) */
-#define LDS__FITS(m) (err->size >= offsetof(lds_error, m) + sizeof(err->m))
-    if (LDS__FITS(status))
-        err->status = status;
-    if (LDS__FITS(field))
-        err->field = field;
-    if (LDS__FITS(offset))
-        err->offset = offset;
-    if (LDS__FITS(line))
-        err->line = 0;
-    if (LDS__FITS(sys_errno))
-        err->sys_errno = sys_errno;
-    if (LDS__FITS(zstd_error))
-        err->zstd_error = zstd_error;
-    if (err->size > offsetof(lds_error, message)) {
-        size_t room = err->size - offsetof(lds_error, message);
-        if (room > sizeof(err->message))
-            room = sizeof(err->message);
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(err->message, room, fmt, ap);
-        va_end(ap);
-        /* Like the parser's messages: a refusal of the input names the byte it is about. */
-        if (field != NULL && status != LDS_E_INVALID_ARG && n >= 0 && (size_t)n < room)
-            snprintf(err->message + n, room - (size_t)n, " (at byte %llu)",
-                     (unsigned long long)offset);
-    }
-#undef LDS__FITS
-    return status;
+    /* A refusal of the input names the byte it is about; a bad argument has none. */
+    va_list ap;
+    va_start(ap, fmt);
+    lds_status st =
+        lds__error_vfill(err, status, field, offset, field != NULL && status != LDS_E_INVALID_ARG,
+                         0, sys_errno, zstd_error, fmt, ap);
+    va_end(ap);
+    return st;
 }
 
 void lds__source_init(lds__source *src, enum lds__source_kind kind, const lds_load_options *opts)
@@ -181,11 +159,7 @@ lds_status lds__source_open(lds__source *src, lds_error *err)
     }
     src->peek_len = have;
     src->peek_pos = 0;
-    if (have < 4)
-        return LDS_OK;
-    uint32_t magic = (uint32_t)src->peek[0] | (uint32_t)src->peek[1] << 8 |
-                     (uint32_t)src->peek[2] << 16 | (uint32_t)src->peek[3] << 24;
-    if (magic != LDS__ZSTD_MAGIC)
+    if (!lds__is_zstd(src->peek, have))
         return LDS_OK;
 
     src->compressed = true;

@@ -1,6 +1,6 @@
 /*
  * os.c: the pool's boundary with the operating system and the sanitizers.
- * Mappings, page protection, the clock, and AddressSanitizer's manual poisoning
+ * Mappings, page protection and AddressSanitizer's manual poisoning
  * (compiled in only when the build uses ASan).
  */
 #include "pool_internal.h"
@@ -8,31 +8,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifdef LDS__ASAN
 #include <sanitizer/asan_interface.h>
 #endif
-
-size_t lds__page_size(void)
-{
-    static _Atomic size_t cached;
-    size_t p = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (p == 0) {
-        long v = sysconf(_SC_PAGESIZE);
-        p = v > 0 ? (size_t)v : 4096u;
-        atomic_store_explicit(&cached, p, memory_order_relaxed);
-    }
-    return p;
-}
-
-uint64_t lds__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 void *lds__map(size_t bytes)
 {

@@ -16,6 +16,7 @@
 #ifndef LDS_POOL_INTERNAL_H
 #define LDS_POOL_INTERNAL_H
 
+#include "lds_common.h"
 #include "lodestar_pool.h"
 
 #include <pthread.h>
@@ -164,9 +165,7 @@ struct lds_pool {
  * glibc runs the prepare handlers under its own atfork lock, which pthread_atfork takes. */
 extern pthread_mutex_t lds__g_lock;
 
-/* os.c: the operating-system boundary. */
-size_t lds__page_size(void);
-uint64_t lds__now_ns(void);
+/* os.c: the operating-system boundary (the page size and the clock: lds_common.h). */
 void *lds__map(size_t bytes);
 /* The kernel's transparent huge-page size (sysfs hpage_pmd_size; 2 MiB if unreadable). */
 size_t lds__huge_page_size(void);

@@ -2079,7 +2079,7 @@ static void test_struct_sizes(void **state)
     lds_index *idx = NULL;
     lds_error err;
     lds_parse_options po;
-    size_t bad_parse[] = {0, 7, 16, sizeof po - 1, sizeof po + 1, 99999};
+    size_t bad_parse[] = {0, 7, 16, LDS_PARSE_OPTIONS_MIN_SIZE - 1, sizeof po + 1, 99999};
     for (size_t i = 0; i < sizeof bad_parse / sizeof bad_parse[0]; i++) {
         lds_parse_options_default(&po);
         po.size = bad_parse[i];
@@ -2087,6 +2087,12 @@ static void test_struct_sizes(void **state)
         assert_int_equal(lds_index_from_payload(pl.p, pl.n, &po, &idx, &err), LDS_E_INVALID_ARG);
         assert_non_null(strstr(err.message, "lds_parse_options.size"));
     }
+    /* The struct before copy_key_offsets: accepted, the new field takes its default. */
+    lds_parse_options_default(&po);
+    po.size = LDS_PARSE_OPTIONS_MIN_SIZE;
+    assert_int_equal(lds_index_from_payload(pl.p, pl.n, &po, &idx, NULL), LDS_OK);
+    lds_index_free(idx);
+    idx = NULL;
     lds_parse_options_default(&po);
     po.limits.size = 0;
     lds_error_init(&err);

@@ -12,7 +12,9 @@
 
 #include <cmocka.h>
 #include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "lodestar.h"
@@ -1035,6 +1037,97 @@ static void test_keys_file_refusals(void **state)
     import_fail(FIX("glove.txt"), &o, LDS_E_INVALID_ARG, 0);
 }
 
+/* What an import run in a forked child under alarm(`seconds`) did: a child that
+   hangs (or crashes) is reported as its signal, never a hung test. */
+typedef struct child_outcome {
+    int signal; /* 0 if the child exited */
+    lds_status status;
+    char field[64];
+    char message[256];
+} child_outcome;
+
+static child_outcome import_in_child(const char *input, const lds_import_options *o,
+                                     unsigned seconds)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        alarm(seconds);
+        lds_error err;
+        lds_error_init(&err);
+        child_outcome r;
+        memset(&r, 0, sizeof r);
+        r.status = lds_import_file(input, tmp_path("child.ldsi"), o, NULL, &err);
+        snprintf(r.field, sizeof r.field, "%s", err.field ? err.field : "");
+        memcpy(r.message, err.message, sizeof r.message);
+        ssize_t w = write(fds[1], &r, sizeof r);
+        _exit(w == (ssize_t)sizeof r ? 0 : 1);
+    }
+    close(fds[1]);
+    child_outcome r;
+    memset(&r, 0, sizeof r);
+    ssize_t got = read(fds[0], &r, sizeof r);
+    close(fds[0]);
+    int ws = 0;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    if (WIFSIGNALED(ws)) {
+        memset(&r, 0, sizeof r);
+        r.signal = WTERMSIG(ws);
+        return r;
+    }
+    assert_int_equal(got, (ssize_t)sizeof r);
+    return r;
+}
+
+/* A keys file that is a device or a pipe is refused before a byte is read: /dev/zero
+   used to be counted forever, a FIFO drained and then refused as "cannot rewind". */
+static void test_keys_file_must_be_regular(void **state)
+{
+    (void)state;
+    lds_import_options o = opts_for(LDS_IMPORT_NPY, "/dev/zero");
+    child_outcome r = import_in_child(FIX("vectors_f4.npy"), &o, 10);
+    if (r.signal)
+        fail_msg("keys file /dev/zero: the import died of signal %d (SIGALRM %d: it hung)",
+                 r.signal, SIGALRM);
+    assert_int_equal(r.status, LDS_E_INVALID_ARG);
+    assert_string_equal(r.field, "keys_path");
+    assert_contains(r.message, "/dev/zero");
+    assert_contains(r.message, "a character device");
+    assert_contains(r.message, "must be a regular file");
+
+    /* A FIFO with a writer waiting to hand it all 8 keys. */
+    const char *fifo = tmp_path("keys.fifo");
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    pid_t writer = fork();
+    assert_true(writer >= 0);
+    if (writer == 0) {
+        signal(SIGPIPE, SIG_IGN);
+        alarm(10);
+        FILE *f = fopen(fifo, "w");
+        if (f) {
+            for (int i = 0; i < ROWS; i++)
+                fprintf(f, "%s\n", fixture_keys[i]);
+            fclose(f);
+        }
+        _exit(0);
+    }
+    o.keys_path = fifo;
+    r = import_in_child(FIX("vectors_f4.npy"), &o, 10);
+    kill(writer, SIGKILL);
+    waitpid(writer, NULL, 0);
+    unlink(fifo);
+    if (r.signal)
+        fail_msg("keys file FIFO: the import died of signal %d", r.signal);
+    assert_int_equal(r.status, LDS_E_INVALID_ARG);
+    assert_contains(r.message, fifo);
+    assert_contains(r.message, "a FIFO");
+    assert_contains(r.message, "must be a regular file");
+}
+
 /* An .fvecs file of rows, each given as its d followed by d floats' worth of values. */
 static const char *write_fvecs(const char *name, const int32_t *words, size_t n)
 {
@@ -1208,6 +1301,7 @@ int main(void)
         cmocka_unit_test_teardown(test_w2v_binary_refusals, test_teardown),
         cmocka_unit_test_teardown(test_npy_refusals, test_teardown),
         cmocka_unit_test_teardown(test_keys_file_refusals, test_teardown),
+        cmocka_unit_test_teardown(test_keys_file_must_be_regular, test_teardown),
         cmocka_unit_test_teardown(test_fvecs_refusals, test_teardown),
         cmocka_unit_test_teardown(test_arguments_and_files, test_teardown),
         cmocka_unit_test_teardown(test_failure_keeps_existing_output, test_teardown),

@@ -64,22 +64,13 @@ lds_status lds_import_format_from_name(const char *name, lds_import_format *out)
 lds_status lds__imp_fail(lds_error *err, lds_status status, const char *field, uint64_t offset,
                          uint64_t line, const char *fmt, ...)
 {
-    if (!err || err->size < LDS_ERROR_MIN_SIZE || err->size > sizeof *err)
-        return status;
-    lds_error e;
-    memset(&e, 0, sizeof e);
-    e.size = err->size;
-    e.status = status;
-    e.field = field;
-    e.offset = offset;
-    e.line = line;
-    e.sys_errno = status == LDS_E_IO ? errno : 0;
+    /* Importer messages say where in their own words (line, row, byte). */
+    int e = status == LDS_E_IO ? errno : 0;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e.message, sizeof e.message, fmt, ap);
+    lds_status st = lds__error_vfill(err, status, field, offset, false, line, e, NULL, fmt, ap);
     va_end(ap);
-    memcpy(err, &e, err->size < sizeof e ? err->size : sizeof e);
-    return status;
+    return st;
 }
 
 const char *lds__imp_noun(const char *field)
@@ -89,6 +80,17 @@ const char *lds__imp_noun(const char *field)
 
 /* ---- the reader --------------------------------------------------------- */
 
+/* What a file that is not a regular one is, for messages. */
+static const char *file_kind(mode_t m)
+{
+    return S_ISFIFO(m)   ? "a FIFO (pipe)"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISDIR(m)  ? "a directory"
+                         : "not a regular file";
+}
+
 lds_status lds__imp_reader_open(lds__imp_reader *r, const char *path, const char *field,
                                 size_t max_line, lds_error *err)
 {
@@ -96,14 +98,26 @@ lds_status lds__imp_reader_open(lds__imp_reader *r, const char *path, const char
     r->fd = -1;
     r->field = field;
     r->max_line = max_line;
-    r->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (r->fd < 0)
-        return lds__imp_fail(err, LDS_E_IO, field, 0, 0, "cannot open %s: %s", path,
-                             strerror(errno));
+    /* The keys file is read twice (its lines are counted first) and a device or a pipe
+       may never end: it must be a regular file, checked before a byte is read (and
+       opened without waiting for a FIFO's writer). */
+    bool keys = strcmp(field, "keys_path") == 0;
+    int e = lds__os_open(path, O_RDONLY | (keys ? O_NONBLOCK : 0), &r->fd);
+    if (e != 0) {
+        errno = e;
+        return lds__imp_fail(err, LDS_E_IO, field, 0, 0, "cannot open %s%s: %s",
+                             keys ? "the keys file " : "", path, strerror(e));
+    }
     struct stat st;
-    if (fstat(r->fd, &st) != 0)
-        return lds__imp_fail(err, LDS_E_IO, field, 0, 0, "cannot stat %s: %s", path,
-                             strerror(errno));
+    if ((e = lds__os_fstat(r->fd, &st)) != 0) {
+        errno = e;
+        return lds__imp_fail(err, LDS_E_IO, field, 0, 0, "cannot stat %s%s: %s",
+                             keys ? "the keys file " : "", path, strerror(e));
+    }
+    if (keys && !S_ISREG(st.st_mode))
+        return lds__imp_fail(err, LDS_E_INVALID_ARG, field, 0, 0,
+                             "the keys file %s is %s; it must be a regular file", path,
+                             file_kind(st.st_mode));
     if (S_ISDIR(st.st_mode)) {
         errno = EISDIR;
         return lds__imp_fail(err, LDS_E_IO, field, 0, 0, "%s is a directory", path);
@@ -154,17 +168,17 @@ static lds_status reader_fill(lds__imp_reader *r, lds_error *err)
         r->buf = p;
         r->cap = cap;
     }
-    ssize_t n;
-    do
-        n = read(r->fd, r->buf + r->len, r->cap - 1 - r->len);
-    while (n < 0 && errno == EINTR);
-    if (n < 0)
+    size_t n = 0;
+    int e = lds__os_read(r->fd, r->buf + r->len, r->cap - 1 - r->len, &n);
+    if (e != 0) {
+        errno = e;
         return lds__imp_fail(err, LDS_E_IO, r->field, r->base + r->len, 0,
                              "read failed at byte %llu: %s", (unsigned long long)(r->base + r->len),
-                             strerror(errno));
+                             strerror(e));
+    }
     if (n == 0)
         r->eof = true;
-    r->len += (size_t)n;
+    r->len += n;
     uint64_t done = r->base + r->len;
     if (r->progress && done >= r->next_report) {
         r->progress(done, r->size == UINT64_MAX ? 0 : r->size, r->progress_ctx);
@@ -386,6 +400,17 @@ lds_status lds__imp_keys_count(lds__imp_ctx *c, uint64_t *lines, lds_error *err)
             count += r->buf[i] == '\n';
         last = r->buf[r->len - 1];
         r->pos = r->len;
+        /* Bounded whatever the file does: never past the size it had when opened (it
+           grows: refused), nor past one line more than max_rows. */
+        if (r->base + r->len > r->size)
+            return lds__error_fill(err, LDS_E_IO, "keys_path", r->size, false, 0, 0, NULL,
+                                   "the keys file grew past its size of %llu bytes while its "
+                                   "lines were counted",
+                                   (unsigned long long)r->size);
+        if (count > c->opts->limits.max_rows)
+            return lds__imp_fail(err, LDS_E_LIMIT, "keys_path", r->base + r->len, 0,
+                                 "the keys file holds more than max_rows = %llu lines",
+                                 (unsigned long long)c->opts->limits.max_rows);
     }
     if (last != -1 && last != '\n')
         count++;
@@ -416,47 +441,6 @@ lds_status lds__imp_keys_next(lds__imp_ctx *c, uint64_t row, const char **key, s
 }
 
 /* ---- the sink ----------------------------------------------------------- */
-
-/* Checks UTF-8 as RFC 3629 defines it: no overlong forms, no surrogates, nothing above U+10FFFF. */
-static bool utf8_valid(const unsigned char *s, size_t n, size_t *bad)
-{
-    size_t i = 0;
-    while (i < n) {
-        unsigned char b = s[i];
-        size_t k;
-        uint32_t cp, min;
-        if (b < 0x80) {
-            i++;
-            continue;
-        } else if ((b & 0xE0) == 0xC0) {
-            k = 1, cp = b & 0x1F, min = 0x80;
-        } else if ((b & 0xF0) == 0xE0) {
-            k = 2, cp = b & 0x0F, min = 0x800;
-        } else if ((b & 0xF8) == 0xF0) {
-            k = 3, cp = b & 0x07, min = 0x10000;
-        } else {
-            *bad = i;
-            return false;
-        }
-        if (n - i <= k) {
-            *bad = i;
-            return false;
-        }
-        for (size_t j = 1; j <= k; j++) {
-            if ((s[i + j] & 0xC0) != 0x80) {
-                *bad = i;
-                return false;
-            }
-            cp = cp << 6 | (s[i + j] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-            *bad = i;
-            return false;
-        }
-        i += k + 1;
-    }
-    return true;
-}
 
 lds_status lds__imp_sink_open(lds__imp_sink *s, uint32_t dim, bool with_keys, lds_error *err)
 {
@@ -558,12 +542,13 @@ lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key
                                  "%llu",
                                  nf, (unsigned long long)line, (unsigned long long)offset, key_len,
                                  (unsigned long long)lim->max_key_bytes);
-        if (!utf8_valid((const unsigned char *)key, key_len, &bad))
+        const char *why;
+        if (!lds__utf8_valid((const uint8_t *)key, key_len, &bad, &why))
             return lds__imp_fail(err, LDS_E_BAD_UTF8, f, offset + bad, line,
-                                 "%s %llu (byte %llu): key is not valid UTF-8 (byte %zu of the "
-                                 "key)",
+                                 "%s %llu (byte %llu): key is not valid UTF-8 (%s at byte %zu "
+                                 "of the key)",
                                  nf, (unsigned long long)line, (unsigned long long)(offset + bad),
-                                 bad + 1);
+                                 why, bad + 1);
         /* Keep the table at most half full. */
         if ((s->rows + 1) * 2 > s->table_cap && !table_grow(s))
             return lds__imp_fail(err, LDS_E_NOMEM, f, offset, line, "out of memory (key table)");

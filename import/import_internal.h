@@ -1,12 +1,15 @@
 /*
- * Internals shared by the importers (format/import_*.c): a buffered reader
+ * Internals shared by the importers (import/import_*.c): a buffered reader
  * over a file descriptor, the sink that checks keys and feeds the writer, and
- * the error helper. Not installed; nothing outside format/import_*.c uses it.
+ * the error helper. Not installed; nothing outside import/ uses it.
  */
 #ifndef LDS_IMPORT_INTERNAL_H
 #define LDS_IMPORT_INTERNAL_H
 
-#include "lodestar.h"
+#include "lds_common.h"
+#include "lodestar_core.h"
+#include "lodestar_import.h"
+#include "lodestar_index.h"
 
 #include <locale.h>
 #include <stdarg.h>
