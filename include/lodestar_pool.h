@@ -84,6 +84,7 @@ typedef enum lds_pool_check {
      *  by a PROT_NONE page on each side (2 pages more of address space, none resident), so
      *  that protecting it at return never splits a map entry and cannot fail at
      *  vm.max_map_count; there, a rent that must map a new buffer fails with LDS_E_NOMEM.
+     *  (`huge_pages` does not apply to these mappings.)
      *  The guard never turns off in silence: when an mprotect fails all the same (another
      *  errno), at return the buffer is unmapped instead of quarantined (a late access still
      *  faults, until the kernel maps something else at that address; should the munmap

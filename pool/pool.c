@@ -232,7 +232,7 @@ static int buffer_release_memory(lds_pool *pool, lds__slot *s)
     }
     int err = lds__unmap(s->base, s->alloc_bytes);
     if (err) {
-        os_failed(pool, "munmap", err, s->alloc_bytes, "the mapping is left in place, unused");
+        os_failed(pool, "munmap", err, s->alloc_bytes, "the mapping stays in place");
         return err;
     }
     atomic_fetch_sub_explicit(&pool->bytes_mapped, s->alloc_bytes, RLX);
@@ -672,13 +672,15 @@ static uint32_t rent_slow(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t 
 /* Protects a returned buffer and queues it; returns the slot that leaves the quarantine
  * (made accessible again), or LDS__POOL_NO_SLOT.
  *
- * A failed mprotect (ENOMEM when protecting the buffer would split a mapping beyond
- * vm.max_map_count) never leaves the guard off in silence: it is counted in
- * guard_failures and reported on stderr (once per pool), and the buffer is unmapped
- * instead of quarantined, so a late access still faults (unless the kernel maps something
- * else there in the meantime). Should the munmap fail as well (the same limit), the
- * buffer waits in the quarantine unprotected: reported, never lost. A buffer that cannot
- * be made accessible again at the quarantine's exit is unmapped, not reused. */
+ * The buffer's accessible part is a map entry of its own (lds__map_guarded), so making it
+ * PROT_NONE splits nothing and cannot fail at vm.max_map_count. Should mprotect fail all
+ * the same, the guard never goes off in silence: the failure is counted in guard_failures
+ * and reported on stderr (once per pool), and the buffer is unmapped instead of
+ * quarantined, so a late access still faults (unless the kernel maps something else there
+ * in the meantime). Should the munmap fail as well, the buffer waits in the quarantine
+ * unprotected: reported, never lost. Making a buffer accessible again at the quarantine's
+ * exit may need a split (its PROT_NONE entry has merged with its fences and neighbours):
+ * when that fails, the buffer is unmapped, never handed out. */
 static uint32_t quarantine_push(lds_pool *pool, uint32_t idx)
 {
     lds__slot *s = slot_at(pool, idx);
