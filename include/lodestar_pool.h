@@ -49,7 +49,11 @@ typedef struct lds_pool lds_pool;
  * - capacity: bytes usable at ptr; capacity >= length, and capacity <=
  *             1.25 * length when length >= LDS_POOL_MIN_CLASS.
  * - handle:   opaque identity of the lease (slot index and generation);
- *             0 never names a live lease.
+ *             0 never names a live lease. No two leases of a pool ever get the same
+ *             handle, so a stale handle is never honoured, for the life of the pool: a
+ *             slot's generation only grows, and a slot retires (its buffer freed, the
+ *             slot never used again; counted in `slots_retired`) after 2^40 leases,
+ *             before its generation could wrap (docs/adr/0011).
  * The caller owns the buffer until it passes the lease, unchanged, to
  * lds_pool_return. Slice data by the bytes actually written, never by capacity.
  */
@@ -76,7 +80,19 @@ typedef enum lds_pool_check {
     LDS_POOL_CHECK_POISON,
     /** Every buffer is mapped by the pool; at return its pages are made PROT_NONE and it
      *  waits in a FIFO quarantine of `guard_quarantine` buffers before being reused, so a
-     *  late read or write faults (SIGSEGV) at the access. */
+     *  late read or write faults (SIGSEGV) at the access. Each buffer's mapping is fenced
+     *  by a PROT_NONE page on each side (2 pages more of address space, none resident), so
+     *  that protecting it at return never splits a map entry and cannot fail at
+     *  vm.max_map_count; there, a rent that must map a new buffer fails with LDS_E_NOMEM.
+     *  (`huge_pages` does not apply to these mappings.)
+     *  The guard never turns off in silence: when an mprotect fails all the same (another
+     *  errno), at return the buffer is unmapped instead of quarantined (a late access still
+     *  faults, until the kernel maps something else at that address; should the munmap
+     *  fail too, the buffer waits in the quarantine unprotected); at the quarantine's exit
+     *  it is unmapped, never handed out; when mapping a new buffer, the rent fails with
+     *  LDS_E_NOMEM. Each failure is counted in `guard_failures`; the first one of a pool
+     *  prints one line on stderr naming the call and the errno. A return always succeeds
+     *  (the lease did end). */
     LDS_POOL_CHECK_GUARD,
     /** No reuse at all: every rent allocates, every return frees. */
     LDS_POOL_CHECK_BYPASS
@@ -322,6 +338,10 @@ typedef struct lds_pool_stats {
     uint64_t waste_bytes_total;       /* cumulative sum of (capacity - length) over rents */
     uint64_t waste_bytes_current;     /* current: (capacity - length) over leases out */
     uint64_t bytes_requested_total;   /* cumulative sum of lengths rented */
+    uint64_t slots_retired;           /* slots whose generation was spent (2^40 leases each) and
+                                         that will never name a lease again (see lds_lease) */
+    uint64_t guard_failures;          /* guard mode: mprotect calls that failed (see
+                                         LDS_POOL_CHECK_GUARD for what the pool did) */
 } lds_pool_stats;
 
 /** Zeroes `stats` and sets its size. NULL is ignored. */

@@ -5,6 +5,7 @@
  */
 #include "pool_internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,12 @@ size_t lds_pool_class_capacity(size_t min_bytes)
 
 /* ==== slots =============================================================== */
 
+/* The slot's index, the low bits of its handle word (which never change). */
+static inline uint32_t slot_idx(const lds__slot *s)
+{
+    return (uint32_t)(atomic_load_explicit(&s->word, RLX) & LDS__POOL_IDX_MASK);
+}
+
 static inline lds__slot *slot_at(lds_pool *pool, uint32_t idx)
 {
     if (idx >= atomic_load_explicit(&pool->slot_count, memory_order_acquire))
@@ -109,6 +116,9 @@ static uint32_t slot_alloc(lds_pool *pool)
             }
             if (chunk) {
                 idx = n;
+                /* A new slot: generation 0. A slot from the free list keeps its word, so its
+                 * generation goes on growing from where its last buffer left it. */
+                atomic_store_explicit(&chunk[n & (LDS__POOL_CHUNK_SLOTS - 1)].word, n, RLX);
                 atomic_store_explicit(&pool->slot_count, n + 1, memory_order_release);
             }
         }
@@ -133,6 +143,20 @@ static int use_map(const lds_pool *pool, size_t cap)
            pool->opts.check == LDS_POOL_CHECK_BYPASS;
 }
 
+/* Reports a failed system call of the pool on stderr, once per pool (`guard_failures`
+ * and `bytes_mapped` in the statistics keep the count). */
+__attribute__((noinline, cold)) static void os_failed(lds_pool *pool, const char *call, int err,
+                                                      size_t bytes, const char *outcome)
+{
+    if (atomic_exchange_explicit(&pool->os_warned, 1, RLX))
+        return;
+    fprintf(stderr,
+            "lodestar: pool: %s of %zu bytes failed: %s (errno %d)%s; %s (reported once per "
+            "pool)\n",
+            call, bytes, lds__os_errno_name(err), err,
+            err == ENOMEM ? ", e.g. vm.max_map_count reached" : "", outcome);
+}
+
 /* Allocates a buffer of class `cls` into a fresh slot; the slot's generation is even. */
 static uint32_t buffer_create(lds_pool *pool, uint32_t cls, int pooled)
 {
@@ -150,13 +174,28 @@ static uint32_t buffer_create(lds_pool *pool, uint32_t cls, int pooled)
         bytes = (LDS_POOL_MAP_OFFSET + cap + page - 1) / page * page;
         /* Huge pages: the mapping starts on a huge-page boundary, the buffer 256 bytes in
          * (LDS_POOL_MAP_OFFSET keeps read() fast); the tail past the last whole huge page
-         * stays in 4 KiB pages. */
-        if (pool->opts.huge_pages == LDS_POOL_HUGE_PAGES_ON && cap >= LDS_POOL_HUGE_MIN &&
-            cap >= lds__huge_page_size())
-            base = lds__map_huge(bytes);
-        else
-            base = lds__map(bytes);
-        ptr = base ? (char *)base + LDS_POOL_MAP_OFFSET : NULL;
+         * stays in 4 KiB pages. A failed map is the rent's LDS_E_NOMEM. */
+        if (pool->opts.check == LDS_POOL_CHECK_GUARD) {
+            /* Fenced by a PROT_NONE page on each side, so that the return's mprotect
+             * never splits a map entry (see lds__map_guarded). */
+            int protect_failed = 0;
+            int err = lds__map_guarded(bytes, &base, &protect_failed);
+            if (err && protect_failed) {
+                count(&pool->guard_failures, 1);
+                os_failed(pool, "mprotect(PROT_READ|PROT_WRITE)", err, bytes,
+                          "guard mode could not map a new buffer: the rent fails with "
+                          "LDS_E_NOMEM");
+            }
+            bytes += 2 * page;
+            ptr = base ? (char *)base + page + LDS_POOL_MAP_OFFSET : NULL;
+        } else {
+            if (pool->opts.huge_pages == LDS_POOL_HUGE_PAGES_ON && cap >= LDS_POOL_HUGE_MIN &&
+                cap >= lds__huge_page_size())
+                (void)lds__map_huge(bytes, &base);
+            else
+                (void)lds__map(bytes, &base);
+            ptr = base ? (char *)base + LDS_POOL_MAP_OFFSET : NULL;
+        }
     } else {
         bytes = (cap + 63u) & ~(size_t)63u;
         base = aligned_alloc(64, bytes);
@@ -166,7 +205,6 @@ static uint32_t buffer_create(lds_pool *pool, uint32_t cls, int pooled)
         slot_release(pool, idx, s);
         return LDS__POOL_NO_SLOT;
     }
-    s->idx = idx;
     s->cls = (uint8_t)cls;
     s->cap = cap;
     s->base = base;
@@ -183,19 +221,30 @@ static uint32_t buffer_create(lds_pool *pool, uint32_t cls, int pooled)
     return idx;
 }
 
-/* Frees the buffer held by slot `idx` (which the caller owns: cached or just returned)
- * and gives the slot back. */
-static void buffer_destroy(lds_pool *pool, uint32_t idx)
+/* Unmaps (or frees) the memory of slot `s`. 0, or the errno of a failed munmap: then the
+ * mapping stays, counted in bytes_mapped, and is reported. */
+static int buffer_release_memory(lds_pool *pool, lds__slot *s)
+{
+    lds__asan_unpoison(s->base, s->alloc_bytes);
+    if (!s->mapped) {
+        free(s->base);
+        return 0;
+    }
+    int err = lds__unmap(s->base, s->alloc_bytes);
+    if (err) {
+        os_failed(pool, "munmap", err, s->alloc_bytes, "the mapping stays in place");
+        return err;
+    }
+    atomic_fetch_sub_explicit(&pool->bytes_mapped, s->alloc_bytes, RLX);
+    return 0;
+}
+
+/* Forgets the buffer of slot `idx`, whose memory is released, and gives the slot back,
+ * unless the slot is retired: then it is never used again. */
+static void buffer_forget(lds_pool *pool, uint32_t idx)
 {
     lds__slot *s = slot_at(pool, idx);
     size_t cap = lds__class_capacity(s->cls);
-    lds__asan_unpoison(s->base, s->alloc_bytes);
-    if (s->mapped) {
-        lds__unmap(s->base, s->alloc_bytes);
-        atomic_fetch_sub_explicit(&pool->bytes_mapped, s->alloc_bytes, RLX);
-    } else {
-        free(s->base);
-    }
     lds__class *c = &pool->classes[s->cls];
     atomic_fetch_sub_explicit(&c->live, 1, RLX);
     if (s->pooled) {
@@ -204,7 +253,18 @@ static void buffer_destroy(lds_pool *pool, uint32_t idx)
     }
     s->base = NULL;
     atomic_store_explicit(&s->ptr, 0, RLX);
-    slot_release(pool, idx, s);
+    if (atomic_load_explicit(&s->word, RLX) & LDS__POOL_RETIRED)
+        count(&pool->slots_retired, 1);
+    else
+        slot_release(pool, idx, s);
+}
+
+/* Frees the buffer held by slot `idx` (which the caller owns: cached or just returned)
+ * and gives the slot back, unless the slot is retired: then it is never used again. */
+static void buffer_destroy(lds_pool *pool, uint32_t idx)
+{
+    (void)buffer_release_memory(pool, slot_at(pool, idx));
+    buffer_forget(pool, idx);
 }
 
 static void trimmed(lds_pool *pool, size_t cap, size_t *freed)
@@ -298,7 +358,7 @@ static void tc_flush(lds__tcache *tc, int destroy, size_t *freed)
         size_t cap = lds__class_capacity(c);
         uint8_t n = atomic_load_explicit(&tc->n[c], RLX);
         while (n > 0) {
-            uint32_t idx = tc->items[c][--n]->idx;
+            uint32_t idx = slot_idx(tc->items[c][--n]);
             atomic_store_explicit(&tc->n[c], n, RLX);
             if (destroy) {
                 buffer_destroy(pool, idx);
@@ -540,7 +600,7 @@ static void evict_for(lds_pool *pool, lds__tcache *tc, size_t need)
             uint32_t idx = LDS__POOL_NO_SLOT;
             uint8_t n = tc ? atomic_load_explicit(&tc->n[c], RLX) : 0;
             if (n > 0) {
-                idx = tc->items[c][n - 1]->idx;
+                idx = slot_idx(tc->items[c][n - 1]);
                 atomic_store_explicit(&tc->n[c], (uint8_t)(n - 1), RLX);
             } else {
                 idx = shared_pop(pool, c);
@@ -610,12 +670,31 @@ static uint32_t rent_slow(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t 
 /* ==== guard quarantine ==================================================== */
 
 /* Protects a returned buffer and queues it; returns the slot that leaves the quarantine
- * (made accessible again), or LDS__POOL_NO_SLOT. */
+ * (made accessible again), or LDS__POOL_NO_SLOT.
+ *
+ * The buffer's accessible part is a map entry of its own (lds__map_guarded), so making it
+ * PROT_NONE splits nothing and cannot fail at vm.max_map_count. Should mprotect fail all
+ * the same, the guard never goes off in silence: the failure is counted in guard_failures
+ * and reported on stderr (once per pool), and the buffer is unmapped instead of
+ * quarantined, so a late access still faults (unless the kernel maps something else there
+ * in the meantime). Should the munmap fail as well, the buffer waits in the quarantine
+ * unprotected: reported, never lost. Making a buffer accessible again at the quarantine's
+ * exit may need a split (its PROT_NONE entry has merged with its fences and neighbours):
+ * when that fails, the buffer is unmapped, never handed out. */
 static uint32_t quarantine_push(lds_pool *pool, uint32_t idx)
 {
     lds__slot *s = slot_at(pool, idx);
     size_t cap = lds__class_capacity(s->cls);
-    lds__protect(s->base, s->alloc_bytes, 0);
+    int err = lds__protect(s->base, s->alloc_bytes, 0);
+    if (err) {
+        count(&pool->guard_failures, 1);
+        os_failed(pool, "mprotect(PROT_NONE)", err, s->alloc_bytes,
+                  "guard mode unmaps the returned buffer instead of quarantining it");
+        if (buffer_release_memory(pool, s) == 0) {
+            buffer_forget(pool, idx);
+            return LDS__POOL_NO_SLOT;
+        }
+    }
     uint32_t out = LDS__POOL_NO_SLOT;
     uint32_t qn = pool->opts.guard_quarantine;
     pthread_mutex_lock(&pool->guard_lock);
@@ -633,7 +712,14 @@ static uint32_t quarantine_push(lds_pool *pool, uint32_t idx)
     pthread_mutex_unlock(&pool->guard_lock);
     if (out != LDS__POOL_NO_SLOT) {
         lds__slot *o = slot_at(pool, out);
-        lds__protect(o->base, o->alloc_bytes, 1);
+        err = lds__protect(o->base, o->alloc_bytes, 1);
+        if (err) {
+            count(&pool->guard_failures, 1);
+            os_failed(pool, "mprotect(PROT_READ|PROT_WRITE)", err, o->alloc_bytes,
+                      "guard mode unmaps the buffer leaving the quarantine instead of reusing it");
+            buffer_destroy(pool, out);
+            out = LDS__POOL_NO_SLOT;
+        }
     }
     return out;
 }
@@ -694,16 +780,18 @@ static inline void tally_in(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_
 
 /* Hands out slot `s` (owned by the caller: just taken from a cache or created). Its
  * generation becomes odd; a plain store suffices, no other thread can end a lease the
- * slot does not have yet (a racing stale return fails its compare-and-swap). */
+ * slot does not have yet (a racing stale return fails its compare-and-swap). A cached
+ * slot's generation is below LDS__POOL_GEN_RETIRE (a slot retires at the return that
+ * reaches it), so the handle never has LDS__POOL_RETIRED set. */
 static inline void lease_out(lds__slot *s, void *p, size_t len, lds_lease *out)
 {
-    uint32_t gen = atomic_load_explicit(&s->gen, RLX) + 1;
+    uint64_t w = atomic_load_explicit(&s->word, RLX) + LDS__POOL_GEN_STEP;
     atomic_store_explicit(&s->length, len, RLX);
-    atomic_store_explicit(&s->gen, gen, memory_order_release);
+    atomic_store_explicit(&s->word, w, memory_order_release);
     out->ptr = p;
     out->length = len;
     out->capacity = s->cap;
-    out->handle = ((uint64_t)gen << 32) | s->idx;
+    out->handle = w;
 }
 
 __attribute__((noinline, cold)) static lds_status rent_full(lds_pool *pool, size_t min_bytes,
@@ -730,7 +818,7 @@ __attribute__((noinline, cold)) static lds_status rent_full(lds_pool *pool, size
         hit = n > 0;
         if (hit) {
             s = tc->items[cls][n - 1];
-            idx = s->idx;
+            idx = slot_idx(s);
             atomic_store_explicit(&tc->n[cls], (uint8_t)(n - 1), RLX);
         } else {
             idx = rent_slow(pool, tc, cls, cap);
@@ -783,10 +871,15 @@ __attribute__((noinline, cold)) static lds_status refuse(lds_pool *pool, lds_poo
 __attribute__((noinline)) static lds_status recycle(lds_pool *pool, lds__tcache *tc, lds__slot *s,
                                                     unsigned flags)
 {
-    uint32_t idx = s->idx, cls = s->cls;
+    uint32_t idx = slot_idx(s), cls = s->cls;
     size_t cap = s->cap;
     char *p = (char *)atomic_load_explicit(&s->ptr, RLX);
     lds_pool_check mode = pool->opts.check;
+    if (atomic_load_explicit(&s->word, RLX) & LDS__POOL_RETIRED) {
+        /* Its generation is spent: the buffer goes, the slot stays out of use for good. */
+        buffer_destroy(pool, idx);
+        return LDS_OK;
+    }
     if (!s->pooled || mode == LDS_POOL_CHECK_BYPASS) {
         buffer_destroy(pool, idx);
         count(&pool->drops, 1);
@@ -825,21 +918,22 @@ __attribute__((noinline, cold)) static lds_status return_full(lds_pool *pool, ld
     if (!pool && !(pool = lds_pool_shared()))
         return LDS_E_NOMEM;
     uint64_t h = lease->handle;
-    uint32_t idx = (uint32_t)h, gen = (uint32_t)(h >> 32);
+    uint32_t idx = (uint32_t)(h & LDS__POOL_IDX_MASK);
     if (h == 0)
         return refuse(pool, LDS_POOL_REFUSED_STALE); /* zeroed by an earlier return */
     lds__slot *s = slot_at(pool, idx);
-    if (!s || (gen & 1u) == 0)
+    /* Never a handle: an even generation, or one with the retired bit. */
+    if (!s || (h & LDS__POOL_GEN_STEP) == 0 || (h & LDS__POOL_RETIRED))
         return refuse(pool, LDS_POOL_REFUSED_UNKNOWN);
-    if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen)
+    if (atomic_load_explicit(&s->word, memory_order_acquire) != h)
         return refuse(pool, LDS_POOL_REFUSED_STALE);
     if (atomic_load_explicit(&s->ptr, RLX) != (uintptr_t)lease->ptr || lease->ptr == NULL)
         return refuse(pool, LDS_POOL_REFUSED_POINTER);
     if (lease->capacity != s->cap || lease->length != atomic_load_explicit(&s->length, RLX))
         return refuse(pool, LDS_POOL_REFUSED_SIZE);
-    uint32_t expect = gen;
-    if (!atomic_compare_exchange_strong_explicit(&s->gen, &expect, gen + 1, memory_order_acq_rel,
-                                                 RLX))
+    uint64_t expect = h;
+    if (!atomic_compare_exchange_strong_explicit(&s->word, &expect, h + LDS__POOL_GEN_STEP,
+                                                 memory_order_acq_rel, RLX))
         return refuse(pool, LDS_POOL_REFUSED_STALE);
 
     lds__tcache *tc = tc_sync(pool);
@@ -863,7 +957,7 @@ lds_status lds_pool_return(lds_pool *pool, lds_lease *lease, unsigned flags)
     if (UNLIKELY(!tc || !pool || !lease || flags != 0 || !stamp_ok(tc, pool)))
         return return_full(pool, lease, flags);
     uint64_t h = lease->handle;
-    uint32_t idx = (uint32_t)h, gen = (uint32_t)(h >> 32);
+    uint32_t idx = (uint32_t)(h & LDS__POOL_IDX_MASK);
     if (UNLIKELY(idx >= atomic_load_explicit(&pool->slot_count, memory_order_acquire)))
         return return_full(pool, lease, flags);
     /* The first chunk's address does not depend on the handle, so it can be loaded
@@ -878,25 +972,27 @@ lds_status lds_pool_return(lds_pool *pool, lds_lease *lease, unsigned flags)
             return return_full(pool, lease, flags);
         s = &chunk[idx & (LDS__POOL_CHUNK_SLOTS - 1)];
     }
-    /* Anything amiss (including an even generation: h == 0, or a cached slot's) is sorted
-     * out, and refused by cause, on the full path. */
+    /* Anything amiss (including an even generation: h == 0, or a cached or retired slot's
+     * word) is sorted out, and refused by cause, on the full path. */
     void *p = lease->ptr;
     size_t len = lease->length, cap = s->cap;
-    if (UNLIKELY((gen & 1u) == 0 || atomic_load_explicit(&s->gen, memory_order_acquire) != gen ||
+    if (UNLIKELY((h & LDS__POOL_GEN_STEP) == 0 ||
+                 atomic_load_explicit(&s->word, memory_order_acquire) != h ||
                  atomic_load_explicit(&s->ptr, RLX) != (uintptr_t)p || lease->capacity != cap ||
                  atomic_load_explicit(&s->length, RLX) != len))
         return return_full(pool, lease, flags);
     /* The one read-modify-write of a pair: of two threads returning this lease at once,
      * exactly one moves the generation on. */
-    uint32_t expect = gen;
-    if (UNLIKELY(!atomic_compare_exchange_strong_explicit(&s->gen, &expect, gen + 1,
+    uint64_t expect = h, next = h + LDS__POOL_GEN_STEP;
+    if (UNLIKELY(!atomic_compare_exchange_strong_explicit(&s->word, &expect, next,
                                                           memory_order_acq_rel, RLX)))
         return refuse(pool, LDS_POOL_REFUSED_STALE);
     uint32_t cls = s->cls;
     tally_in(pool, tc, cls, cap, len);
     memset(lease, 0, sizeof *lease);
     uint8_t n = atomic_load_explicit(&tc->n[cls], RLX);
-    if (UNLIKELY(!s->pooled || n >= pool->tc_limit[cls]))
+    /* A slot whose generation this return spent (LDS__POOL_RETIRED) retires in recycle. */
+    if (UNLIKELY(!s->pooled || n >= pool->tc_limit[cls] || (next & LDS__POOL_RETIRED)))
         return recycle(pool, tc, s, 0);
     lds__asan_poison(p, cap);
     tc->items[cls][n] = s;
@@ -1162,15 +1258,8 @@ void lds_pool_free(lds_pool *pool)
     uint32_t n = atomic_load_explicit(&pool->slot_count, RLX);
     for (uint32_t i = 0; i < n; i++) {
         lds__slot *s = slot_at(pool, i);
-        if (s && atomic_load_explicit(&s->ptr, RLX) != 0) {
-            if (s->mapped)
-                lds__protect(s->base, s->alloc_bytes, 1);
-            lds__asan_unpoison(s->base, s->alloc_bytes);
-            if (s->mapped)
-                lds__unmap(s->base, s->alloc_bytes);
-            else
-                free(s->base);
-        }
+        if (s && atomic_load_explicit(&s->ptr, RLX) != 0)
+            (void)buffer_release_memory(pool, s); /* munmap needs no access to the pages */
     }
     for (uint32_t c = 0; c < LDS__POOL_MAX_CHUNKS; c++)
         free(atomic_load_explicit(&pool->chunks[c], RLX));
@@ -1198,4 +1287,16 @@ lds_pool *lds_pool_shared(void)
     }
     pthread_mutex_unlock(&g_shared_lock);
     return p;
+}
+
+/* ==== test hooks ========================================================== */
+
+lds_status lds__pool_test_set_generation(lds_pool *pool, uint64_t handle, uint64_t gen)
+{
+    lds__slot *s = pool ? slot_at(pool, (uint32_t)(handle & LDS__POOL_IDX_MASK)) : NULL;
+    if (!s || (gen & 1u) || gen >= LDS__POOL_GEN_RETIRE ||
+        (atomic_load_explicit(&s->word, RLX) & (LDS__POOL_GEN_STEP | LDS__POOL_RETIRED)))
+        return LDS_E_INVALID_ARG;
+    atomic_store_explicit(&s->word, gen << LDS__POOL_IDX_BITS | (handle & LDS__POOL_IDX_MASK), RLX);
+    return LDS_OK;
 }

@@ -2,9 +2,13 @@
  * pool_internal.h: the pool's private structures, shared by the files of pool/ only.
  *
  * Layout: every buffer the pool has allocated owns one *slot* (its allocation,
- * size class and generation). A lease's handle is (generation << 32 | slot index);
- * the generation is odd while leased and even while cached, and only a successful
- * compare-and-swap on it ends a lease, so at most one return of a lease succeeds.
+ * size class and generation). A slot's handle word is (generation << 22 | slot index),
+ * and a lease's handle is the word while leased; the generation is odd while leased and
+ * even while cached, and only a successful compare-and-swap on the word ends a lease, so
+ * at most one return of a lease succeeds. The generation only grows: a slot whose
+ * generation reaches 2^41 (after 2^40 rent/return cycles) is retired, its buffer freed
+ * and the slot never used again, so no handle word repeats in the life of a pool
+ * (docs/adr/0011).
  * Free buffers sit in a per-thread cache (slot pointers; no lock) or a per-class
  * shared stack (slot indices; one mutex per class).
  *
@@ -33,6 +37,18 @@
 #define LDS__POOL_MAX_CHUNKS  4096u
 #define LDS__POOL_NO_SLOT     UINT32_MAX
 
+/* Handle words: bits 0-21 the slot index, bits 22-63 the generation. GEN_STEP is one
+ * generation (and the "leased" bit); RETIRED, the generation's top bit, is set only in
+ * the word of a retired slot, never in a handle (docs/adr/0011). */
+#define LDS__POOL_IDX_BITS 22
+#define LDS__POOL_IDX_MASK ((UINT64_C(1) << LDS__POOL_IDX_BITS) - 1)
+#define LDS__POOL_GEN_STEP (UINT64_C(1) << LDS__POOL_IDX_BITS)
+#define LDS__POOL_RETIRED  (UINT64_C(1) << 63)
+/* The generation at which a slot retires: 2^41, reached by the return of its 2^40th lease. */
+#define LDS__POOL_GEN_RETIRE (UINT64_C(1) << (63 - LDS__POOL_IDX_BITS))
+_Static_assert((uint64_t)LDS__POOL_MAX_CHUNKS *LDS__POOL_CHUNK_SLOTS <= LDS__POOL_IDX_MASK + 1,
+               "every slot index fits in a handle's index bits");
+
 /* Most buffers one thread caches per class (the option is clamped to this). */
 #define LDS__POOL_TC_MAX 16
 /* Thread-local tallies of leased bytes are folded into the pool's peak beyond this (so
@@ -41,8 +57,8 @@
 
 typedef struct lds__slot {
     /* Read on every warm rent and return: */
-    _Atomic uint32_t gen;  /* odd: leased; even: cached or unused */
-    uint32_t idx;          /* this slot's index (the low half of its handles) */
+    _Atomic uint64_t word; /* generation << 22 | index; generation odd: leased, even:
+                              cached or unused; LDS__POOL_RETIRED set: retired */
     _Atomic uintptr_t ptr; /* the lease pointer; 0 when the slot holds no buffer */
     _Atomic size_t length; /* requested length of the current lease */
     size_t cap;            /* capacity of the size class; fixed while the slot holds a buffer */
@@ -138,6 +154,8 @@ struct lds_pool {
     _Atomic uint64_t hits_shared, misses_cold, misses_exhausted, misses_oversize;
     _Atomic uint64_t refused[LDS_POOL_REFUSED_COUNT];
     _Atomic uint64_t canary_failures, drops, trims, trimmed_bytes;
+    _Atomic uint64_t slots_retired, guard_failures;
+    _Atomic int os_warned; /* a failed system call was reported on stderr (once per pool) */
 
     lds__tcache *tcaches;                   /* under lds__g_lock */
     struct lds_pool *next_live, *prev_live; /* registry of live pools, under lds__g_lock */
@@ -165,16 +183,42 @@ struct lds_pool {
  * glibc runs the prepare handlers under its own atfork lock, which pthread_atfork takes. */
 extern pthread_mutex_t lds__g_lock;
 
-/* os.c: the operating-system boundary (the page size and the clock: lds_common.h). */
-void *lds__map(size_t bytes);
+/* os.c: the operating-system boundary. Every call that can fail returns 0 or the errno of
+ * its failure (a positive value; errno itself is not to be read after), and writes its
+ * result through an out-parameter; none prints. */
+/* Maps `bytes` of private anonymous memory, readable and writable, into *out (NULL on
+ * failure). */
+int lds__map(size_t bytes, void **out);
 /* The kernel's transparent huge-page size (sysfs hpage_pmd_size; 2 MiB if unreadable). */
 size_t lds__huge_page_size(void);
-/* Maps `bytes` (a page multiple) starting on a lds__huge_page_size() boundary and advises
- * MADV_HUGEPAGE over it; the mapping is `bytes` long (the alignment slack is unmapped), so
- * lds__unmap(base, bytes) frees it. NULL on failure. */
-void *lds__map_huge(size_t bytes);
-void lds__unmap(void *base, size_t bytes);
+/* As lds__map, the mapping starting on a lds__huge_page_size() boundary and advised
+ * MADV_HUGEPAGE; it is `bytes` long (the alignment slack is unmapped), so
+ * lds__unmap(base, bytes) frees it. */
+int lds__map_huge(size_t bytes, void **out);
+/* Guard mode's mapping: one PROT_NONE page, `bytes` readable and writable, one PROT_NONE
+ * page; *out is the mapping's start (the accessible part begins one page in) and
+ * lds__unmap(*out, bytes + 2 pages) frees it. The accessible part is thus a map entry of
+ * its own, which no neighbour can merge with, so making all of it PROT_NONE later never
+ * splits an entry: it cannot fail for want of one (ENOMEM at vm.max_map_count); here, at
+ * the mapping's creation, it can, and that errno is returned, with *protect_failed set to
+ * tell it from mmap's (nothing stays mapped). */
+int lds__map_guarded(size_t bytes, void **out, int *protect_failed);
+int lds__unmap(void *base, size_t bytes);
+/* Makes [base, base + bytes) readable and writable (accessible != 0) or PROT_NONE. */
 int lds__protect(void *base, size_t bytes, int accessible);
+/* A short name for the errno values these calls return ("ENOMEM"; "errno" if unlisted). */
+const char *lds__os_errno_name(int err);
+
+/* Test hook (fault injection): after `skip` more calls of `op` succeed, the next `count`
+ * calls fail with `err` without reaching the kernel; count 0 disarms. Thread-safe. */
+typedef enum lds__os_op {
+    LDS__OS_MAP = 0,
+    LDS__OS_UNMAP,
+    LDS__OS_PROTECT_NONE, /* lds__protect(.., 0) */
+    LDS__OS_PROTECT_RW,   /* lds__protect(.., 1) */
+    LDS__OS_OPS
+} lds__os_op;
+void lds__os_test_fail(lds__os_op op, int err, uint32_t skip, uint32_t count);
 
 #if defined(__SANITIZE_ADDRESS__)
 #define LDS__ASAN 1
@@ -211,5 +255,11 @@ static inline int lds__asan_is_poisoned(const void *p)
 /* pool.c helpers used by stats.c */
 size_t lds__class_capacity(uint32_t cls);
 uint32_t lds__class_of(size_t min_bytes);
+
+/* Test hook: sets the generation of the slot named by `handle` (its index bits) to `gen`,
+ * so a test can take a slot to the edge without 2^40 real cycles. The slot must exist and
+ * not be leased or retired; `gen` must be even (cached) and below LDS__POOL_GEN_RETIRE.
+ * LDS_OK, or LDS_E_INVALID_ARG. Not thread-safe (the caller owns the cached slot). */
+lds_status lds__pool_test_set_generation(lds_pool *pool, uint64_t handle, uint64_t gen);
 
 #endif /* LDS_POOL_INTERNAL_H */

@@ -95,6 +95,8 @@ lds_status lds_pool_get_stats(lds_pool *pool, lds_pool_stats *out)
     st.drops = LOAD(pool->drops);
     st.trims = LOAD(pool->trims);
     st.trimmed_bytes = LOAD(pool->trimmed_bytes);
+    st.slots_retired = LOAD(pool->slots_retired);
+    st.guard_failures = LOAD(pool->guard_failures);
     st.leases_current = st.rents >= returns ? st.rents - returns : 0;
     st.bytes_leased = bytes_out >= bytes_in ? bytes_out - bytes_in : 0;
     uint64_t peak = LOAD(pool->leased_peak);
@@ -142,9 +144,11 @@ static const struct {
     FIELD(waste_bytes_total),
     FIELD(waste_bytes_current),
     FIELD(bytes_requested_total),
+    FIELD(slots_retired),
+    FIELD(guard_failures),
 };
 #undef FIELD
-_Static_assert(offsetof(lds_pool_stats, bytes_requested_total) + sizeof(uint64_t) ==
+_Static_assert(offsetof(lds_pool_stats, guard_failures) + sizeof(uint64_t) ==
                    sizeof(lds_pool_stats),
                "a new lds_pool_stats field needs its entry in json_fields");
 

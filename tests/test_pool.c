@@ -13,13 +13,17 @@
 #include <cmocka.h>
 
 #include "lodestar.h"
+#include "../pool/pool_internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -548,9 +552,10 @@ static void test_foreign_and_forged_returns(void **state)
     (void)state;
     lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
     _Alignas(64) static char mine[4096];
-    lds_lease foreign = {mine, 100, 112, (UINT64_C(1) << 32) | 0};
+    /* handles are generation * LDS__POOL_GEN_STEP + slot index (pool_internal.h) */
+    lds_lease foreign = {mine, 100, 112, LDS__POOL_GEN_STEP | 0};
     assert_int_equal(lds_pool_return(pool, &foreign, 0), LDS_E_POOL_REFUSED);
-    foreign.handle = (UINT64_C(3) << 32) | 999999u;
+    foreign.handle = 3 * LDS__POOL_GEN_STEP | 999999u;
     assert_int_equal(lds_pool_return(pool, &foreign, 0), LDS_E_POOL_REFUSED);
 
     lds_lease good;
@@ -568,18 +573,21 @@ static void test_foreign_and_forged_returns(void **state)
     f.capacity = 4096;
     assert_int_equal(lds_pool_return(pool, &f, 0), LDS_E_POOL_REFUSED);
     f = good;
-    f.handle += UINT64_C(2) << 32; /* a future generation */
+    f.handle += 2 * LDS__POOL_GEN_STEP; /* a future generation */
     assert_int_equal(lds_pool_return(pool, &f, 0), LDS_E_POOL_REFUSED);
     f = good;
-    f.handle += UINT64_C(1) << 32; /* an even generation never names a lease */
+    f.handle += LDS__POOL_GEN_STEP; /* an even generation never names a lease */
+    assert_int_equal(lds_pool_return(pool, &f, 0), LDS_E_POOL_REFUSED);
+    f = good;
+    f.handle |= LDS__POOL_RETIRED; /* the retired bit never names a lease */
     assert_int_equal(lds_pool_return(pool, &f, 0), LDS_E_POOL_REFUSED);
 
     lds_pool_stats s = stats_of(pool);
-    assert_int_equal(s.refused[LDS_POOL_REFUSED_UNKNOWN], 3);
+    assert_int_equal(s.refused[LDS_POOL_REFUSED_UNKNOWN], 4);
     assert_int_equal(s.refused[LDS_POOL_REFUSED_POINTER], 2);
     assert_int_equal(s.refused[LDS_POOL_REFUSED_SIZE], 2);
     assert_int_equal(s.refused[LDS_POOL_REFUSED_STALE], 1);
-    assert_int_equal(s.refused_total, 8);
+    assert_int_equal(s.refused_total, 9);
     assert_int_equal(s.returns, 0);
     assert_int_equal(s.leases_current, 1);
     /* nothing was passed on: the real lease still returns, and the caller's memory never
@@ -593,6 +601,91 @@ static void test_foreign_and_forged_returns(void **state)
     }
     assert_consistent(pool);
     lds_pool_free(pool);
+}
+
+/* A slot driven over the old 32-bit wrap point (the test hook sets its generation near
+ * 2^32): the handle of its first lease, long returned, must stay refused when the slot's
+ * generation passes 2^32, and the live lease of that slot must still return. */
+static void test_stale_handle_across_old_wrap(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+    lds_lease a, b, c;
+    assert_int_equal(lds_pool_rent(pool, 1000, &a), LDS_OK);
+    lds_lease stale_a = a;
+    assert_int_equal(lds_pool_return(pool, &a, 0), LDS_OK);
+    assert_int_equal(lds__pool_test_set_generation(pool, stale_a.handle, (UINT64_C(1) << 32) - 2),
+                     LDS_OK);
+    assert_int_equal(lds_pool_rent(pool, 1000, &b), LDS_OK);
+    assert_ptr_equal(b.ptr, stale_a.ptr); /* the same slot, served by the thread cache */
+    lds_lease stale_b = b;
+    assert_int_equal(lds_pool_return(pool, &b, 0), LDS_OK);
+    assert_int_equal(lds_pool_rent(pool, 1000, &c), LDS_OK);
+    assert_ptr_equal(c.ptr, stale_a.ptr);
+    assert_true(c.handle != stale_a.handle);
+    assert_int_equal(lds_pool_return(pool, &stale_a, 0), LDS_E_POOL_REFUSED);
+    assert_int_equal(lds_pool_return(pool, &stale_b, 0), LDS_E_POOL_REFUSED);
+    assert_int_equal(lds_pool_return(pool, &c, 0), LDS_OK);
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.refused[LDS_POOL_REFUSED_STALE], 2);
+    assert_int_equal(s.returns, 3);
+    assert_consistent(pool);
+    lds_pool_free(pool);
+}
+
+/* A slot at the end of its generations retires at the return that spends the last one
+ * (through the warm return and through the full one, LDS_RETURN_CLEAR): its buffer is
+ * freed, the slot never serves again, and every handle it gave stays refused. */
+static void test_slot_retires_before_generation_wraps(void **state)
+{
+    (void)state;
+    for (int full = 0; full < 2; full++) {
+        lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+        lds_lease a, b, c;
+        assert_int_equal(lds_pool_rent(pool, 1000, &a), LDS_OK);
+        lds_lease stale_a = a;
+        assert_int_equal(lds_pool_return(pool, &a, 0), LDS_OK);
+        /* not while leased, never odd, never at or past the retirement point */
+        assert_int_equal(lds__pool_test_set_generation(pool, stale_a.handle, 3), LDS_E_INVALID_ARG);
+        assert_int_equal(lds__pool_test_set_generation(pool, stale_a.handle, LDS__POOL_GEN_RETIRE),
+                         LDS_E_INVALID_ARG);
+        assert_int_equal(
+            lds__pool_test_set_generation(pool, stale_a.handle, LDS__POOL_GEN_RETIRE - 2), LDS_OK);
+        assert_int_equal(lds_pool_rent(pool, 1000, &b), LDS_OK);
+        assert_ptr_equal(b.ptr, stale_a.ptr);
+        assert_int_equal(b.handle >> LDS__POOL_IDX_BITS, LDS__POOL_GEN_RETIRE - 1);
+        assert_int_equal(lds__pool_test_set_generation(pool, b.handle, 2), LDS_E_INVALID_ARG);
+        lds_lease stale_b = b;
+        lds_pool_stats s0 = stats_of(pool);
+        assert_int_equal(s0.slots_retired, 0);
+        assert_int_equal(lds_pool_return(pool, &b, full ? LDS_RETURN_CLEAR : 0), LDS_OK);
+        lds_pool_stats s1 = stats_of(pool);
+        assert_int_equal(s1.slots_retired, 1);
+        assert_int_equal(s1.buffers_retained, 0); /* the buffer went with its slot */
+        assert_int_equal(s1.returns, 2);
+        /* the retired slot cannot be set back either */
+        assert_int_equal(lds__pool_test_set_generation(pool, stale_b.handle, 2), LDS_E_INVALID_ARG);
+        /* the next rent of the class is a fresh buffer in another slot */
+        assert_int_equal(lds_pool_rent(pool, 1000, &c), LDS_OK);
+        assert_true((c.handle & LDS__POOL_IDX_MASK) != (stale_b.handle & LDS__POOL_IDX_MASK));
+        assert_int_equal(c.handle >> LDS__POOL_IDX_BITS, 1);
+        assert_int_equal(stats_of(pool).misses_exhausted + stats_of(pool).misses_cold, 2);
+        assert_int_equal(lds_pool_return(pool, &stale_a, 0), LDS_E_POOL_REFUSED);
+        assert_int_equal(lds_pool_return(pool, &stale_b, 0), LDS_E_POOL_REFUSED);
+        assert_int_equal(lds_pool_return(pool, &c, 0), LDS_OK);
+        /* the slot is out for good: many more cycles never reach it */
+        for (int i = 0; i < 100; i++) {
+            lds_lease l;
+            assert_int_equal(lds_pool_rent(pool, 1000 + (size_t)(i % 3) * 4096, &l), LDS_OK);
+            assert_true((l.handle & LDS__POOL_IDX_MASK) != (stale_b.handle & LDS__POOL_IDX_MASK));
+            assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+        }
+        lds_pool_stats s2 = stats_of(pool);
+        assert_int_equal(s2.refused[LDS_POOL_REFUSED_STALE], 2);
+        assert_int_equal(s2.slots_retired, 1);
+        assert_consistent(pool);
+        lds_pool_free(pool);
+    }
 }
 
 /* A caller that reads by capacity instead of length sees the poison. */
@@ -726,6 +819,231 @@ static void test_guard_faults_at_write(void **state)
     assert_int_equal(lds_pool_trim(pool, LDS_POOL_TRIM_ALL, &freed), LDS_OK);
     assert_int_equal(freed, 2 * 1024);
     lds_pool_free(pool);
+}
+
+/* 1 when a write at `p` from a forked child faults (SIGSEGV, or ASan's report of it). */
+static int write_faults(void *p)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL); /* cmocka catches it otherwise */
+        late_write(p, 1);
+        _exit(0); /* reached only if the write did not fault */
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (WIFSIGNALED(status))
+        return WTERMSIG(status) == SIGSEGV;
+#ifdef TEST_ASAN
+    return WIFEXITED(status) && WEXITSTATUS(status) != 0;
+#else
+    return 0;
+#endif
+}
+
+/* Standard error, captured between stderr_begin and stderr_end into `buf`. */
+typedef struct captured {
+    FILE *tmp;
+    int saved;
+} captured;
+
+static captured stderr_begin(void)
+{
+    fflush(stderr);
+    captured c = {tmpfile(), dup(2)};
+    assert_non_null(c.tmp);
+    assert_true(c.saved >= 0);
+    assert_true(dup2(fileno(c.tmp), 2) == 2);
+    return c;
+}
+
+static void stderr_end(captured c, char *buf, size_t cap)
+{
+    fflush(stderr);
+    assert_true(dup2(c.saved, 2) == 2);
+    close(c.saved);
+    rewind(c.tmp);
+    size_t n = fread(buf, 1, cap - 1, c.tmp);
+    buf[n] = '\0';
+    fclose(c.tmp);
+}
+
+/* Guard mode when mprotect(PROT_NONE) fails at a return (injected ENOMEM, as at
+ * vm.max_map_count): the return succeeds, the buffer is unmapped instead of sitting
+ * unprotected in the quarantine (a late write still faults), the failure is counted and
+ * reported once per pool on stderr, naming the call and the errno. */
+static void test_guard_protect_failure_is_loud(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_GUARD, 0);
+    lds_lease l;
+    assert_int_equal(lds_pool_rent(pool, 1000, &l), LDS_OK);
+    char *old = l.ptr;
+    assert_true(stats_of(pool).bytes_mapped > 0);
+    char msg[1024];
+    lds__os_test_fail(LDS__OS_PROTECT_NONE, ENOMEM, 0, 1);
+    captured c = stderr_begin();
+    lds_status st = lds_pool_return(pool, &l, 0);
+    stderr_end(c, msg, sizeof msg);
+    assert_int_equal(st, LDS_OK);
+    assert_non_null(strstr(msg, "mprotect(PROT_NONE)"));
+    assert_non_null(strstr(msg, "ENOMEM (errno 12)"));
+    assert_non_null(strstr(msg, "unmaps the returned buffer"));
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.guard_failures, 1);
+    assert_int_equal(s.buffers_retained, 0); /* not in the quarantine, unprotected */
+    assert_int_equal(s.bytes_mapped, 0);     /* unmapped instead */
+    assert_int_equal(s.returns, 1);
+    assert_true(write_faults(old));
+
+    /* the pool goes on guarding; a second failure is counted, not printed again */
+    assert_int_equal(lds_pool_rent(pool, 1000, &l), LDS_OK);
+    old = l.ptr;
+    assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    assert_true(write_faults(old));
+    assert_int_equal(stats_of(pool).buffers_retained, 1);
+    assert_int_equal(lds_pool_rent(pool, 1000, &l), LDS_OK);
+    lds__os_test_fail(LDS__OS_PROTECT_NONE, EACCES, 0, 1);
+    c = stderr_begin();
+    assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    stderr_end(c, msg, sizeof msg);
+    assert_string_equal(msg, "");
+    s = stats_of(pool);
+    assert_int_equal(s.guard_failures, 2);
+    assert_int_equal(s.buffers_retained, 1);
+
+    /* mprotect and munmap both refused: the buffer waits in the quarantine (counted and
+     * kept, never lost), and leaves it through the normal path */
+    assert_int_equal(lds_pool_rent(pool, 1000, &l), LDS_OK);
+    lds__os_test_fail(LDS__OS_PROTECT_NONE, ENOMEM, 0, 1);
+    lds__os_test_fail(LDS__OS_UNMAP, ENOMEM, 0, 1);
+    assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    s = stats_of(pool);
+    assert_int_equal(s.guard_failures, 3);
+    assert_int_equal(s.buffers_retained, 2);
+    size_t freed = 0;
+    assert_int_equal(lds_pool_trim(pool, LDS_POOL_TRIM_ALL, &freed), LDS_OK);
+    assert_int_equal(freed, 2 * 1024);
+    assert_int_equal(stats_of(pool).bytes_mapped, 0);
+    assert_consistent(pool);
+    lds_pool_free(pool);
+}
+
+/* Guard mode when a buffer cannot be made accessible again as it leaves the quarantine:
+ * it is unmapped, never handed out (a rent would fault on it), and the failure is counted
+ * and reported. */
+static void test_guard_unprotect_failure_is_loud(void **state)
+{
+    (void)state;
+    lds_pool_options o;
+    lds_pool_options_default(&o);
+    o.check = LDS_POOL_CHECK_GUARD;
+    o.guard_quarantine = 1;
+    lds_pool *pool = NULL;
+    assert_int_equal(lds_pool_create(&o, &pool), LDS_OK);
+    lds_lease a, b;
+    assert_int_equal(lds_pool_rent(pool, 1000, &a), LDS_OK);
+    assert_int_equal(lds_pool_rent(pool, 1000, &b), LDS_OK);
+    assert_int_equal(lds_pool_return(pool, &a, 0), LDS_OK); /* a: quarantined */
+    lds__os_test_fail(LDS__OS_PROTECT_RW, ENOMEM, 0, 1);
+    char msg[1024];
+    captured c = stderr_begin();
+    assert_int_equal(lds_pool_return(pool, &b, 0), LDS_OK); /* b in, a out: not reusable */
+    stderr_end(c, msg, sizeof msg);
+    assert_non_null(strstr(msg, "mprotect(PROT_READ|PROT_WRITE)"));
+    assert_non_null(strstr(msg, "ENOMEM"));
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.guard_failures, 1);
+    assert_int_equal(s.buffers_retained, 1); /* b only */
+    assert_int_equal(s.trims + s.drops, 0);
+    /* the next rent maps a fresh buffer, writable */
+    lds_lease l;
+    assert_int_equal(lds_pool_rent(pool, 1000, &l), LDS_OK);
+    memset(l.ptr, 7, l.length); /* [length, capacity) is ASan-poisoned in checked modes */
+    assert_int_equal(stats_of(pool).misses_cold + stats_of(pool).misses_exhausted, 3);
+    assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    assert_consistent(pool);
+    lds_pool_free(pool);
+
+    /* a new guard mapping whose buffer cannot be made accessible: the rent fails */
+    pool = make_pool(LDS_POOL_CHECK_GUARD, 0);
+    lds__os_test_fail(LDS__OS_PROTECT_RW, ENOMEM, 0, 1);
+    c = stderr_begin();
+    lds_status st = lds_pool_rent(pool, 1000, &l);
+    stderr_end(c, msg, sizeof msg);
+    assert_int_equal(st, LDS_E_NOMEM);
+    assert_null(l.ptr);
+    assert_non_null(strstr(msg, "mprotect(PROT_READ|PROT_WRITE)"));
+    assert_non_null(strstr(msg, "the rent fails with LDS_E_NOMEM"));
+    s = stats_of(pool);
+    assert_int_equal(s.guard_failures, 1);
+    assert_int_equal(s.bytes_mapped, 0);
+    assert_int_equal(s.rents, 0);
+    assert_int_equal(lds_pool_rent(pool, 1000, &l), LDS_OK); /* the next one maps */
+    assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    lds_pool_free(pool);
+}
+
+/* For real: in a forked child, fill the process's map count up to vm.max_map_count with
+ * one-page mappings of alternating protection (which cannot merge). A rent that needs a
+ * new mapping then fails with LDS_E_NOMEM, and returning guard-mode leases still protects
+ * them (their mappings are fenced by PROT_NONE pages, so no mprotect needs a new map
+ * entry): no guard failure, and a late write faults. The child reports by exit code. */
+static void test_guard_at_max_map_count(void **state)
+{
+    (void)state;
+    long limit = 0;
+    FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+    if (!f || fscanf(f, "%ld", &limit) != 1 || limit <= 0 || limit > 1 << 20) {
+        if (f)
+            fclose(f);
+        skip(); /* unreadable or too large to fill quickly */
+    }
+    fclose(f);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* Nothing here may need a new mapping once the map count is full: no cmocka. */
+        signal(SIGSEGV, SIG_DFL);
+        lds_pool_options o;
+        lds_pool_options_default(&o);
+        o.check = LDS_POOL_CHECK_GUARD;
+        lds_pool *pool = NULL;
+        if (lds_pool_create(&o, &pool) != LDS_OK)
+            _exit(10);
+        lds_lease l[8], extra;
+        for (int i = 0; i < 8; i++)
+            if (lds_pool_rent(pool, 4000, &l[i]) != LDS_OK)
+                _exit(11);
+        long page = sysconf(_SC_PAGESIZE), n = 0;
+        while (n < limit + 16 && mmap(NULL, (size_t)page, (n & 1) ? PROT_READ : PROT_NONE,
+                                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) != MAP_FAILED)
+            n++;
+        if (n >= limit + 16)
+            _exit(12); /* never reached the limit */
+        if (lds_pool_rent(pool, 4000, &extra) != LDS_E_NOMEM)
+            _exit(13);
+        char *late = l[4].ptr; /* a middle one: its neighbours are leases too */
+        for (int i = 0; i < 8; i++)
+            if (lds_pool_return(pool, &l[i], 0) != LDS_OK)
+                _exit(14);
+        lds_pool_stats s;
+        lds_pool_stats_init(&s);
+        lds_pool_get_stats(pool, &s);
+        if (s.guard_failures != 0 || s.buffers_retained != 8)
+            _exit(15);
+        late_write(late, 1);
+        _exit(16); /* the write did not fault */
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV))
+        print_error("child status %d (exit %d)\n", status,
+                    WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV);
 }
 
 static void test_bypass_never_reuses(void **state)
@@ -1232,10 +1550,15 @@ int main(void)
         cmocka_unit_test(test_double_return_then_two_rents),
         cmocka_unit_test(test_triple_return_four_rents),
         cmocka_unit_test(test_foreign_and_forged_returns),
+        cmocka_unit_test(test_stale_handle_across_old_wrap),
+        cmocka_unit_test(test_slot_retires_before_generation_wraps),
         cmocka_unit_test(test_poison_past_length),
         cmocka_unit_test(test_fill_on_rent_and_clear),
         cmocka_unit_test(test_canary_catches_write_after_return),
         cmocka_unit_test(test_guard_faults_at_write),
+        cmocka_unit_test(test_guard_protect_failure_is_loud),
+        cmocka_unit_test(test_guard_unprotect_failure_is_loud),
+        cmocka_unit_test(test_guard_at_max_map_count),
         cmocka_unit_test(test_bypass_never_reuses),
         cmocka_unit_test(test_env_selects_check_mode),
         cmocka_unit_test(test_options_size_rules),
