@@ -32,12 +32,9 @@ static const struct {
     {LDS_IMPORT_AUTO, "auto"},
     {LDS_IMPORT_GLOVE, "glove"},
     {LDS_IMPORT_W2V_TEXT, "word2vec"},
-    {LDS_IMPORT_W2V_BINARY, "word2vec-binary"},
+    {LDS_IMPORT_W2V_BINARY, "word2vec-bin"},
     {LDS_IMPORT_NPY, "npy"},
     {LDS_IMPORT_FVECS, "fvecs"},
-    {LDS_IMPORT_W2V_TEXT, "w2v"},
-    {LDS_IMPORT_W2V_BINARY, "w2v-binary"},
-    {LDS_IMPORT_W2V_BINARY, "word2vec-bin"},
 };
 
 const char *lds_import_format_name(lds_import_format format)

@@ -597,11 +597,18 @@ static void test_format_names(void **state)
         assert_int_equal(lds_import_format_from_name(name, &f), LDS_OK);
         assert_int_equal(f, all[i]);
     }
-    assert_string_equal(lds_import_format_name(LDS_IMPORT_W2V_BINARY), "word2vec-binary");
+    /* One name per format, the one the CLI's --format takes and its summary prints. */
+    assert_string_equal(lds_import_format_name(LDS_IMPORT_W2V_BINARY), "word2vec-bin");
     assert_null(lds_import_format_name((lds_import_format)42));
     lds_import_format f = LDS_IMPORT_NPY;
-    assert_int_equal(lds_import_format_from_name("w2v", &f), LDS_OK);
+    assert_int_equal(lds_import_format_from_name("word2vec-bin", &f), LDS_OK);
+    assert_int_equal(f, LDS_IMPORT_W2V_BINARY);
+    f = LDS_IMPORT_NPY;
+    assert_int_equal(lds_import_format_from_name("word2vec", &f), LDS_OK);
     assert_int_equal(f, LDS_IMPORT_W2V_TEXT);
+    const char *retired[] = {"word2vec-binary", "w2v", "w2v-binary"};
+    for (size_t i = 0; i < sizeof retired / sizeof retired[0]; i++)
+        assert_int_equal(lds_import_format_from_name(retired[i], &f), LDS_E_BAD_VALUE);
     assert_int_equal(lds_import_format_from_name("csv", &f), LDS_E_BAD_VALUE);
     assert_int_equal(f, LDS_IMPORT_W2V_TEXT);
     assert_int_equal(lds_import_format_from_name(NULL, &f), LDS_E_INVALID_ARG);
