@@ -104,8 +104,8 @@ static int copy_to_stdout(const char *path)
 
 /* Reports a failed import: the importer's messages name a line or row of IN, the writer's
    (which start "writer: ") concern OUT; an input the options do not fit is a usage error. */
-static int pack_failed(const char *prog, const char *in, const char *out, lds_status st,
-                       const lds_error *err)
+static int pack_failed(const char *prog, const char *in, const char *keys, const char *out,
+                       lds_status st, const lds_error *err)
 {
     const char *field = err->status == st ? err->field : NULL;
     if (st == LDS_E_UNSUPPORTED && field && strcmp(field, "format") == 0)
@@ -120,6 +120,9 @@ static int pack_failed(const char *prog, const char *in, const char *out, lds_st
                                in);
     if (err->status == st && strncmp(err->message, "writer: ", 8) == 0)
         return cli_fail(out, st, err);
+    /* A fault of the keys file is named by the keys file, not by IN. */
+    if (keys && field && strcmp(field, "keys_path") == 0)
+        return cli_fail(keys, st, err);
     cli_fail(in, st, err);
     if (st == LDS_E_BAD_VALUE && err->status == st && strstr(err->message, "i8_scale"))
         fputs("lodestar: choose the scale with --i8-scale S (S >= max |x| / 127), or use "
@@ -249,7 +252,7 @@ int cli_pack(int argc, char **argv)
     lds_status st = lds_import_file(in_path, out_path, &opts, &res, &err);
     if (progress.shown)
         fputc('\n', stderr);
-    int rc = st == LDS_OK ? CLI_OK : pack_failed(prog, in, out, st, &err);
+    int rc = st == LDS_OK ? CLI_OK : pack_failed(prog, in, opts.keys_path, out, st, &err);
     if (rc == CLI_OK && to_stdout)
         rc = copy_to_stdout(out_path);
     if (to_stdout) {

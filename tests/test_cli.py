@@ -552,7 +552,8 @@ def test_pack_i8_scale():
     out_path = os.path.join(WORK, "big-i8.ldsi")
     rc, out, err = run("pack", src, out_path, "--dtype", "i8")
     expect(rc, out, err, 1)
-    check("row 1" in err and "i8_scale 0.00787402" in err, f"names the row and scale: {err}")
+    check("line 2 (byte 16): element 1 is 2," in err and "i8_scale 0.00787402" in err,
+          f"names the line, element and scale: {err}")
     check("--i8-scale" in err, f"hints at the flag: {err}")
     check(not os.path.exists(out_path), "no output left behind")
     rc, out, err = run("pack", src, out_path, "--dtype", "i8", "--i8-scale", str(3 / 127))
@@ -704,6 +705,19 @@ def test_pack_stdin_and_stdout():
     p = subprocess.run([LODESTAR, "pack", "-", via_stdin], input=text, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=60)
     check(p.returncode == 2 and b"--format" in p.stderr, p.stderr)
+
+
+def test_keys_file_errors_name_the_keys_file():
+    vecs = os.path.join(WORK, "three.fvecs")
+    write_fvecs(vecs, [[1, 2], [3, 4], [5, 6]])
+    for name, text, what in (("short-keys.txt", "a\nb\n", "2 lines"),
+                             ("dup-keys.txt", "a\nb\na\n", "keys file line 3 (byte 4): duplicate")):
+        keys = os.path.join(WORK, name)
+        with open(keys, "w") as f:
+            f.write(text)
+        rc, out, err = run("pack", vecs, os.path.join(WORK, "k.ldsi"), "--keys", keys)
+        expect(rc, out, err, 1)
+        check(err.startswith(f"lodestar: {keys}: ") and what in err, err)
 
 
 def test_floats_print_shortest_from_one_digit():
