@@ -5,8 +5,8 @@ usage: test_cli.py LODESTAR FIXTURE_DIR [EXAMPLE]
 
 LODESTAR is the built program, FIXTURE_DIR is tests/fixtures/cli, EXAMPLE the
 README example program (tests/example_readme.c), optional. Standard library
-only. Prints one line per test and a closing "N passed, N failed" line; exits
-0 only if every test passed.
+only. Prints one line per test and a closing "N passed, N failed, N skipped"
+line; exits 0 only if no test failed.
 
 The fixture tiny.glove.txt holds 7 words of 4 dimensions chosen so that every
 cosine is exact: king=(1,0,0,0), queen=(0.8,0.6,0,0), prince=(0.6,0,0.8,0),
@@ -26,7 +26,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lds_testrun import check, run_tests  # noqa: E402
+from lds_testrun import check, run_tests, skip  # noqa: E402
 
 LODESTAR = os.path.abspath(sys.argv[1])
 FIXTURES = os.path.abspath(sys.argv[2])
@@ -739,6 +739,34 @@ def test_info_names_ownership_as_json_does():
     expect(rc, out, err, 0)
     j = info_json(INDEX)
     check(f"load path:  {j['load']['path']} ({j['load']['ownership']})\n" in out, out)
+
+
+def test_runner_counts_skips():
+    # lds_testrun itself: a skipped test is counted and named as skipped, not as passed.
+    import contextlib
+    import io
+
+    def ok():
+        pass
+
+    def bad():
+        check(False, "no")
+
+    def skipped():
+        skip("not here")
+
+    cases = [
+        ({"test_a": ok, "test_b": skipped, "test_c": bad}, 1, "1 passed, 1 failed, 1 skipped"),
+        ({"test_a": ok, "test_b": skipped}, 0, "1 passed, 0 failed, 1 skipped"),
+        ({"test_b": skipped}, 77, "0 passed, 0 failed, 1 skipped"),
+    ]
+    for ns, code, last in cases:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = run_tests(ns, tempfile.mkdtemp(prefix="lodestar-runner-"))
+        lines = out.getvalue().splitlines()
+        check(rc == code and lines[-1] == last, f"{rc} {lines}")
+        check("skip test_b: not here" in lines, lines)
 
 
 def test_readme_example():
