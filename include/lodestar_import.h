@@ -168,9 +168,12 @@ typedef struct lds_import_result {
  * `options` NULL means defaults. `res` (may be NULL) is written on success
  * only. `err` (may be NULL) receives the detail of a refusal: `line` is the
  * 1-based line of a text input (or of the keys file, then `field` is
- * "keys_path") or the 1-based row of a binary input; `offset` is the byte
- * offset in that file of the offending token, line or row; `field` names the
- * part at fault ("line", "row", "header", "npy.shape", "fvecs.d", ...).
+ * "keys_path") or the 1-based record number (row + 1) of a binary input;
+ * `offset` is the byte offset in that file of the offending token, line or
+ * row; `field` names the part at fault ("line", "row", "header", "npy.shape",
+ * "fvecs.d", ...). The message names one place: "line L (byte B): element E"
+ * or "row R (byte B)", lines from 1, rows and elements from 0, with any input
+ * bytes it quotes escaped (\xNN) outside printable ASCII.
  *
  * Returns:
  * - LDS_OK: the index is at `output_path`.
