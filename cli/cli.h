@@ -23,8 +23,8 @@ int cli_get(int argc, char **argv);
 int cli_similar(int argc, char **argv);
 
 /* Prints "lodestar: <what>: <detail>" where the detail is the error's message
-   (which names field and offset) or, without one, the status text. Both are escaped
-   as cli_put_escaped does (a message may echo input bytes); a writer's message loses
+   (which names field and offset) or, without one, the status text. <what> is escaped
+   as cli_put_escaped does, the detail as cli_put_message does; a writer's message loses
    its "writer: " prefix and its "(at byte 0)". Returns CLI_FAIL. */
 int cli_fail(const char *what, lds_status status, const lds_error *err);
 
@@ -55,6 +55,10 @@ void cli_format_size(char *buf, size_t cap, uint64_t bytes);
    (controls, DEL, C1 controls, malformed sequences) and every backslash escaped C-style
    (\xNN, \\), so that a key or value cannot drive the terminal. */
 void cli_put_escaped(FILE *f, const char *s, size_t len);
+
+/* As cli_put_escaped, but a backslash passes as it is: for a library message, which
+   already writes the input bytes it quotes as \xNN (so they are not escaped twice). */
+void cli_put_message(FILE *f, const char *s, size_t len);
 
 /* How a subcommand wants an index loaded. */
 typedef struct cli_load_request {

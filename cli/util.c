@@ -31,7 +31,7 @@ int cli_fail(const char *what, lds_status status, const lds_error *err)
         cli_put_escaped(stderr, what, strlen(what));
         fputs(": ", stderr);
     }
-    cli_put_escaped(stderr, detail, (size_t)len);
+    cli_put_message(stderr, detail, (size_t)len);
     fputc('\n', stderr);
     if (status == LDS_E_LIMIT && strstr(detail, "max_payload_bytes"))
         fputs("lodestar: a larger payload needs a larger --max-payload SIZE\n", stderr);
@@ -213,11 +213,11 @@ static size_t printable_utf8(const unsigned char *s, size_t n)
     return len;
 }
 
-void cli_put_escaped(FILE *f, const char *s, size_t len)
+static void put_escaped(FILE *f, const char *s, size_t len, bool backslash)
 {
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < len;) {
-        size_t n = printable_utf8(p + i, len - i);
+        size_t n = p[i] == '\\' && !backslash ? 1 : printable_utf8(p + i, len - i);
         if (n) {
             fwrite(p + i, 1, n, f);
             i += n;
@@ -229,6 +229,16 @@ void cli_put_escaped(FILE *f, const char *s, size_t len)
             i++;
         }
     }
+}
+
+void cli_put_escaped(FILE *f, const char *s, size_t len)
+{
+    put_escaped(f, s, len, true);
+}
+
+void cli_put_message(FILE *f, const char *s, size_t len)
+{
+    put_escaped(f, s, len, false);
 }
 
 static lds_status load(const cli_load_request *req, lds_index **out, lds_load_info *info,

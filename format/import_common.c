@@ -270,9 +270,9 @@ lds_status lds__imp_reader_peek(lds__imp_reader *r, int *byte, lds_error *err)
 
 /* ---- numbers ------------------------------------------------------------ */
 
-/* Writes tok[0, len) into buf (at least 4 * LDS__IMP_SHOWN + 4 bytes) as a message may
-   quote it: at most LDS__IMP_SHOWN bytes, each one outside printable ASCII, and every
-   backslash and double quote, escaped \\xNN (\\\\, \\"), so that a token of binary (a file
+/* Writes tok[0, len) into buf (cap >= 4 * LDS__IMP_SHOWN + 8) as a message quotes it: at
+   most LDS__IMP_SHOWN bytes, with each byte outside printable ASCII written \xNN and a
+   backslash or double quote preceded by a backslash, so that a token of binary (a file
    given in the wrong format) cannot drive the terminal of whoever reads the message. */
 const char *lds__imp_quote(char *buf, size_t cap, const char *tok, size_t len)
 {

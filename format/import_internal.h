@@ -112,8 +112,8 @@ lds_status lds__imp_parse_float(lds__imp_ctx *c, const char *tok, size_t len, fl
 /* Most bytes of an input token that a message quotes. */
 #define LDS__IMP_SHOWN 40
 /* Quotes tok[0, len) for a message into buf (cap >= 4 * LDS__IMP_SHOWN + 8): at most
-   LDS__IMP_SHOWN bytes, each byte outside printable ASCII, a backslash and a double quote
-   escaped (\\xNN, \\\\, \\"), "..." when cut. Returns buf. */
+   LDS__IMP_SHOWN bytes, each byte outside printable ASCII as \xNN, a backslash or double
+   quote after a backslash, "..." when cut. Returns buf. */
 const char *lds__imp_quote(char *buf, size_t cap, const char *tok, size_t len);
 /* Parses a non-negative decimal integer made only of digits. false on any other text or overflow.
  */

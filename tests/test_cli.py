@@ -641,7 +641,8 @@ def test_messages_escape_input_bytes():
     rc, out, err = run("pack", zst, os.path.join(WORK, "m.ldsi"), "--format", "glove")
     expect(rc, out, err, 1)
     check("\x1b" not in err and "\x07" not in err and "\ufffd" not in err, repr(err))
-    check("\\x1b[2J" in err or "\\xb5" in err, f"escaped as \\xNN: {err!r}")
+    check("\\x1b[2J\\x07" in err and "(\\xb5/\\xfd" in err and "\\\\x" not in err,
+          f"escaped once as \\xNN: {err!r}")
     # A file name with a control character is escaped too.
     odd = os.path.join(WORK, "odd\x1bname.txt")
     rc, out, err = run("info", odd)
