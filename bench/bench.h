@@ -86,7 +86,8 @@ static inline void bench_escape(const void *p)
 }
 /* Writes one byte per page over [p, p+n) (and the last byte), as a reader would. */
 void bench_touch_pages(void *p, size_t n);
-/* Parses "64", "4K", "20589008", "1G" (binary suffixes). 0 on success. */
+/* Parses "64", "4K", "4KiB", "20589008", "1G": digits, then K, M, G or T (powers of 1024,
+   either case) optionally followed by "iB", as the lodestar program's sizes. 0 on success. */
 int bench_parse_size(const char *s, size_t *out);
 /* "20.6 MB"-style IEC string ("19.6 MiB") into buf. */
 const char *bench_fmt_bytes(double bytes, char *buf, size_t cap);

@@ -120,6 +120,10 @@ void bench_touch_pages(void *p, size_t n)
 
 int bench_parse_size(const char *s, size_t *out)
 {
+    /* The same rule as the lodestar program's sizes (cli_parse_size): digits, then
+       optionally K, M, G or T (either case, powers of 1024), optionally followed by "iB". */
+    if (!s || *s < '0' || *s > '9')
+        return -1;
     char *end = NULL;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
@@ -129,23 +133,24 @@ int bench_parse_size(const char *s, size_t *out)
     switch (toupper((unsigned char)*end)) {
     case 'K':
         shift = 10;
-        end++;
         break;
     case 'M':
         shift = 20;
-        end++;
         break;
     case 'G':
         shift = 30;
-        end++;
+        break;
+    case 'T':
+        shift = 40;
         break;
     default:
         break;
     }
-    if (*end == 'i' || *end == 'I')
+    if (shift) {
         end++;
-    if (*end == 'B' || *end == 'b')
-        end++;
+        if (end[0] == 'i' && end[1] == 'B')
+            end += 2;
+    }
     if (*end != '\0' || v > (SIZE_MAX >> shift))
         return -1;
     *out = (size_t)v << shift;

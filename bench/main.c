@@ -52,7 +52,7 @@ static void usage(FILE *out)
             "  --full             the full sweep (pool-cost: 64 B to 1 GiB)\n"
             "  --iterations N     measured rounds (after warm-up)\n"
             "  --warmup N         rounds dropped before measuring\n"
-            "  --size LIST        sizes, e.g. 4K or 64,4K,20589008,1G (K/M/G binary)\n"
+            "  --size LIST        sizes, e.g. 4K or 64,4KiB,20589008,1G (K/M/G/T: 1024^n)\n"
             "  --threads N        highest thread count (contention)\n"
             "  --index FILE       load this index (load, reload, heap-warmth)\n"
             "  --rows N --dim N   shape of the generated reference index\n"

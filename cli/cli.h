@@ -23,10 +23,12 @@ int cli_get(int argc, char **argv);
 int cli_similar(int argc, char **argv);
 
 /* Prints "lodestar: <what>: <detail>" where the detail is the error's message
-   (which names field and offset) or, without one, the status text. Returns CLI_FAIL. */
+   (which names field and offset) or, without one, the status text. <what> is escaped
+   as cli_put_escaped does, the detail as cli_put_message does; a writer's message loses
+   its "writer: " prefix and its "(at byte 0)". Returns CLI_FAIL. */
 int cli_fail(const char *what, lds_status status, const lds_error *err);
 
-/* Prints "lodestar: <formatted message>" to stderr. Returns CLI_FAIL. */
+/* Prints "lodestar: <formatted message>" to stderr, escaped. Returns CLI_FAIL. */
 int cli_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Prints "<prog>: <formatted message>" and a hint to run --help, to stderr.
@@ -37,7 +39,8 @@ int cli_usage_error(const char *prog, const char *fmt, ...) __attribute__((forma
 bool cli_parse_u64(const char *text, uint64_t *out);
 
 /* Parses a byte count: a decimal integer with an optional suffix K, M, G or T (powers of
-   1024, either case); false on junk, zero or overflow. */
+   1024, either case), which may be followed by "iB" (64M, 64MiB); false on junk, zero or
+   overflow. lodestar-bench's --size takes the same (bench_parse_size). */
 bool cli_parse_size(const char *text, uint64_t *out);
 
 /* The program's default max_payload_bytes: the library's default
@@ -52,6 +55,10 @@ void cli_format_size(char *buf, size_t cap, uint64_t bytes);
    (controls, DEL, C1 controls, malformed sequences) and every backslash escaped C-style
    (\xNN, \\), so that a key or value cannot drive the terminal. */
 void cli_put_escaped(FILE *f, const char *s, size_t len);
+
+/* As cli_put_escaped, but a backslash passes as it is: for a library message, which
+   already writes the input bytes it quotes as \xNN (so they are not escaped twice). */
+void cli_put_message(FILE *f, const char *s, size_t len);
 
 /* How a subcommand wants an index loaded. */
 typedef struct cli_load_request {
@@ -73,7 +80,8 @@ void cli_print_max_payload_help(FILE *f);
    returns its exit code. */
 int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info);
 
-/* Writes `x` in the shortest decimal form that reads back as the same float. */
+/* Writes `x` in the shortest decimal form that reads back as the same float (from one
+   significant digit up: 1e-45, 0.5); every NaN as "nan", whatever its sign bit. */
 void cli_print_float(FILE *f, float x);
 
 /* Writes the shortest decimal form of `x` into buf (at least 32 bytes). */

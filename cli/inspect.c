@@ -77,8 +77,9 @@ static void print_info_text(const char *file, const lds_index *idx, const lds_lo
     printf("\n");
     printf("checksum:   xxh3-64 %016" PRIx64 " %s\n", lds_index_checksum(idx),
            lds_index_checksum_verified(idx) ? "(verified)" : "(not verified)");
+    /* The same words as the JSON's load.ownership. */
     printf("load path:  %s (%s)\n", lds_load_path_name(info->path),
-           info->ownership == LDS_OWN_COPY ? "copied" : "adopted");
+           info->ownership == LDS_OWN_COPY ? "copy" : "adopt");
     printf("load time:  %.3f ms\n", elapsed_ms(info));
 }
 

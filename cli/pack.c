@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
@@ -14,7 +15,10 @@ static const char pack_usage[] =
     "\n"
     "Build the index OUT from the embeddings in IN. OUT is written to a temporary\n"
     "file that replaces OUT only once complete, so a failed pack leaves OUT as it was.\n"
-    "Malformed input is refused with its line or row number.\n"
+    "Malformed input is refused with its line (1-based) or row (0-based) number.\n"
+    "IN - reads standard input (name the format with --format; npy needs a regular\n"
+    "file, so redirect one rather than pipe it); OUT - writes the index to standard\n"
+    "output once it is complete, and the summary line to standard error.\n"
     "\n"
     "options:\n"
     "  --format FMT   input format: glove, word2vec, word2vec-bin, npy, fvecs\n"
@@ -71,10 +75,37 @@ static void on_progress(uint64_t done, uint64_t total, void *ctx)
     fflush(stderr);
 }
 
+/* Copies the finished index at `path` to standard output. */
+static int copy_to_stdout(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return cli_failf("%s: %s", path, strerror(errno));
+    char buf[1 << 16];
+    int rc = CLI_OK;
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = cli_failf("reading %s: %s", path, strerror(errno));
+            break;
+        }
+        if (n == 0)
+            break;
+        if (fwrite(buf, 1, (size_t)n, stdout) != (size_t)n) {
+            rc = cli_failf("writing standard output: %s", strerror(errno));
+            break;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
 /* Reports a failed import: the importer's messages name a line or row of IN, the writer's
    (which start "writer: ") concern OUT; an input the options do not fit is a usage error. */
-static int pack_failed(const char *prog, const char *in, const char *out, lds_status st,
-                       const lds_error *err)
+static int pack_failed(const char *prog, const char *in, const char *keys, const char *out,
+                       lds_status st, const lds_error *err)
 {
     const char *field = err->status == st ? err->field : NULL;
     if (st == LDS_E_UNSUPPORTED && field && strcmp(field, "format") == 0)
@@ -87,10 +118,11 @@ static int pack_failed(const char *prog, const char *in, const char *out, lds_st
                                "--keys is for npy and fvecs input; %s is text, whose lines "
                                "carry their own keys: drop --keys",
                                in);
-    if (err->status == st && strncmp(err->message, "writer: ", 8) == 0) {
-        fprintf(stderr, "lodestar: %s: %s\n", out, err->message + 8);
-        return CLI_FAIL;
-    }
+    if (err->status == st && strncmp(err->message, "writer: ", 8) == 0)
+        return cli_fail(out, st, err);
+    /* A fault of the keys file is named by the keys file, not by IN. */
+    if (keys && field && strcmp(field, "keys_path") == 0)
+        return cli_fail(keys, st, err);
     cli_fail(in, st, err);
     if (st == LDS_E_BAD_VALUE && err->status == st && strstr(err->message, "i8_scale"))
         fputs("lodestar: choose the scale with --i8-scale S (S >= max |x| / 127), or use "
@@ -179,6 +211,36 @@ int cli_pack(int argc, char **argv)
     const char *out = argv[optind + 1];
     if (opts.i8_scale != 0 && opts.dtype != LDS_DTYPE_I8)
         return cli_usage_error(prog, "--i8-scale is for --dtype i8");
+    /* "-": standard input or output. The importer reads a path, so IN - is the process's
+       own descriptor 0 by name; OUT - is a temporary file copied out once complete. */
+    const char *in_path = in, *out_path = out;
+    bool to_stdout = strcmp(out, "-") == 0;
+    if (strcmp(in, "-") == 0) {
+        if (opts.format == LDS_IMPORT_AUTO)
+            return cli_usage_error(prog, "reading standard input needs --format FMT (glove, "
+                                         "word2vec, word2vec-bin, npy, fvecs)");
+        if (isatty(STDIN_FILENO))
+            return cli_failf("standard input is a terminal; redirect or pipe the embeddings "
+                             "into it");
+        in = "(standard input)";
+        in_path = "/dev/stdin";
+    }
+    char tmp_dir[4096], tmp_out[4096 + 16];
+    if (to_stdout) {
+        if (isatty(STDOUT_FILENO))
+            return cli_failf("standard output is a terminal; redirect the index to a file or "
+                             "a pipe");
+        const char *tmp = getenv("TMPDIR");
+        if (!tmp || !*tmp)
+            tmp = "/tmp";
+        if ((size_t)snprintf(tmp_dir, sizeof tmp_dir, "%s/lodestar-pack-XXXXXX", tmp) >=
+                sizeof tmp_dir ||
+            !mkdtemp(tmp_dir))
+            return cli_failf("cannot create a temporary folder in %s: %s", tmp, strerror(errno));
+        snprintf(tmp_out, sizeof tmp_out, "%s/out.ldsi", tmp_dir);
+        out = "(standard output)";
+        out_path = tmp_out;
+    }
 
     progress_state progress = {.tty = isatty(STDERR_FILENO) == 1, .start = now_seconds()};
     opts.progress = on_progress;
@@ -187,14 +249,23 @@ int cli_pack(int argc, char **argv)
     lds_import_result res = {.size = sizeof res};
     lds_error err;
     lds_error_init(&err);
-    lds_status st = lds_import_file(in, out, &opts, &res, &err);
+    lds_status st = lds_import_file(in_path, out_path, &opts, &res, &err);
     if (progress.shown)
         fputc('\n', stderr);
-    if (st != LDS_OK)
-        return pack_failed(prog, in, out, st, &err);
-    printf("packed %llu rows x %u dims (%s, %s, %s%s) from %s into %s in %.2f s\n",
-           (unsigned long long)res.rows, (unsigned)res.dim, lds_import_format_name(res.format),
-           lds_dtype_name(opts.dtype), lds_metric_name(opts.metric),
-           opts.normalize ? ", normalized" : "", in, out, now_seconds() - progress.start);
+    int rc = st == LDS_OK ? CLI_OK : pack_failed(prog, in, opts.keys_path, out, st, &err);
+    if (rc == CLI_OK && to_stdout)
+        rc = copy_to_stdout(out_path);
+    if (to_stdout) {
+        unlink(out_path);
+        rmdir(tmp_dir);
+    }
+    if (rc != CLI_OK)
+        return rc;
+    /* With the index on standard output, the summary goes to standard error. */
+    fprintf(to_stdout ? stderr : stdout,
+            "packed %llu rows x %u dims (%s, %s, %s%s) from %s into %s in %.2f s\n",
+            (unsigned long long)res.rows, (unsigned)res.dim, lds_import_format_name(res.format),
+            lds_dtype_name(opts.dtype), lds_metric_name(opts.metric),
+            opts.normalize ? ", normalized" : "", in, out, now_seconds() - progress.start);
     return CLI_OK;
 }

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,16 +13,26 @@ int cli_fail(const char *what, lds_status status, const lds_error *err)
 {
     bool own = err && err->status == status && err->message[0];
     const char *detail = own ? err->message : lds_strerror(status);
+    /* The writer's refusals concern the index being built, not a byte of any file: no
+       "writer: " prefix and no "(at byte 0)". */
+    bool writer = own && strncmp(detail, "writer: ", 8) == 0;
+    if (writer)
+        detail += 8;
     int len = (int)strlen(detail);
     /* A file that cannot be opened has no byte to point at: drop the loader's "(at byte 0)". */
     static const char at0[] = " (at byte 0)";
-    if (own && status == LDS_E_IO && err->field && strcmp(err->field, "path") == 0 &&
+    if (own && (writer || (status == LDS_E_IO && err->field && strcmp(err->field, "path") == 0)) &&
         len >= (int)sizeof at0 - 1 && strcmp(detail + len - (sizeof at0 - 1), at0) == 0)
         len -= (int)sizeof at0 - 1;
-    if (what)
-        fprintf(stderr, "lodestar: %s: %.*s\n", what, len, detail);
-    else
-        fprintf(stderr, "lodestar: %.*s\n", len, detail);
+    /* The detail may echo bytes of the input (a token, a key, a header): escaped, like the
+       file name, so that neither can drive the terminal. */
+    fputs("lodestar: ", stderr);
+    if (what) {
+        cli_put_escaped(stderr, what, strlen(what));
+        fputs(": ", stderr);
+    }
+    cli_put_message(stderr, detail, (size_t)len);
+    fputc('\n', stderr);
     if (status == LDS_E_LIMIT && strstr(detail, "max_payload_bytes"))
         fputs("lodestar: a larger payload needs a larger --max-payload SIZE\n", stderr);
     return CLI_FAIL;
@@ -29,23 +40,29 @@ int cli_fail(const char *what, lds_status status, const lds_error *err)
 
 int cli_failf(const char *fmt, ...)
 {
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    fputs("lodestar: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    size_t len = n < 0 ? 0 : (size_t)n >= sizeof msg ? sizeof msg - 1 : (size_t)n;
+    fputs("lodestar: ", stderr);
+    cli_put_escaped(stderr, msg, len);
+    fputc('\n', stderr);
     return CLI_FAIL;
 }
 
 int cli_usage_error(const char *prog, const char *fmt, ...)
 {
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\nTry '%s --help'.\n", prog);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    size_t len = n < 0 ? 0 : (size_t)n >= sizeof msg ? sizeof msg - 1 : (size_t)n;
+    fprintf(stderr, "%s: ", prog);
+    cli_put_escaped(stderr, msg, len); /* arguments and file names are echoed escaped */
+    fprintf(stderr, "\nTry '%s --help'.\n", prog);
     return CLI_USAGE;
 }
 
@@ -94,7 +111,10 @@ bool cli_parse_size(const char *text, uint64_t *out)
     default:
         return false;
     }
-    if (shift && *++end != '\0')
+    /* "64M" or "64MiB"; the same rule as lodestar-bench's sizes (bench_parse_size). */
+    if (shift && (++end)[0] == 'i' && end[1] == 'B')
+        end += 2;
+    if (shift && *end != '\0')
         return false;
     if (v == 0 || v > (UINT64_MAX >> shift))
         return false;
@@ -142,8 +162,9 @@ void cli_print_max_payload_help(FILE *f)
     fprintf(f,
             "  --max-payload SIZE\n"
             "              refuse an index whose payload (decompressed) is larger than\n"
-            "              SIZE bytes; suffix K, M, G or T (powers of 1024). Default: 64G\n"
-            "              or half the physical memory, whichever is smaller (here %s)\n",
+            "              SIZE bytes; suffix K, M, G or T (powers of 1024, also KiB..TiB).\n"
+            "              Default: 64G or half the physical memory, whichever is smaller\n"
+            "              (here %s)\n",
             here);
 }
 
@@ -192,11 +213,11 @@ static size_t printable_utf8(const unsigned char *s, size_t n)
     return len;
 }
 
-void cli_put_escaped(FILE *f, const char *s, size_t len)
+static void put_escaped(FILE *f, const char *s, size_t len, bool backslash)
 {
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < len;) {
-        size_t n = printable_utf8(p + i, len - i);
+        size_t n = p[i] == '\\' && !backslash ? 1 : printable_utf8(p + i, len - i);
         if (n) {
             fwrite(p + i, 1, n, f);
             i += n;
@@ -208,6 +229,16 @@ void cli_put_escaped(FILE *f, const char *s, size_t len)
             i++;
         }
     }
+}
+
+void cli_put_escaped(FILE *f, const char *s, size_t len)
+{
+    put_escaped(f, s, len, true);
+}
+
+void cli_put_message(FILE *f, const char *s, size_t len)
+{
+    put_escaped(f, s, len, false);
 }
 
 static lds_status load(const cli_load_request *req, lds_index **out, lds_load_info *info,
@@ -244,8 +275,13 @@ int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info)
 
 void cli_format_float(char *buf, size_t cap, float x)
 {
-    /* FLT_DECIMAL_DIG (9) digits always round-trip; fewer usually do. */
-    for (int digits = 6; digits <= 9; digits++) {
+    /* One spelling for NaN whatever its sign and payload bits ("%g" writes "-nan" too). */
+    if (isnan(x)) {
+        snprintf(buf, cap, "nan");
+        return;
+    }
+    /* FLT_DECIMAL_DIG (9) digits always round-trip; fewer often do (1e-45, 0.5). */
+    for (int digits = 1; digits <= 9; digits++) {
         snprintf(buf, cap, "%.*g", digits, (double)x);
         if (strtof(buf, NULL) == x)
             return;

@@ -694,12 +694,11 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
                                             : lds__xxh3(ps.p, (size_t)(L - LDS_CHECKSUM_SIZE));
         if (h != stored)
             return lds__fail(err, LDS_E_CHECKSUM, "checksum", AT(&ps, L - LDS_CHECKSUM_SIZE),
-                             "checksum: stored %016llx, %s %016llx over payload bytes "
-                             "0..%llu",
-                             (unsigned long long)stored,
-                             o.has_precomputed_hash ? "precomputed (by the caller)" : "computed",
-                             (unsigned long long)h,
-                             (unsigned long long)(L - LDS_CHECKSUM_SIZE - 1));
+                             "checksum: stored %016llx, computed %016llx over payload bytes "
+                             "0..%llu%s",
+                             (unsigned long long)stored, (unsigned long long)h,
+                             (unsigned long long)(L - LDS_CHECKSUM_SIZE - 1),
+                             o.has_precomputed_hash ? " while reading" : "");
         verified = true;
     }
     lds_status st = check_footer_and_table(&ps);

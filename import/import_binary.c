@@ -17,8 +17,8 @@ static lds_status decode_f32(const unsigned char *raw, float *vec, size_t dim, u
         if (!isfinite(v))
             return lds__imp_fail(err, LDS_E_BAD_VALUE, "row", off + 4 * k, row,
                                  "row %llu (byte %llu): element %zu is %s, not a finite number",
-                                 (unsigned long long)row, (unsigned long long)(off + 4 * k), k + 1,
-                                 isnan(v) ? "NaN" : "infinite");
+                                 (unsigned long long)(row - 1), (unsigned long long)(off + 4 * k),
+                                 k, isnan(v) ? "NaN" : "infinite");
         vec[k] = v;
     }
     return LDS_OK;
@@ -103,7 +103,7 @@ lds_status lds__import_w2v_binary(lds__imp_ctx *c, lds_error *err)
                 st = lds__imp_fail(err, LDS_E_TRUNCATED, "row", lds__imp_reader_offset(in), row,
                                    "row %llu (byte %llu): the file ends inside the key; the "
                                    "header promises %llu rows",
-                                   (unsigned long long)row, (unsigned long long)row_off,
+                                   (unsigned long long)(row - 1), (unsigned long long)row_off,
                                    (unsigned long long)rows);
                 goto out;
             }
@@ -114,7 +114,7 @@ lds_status lds__import_w2v_binary(lds__imp_ctx *c, lds_error *err)
             if (klen >= lim->max_key_bytes) {
                 st = lds__imp_fail(err, LDS_E_LIMIT, "row", row_off, row,
                                    "row %llu (byte %llu): key longer than max_key_bytes = %llu",
-                                   (unsigned long long)row, (unsigned long long)row_off,
+                                   (unsigned long long)(row - 1), (unsigned long long)row_off,
                                    (unsigned long long)lim->max_key_bytes);
                 goto out;
             }
@@ -139,8 +139,8 @@ lds_status lds__import_w2v_binary(lds__imp_ctx *c, lds_error *err)
             st = lds__imp_fail(err, LDS_E_TRUNCATED, "row", data_off + got, row,
                                "row %llu (byte %llu): the file ends after %zu of the row's %zu "
                                "bytes; the header promises %llu rows",
-                               (unsigned long long)row, (unsigned long long)row_off, got, row_bytes,
-                               (unsigned long long)rows);
+                               (unsigned long long)(row - 1), (unsigned long long)row_off, got,
+                               row_bytes, (unsigned long long)rows);
             goto out;
         }
         if ((st = decode_f32(raw, vec, (size_t)dim, row, data_off, err)) != LDS_OK)
@@ -197,24 +197,24 @@ lds_status lds__import_fvecs(lds__imp_ctx *c, lds_error *err)
         return st;
     if (got == 0)
         return lds__imp_fail(err, LDS_E_PARSE, "fvecs.d", 0, 1,
-                             "row 1 (byte 0): the file is empty, so it has no dimension");
+                             "row 0 (byte 0): the file is empty, so it has no dimension");
     if (got < 4)
         return lds__imp_fail(err, LDS_E_TRUNCATED, "fvecs.d", 0, 1,
-                             "row 1 (byte 0): the file ends inside the row's width");
+                             "row 0 (byte 0): the file ends inside the row's width");
     if (d0 <= 0)
         return lds__imp_fail(err, LDS_E_BAD_VALUE, "fvecs.d", 0, 1,
-                             "row 1 (byte 0): d = %ld; a row's dimension must be positive",
+                             "row 0 (byte 0): d = %ld; a row's dimension must be positive",
                              (long)d0);
     if ((uint64_t)d0 > lim->max_dim)
         return lds__imp_fail(err, LDS_E_LIMIT, "fvecs.d", 0, 1,
-                             "row 1 (byte 0): d = %ld is above max_dim = %llu", (long)d0,
+                             "row 0 (byte 0): d = %ld is above max_dim = %llu", (long)d0,
                              (unsigned long long)lim->max_dim);
     size_t dim = (size_t)d0;
     size_t data_bytes = dim * 4;
     uint64_t row_bytes = 4 + (uint64_t)data_bytes;
     if (in->size != UINT64_MAX && data_bytes > in->size - 4)
         return lds__imp_fail(err, LDS_E_TRUNCATED, "fvecs.d", 0, 1,
-                             "row 1 (byte 0): d = %zu needs %zu bytes of floats, but the file has "
+                             "row 0 (byte 0): d = %zu needs %zu bytes of floats, but the file has "
                              "%llu after the width",
                              dim, data_bytes, (unsigned long long)(in->size - 4));
     /* A file that is a whole number of rows tells N before any row is read. */
@@ -254,14 +254,14 @@ lds_status lds__import_fvecs(lds__imp_ctx *c, lds_error *err)
             if (got < 4) {
                 st = lds__imp_fail(err, LDS_E_TRUNCATED, "fvecs.d", row_off, row,
                                    "row %llu (byte %llu): the file ends inside the row's width",
-                                   (unsigned long long)row, (unsigned long long)row_off);
+                                   (unsigned long long)(row - 1), (unsigned long long)row_off);
                 goto out;
             }
             if (d != d0) {
                 st = lds__imp_fail(err, LDS_E_PARSE, "fvecs.d", row_off, row,
-                                   "row %llu (byte %llu): d = %ld, but row 1 has d = %ld",
-                                   (unsigned long long)row, (unsigned long long)row_off, (long)d,
-                                   (long)d0);
+                                   "row %llu (byte %llu): d = %ld, but row 0 has d = %ld",
+                                   (unsigned long long)(row - 1), (unsigned long long)row_off,
+                                   (long)d, (long)d0);
                 goto out;
             }
         }
@@ -271,7 +271,7 @@ lds_status lds__import_fvecs(lds__imp_ctx *c, lds_error *err)
             st = lds__imp_fail(err, LDS_E_TRUNCATED, "row", row_off + 4 + got, row,
                                "row %llu (byte %llu): the file ends after %zu of the row's %zu "
                                "bytes of floats",
-                               (unsigned long long)row, (unsigned long long)row_off, got,
+                               (unsigned long long)(row - 1), (unsigned long long)row_off, got,
                                data_bytes);
             goto out;
         }

@@ -29,15 +29,9 @@ static const struct {
     lds_import_format format;
     const char *name;
 } format_names[] = {
-    {LDS_IMPORT_AUTO, "auto"},
-    {LDS_IMPORT_GLOVE, "glove"},
-    {LDS_IMPORT_W2V_TEXT, "word2vec"},
-    {LDS_IMPORT_W2V_BINARY, "word2vec-binary"},
-    {LDS_IMPORT_NPY, "npy"},
-    {LDS_IMPORT_FVECS, "fvecs"},
-    {LDS_IMPORT_W2V_TEXT, "w2v"},
-    {LDS_IMPORT_W2V_BINARY, "w2v-binary"},
-    {LDS_IMPORT_W2V_BINARY, "word2vec-bin"},
+    {LDS_IMPORT_AUTO, "auto"},         {LDS_IMPORT_GLOVE, "glove"},
+    {LDS_IMPORT_W2V_TEXT, "word2vec"}, {LDS_IMPORT_W2V_BINARY, "word2vec-bin"},
+    {LDS_IMPORT_NPY, "npy"},           {LDS_IMPORT_FVECS, "fvecs"},
 };
 
 const char *lds_import_format_name(lds_import_format format)
@@ -290,39 +284,81 @@ lds_status lds__imp_reader_peek(lds__imp_reader *r, int *byte, lds_error *err)
 
 /* ---- numbers ------------------------------------------------------------ */
 
+/* Writes tok[0, len) into buf (cap >= 4 * LDS__IMP_SHOWN + 8) as a message quotes it: at
+   most LDS__IMP_SHOWN bytes, with each byte outside printable ASCII written \xNN and a
+   backslash or double quote preceded by a backslash, so that a token of binary (a file
+   given in the wrong format) cannot drive the terminal of whoever reads the message. */
+const char *lds__imp_quote(char *buf, size_t cap, const char *tok, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (size_t i = 0; i < len && i < LDS__IMP_SHOWN && o + 5 < cap; i++) {
+        unsigned char ch = (unsigned char)tok[i];
+        if (ch == '\\' || ch == '"') {
+            buf[o++] = '\\';
+            buf[o++] = (char)ch;
+        } else if (ch >= 0x20 && ch < 0x7f) {
+            buf[o++] = (char)ch;
+        } else {
+            buf[o++] = '\\';
+            buf[o++] = 'x';
+            buf[o++] = hex[ch >> 4];
+            buf[o++] = hex[ch & 15];
+        }
+    }
+    if (len > LDS__IMP_SHOWN && o + 4 < cap) {
+        memcpy(buf + o, "...", 3);
+        o += 3;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
 lds_status lds__imp_parse_float(lds__imp_ctx *c, const char *tok, size_t len, float *out,
-                                const char *field, uint64_t line, uint64_t offset, size_t column,
+                                const char *field, uint64_t line, uint64_t offset, size_t element,
                                 lds_error *err)
 {
-    int shown = len > 40 ? 40 : (int)len;
+    char shown[4 * LDS__IMP_SHOWN + 8];
     const char *nul = memchr(tok, '\0', len);
-    if (nul)
-        return lds__imp_fail(err, LDS_E_PARSE, field, offset + (uint64_t)(nul - tok), line,
-                             "%s %llu (byte %llu): number %zu holds a NUL byte (at byte %llu)",
+    if (nul) {
+        uint64_t at = offset + (uint64_t)(nul - tok);
+        return lds__imp_fail(
+            err, LDS_E_PARSE, field, at, line, "%s %llu (byte %llu): element %zu holds a NUL byte",
+            lds__imp_noun(field), (unsigned long long)line, (unsigned long long)at, element);
+    }
+    /* Space and tab separate the numbers; strtof would also skip a leading \v, \f, \r or
+       \n, which a line can still hold inside a token. */
+    if (len > 0 && (tok[0] == '\v' || tok[0] == '\f' || tok[0] == '\r' || tok[0] == '\n'))
+        return lds__imp_fail(err, LDS_E_PARSE, field, offset, line,
+                             "%s %llu (byte %llu): element %zu, \"%s\", starts with a control "
+                             "character (only space and tab separate numbers)",
                              lds__imp_noun(field), (unsigned long long)line,
-                             (unsigned long long)offset, column,
-                             (unsigned long long)(offset + (uint64_t)(nul - tok)));
+                             (unsigned long long)offset, element,
+                             lds__imp_quote(shown, sizeof shown, tok, len));
     /* strtof also reads C99 hexadecimal floats; these formats are decimal. */
     if (memchr(tok, 'x', len) || memchr(tok, 'X', len))
         return lds__imp_fail(err, LDS_E_PARSE, field, offset, line,
-                             "%s %llu (byte %llu): number %zu, \"%.*s\", is not a decimal number "
+                             "%s %llu (byte %llu): element %zu, \"%s\", is not a decimal number "
                              "(hexadecimal is refused)",
                              lds__imp_noun(field), (unsigned long long)line,
-                             (unsigned long long)offset, column, shown, tok);
+                             (unsigned long long)offset, element,
+                             lds__imp_quote(shown, sizeof shown, tok, len));
     char *end = NULL;
     errno = 0;
     float v = strtof_l(tok, &end, c->c_locale);
     if (end != tok + len || len == 0)
         return lds__imp_fail(err, LDS_E_PARSE, field, offset, line,
-                             "%s %llu (byte %llu): number %zu, \"%.*s\", is not a decimal number",
+                             "%s %llu (byte %llu): element %zu, \"%s\", is not a decimal number",
                              lds__imp_noun(field), (unsigned long long)line,
-                             (unsigned long long)offset, column, shown, tok);
+                             (unsigned long long)offset, element,
+                             lds__imp_quote(shown, sizeof shown, tok, len));
     if (!isfinite(v))
         return lds__imp_fail(err, LDS_E_BAD_VALUE, field, offset, line,
-                             "%s %llu (byte %llu): number %zu, \"%.*s\", is not a finite float32 "
+                             "%s %llu (byte %llu): element %zu, \"%s\", is not a finite float32 "
                              "(NaN, infinity and values beyond 3.4e38 are refused)",
                              lds__imp_noun(field), (unsigned long long)line,
-                             (unsigned long long)offset, column, shown, tok);
+                             (unsigned long long)offset, element,
+                             lds__imp_quote(shown, sizeof shown, tok, len));
     *out = v;
     return LDS_OK;
 }
@@ -435,7 +471,7 @@ lds_status lds__imp_keys_next(lds__imp_ctx *c, uint64_t row, const char **key, s
     if (!line)
         return lds__imp_fail(err, LDS_E_LENGTH_MISMATCH, "keys_path", off, row + 1,
                              "keys file line %llu: the keys file ended before row %llu",
-                             (unsigned long long)(row + 1), (unsigned long long)(row + 1));
+                             (unsigned long long)(row + 1), (unsigned long long)row);
     *key = line;
     return LDS_OK;
 }
@@ -517,6 +553,34 @@ static bool table_grow(lds__imp_sink *s)
     return true;
 }
 
+/* The part of a writer's message that says what is wrong with a row, without the
+   "writer: row N" (and " (key "K")") in front and the " (at byte N)" behind; a message
+   of another shape is returned whole. The returned text is cut in place. */
+static const char *writer_detail(char *msg, const char *key, size_t key_len, bool with_keys)
+{
+    char *m = msg;
+    if (strncmp(m, "writer: ", 8) == 0)
+        m += 8;
+    if (strncmp(m, "row ", 4) == 0 && m[4] >= '0' && m[4] <= '9') {
+        char *p = m + 4;
+        while (*p >= '0' && *p <= '9')
+            p++;
+        size_t shown = key_len > 64 ? 64 : key_len;
+        if (with_keys && strncmp(p, " (key \"", 7) == 0 && strlen(p) >= 7 + shown + 2 &&
+            memcmp(p + 7, key, shown) == 0 && strncmp(p + 7 + shown, "\")", 2) == 0)
+            p += 7 + shown + 2;
+        if (p[0] == ':' && p[1] == ' ')
+            m = p + 2;
+        else if (p[0] == ' ')
+            m = p + 1;
+    }
+    char *at = strstr(m, " (at byte ");
+    if (at && at[strspn(at + 10, "0123456789") + 10] == ')' &&
+        at[strspn(at + 10, "0123456789") + 11] == '\0')
+        *at = '\0';
+    return m;
+}
+
 lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key, size_t key_len,
                              uint64_t offset, lds_error *err)
 {
@@ -524,30 +588,34 @@ lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key
     uint64_t line = s->rows + s->line_base;
     const char *f = s->line_field;
     const char *nf = lds__imp_noun(f);
+    /* Messages number lines from 1 and rows from 0 (README, "Numbering"); err->line
+       keeps the 1-based line or record number. */
+    bool by_row = strcmp(f, "row") == 0;
+    uint64_t shown = by_row ? s->rows : line;
     if (s->rows >= lim->max_rows)
         return lds__imp_fail(err, LDS_E_LIMIT, f, offset, line,
                              "%s %llu (byte %llu): more than max_rows = %llu rows", nf,
-                             (unsigned long long)line, (unsigned long long)offset,
+                             (unsigned long long)shown, (unsigned long long)offset,
                              (unsigned long long)lim->max_rows);
     size_t slot = 0;
     if (s->with_keys) {
         size_t bad;
         if (key_len == 0)
             return lds__imp_fail(err, LDS_E_PARSE, f, offset, line,
-                                 "%s %llu (byte %llu): empty key", nf, (unsigned long long)line,
+                                 "%s %llu (byte %llu): empty key", nf, (unsigned long long)shown,
                                  (unsigned long long)offset);
         if (key_len > lim->max_key_bytes)
             return lds__imp_fail(err, LDS_E_LIMIT, f, offset, line,
                                  "%s %llu (byte %llu): key of %zu bytes, above max_key_bytes = "
                                  "%llu",
-                                 nf, (unsigned long long)line, (unsigned long long)offset, key_len,
+                                 nf, (unsigned long long)shown, (unsigned long long)offset, key_len,
                                  (unsigned long long)lim->max_key_bytes);
         const char *why;
         if (!lds__utf8_valid((const uint8_t *)key, key_len, &bad, &why))
             return lds__imp_fail(err, LDS_E_BAD_UTF8, f, offset + bad, line,
                                  "%s %llu (byte %llu): key is not valid UTF-8 (%s at byte %zu "
                                  "of the key)",
-                                 nf, (unsigned long long)line, (unsigned long long)(offset + bad),
+                                 nf, (unsigned long long)shown, (unsigned long long)(offset + bad),
                                  why, bad + 1);
         /* Keep the table at most half full. */
         if ((s->rows + 1) * 2 > s->table_cap && !table_grow(s))
@@ -556,12 +624,13 @@ lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key
         while (s->table[slot]) {
             uint64_t other = s->table[slot] - 1;
             if (key_equal(s, other, key, key_len)) {
-                int shown = key_len > 60 ? 60 : (int)key_len;
-                return lds__imp_fail(err, LDS_E_DUP_KEY, f, offset, line,
-                                     "%s %llu (byte %llu): duplicate key \"%.*s\", first seen on "
-                                     "%s %llu",
-                                     nf, (unsigned long long)line, (unsigned long long)offset,
-                                     shown, key, nf, (unsigned long long)(other + s->line_base));
+                char quoted[4 * LDS__IMP_SHOWN + 8];
+                return lds__imp_fail(
+                    err, LDS_E_DUP_KEY, f, offset, line,
+                    "%s %llu (byte %llu): duplicate key \"%s\", first seen on %s %llu", nf,
+                    (unsigned long long)shown, (unsigned long long)offset,
+                    lds__imp_quote(quoted, sizeof quoted, key, key_len), nf,
+                    (unsigned long long)(by_row ? other : other + s->line_base));
             }
             slot = (slot + 1) & (s->table_cap - 1);
         }
@@ -576,13 +645,13 @@ lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key
     lds_status st =
         lds_writer_add_row(s->writer, vec, s->dim, 0, key, s->with_keys ? key_len : 0, err);
     if (st == LDS_E_BAD_VALUE && err && err->size >= sizeof *err) {
-        /* A value the writer refuses (i8 range, a zero row under normalize):
-           name the input's line or row rather than the writer's row number. */
+        /* A value the writer refuses (i8 range, a zero row under normalize): one place
+           per message, the input's line or row and its byte, so the writer's own
+           "row N", the key it names and its "(at byte 0)" are dropped. */
         char why[sizeof err->message];
-        const char *w = strncmp(err->message, "writer: ", 8) == 0 ? err->message + 8 : err->message;
-        snprintf(why, sizeof why, "%s", w);
+        snprintf(why, sizeof why, "%s", writer_detail(err->message, key, key_len, s->with_keys));
         return lds__imp_fail(err, st, f, offset, line, "%s %llu (byte %llu): %s", nf,
-                             (unsigned long long)line, (unsigned long long)offset, why);
+                             (unsigned long long)shown, (unsigned long long)offset, why);
     }
     if (st != LDS_OK)
         return st;

@@ -107,10 +107,17 @@ lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key
 
 /* Parses a decimal token `tok[0, len)` that is followed by a byte which is not
    part of any number (a separator or NUL); the whole token must be consumed
-   and the value finite. */
+   and the value finite. `element` is the token's 0-based index in its row, `offset`
+   its file offset (the one offset the message names). */
 lds_status lds__imp_parse_float(lds__imp_ctx *c, const char *tok, size_t len, float *out,
-                                const char *field, uint64_t line, uint64_t offset, size_t column,
+                                const char *field, uint64_t line, uint64_t offset, size_t element,
                                 lds_error *err);
+/* Most bytes of an input token that a message quotes. */
+#define LDS__IMP_SHOWN 40
+/* Quotes tok[0, len) for a message into buf (cap >= 4 * LDS__IMP_SHOWN + 8): at most
+   LDS__IMP_SHOWN bytes, each byte outside printable ASCII as \xNN, a backslash or double
+   quote after a backslash, "..." when cut. Returns buf. */
+const char *lds__imp_quote(char *buf, size_t cap, const char *tok, size_t len);
 /* Parses a non-negative decimal integer made only of digits. false on any other text or overflow.
  */
 bool lds__imp_parse_u64(const char *tok, size_t len, uint64_t *out);

@@ -12,7 +12,9 @@
 
 /* The three entries of an .npy header dict. */
 typedef struct npy_header {
-    char descr[16];
+    char descr[16]; /* the first bytes of 'descr', for messages; descr_len is its length */
+    size_t descr_len;
+    bool is_f4, is_f2; /* 'descr' is exactly '<f4' or '<f2' (an embedded NUL is not) */
     bool fortran_order;
     size_t ndim;
     uint64_t shape[NPY_MAX_NDIM];
@@ -150,6 +152,10 @@ static lds_status parse_header(cursor *c, npy_header *h)
                 return bad(c, LDS_E_UNSUPPORTED, "structured dtypes are not supported");
             if (!string(c, &s, &n))
                 return bad(c, LDS_E_PARSE, "'descr' is not a string");
+            /* Compared by length, as numpy's dtype() does: '<f4\x00junk' is no '<f4'. */
+            h->is_f4 = n == 3 && memcmp(s, "<f4", 3) == 0;
+            h->is_f2 = n == 3 && memcmp(s, "<f2", 3) == 0;
+            h->descr_len = n;
             if (n >= sizeof h->descr)
                 n = sizeof h->descr - 1;
             memcpy(h->descr, s, n);
@@ -241,15 +247,19 @@ lds_status lds__import_npy(lds__imp_ctx *c, lds_error *err)
         goto out;
 
     size_t esize;
-    if (strcmp(h.descr, "<f4") == 0) {
+    char descr[4 * LDS__IMP_SHOWN + 8];
+    lds__imp_quote(descr, sizeof descr, h.descr,
+                   h.descr_len < sizeof h.descr ? h.descr_len : sizeof h.descr - 1);
+    if (h.is_f4) {
         esize = 4;
-    } else if (strcmp(h.descr, "<f2") == 0) {
+    } else if (h.is_f2) {
         esize = 2;
     } else {
         st = lds__imp_fail(err, LDS_E_UNSUPPORTED, "npy.descr", prefix, 0,
-                           "byte %llu: .npy dtype '%s'; '<f4' and '<f2' are supported (convert "
+                           "byte %llu: .npy dtype '%s%s'; '<f4' and '<f2' are supported (convert "
                            "with arr.astype('<f4'))",
-                           (unsigned long long)prefix, h.descr);
+                           (unsigned long long)prefix, descr,
+                           h.descr_len >= sizeof h.descr ? "..." : "");
         goto out;
     }
     if (h.fortran_order) {
@@ -301,8 +311,8 @@ lds_status lds__import_npy(lds__imp_ctx *c, lds_error *err)
             err, data > have ? LDS_E_TRUNCATED : LDS_E_TRAILING, "npy.shape", data_off, 0,
             "byte %llu: the header declares shape (%llu, %llu) of %s, %llu bytes "
             "of data, but the file holds %llu after the header",
-            (unsigned long long)data_off, (unsigned long long)rows, (unsigned long long)dim,
-            h.descr, (unsigned long long)data, (unsigned long long)have);
+            (unsigned long long)data_off, (unsigned long long)rows, (unsigned long long)dim, descr,
+            (unsigned long long)data, (unsigned long long)have);
         goto out;
     }
     if (with_keys) {
@@ -335,7 +345,7 @@ lds_status lds__import_npy(lds__imp_ctx *c, lds_error *err)
             /* The size was checked; the file shrank while being read. */
             st = lds__imp_fail(err, LDS_E_TRUNCATED, "row", row_off + got, row,
                                "row %llu (byte %llu): the file ends inside the row",
-                               (unsigned long long)row, (unsigned long long)row_off);
+                               (unsigned long long)(row - 1), (unsigned long long)row_off);
             goto out;
         }
         for (size_t k = 0; k < (size_t)dim; k++) {
@@ -350,7 +360,7 @@ lds_status lds__import_npy(lds__imp_ctx *c, lds_error *err)
                 uint64_t at = row_off + esize * k;
                 st = lds__imp_fail(err, LDS_E_BAD_VALUE, "row", at, row,
                                    "row %llu (byte %llu): element %zu is %s, not a finite number",
-                                   (unsigned long long)row, (unsigned long long)at, k + 1,
+                                   (unsigned long long)(row - 1), (unsigned long long)at, k,
                                    isnan(v) ? "NaN" : "infinite");
                 goto out;
             }

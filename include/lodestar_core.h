@@ -115,8 +115,9 @@ LDS_API const char *lds_status_name(lds_status status);
  *            "section[2].offset", "row 17", ...) or NULL;
  * - offset:  byte offset of that field from the start of the file or stream
  *            (importers: of the offending token, line or row);
- * - line:    1-based line (text input) or row number (binary input), 0 if not
- *            applicable;
+ * - line:    1-based line (text input) or record number, row + 1 (binary
+ *            input), 0 if not applicable; messages themselves count lines
+ *            from 1 and rows and elements from 0 (README, "Numbering");
  * - sys_errno: errno of a failed system call, else 0;
  * - zstd_error: zstd's error name (ZSTD_getErrorName) or NULL;
  * - message: a human sentence naming the field and, when there is one, ending

@@ -60,7 +60,7 @@ typedef enum lds_import_format {
     LDS_IMPORT_AUTO = 0,   /* detect from the extension, see lds_import_file */
     LDS_IMPORT_GLOVE,      /* "glove" */
     LDS_IMPORT_W2V_TEXT,   /* "word2vec" */
-    LDS_IMPORT_W2V_BINARY, /* "word2vec-binary" */
+    LDS_IMPORT_W2V_BINARY, /* "word2vec-bin" */
     LDS_IMPORT_NPY,        /* "npy" */
     LDS_IMPORT_FVECS       /* "fvecs" */
 } lds_import_format;
@@ -168,9 +168,12 @@ typedef struct lds_import_result {
  * `options` NULL means defaults. `res` (may be NULL) is written on success
  * only. `err` (may be NULL) receives the detail of a refusal: `line` is the
  * 1-based line of a text input (or of the keys file, then `field` is
- * "keys_path") or the 1-based row of a binary input; `offset` is the byte
- * offset in that file of the offending token, line or row; `field` names the
- * part at fault ("line", "row", "header", "npy.shape", "fvecs.d", ...).
+ * "keys_path") or the 1-based record number (row + 1) of a binary input;
+ * `offset` is the byte offset in that file of the offending token, line or
+ * row; `field` names the part at fault ("line", "row", "header", "npy.shape",
+ * "fvecs.d", ...). The message names one place: "line L (byte B): element E"
+ * or "row R (byte B)", lines from 1, rows and elements from 0, with any input
+ * bytes it quotes escaped (\xNN) outside printable ASCII.
  *
  * Returns:
  * - LDS_OK: the index is at `output_path`.
@@ -209,14 +212,15 @@ LDS_API lds_status lds_import_file(const char *input_path, const char *output_pa
                                    lds_error *err);
 
 /**
- * The format's name: "auto", "glove", "word2vec", "word2vec-binary", "npy",
- * "fvecs"; a static string, or NULL for an unknown value.
+ * The format's name: "auto", "glove", "word2vec", "word2vec-bin", "npy",
+ * "fvecs" (one name per format, the one `lodestar pack --format` takes); a
+ * static string, or NULL for an unknown value.
  */
 LDS_API const char *lds_import_format_name(lds_import_format format);
 
 /**
- * Parses a name printed by lds_import_format_name (also accepted: "w2v",
- * "w2v-binary", "word2vec-bin"). LDS_E_INVALID_ARG for NULL arguments,
+ * Parses a name printed by lds_import_format_name (exactly; no aliases).
+ * LDS_E_INVALID_ARG for NULL arguments,
  * LDS_E_BAD_VALUE for an unknown name (then `*out` is unchanged).
  */
 LDS_API lds_status lds_import_format_from_name(const char *name, lds_import_format *out);

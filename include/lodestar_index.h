@@ -91,7 +91,7 @@ LDS_API lds_status lds_header_encode(const lds_header *h, void *out);
  * - has_precomputed_hash / precomputed_hash: the caller already hashed
  *   payload[0, length - 8) (XXH3-64, seed 0) while reading it; the parser
  *   compares that value with the stored checksum instead of hashing again
- *   (a mismatch is LDS_E_CHECKSUM whose message says "precomputed"). Used
+ *   (a mismatch is LDS_E_CHECKSUM whose message says "computed ... while reading"). Used
  *   only when verify_checksum is true; ignored (nothing compared) otherwise.
  * - copy: false (default): the index borrows `payload`, which must stay valid
  *   and unchanged until lds_index_free; true: the index copies the sections it

@@ -4,7 +4,19 @@
 # index, then `lodestar info` it and print the nearest neighbours of a word.
 #
 # usage: scripts/demo.sh [WORD]      (default WORD: king)
+#
+# Builds the program (build/cli/lodestar) and the benchmarks (build/bench/lodestar-bench,
+# whose commands bench-map.json lists); -h or --help prints this and does nothing else.
 set -euo pipefail
+
+case "${1:-}" in
+-h | --help) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
+-*) echo "demo.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+esac
+if [ $# -gt 1 ]; then
+    echo "demo.sh: expected at most one WORD (try --help)" >&2
+    exit 2
+fi
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -32,13 +44,13 @@ say() { printf '\n==> %s\n' "$*"; }
 say "scripts/deps.sh"
 scripts/deps.sh
 
-say "meson setup build && ninja -C build cli/lodestar"
+say "meson setup build && ninja -C build cli/lodestar bench/lodestar-bench"
 if [ -f build/build.ninja ]; then
     quiet meson setup --reconfigure build
 else
     quiet meson setup build
 fi
-quiet ninja -C build cli/lodestar
+quiet ninja -C build cli/lodestar bench/lodestar-bench
 
 say "zstd -d data/glove-100d-20k.txt.zst -o $TEXT"
 mkdir -p "$SAMPLE_DIR"

@@ -7,8 +7,15 @@
 # installs what is missing; as root directly, else through sudo. Extra packages
 # (for instance npm, for the slow suite's download) are installed the same way;
 # a package that provides a program (npm) counts as present when the program is on
-# PATH, however it was installed.
+# PATH, however it was installed. -h or --help prints this and does nothing else.
 set -euo pipefail
+
+for arg in "$@"; do
+    case "$arg" in
+    -h | --help) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
+    -*) echo "deps.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
+    esac
+done
 
 PACKAGES=(
     meson ninja-build pkg-config gcc clang # build (gcc and clang both build -Werror clean)

@@ -21,18 +21,25 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 1
 
 SECONDS_PER=${FUZZ_SECONDS:-60}
-JOBS=$(nproc)
+JOBS=
 BUILD=build-fuzz
+for arg in "$@"; do
+    case "$arg" in
+    --help) set -- -h ;; # getopts knows short options only
+    --) break ;;
+    esac
+done
 while getopts "t:j:b:h" opt; do
     case "$opt" in
     t) SECONDS_PER=$OPTARG ;;
     j) JOBS=$OPTARG ;;
     b) BUILD=$OPTARG ;;
     h) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
-    *) exit 2 ;;
+    *) echo "fuzz.sh: try --help" >&2; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
+JOBS=${JOBS:-$(nproc)}
 
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then

@@ -108,6 +108,19 @@ def main():
     check(r.returncode == 2 and "usage" in r.stderr, "unknown option exits 2 with usage on stderr")
     r = subprocess.run([bench, "pool-cost", "--size", "12Q"], capture_output=True, text=True)
     check(r.returncode == 2, "a bad --size value exits 2")
+    # Sizes follow the lodestar program's rule: K/M/G/T powers of 1024, optionally "iB".
+    for bad in ("4KB", "-1", "1P"):
+        r = subprocess.run([bench, "pool-cost", "--size", bad], capture_output=True, text=True)
+        check(r.returncode == 2, "--size %s exits 2" % bad)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "rr.json")
+        r = subprocess.run([bench, "rent-return", "--dry", "--size", "4KiB,2k", "--json", out],
+                           capture_output=True, text=True)
+        sizes = set()
+        if r.returncode == 0:
+            with open(out) as f:
+                sizes = {row["requested"] for row in json.load(f)["rows"] if "requested" in row}
+        check(sizes == {4096, 2048}, "--size 4KiB,2k means 4096 and 2048 bytes", str(sizes))
 
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0

@@ -5,8 +5,8 @@ usage: test_cli.py LODESTAR FIXTURE_DIR [EXAMPLE]
 
 LODESTAR is the built program, FIXTURE_DIR is tests/fixtures/cli, EXAMPLE the
 README example program (tests/example_readme.c), optional. Standard library
-only. Prints one line per test and a closing "N passed, N failed" line; exits
-0 only if every test passed.
+only. Prints one line per test and a closing "N passed, N failed, N skipped"
+line; exits 0 only if no test failed.
 
 The fixture tiny.glove.txt holds 7 words of 4 dimensions chosen so that every
 cosine is exact: king=(1,0,0,0), queen=(0.8,0.6,0,0), prince=(0.6,0,0.8,0),
@@ -26,7 +26,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lds_testrun import check, run_tests  # noqa: E402
+from lds_testrun import check, run_tests, skip  # noqa: E402
 
 LODESTAR = os.path.abspath(sys.argv[1])
 FIXTURES = os.path.abspath(sys.argv[2])
@@ -146,7 +146,7 @@ def test_info_text():
         "ids:        no",
         "  model = tiny-test",
         "  source = tests/fixtures/cli",
-        "load path:  pooled (adopted)",
+        "load path:  pooled (adopt)",
     ):
         check(line in lines, f"line {line!r} in\n{out}")
     payload = os.path.getsize(INDEX) - 64
@@ -302,6 +302,8 @@ def test_verify_corrupted_vector_byte():
     at = os.path.getsize(bad) - 8
     check(err.startswith(f"lodestar: {bad}: checksum: "), f"names the field: {err}")
     check(err.endswith(f"(at byte {at})\n"), f"names the offset {at}: {err}")
+    # The default path hashes while reading; the message says what happened: computed.
+    check("computed" in err and "precomputed" not in err and "caller" not in err, err)
 
 
 def test_verify_corrupted_magic():
@@ -390,10 +392,10 @@ def test_max_payload_stops_an_endless_stream():
 
 
 def test_max_payload_sizes():
-    for size in ("1K", "64m", "2G", "1T", "4096"):
+    for size in ("1K", "64m", "2G", "1T", "4096", "64MiB", "1GiB"):
         rc, out, err = run("info", "--json", "--max-payload", size, INDEX)
         expect(rc, out, err, 0)
-    for size in ("0", "0K", "1X", "K", "-1M", "1MB", "99999999999T", ""):
+    for size in ("0", "0K", "1X", "K", "-1M", "1MB", "1Mi", "1MiBs", "99999999999T", ""):
         rc, out, err = run("info", "--max-payload", size, INDEX)
         check(rc == 2 and "--max-payload wants a size" in err, f"{size!r}: {rc} {err}")
     pages, page = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
@@ -550,7 +552,8 @@ def test_pack_i8_scale():
     out_path = os.path.join(WORK, "big-i8.ldsi")
     rc, out, err = run("pack", src, out_path, "--dtype", "i8")
     expect(rc, out, err, 1)
-    check("row 1" in err and "i8_scale 0.00787402" in err, f"names the row and scale: {err}")
+    check("line 2 (byte 16): element 1 is 2," in err and "i8_scale 0.00787402" in err,
+          f"names the line, element and scale: {err}")
     check("--i8-scale" in err, f"hints at the flag: {err}")
     check(not os.path.exists(out_path), "no output left behind")
     rc, out, err = run("pack", src, out_path, "--dtype", "i8", "--i8-scale", str(3 / 127))
@@ -595,9 +598,183 @@ def test_test_sh_only_runs_the_named_stage():
     check(p.returncode == 2 and b"unknown stage 'slwo'" in p.stderr, p.stderr)
 
 
+def test_scripts_answer_help():
+    # Every script prints its usage for --help and -h and does nothing else: deps.sh would
+    # run apt-get, demo.sh the demo. PATH holds only a folder whose every tool fails loudly,
+    # so that a script which goes on past --help is caught whatever it runs.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(FIXTURES)))
+    trap = os.path.join(WORK, "trap-bin")
+    os.makedirs(trap, exist_ok=True)
+    marker = os.path.join(WORK, "trap-ran")
+    for tool in ("apt-get", "sudo", "meson", "ninja", "zstd", "dpkg-query", "npm", "clang",
+                 "nproc", "mkdir", "rm", "mktemp", "git"):
+        path = os.path.join(trap, tool)
+        with open(path, "w") as f:
+            f.write(f"#!/bin/sh\necho {tool} >> '{marker}'\nexit 97\n")
+        os.chmod(path, 0o755)
+    env = dict(os.environ, PATH=trap + ":/usr/bin:/bin")
+    scripts = sorted(n for n in os.listdir(os.path.join(root, "scripts"))
+                     if n.endswith((".sh", ".py")))
+    check(len(scripts) >= 6, scripts)
+    for name in scripts:
+        script = os.path.join(root, "scripts", name)
+        for flag in ("--help", "-h"):
+            if os.path.exists(marker):
+                os.unlink(marker)
+            cmd = ["bash", script, flag] if name.endswith(".sh") else [sys.executable, script,
+                                                                       flag]
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                               timeout=60, cwd=WORK)
+            out = p.stdout.decode()
+            check(p.returncode == 0, f"{name} {flag}: exit {p.returncode}: {p.stderr!r}")
+            check("usage:" in out, f"{name} {flag}: no usage: {out!r}")
+            ran = open(marker).read() if os.path.exists(marker) else ""
+            check(ran == "", f"{name} {flag} went on to run: {ran!r}")
+
+
+def test_messages_escape_input_bytes():
+    # Binary (a zstd frame's magic, a terminal escape) where a number should be: the
+    # message quotes the token.
+    zst = os.path.join(WORK, "mistaken.txt")
+    with open(zst, "wb") as f:
+        f.write(b"key \x28\xb5\x2f\xfd\x1b[2J\x07 2\n")
+    rc, out, err = run("pack", zst, os.path.join(WORK, "m.ldsi"), "--format", "glove")
+    expect(rc, out, err, 1)
+    check("\x1b" not in err and "\x07" not in err and "\ufffd" not in err, repr(err))
+    check("\\x1b[2J\\x07" in err and "(\\xb5/\\xfd" in err and "\\\\x" not in err,
+          f"escaped once as \\xNN: {err!r}")
+    # A file name with a control character is escaped too.
+    odd = os.path.join(WORK, "odd\x1bname.txt")
+    rc, out, err = run("info", odd)
+    expect(rc, out, err, 1)
+    check("\x1b" not in err and "odd\\x1bname.txt" in err, repr(err))
+
+
+def test_writer_refusals_have_no_stray_offset():
+    src = os.path.join(WORK, "zero-row.txt")
+    with open(src, "w") as f:
+        f.write("a 1 2\nb 0 0\n")
+    rc, out, err = run("pack", src, os.path.join(WORK, "z.ldsi"), "--format", "glove",
+                       "--normalize")
+    expect(rc, out, err, 1)
+    check("(at byte 0)" not in err, err)
+    # One place per message: the input's line and byte, not also the writer's row.
+    check(err.startswith(f"lodestar: {src}: line 2 (byte 6): ") and "row" not in
+          err.split("): ", 1)[1].split(" a row ")[0], err)
+    out_path = os.path.join(WORK, "no-such-dir", "x.ldsi")
+    rc, out, err = run("pack", TINY, out_path, "--format", "glove")
+    expect(rc, out, err, 1)
+    check("(at byte 0)" not in err and "writer:" not in err, err)
+
+
+def test_word2vec_short_row_names_its_line():
+    src = os.path.join(WORK, "w2v-short.txt")
+    with open(src, "w") as f:
+        f.write("2 3\na 1 2 3\nb 1 2\n")
+    rc, out, err = run("pack", src, os.path.join(WORK, "w.ldsi"), "--format", "word2vec")
+    expect(rc, out, err, 1)
+    check("line 3" in err and "expected 3 numbers, found 2" in err, err)
+
+
+def test_pack_stdin_and_stdout():
+    ref = os.path.join(WORK, "ref.ldsi")
+    pack(TINY, ref)
+    with open(ref, "rb") as f:
+        want = f.read()
+    with open(TINY, "rb") as f:
+        text = f.read()
+    # IN -: standard input, with the format named.
+    via_stdin = os.path.join(WORK, "stdin.ldsi")
+    p = subprocess.run([LODESTAR, "pack", "-", via_stdin, "--format", "glove"], input=text,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    check(p.returncode == 0, p.stderr)
+    check(b"from (standard input) into" in p.stdout, p.stdout)
+    with open(via_stdin, "rb") as f:
+        check(f.read() == want, "pack - OUT writes the same index")
+    # OUT -: the index on standard output, the summary on standard error, no file "-".
+    p = subprocess.run([LODESTAR, "pack", TINY, "-", "--format", "glove"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60, cwd=WORK)
+    check(p.returncode == 0, p.stderr)
+    check(p.stdout == want, "pack IN - writes the index to standard output")
+    check(b"into (standard output)" in p.stderr, p.stderr)
+    check(not os.path.exists(os.path.join(WORK, "-")), "no file named '-'")
+    # Both at once, piped into info -.
+    p = subprocess.run(f"'{LODESTAR}' pack - - --format glove < '{TINY}' | '{LODESTAR}' info -",
+                       shell=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    check(p.returncode == 0 and b"rows:       7" in p.stdout, p.stdout + p.stderr)
+    # Standard input has no extension: the format must be named.
+    p = subprocess.run([LODESTAR, "pack", "-", via_stdin], input=text, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    check(p.returncode == 2 and b"--format" in p.stderr, p.stderr)
+
+
+def test_keys_file_errors_name_the_keys_file():
+    vecs = os.path.join(WORK, "three.fvecs")
+    write_fvecs(vecs, [[1, 2], [3, 4], [5, 6]])
+    for name, text, what in (("short-keys.txt", "a\nb\n", "2 lines"),
+                             ("dup-keys.txt", "a\nb\na\n", "keys file line 3 (byte 4): duplicate")):
+        keys = os.path.join(WORK, name)
+        with open(keys, "w") as f:
+            f.write(text)
+        rc, out, err = run("pack", vecs, os.path.join(WORK, "k.ldsi"), "--keys", keys)
+        expect(rc, out, err, 1)
+        check(err.startswith(f"lodestar: {keys}: ") and what in err, err)
+
+
+def test_floats_print_shortest_from_one_digit():
+    # bits 0x00000001 (the smallest subnormal), a negative NaN, 0.5, and 1 + 2^-23.
+    vals = struct.pack("<IIff", 0x00000001, 0xFFC00001, 0.5, 1 + 2 ** -23)
+    idx = patched_copy("floats.ldsi", 64, vals)
+    rc, out, err = run("get", idx, "king")
+    expect(rc, out, err, 0)
+    check("vector: 1e-45 nan 0.5 1.0000001\n" in out, out)
+    # A positive and a negative NaN print the same.
+    neg = patched_copy("negnan.ldsi", 64, struct.pack("<II", 0xFFC00000, 0x7FC00000))
+    rc, out, err = run("get", neg, "king")
+    expect(rc, out, err, 0)
+    check("vector: nan nan 0 0\n" in out, out)
+
+
+def test_info_names_ownership_as_json_does():
+    rc, out, err = run("info", INDEX)
+    expect(rc, out, err, 0)
+    j = info_json(INDEX)
+    check(f"load path:  {j['load']['path']} ({j['load']['ownership']})\n" in out, out)
+
+
+def test_runner_counts_skips():
+    # lds_testrun itself: a skipped test is counted and named as skipped, not as passed.
+    import contextlib
+    import io
+
+    def ok():
+        pass
+
+    def bad():
+        check(False, "no")
+
+    def skipped():
+        skip("not here")
+
+    cases = [
+        ({"test_a": ok, "test_b": skipped, "test_c": bad}, 1, "1 passed, 1 failed, 1 skipped"),
+        ({"test_a": ok, "test_b": skipped}, 0, "1 passed, 0 failed, 1 skipped"),
+        ({"test_b": skipped}, 77, "0 passed, 0 failed, 1 skipped"),
+    ]
+    for ns, code, last in cases:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = run_tests(ns, tempfile.mkdtemp(prefix="lodestar-runner-"))
+        lines = out.getvalue().splitlines()
+        check(rc == code and lines[-1] == last, f"{rc} {lines}")
+        check("skip test_b: not here" in lines, lines)
+
+
 def test_readme_example():
-    if EXAMPLE is None:
-        return
+    # Run by meson always with EXAMPLE; without it this test fails rather than passing
+    # having run nothing.
+    check(EXAMPLE is not None and os.access(EXAMPLE, os.X_OK),
+          f"the README example program was not given (or is not executable): {EXAMPLE}")
     p = subprocess.run([EXAMPLE, INDEX, "king"], stdout=subprocess.PIPE, timeout=60)
     check(p.returncode == 0, p.returncode)
     out = p.stdout.decode()

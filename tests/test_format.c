@@ -320,6 +320,136 @@ static void test_f16_every_value_round_trips(void **state)
     }
 }
 
+/* An f16 pattern's value by the IEEE 754 binary16 definition, computed in double without
+   any of lds_f16_to_f32's bit manipulation: (-1)^s x m x 2^(e-25) for normals (m with its
+   implicit 1024), m x 2^-24 for subnormals. NaN for exponent 31 with a mantissa, inf without. */
+static double ref_f16_value(uint16_t h)
+{
+    int sign = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    double v;
+    if (e == 31)
+        v = m ? NAN : INFINITY;
+    else if (e == 0)
+        v = ldexp((double)m, -24);
+    else
+        v = ldexp((double)(m + 1024), e - 25);
+    return sign ? -v : v;
+}
+
+/* The binary16 nearest to x (round to nearest, ties to even), found by binary search over
+   the positive patterns' values: an independent reference for lds_f32_to_f16. */
+static uint16_t ref_f32_to_f16(float x)
+{
+    uint16_t sign = signbit(x) ? 0x8000 : 0;
+    double a = fabs((double)x);
+    /* 65520 is halfway from 65504 (0x7BFF) to 2^16, where the next pattern would lie. */
+    if (a >= 65520.0)
+        return sign | 0x7C00;
+    uint16_t lo = 0, hi = 0x7BFF; /* largest h with value(h) <= a */
+    while (lo < hi) {
+        uint16_t mid = (uint16_t)((lo + hi + 1) / 2);
+        if (ref_f16_value(mid) <= a)
+            lo = mid;
+        else
+            hi = (uint16_t)(mid - 1);
+    }
+    double below = ref_f16_value(lo), above = lo == 0x7BFF ? 65536.0 : ref_f16_value(lo + 1);
+    double dl = a - below, du = above - a;
+    uint16_t h = dl < du ? lo : du < dl ? (uint16_t)(lo + 1) : (lo & 1) ? (uint16_t)(lo + 1) : lo;
+    return sign | h;
+}
+
+static uint32_t lcg_next(uint64_t *state)
+{
+    *state = *state * 6364136223846793005u + 1442695040888963407u;
+    return (uint32_t)(*state >> 32);
+}
+
+/* Both f16 directions against the binary16 definition (not against each other): every
+   pattern's value, then rounding of every pattern, every midpoint between neighbours and
+   one float either side of it, and a million random float32 bit patterns. */
+static void test_f16_against_reference(void **state)
+{
+    (void)state;
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        double want = ref_f16_value((uint16_t)h);
+        float got = lds_f16_to_f32((uint16_t)h);
+        if (isnan(want)) {
+            assert_true(isnan(got));
+            continue;
+        }
+        if ((double)got != want || !signbit(got) != !signbit(want))
+            fail_msg("f16 %04x: got %a, want %a", (unsigned)h, (double)got, want);
+    }
+    for (uint32_t h = 0; h < 0x7C00; h++) {
+        double v = ref_f16_value((uint16_t)h);
+        double next = h == 0x7BFF ? 65536.0 : ref_f16_value((uint16_t)(h + 1));
+        float mid = (float)((v + next) / 2); /* exact: a binary16 midpoint fits a float */
+        float probes[] = {(float)v, -(float)v,          mid,
+                          -mid,     nextafterf(mid, 0), nextafterf(mid, INFINITY)};
+        for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
+            uint16_t want = ref_f32_to_f16(probes[i]), got = lds_f32_to_f16(probes[i]);
+            if (got != want)
+                fail_msg("f32 %a: got f16 %04x, want %04x", (double)probes[i], (unsigned)got,
+                         (unsigned)want);
+        }
+    }
+    uint64_t seed = 12345;
+    for (int i = 0; i < 1 << 20; i++) {
+        float x = lds__bits_f32(lcg_next(&seed));
+        if (isnan(x))
+            continue;
+        uint16_t want = ref_f32_to_f16(x), got = lds_f32_to_f16(x);
+        if (got != want)
+            fail_msg("f32 %a: got f16 %04x, want %04x", (double)x, (unsigned)got, (unsigned)want);
+    }
+}
+
+/* bfloat16 is float32's top half; the nearest one (ties to even) by comparing distances
+   in double to the two candidates, not by lds_f32_to_bf16's add-and-shift. */
+static uint16_t ref_f32_to_bf16(float x)
+{
+    uint32_t bits = lds__f32_bits(x);
+    uint32_t down = bits & 0xFFFF0000u;
+    if ((bits & 0x7F800000u) == 0x7F800000u) /* inf stays inf (NaN is handled apart) */
+        return (uint16_t)(down >> 16);
+    double a = fabs((double)x), lo = fabs((double)lds__bits_f32(down));
+    /* The next pattern away from zero; above 0x7F7F it is infinity, at distance 2^128 - lo
+       as if the exponent went on (the rule IEEE 754 gives for overflow). */
+    uint32_t up_bits = down + 0x10000u;
+    double hi = (up_bits & 0x7FFFFFFFu) >= 0x7F800000u ? ldexp(1.0, 128)
+                                                       : fabs((double)lds__bits_f32(up_bits));
+    double dl = a - lo, du = hi - a;
+    bool up = du < dl || (du == dl && ((down >> 16) & 1));
+    return (uint16_t)((up ? up_bits : down) >> 16);
+}
+
+static void test_bf16_against_reference(void **state)
+{
+    (void)state;
+    uint64_t seed = 777;
+    for (int i = 0; i < 1 << 20; i++) {
+        uint32_t bits = lcg_next(&seed);
+        /* Every fourth probe sits on or next to a tie: low half 0x8000 +- 1. */
+        if (i % 4 == 0)
+            bits = (bits & 0xFFFF0000u) | (0x7FFFu + (uint32_t)(i / 4 % 3));
+        float x = lds__bits_f32(bits);
+        if (isnan(x))
+            continue;
+        uint16_t want = ref_f32_to_bf16(x), got = lds_f32_to_bf16(x);
+        if (got != want)
+            fail_msg("f32 %08x: got bf16 %04x, want %04x", (unsigned)bits, (unsigned)got,
+                     (unsigned)want);
+    }
+    /* Hand-computed: 1/3 is 0x3EAAAAAB, whose low half 0xAAAB is above 0x8000: up, to
+       0x3EAB. pi is 0x40490FDB, low half 0x0FDB: down, to 0x4049. */
+    assert_int_equal(lds_f32_to_bf16(1.0f / 3.0f), 0x3EAB);
+    assert_int_equal(lds_f32_to_bf16(3.14159265f), 0x4049);
+    assert_int_equal(lds_f32_to_bf16(-65504.0f), 0xC780); /* 0xC77FE000: low 0xE000, up */
+    assert_true(lds_bf16_to_f32(0x4049) == 3.140625f);
+    assert_true(lds_bf16_to_f32(0x3EAB) == 0.333984375f);
+}
+
 static void test_bf16_values(void **state)
 {
     (void)state;
@@ -1954,8 +2084,20 @@ static void check_search(lds_dtype dt, lds_metric m)
         qn += (double)q[i] * q[i];
     qn = sqrt(qn);
     for (uint64_t r = 0; r < ROWS; r++) {
+        /* Decoded from the stored bytes here, not by the library's row decoder (which the
+           search shares): f16 by the binary16 definition, bf16 as float32's top half. */
         float v[DIM];
-        lds_index_row_f32(idx, r, v, DIM);
+        const uint8_t *raw = lds_index_row(idx, r);
+        for (int i = 0; i < DIM; i++) {
+            if (dt == LDS_DTYPE_F32)
+                v[i] = lds__bits_f32(lds__ld32(raw + 4 * i));
+            else if (dt == LDS_DTYPE_F16)
+                v[i] = (float)ref_f16_value(lds__ld16(raw + 2 * i));
+            else if (dt == LDS_DTYPE_BF16)
+                v[i] = lds__bits_f32((uint32_t)lds__ld16(raw + 2 * i) << 16);
+            else
+                v[i] = (float)(int8_t)raw[i] * lds_index_i8_scale(idx);
+        }
         double dot = 0, rr = 0, l2 = 0;
         for (int i = 0; i < DIM; i++) {
             dot += (double)q[i] * v[i];
@@ -1987,9 +2129,9 @@ static void test_search_against_reference(void **state)
 {
     (void)state;
     static const lds_metric ms[] = {LDS_METRIC_COSINE, LDS_METRIC_DOT, LDS_METRIC_L2};
-    static const lds_dtype dts[] = {LDS_DTYPE_F32, LDS_DTYPE_F16, LDS_DTYPE_I8};
+    static const lds_dtype dts[] = {LDS_DTYPE_F32, LDS_DTYPE_F16, LDS_DTYPE_BF16, LDS_DTYPE_I8};
     for (int m = 0; m < 3; m++)
-        for (int d = 0; d < 3; d++)
+        for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
             check_search(dts[d], ms[m]);
 }
 
@@ -2158,6 +2300,8 @@ int main(void)
         cmocka_unit_test(test_f16_known_values),
         cmocka_unit_test(test_f16_every_value_round_trips),
         cmocka_unit_test(test_bf16_values),
+        cmocka_unit_test(test_f16_against_reference),
+        cmocka_unit_test(test_bf16_against_reference),
         cmocka_unit_test(test_utf8_validator),
         cmocka_unit_test(test_header_round_trip),
         cmocka_unit_test(test_header_refusals),

@@ -486,9 +486,11 @@ static void test_i8_scale(void **state)
     lds_import_options o = opts_for(LDS_IMPORT_GLOVE, NULL);
     o.dtype = LDS_DTYPE_I8;
     lds_error e = import_fail(p, &o, LDS_E_BAD_VALUE, 2);
-    assert_contains(e.message, "line 2");
-    assert_contains(e.message, "\"beta\"");
-    assert_contains(e.message, "element 1");
+    /* One place per message: the line and its byte; not also the writer's row and key. */
+    assert_contains(e.message, "line 2 (byte 16): element 1 ");
+    assert_null(strstr(e.message, "beta"));
+    assert_null(strstr(e.message, "row"));
+    assert_null(strstr(e.message, "(at byte"));
     assert_contains(e.message, "-2.5");
     assert_contains(e.message, "0.00787402");
     assert_int_equal(e.offset, 16);
@@ -599,11 +601,18 @@ static void test_format_names(void **state)
         assert_int_equal(lds_import_format_from_name(name, &f), LDS_OK);
         assert_int_equal(f, all[i]);
     }
-    assert_string_equal(lds_import_format_name(LDS_IMPORT_W2V_BINARY), "word2vec-binary");
+    /* One name per format, the one the CLI's --format takes and its summary prints. */
+    assert_string_equal(lds_import_format_name(LDS_IMPORT_W2V_BINARY), "word2vec-bin");
     assert_null(lds_import_format_name((lds_import_format)42));
     lds_import_format f = LDS_IMPORT_NPY;
-    assert_int_equal(lds_import_format_from_name("w2v", &f), LDS_OK);
+    assert_int_equal(lds_import_format_from_name("word2vec-bin", &f), LDS_OK);
+    assert_int_equal(f, LDS_IMPORT_W2V_BINARY);
+    f = LDS_IMPORT_NPY;
+    assert_int_equal(lds_import_format_from_name("word2vec", &f), LDS_OK);
     assert_int_equal(f, LDS_IMPORT_W2V_TEXT);
+    const char *retired[] = {"word2vec-binary", "w2v", "w2v-binary"};
+    for (size_t i = 0; i < sizeof retired / sizeof retired[0]; i++)
+        assert_int_equal(lds_import_format_from_name(retired[i], &f), LDS_E_BAD_VALUE);
     assert_int_equal(lds_import_format_from_name("csv", &f), LDS_E_BAD_VALUE);
     assert_int_equal(f, LDS_IMPORT_W2V_TEXT);
     assert_int_equal(lds_import_format_from_name(NULL, &f), LDS_E_INVALID_ARG);
@@ -787,12 +796,26 @@ static void test_glove_bad_numbers(void **state)
                               "5\n",
                               13),
                     &o, LDS_E_PARSE, 2);
-    assert_contains(e.message, "NUL byte (at byte 11)");
+    assert_contains(e.message, "line 2 (byte 11): element 1 holds a NUL byte");
+    assert_null(strstr(e.message, "(at byte"));
     assert_int_equal(e.offset, 11);
     /* Hexadecimal floats are not decimal. */
     e = import_fail(write_text("n9.txt", "a 1 2\nb 0x10 2\n"), &o, LDS_E_PARSE, 2);
     assert_contains(e.message, "\"0x10\", is not a decimal number (hexadecimal");
     import_fail(write_text("n10.txt", "a 1 -0x1p3\n"), &o, LDS_E_PARSE, 1);
+    /* Space and tab separate numbers; strtof would skip a leading \v or \f silently. */
+    e = import_fail(write_text("n11.txt", "a 1 2\nb \v3 4\n"), &o, LDS_E_PARSE, 2);
+    assert_contains(e.message, "line 2 (byte 8): element 0, \"\\x0b3\", starts with a control");
+    e = import_fail(write_text("n12.txt", "a 1 \f2\n"), &o, LDS_E_PARSE, 1);
+    assert_contains(e.message, "element 1, \"\\x0c2\"");
+    /* A token of binary (a compressed file given as text) is quoted escaped, cut at 40 bytes. */
+    e = import_fail(
+        write_text("n13.txt", "a 1 \x1b[2J\x07\xb5\\\"0123456789012345678901234567890123\n"), &o,
+        LDS_E_PARSE, 1);
+    assert_contains(e.message,
+                    "element 1, \"\\x1b[2J\\x07\\xb5\\\\\\\"01234567890123456789012345678901...\"");
+    for (const char *m = e.message; *m; m++)
+        assert_true((unsigned char)*m >= 0x20 && (unsigned char)*m < 0x7f);
     import_fail(write_text("n11.txt", "a 1 0X1P-2\n"), &o, LDS_E_PARSE, 1);
 }
 
@@ -841,9 +864,15 @@ static void test_w2v_text_refusals(void **state)
     e = import_fail(write_text("t2.txt", text), &o, LDS_E_TRUNCATED, 9);
     assert_contains(e.message, "ends after 7 rows");
     free(text);
-    /* Far fewer bytes than N rows can possibly need: refused before any row. */
-    e = import_fail(write_text("t3.txt", "1000000 100\na 1\n"), &o, LDS_E_TRUNCATED, 1);
-    assert_contains(e.message, "promises 1000000 rows");
+    /* Far fewer bytes than N rows can possibly need: the first short row is named by its
+       line (not only "the file is too short" on line 1), and a file of sound rows that
+       stops early by the line after its last. */
+    e = import_fail(write_text("t3.txt", "1000000 100\na 1\n"), &o, LDS_E_PARSE, 2);
+    assert_contains(e.message, "line 2 (byte 12): expected 100 numbers, found 1");
+    e = import_fail(write_text("t3b.txt", "1000000 2\na 1 2\n"), &o, LDS_E_TRUNCATED, 3);
+    assert_contains(e.message, "ends after 1 rows, but the header (line 1) promises 1000000");
+    e = import_fail(write_text("t3c.txt", "2 3\na 1 2 3\nb 1 2\n"), &o, LDS_E_PARSE, 3);
+    assert_contains(e.message, "line 3 (byte 12): expected 3 numbers, found 2");
     e = import_fail(write_text("t4.txt", "1 2\na 1 2\nb 3 4\n"), &o, LDS_E_TRAILING, 3);
     import_fail(write_text("t5.txt", "2 0\n"), &o, LDS_E_BAD_VALUE, 1);
     import_fail(write_text("t6.txt", "two 2\na 1 2\n"), &o, LDS_E_PARSE, 1);
@@ -867,9 +896,10 @@ static void test_w2v_binary_refusals(void **state)
     lds_import_options o = opts_for(LDS_IMPORT_W2V_BINARY, NULL);
     size_t n;
     unsigned char *bin = read_all(FIX("w2v.bin"), &n);
-    /* Cut inside the last row's floats: passes the size check, fails at row 8. */
+    /* Cut inside the last row's floats: passes the size check, fails at row 7 (0-based;
+       err.line is the 1-based record number, 8). */
     lds_error e = import_fail(write_tmp("b1.bin", bin, n - 10), &o, LDS_E_TRUNCATED, 8);
-    assert_contains(e.message, "row 8");
+    assert_contains(e.message, "row 7 (byte 2846)");
     /* A header promising more rows than the file can hold. */
     unsigned char *more = malloc(n + 1);
     memcpy(more, "9", 1);
@@ -888,11 +918,12 @@ static void test_w2v_binary_refusals(void **state)
     memcpy(nan_bin + row3 + 5 + 8, "\x00\x00\xc0\x7f", 4);
     e = import_fail(write_tmp("b4.bin", nan_bin, n), &o, LDS_E_BAD_VALUE, 3);
     assert_int_equal(e.offset, row3 + 5 + 8);
-    /* Row 1's key "the" renamed "man": row 5 repeats it. */
+    /* Row 0's key "the" renamed "man": row 4 (0-based, as every message counts rows)
+       repeats it. */
     memcpy(nan_bin, bin, n);
     memcpy(nan_bin + 6, "man", 3);
     e = import_fail(write_tmp("b5.bin", nan_bin, n), &o, LDS_E_DUP_KEY, 5);
-    assert_contains(e.message, "row 1");
+    assert_contains(e.message, "row 4 (byte 1627): duplicate key \"man\", first seen on row 0");
     free(nan_bin);
     free(bin);
     import_fail(write_text("b6.bin", "2\n"), &o, LDS_E_PARSE, 1);
@@ -946,6 +977,27 @@ static void test_npy_refusals(void **state)
     assert_string_equal(e.field, "npy.shape");
     assert_int_equal(e.offset, npy_data_off(1, NPY_F4_HUGE));
     assert_contains(e.message, "4294967296 bytes");
+    /* A descr with an embedded NUL ('<f4\x00junk') is not '<f4': numpy's dtype() refuses
+       it, and so does the importer, quoting it escaped. */
+    {
+        const char *p = write_npy(
+            "h0.npy", 1, "{'descr': '<f4@junk', 'fortran_order': False, 'shape': (3, 2), }", data,
+            sizeof data);
+        size_t len;
+        unsigned char *b = read_all(p, &len);
+        unsigned char *at = memchr(b, '@', len);
+        assert_non_null(at);
+        *at = '\0';
+        e = import_fail(write_tmp("h0.npy", b, len), &o, LDS_E_UNSUPPORTED, 0);
+        free(b);
+        assert_string_equal(e.field, "npy.descr");
+        assert_contains(e.message, ".npy dtype '<f4\\x00junk'");
+        e = import_fail(write_npy("h0b.npy", 1,
+                                  "{'descr': '<f4 ', 'fortran_order': False, 'shape': (3, 2), }",
+                                  data, sizeof data),
+                        &o, LDS_E_UNSUPPORTED, 0);
+        assert_contains(e.message, ".npy dtype '<f4 '");
+    }
     /* One row short, and one float too many. */
     import_fail(write_npy("h2.npy", 1,
                           "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }", data, 20),
@@ -1144,7 +1196,7 @@ static void test_fvecs_refusals(void **state)
     /* Rows of d = 2, 2, then 3. */
     int32_t rows[] = {2, f, f, 2, f, f, 3, f, f, f};
     lds_error e = import_fail(write_fvecs("f1.fvecs", rows, 10), &o, LDS_E_PARSE, 3);
-    assert_contains(e.message, "d = 3, but row 1 has d = 2");
+    assert_contains(e.message, "row 2 (byte 24): d = 3, but row 0 has d = 2");
     assert_int_equal(e.offset, 24);
     int32_t neg[] = {-3, f, f, f};
     import_fail(write_fvecs("f2.fvecs", neg, 4), &o, LDS_E_BAD_VALUE, 1);

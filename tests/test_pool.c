@@ -28,6 +28,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <json-c/json.h>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define TEST_ASAN 1
@@ -1411,6 +1412,82 @@ static void test_stats_json(void **state)
     lds_pool_free(pool);
 }
 
+/* The JSON parses (json-c), holds every field exactly once under its own name, and each
+   value is that field's: the struct is filled with a distinct value per field so that a
+   name attached to the wrong field, a field left out or a value cut short shows. */
+static void test_stats_json_parses(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        size_t at;
+    } fields[] = {
+#define F(f) {#f, offsetof(lds_pool_stats, f)}
+        F(rents),
+        F(hits_thread),
+        F(hits_shared),
+        F(misses_cold),
+        F(misses_exhausted),
+        F(misses_oversize),
+        F(returns),
+        F(refused_total),
+        F(canary_failures),
+        F(drops),
+        F(trims),
+        F(trimmed_bytes),
+        F(leases_current),
+        F(bytes_leased),
+        F(bytes_leased_peak),
+        F(bytes_retained),
+        F(buffers_retained),
+        F(bytes_resident_estimate),
+        F(bytes_mapped),
+        F(waste_bytes_total),
+        F(waste_bytes_current),
+        F(bytes_requested_total),
+        F(slots_retired),
+        F(guard_failures),
+#undef F
+    };
+    static const char *const refused[] = {"stale", "unknown", "pointer", "size"};
+    lds_pool_stats s;
+    lds_pool_stats_init(&s);
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        uint64_t v = 1000 + i + (i == 3 ? UINT64_C(1) << 62 : 0); /* one beyond 2^53 */
+        memcpy((char *)&s + fields[i].at, &v, sizeof v);
+    }
+    for (int r = 0; r < LDS_POOL_REFUSED_COUNT; r++)
+        s.refused[r] = 50 + (uint64_t)r;
+    char buf[4096];
+    size_t need = 0;
+    assert_int_equal(lds_pool_stats_json(&s, buf, sizeof buf, &need), LDS_OK);
+    enum json_tokener_error jerr;
+    json_object *o = json_tokener_parse_verbose(buf, &jerr);
+    if (!o)
+        fail_msg("not JSON (%s): %s", json_tokener_error_desc(jerr), buf);
+    assert_true(json_object_is_type(o, json_type_object));
+    assert_int_equal(json_object_object_length(o), sizeof fields / sizeof fields[0] + 1);
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        json_object *v;
+        if (!json_object_object_get_ex(o, fields[i].name, &v))
+            fail_msg("no \"%s\" in %s", fields[i].name, buf);
+        assert_true(json_object_is_type(v, json_type_int));
+        uint64_t want;
+        memcpy(&want, (const char *)&s + fields[i].at, sizeof want);
+        assert_true(json_object_get_uint64(v) == want);
+    }
+    json_object *r;
+    assert_true(json_object_object_get_ex(o, "refused", &r));
+    assert_true(json_object_is_type(r, json_type_object));
+    assert_int_equal(json_object_object_length(r), LDS_POOL_REFUSED_COUNT);
+    for (int k = 0; k < LDS_POOL_REFUSED_COUNT; k++) {
+        json_object *v;
+        assert_true(json_object_object_get_ex(r, refused[k], &v));
+        assert_true(json_object_get_uint64(v) == 50 + (uint64_t)k);
+    }
+    json_object_put(o);
+}
+
 /* A caller built against an older, shorter lds_pool_stats: the JSON holds the fields its
  * struct has and reads nothing past `size` (heap-allocated so ASan sees an overread). */
 static void test_stats_json_short_struct(void **state)
@@ -1572,6 +1649,7 @@ int main(void)
         cmocka_unit_test(test_warm_path),
         cmocka_unit_test(test_scoped_lease),
         cmocka_unit_test(test_stats_json),
+        cmocka_unit_test(test_stats_json_parses),
         cmocka_unit_test(test_stats_json_short_struct),
 #endif
         cmocka_unit_test(test_concurrent_double_return),

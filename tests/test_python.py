@@ -6,7 +6,7 @@ usage: test_python.py LIBLODESTAR PYTHON_DIR
 Loads LIBLODESTAR (the built liblodestar.so) through the binding in PYTHON_DIR.
 Skips (exit 77) under LDS_SANITIZE, since a sanitizer-built library cannot be
 loaded into an uninstrumented python, and when numpy is missing. Prints one line
-per test and "N passed, N failed"; exits 0 only if every test passed.
+per test and "N passed, N failed, N skipped"; exits 0 only if no test failed.
 """
 
 import gc
