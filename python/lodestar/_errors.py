@@ -71,7 +71,7 @@ class StateError(Error, RuntimeError):
 
 
 def _format(name, doc, *extra):
-    return type(name, (FormatError,) + extra, {"__doc__": doc, "__module__": __name__})
+    return type(name, (FormatError,) + extra, {"__doc__": doc})
 
 
 BadMagicError = _format("BadMagicError", "E_BAD_MAGIC: not a lodestar index.")
@@ -125,6 +125,9 @@ __all__ = ["Error", "FormatError", "LimitError", "IOError", "InvalidArgumentErro
            "UnsupportedError", "StateError"] + [
                cls.__name__ for _, cls in STATUS_CLASSES.values()
                if cls.__bases__[0] is FormatError]
+
+for _cls in [Error, FormatError] + [c for _, c in STATUS_CLASSES.values()]:
+    _cls.__module__ = "lodestar"  # as users name them: lodestar.TruncatedError
 
 
 def from_status(code, err=None):

@@ -42,7 +42,8 @@ def write(path, vectors, *, keys=None, ids=None, dtype="f32", metric="cosine",
         raise TypeError("vectors must be a real-valued array, not %s" % v.dtype)
     if v.ndim != 2:
         raise ValueError("vectors must be 2-D (rows, dim), not %d-D" % v.ndim)
-    v = np.ascontiguousarray(v, dtype=np.float32)
+    with np.errstate(over="ignore"):  # a float64 beyond float32 becomes inf: refused below
+        v = np.ascontiguousarray(v, dtype=np.float32)
     rows, dim = v.shape
     if dim == 0:
         raise ValueError("vectors must have at least one column")

@@ -1,5 +1,5 @@
 /* Prints sizeof and offsetof of every struct the Python binding mirrors
- * (python/lodestar/_capi.py), one "NAME SIZE" or "NAME.FIELD OFFSET" per line;
+ * (python/lodestar/_capi.py), one "NAME SIZE" or "NAME.FIELD OFFSET SIZE" per line;
  * test_layout.py compares them with the ctypes mirrors. A field renamed in a header
  * stops this file compiling, so it fails the suite too. */
 #include <lodestar.h>
@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #define SIZE(s)     printf("%s %zu\n", #s, sizeof(s))
-#define FIELD(s, f) printf("%s.%s %zu\n", #s, #f, offsetof(s, f))
+#define FIELD(s, f) printf("%s.%s %zu %zu\n", #s, #f, offsetof(s, f), sizeof(((s *)0)->f))
 
 int main(void)
 {
