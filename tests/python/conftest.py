@@ -50,3 +50,7 @@ def cli():
     if not os.access(path, os.X_OK):
         pytest.skip("no lodestar program at %s" % path)
     return path
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: the install from a fresh clone (meson suite slow)")
