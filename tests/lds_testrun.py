@@ -1,4 +1,4 @@
-"""The small runner shared by lodestar's Python test scripts (test_cli.py, test_python.py).
+"""The small runner of lodestar's Python test scripts (test_cli.py; the package has pytest).
 
 Each script defines test_* functions and ends with `sys.exit(run_tests(globals(), WORK))`.
 The closing line is the plain 'N passed, N failed' that CI reads.
