@@ -83,7 +83,9 @@ class Index:
         self._closed = False  # closed for the caller; the handle may outlive it (views)
         self._views = []  # weak references to the buffers under zero-copy arrays
         self._busy = 0  # C calls in flight
-        self._lock = threading.Lock()
+        # Re-entrant: a view collected by the garbage collector while this thread holds the
+        # lock runs _view_collected, which takes it again.
+        self._lock = threading.RLock()
 
     # ---- lifetime
 

@@ -116,3 +116,25 @@ def test_borrowed_bytes_stay_alive_with_the_index(tiny):
     gc.collect()
     assert index.key(3) == "prince" and np.array_equal(index.vectors, VECTORS)
     index.close()
+
+
+def test_a_view_freed_while_the_index_lock_is_held_does_not_deadlock(tiny):
+    """The garbage collector may free a view while this thread holds the index's lock (in
+    any allocation inside it); the view's callback then takes the lock again."""
+    import threading
+
+    index = lodestar.load(tiny)
+    done = []
+
+    def drop_under_lock():
+        v = index.vectors
+        with index._lock:
+            del v  # refcount 0: the weakref callback runs here
+        done.append(True)
+
+    t = threading.Thread(target=drop_under_lock, daemon=True)
+    t.start()
+    t.join(10)
+    assert done, "deadlocked: the index lock is not re-entrant"
+    index.close()
+    assert index._h is None
