@@ -191,7 +191,7 @@ def run_loads(alts, rounds, warmup, v):
     for name, _, what in alts:
         s = samples[name]
         m = statistics.median(s)
-        rows.append((name, "%.2f" % m, "%.2f" % min(s), "%.2f" % max(s), "%.2fx" % (m / base),
+        rows.append((name, "%.2f" % m, "%.2f" % min(s), "%.2f" % max(s), "%.3fx" % (m / base),
                      what))
     table(rows, ("load + touch one element per page", "median ms", "min", "max",
                  "/ numpy.load", "what it gives"))
