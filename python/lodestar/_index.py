@@ -565,12 +565,13 @@ def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, p
     elif hasattr(source, "read") or hasattr(source, "readinto"):
         fd = _usable_fd(source)
         if fd is not None:
-            seekable = source.seekable()
-            if seekable:
-                os.lseek(fd, source.tell(), os.SEEK_SET)
+            start = source.tell() if source.seekable() else None
+            if start is not None:  # the fd may be ahead of a buffered reader's position
+                os.lseek(fd, start, os.SEEK_SET)
             st = lib.lds_load_fd(fd, *tail)
-            if seekable:
-                source.seek(os.lseek(fd, 0, os.SEEK_CUR))
+            if start is not None:  # after what the load took (a mapped load moves no fd)
+                source.seek(start + info.stream_bytes if st == 0 else
+                            os.lseek(fd, 0, os.SEEK_CUR))
         else:
             failure = []
             cb = _readinto_callback(source, failure)

@@ -46,6 +46,11 @@ def test_file_objects(tiny):
     with open(tiny, "rb", buffering=0) as f:
         with lodestar.load(f, mmap=True) as index:
             assert index.info["path"] == "mapped"
+        assert f.tell() == len(data)  # after the index, as a read would leave it
+    with open(tiny, "rb") as f:
+        with lodestar.load(f, mmap=True) as index:
+            assert index.info["path"] == "mapped"
+        assert f.tell() == len(data)
     for stream in (io.BytesIO(data), io.BufferedReader(io.BytesIO(data))):  # readinto
         with lodestar.load(stream) as index:
             assert index.info["path"] == "pooled" and np.array_equal(index.vectors, VECTORS)
