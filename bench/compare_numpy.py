@@ -1,61 +1,66 @@
 #!/usr/bin/python3
-"""lodestar against numpy.load, for the same vectors.
+"""Loading the same vectors into Python: lodestar against numpy, faiss and gensim.
 
-In one process, interleaved (numpy, lodestar, numpy, lodestar, ...): numpy.load
-of a .npy written by numpy, against lodestar loading an index of the same
-float32 vectors through python/lodestar.py and viewing them as a numpy array
-without a copy. Prints the medians and the ratio lodestar / numpy per size.
-Targets (issue 5): <= 1.0x at every size, <= 0.5x above 32 MiB. Then a
-hyperfine run of whole processes: `lodestar info FILE` against
-`python3 -c 'import numpy; numpy.load(FILE)'`.
+In one process, interleaved (A B C ... A B C ...), each alternative loads the same
+float32 vectors from its own file and then touches one element per 4 KiB page of the
+array it got (so a mapped file pays for its page faults, as any use would):
 
-What skews such comparisons, and how this script controls it:
-- the page-cache state of the files: before timing, each file is dropped from
-  the page cache (posix_fadvise DONTNEED) and read back with 1 MiB reads, so
-  both are cached the same way (a cold file read back by one huge read()
-  leaves small pages cached and slows later reads);
-- the destination buffer's alignment: the offset of each array's data within
-  its page is printed beside the times (lodestar's pool places large buffers
-  at LDS_POOL_MAP_OFFSET into a page; numpy uses its allocator's address).
+  lodestar pooled verified   lodestar.load(ldsi): vectors, keys, checksum verified
+  lodestar mapped verified   lodestar.load(ldsi, mmap=True): the same, the file mapped
+  numpy.load                 np.load(npy): vectors only, no check
+  numpy.load mmap_mode=r     np.load(npy, mmap_mode="r")
+  faiss.read_index           an IndexFlat's vectors (python3-faiss), when installed
+  gensim KeyedVectors.load   vectors and keys (python3-gensim), when installed
 
-usage: /usr/bin/python3 bench/compare_numpy.py [--dry] [--full] [--sizes 1M,64M]
-       [--iterations N] [--dir DIR] [--no-hyperfine]
-env:   LODESTAR_BUILD (default build) for build/cli/lodestar; LODESTAR_LIB for the library.
-Needs numpy (Debian python3-numpy, hence /usr/bin/python3) and hyperfine.
+Then the search: nq queries, k=10, exact, lodestar Index.search against faiss
+IndexFlatIP.search on the same vectors (row-normalized for a cosine index), each with one
+thread and with one per cpu, with the share of top-1 rows on which each agrees with
+lodestar's. (faiss's OpenMP threads spin while they wait: on a machine busy with other
+work its multi-threaded row can be many times slower than its one-thread row.)
+
+Before timing, each file is dropped from the page cache (posix_fadvise DONTNEED) and read
+back with 1 MiB reads, so every alternative reads from a cache filled the same way.
+(An earlier version also ran whole processes under hyperfine, `lodestar info` against
+`python3 -c 'import numpy; numpy.load(...)'`; that measures interpreter start-up, not
+loading, and is gone.)
+
+The vectors: --index FILE.ldsi (e.g. .cache/glove/glove-100d.ldsi from
+scripts/fetch-glove.sh) uses that index's vectors and keys; otherwise random rows of the
+GloVe shape, 341,479 x 100, keys w0, w1, ... (--rows, --dim to change it).
+
+usage: /usr/bin/python3 bench/compare_numpy.py [--dry] [--index FILE] [--rows N] [--dim N]
+       [--rounds N] [--queries N] [--dir DIR]
+env:   LODESTAR_LIB (default build/liblodestar.so) when the package is not installed.
 """
 import argparse
 import os
 import platform
-import shutil
 import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, os.pardir, "python"))
+os.environ.setdefault("LODESTAR_LIB", os.path.join(HERE, os.pardir, "build", "liblodestar.so"))
 
 import numpy as np  # noqa: E402
 
 import lodestar  # noqa: E402
 
-DIM = 512
-MB = 1000 * 1000
-QUICK = ["1M", "8M", "64M", "256M"]
-FULL = ["1M", "4M", "16M", "32M", "64M", "128M", "256M", "512M", "1G"]
-DRY = ["1M"]
+PAGE = 4096
 
 
-def parse_size(s):
-    mult = {"K": 1000, "M": MB, "G": 1000 * MB}
-    s = s.strip().upper()
-    if s and s[-1] in mult:
-        return int(float(s[:-1]) * mult[s[-1]])
-    return int(s)
+def optional(name):
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
 
 
-def fmt_size(n):
-    return "%g MB" % (n / MB) if n < 1000 * MB else "%g GB" % (n / (1000 * MB))
+faiss = optional("faiss")
+gensim_models = None
+if optional("gensim"):
+    from gensim.models import KeyedVectors as gensim_models  # noqa: N813
 
 
 def warm_page_cache(path):
@@ -70,142 +75,204 @@ def warm_page_cache(path):
         os.close(fd)
 
 
-def prepare(size, directory):
-    rows = max(1, size // (DIM * 4))
-    npy = os.path.join(directory, "vectors-%d.npy" % size)
-    ldsi = os.path.join(directory, "vectors-%d.ldsi" % size)
-    if not (os.path.exists(npy) and os.path.exists(ldsi)):
-        rng = np.random.default_rng(size)
-        data = rng.standard_normal((rows, DIM), dtype=np.float32)
-        np.save(npy, data)
-        lodestar.write_index(ldsi, data, meta={"source": "compare_numpy.py"})
-        del data
-    with lodestar.load(ldsi) as idx:
-        v = idx.vectors
-        same = np.array_equal(v, np.load(npy))
-        del v
-    if not same:
-        raise SystemExit("compare_numpy: %s and %s hold different vectors" % (npy, ldsi))
-    warm_page_cache(npy)
-    warm_page_cache(ldsi)
-    return rows, npy, ldsi
+def touch(a):
+    """Reads one element per 4 KiB page of the float32 array `a`."""
+    return float(a.reshape(-1)[:: PAGE // 4].sum())
 
 
-def time_numpy(npy):
-    t0 = time.perf_counter_ns()
-    a = np.load(npy)
-    t1 = time.perf_counter_ns()
-    return t1 - t0, a.ctypes.data % 4096
+def machine():
+    model = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return model
 
 
-def time_lodestar(ldsi, **kw):
-    t0 = time.perf_counter_ns()
-    idx = lodestar.load(ldsi, **kw)
-    v = idx.vectors
-    t1 = time.perf_counter_ns()
-    off = v.ctypes.data % 4096
-    del v
-    idx.close()
-    return t1 - t0, off
+def prepare(args):
+    """Writes the vectors in every format; returns (vectors, keys, metric, files)."""
+    os.makedirs(args.dir, exist_ok=True)
+    if args.index:
+        with lodestar.load(args.index) as index:
+            v = np.array(index.as_float32())
+            keys = list(index.keys) if index.keys is not None else [
+                "r%d" % i for i in range(index.rows)]
+            metric = index.metric
+        tag = os.path.splitext(os.path.basename(args.index))[0]
+    else:
+        v = np.random.default_rng(13).standard_normal((args.rows, args.dim)).astype(np.float32)
+        keys = ["w%d" % i for i in range(args.rows)]
+        metric = "cosine"
+        tag = "random-%dx%d" % v.shape
+    files = {"ldsi": os.path.join(args.dir, tag + ".ldsi"),
+             "npy": os.path.join(args.dir, tag + ".npy"),
+             "faiss": os.path.join(args.dir, tag + ".faiss"),
+             "gensim": os.path.join(args.dir, tag + ".kv")}
+    if args.index:
+        files["ldsi"] = args.index
+    elif not os.path.exists(files["ldsi"]):
+        lodestar.write(files["ldsi"], v, keys=keys, metric=metric,
+                       metadata={"source": "bench/compare_numpy.py"})
+    if not os.path.exists(files["npy"]):
+        np.save(files["npy"], v)
+    if faiss and not os.path.exists(files["faiss"]):
+        fi = faiss.IndexFlatIP(v.shape[1])
+        fi.add(v)
+        faiss.write_index(fi, files["faiss"])
+    if gensim_models and not os.path.exists(files["gensim"]):
+        kv = gensim_models(v.shape[1])
+        kv.add_vectors(keys, v)
+        kv.save(files["gensim"])
+    for name, path in files.items():
+        if os.path.exists(path):
+            warm_page_cache(path)
+            if name == "gensim" and os.path.exists(path + ".vectors.npy"):
+                warm_page_cache(path + ".vectors.npy")
+    return v, keys, metric, files
 
 
-def run_sizes(sizes, iterations, warmup, directory):
-    results = []
-    for size in sizes:
-        rows, npy, ldsi = prepare(size, directory)
-        alts = [("numpy.load", lambda: time_numpy(npy)),
-                ("lodestar", lambda: time_lodestar(ldsi)),
-                ("lodestar mapped", lambda: time_lodestar(ldsi, mmap=True))]
-        samples = {name: [] for name, _ in alts}
-        offsets = {}
-        for i in range(warmup + iterations):
-            for name, fn in alts:
-                ns, off = fn()
-                if i >= warmup:
-                    samples[name].append(ns / 1e6)
-                    offsets[name] = off
-        results.append((size, rows, samples, offsets))
-    return results
+def load_alternatives(files, v):
+    n, d = v.shape
+
+    def lds(**kw):
+        index = lodestar.load(files["ldsi"], **kw)
+        a = index.vectors
+        touch(a)
+        return index, a
+
+    def faiss_read():
+        fi = faiss.read_index(files["faiss"])
+        a = faiss.rev_swig_ptr(fi.get_xb(), n * d).reshape(n, d)
+        touch(a)
+        return fi, a
+
+    def gensim_load():
+        kv = gensim_models.load(files["gensim"])
+        touch(kv.vectors)
+        return kv, kv.vectors
+
+    alts = [("lodestar pooled verified", lambda: lds(), "vectors, keys, checksum"),
+            ("lodestar mapped verified", lambda: lds(mmap=True), "vectors, keys, checksum"),
+            ("numpy.load", lambda: (None, np.load(files["npy"])), "vectors"),
+            ("numpy.load mmap_mode=r", lambda: (None, np.load(files["npy"], mmap_mode="r")),
+             "vectors")]
+    if faiss:
+        alts.append(("faiss.read_index", faiss_read, "vectors"))
+    if gensim_models:
+        alts.append(("gensim KeyedVectors.load", gensim_load, "vectors, keys"))
+    return alts
 
 
-def print_results(results):
-    hdr = ("size", "rows x dim", "numpy.load ms", "lodestar ms", "min", "max", "ratio",
-           "target", "mapped ms", "ratio", "page offset np/lds")
-    lines = []
-    misses = 0
-    for size, rows, s, off in results:
-        n, l, m = (statistics.median(s[k]) for k in ("numpy.load", "lodestar", "lodestar mapped"))
-        target = 0.5 if size > 32 * 1024 * 1024 else 1.0
-        ok = l / n <= target
-        misses += not ok
-        lines.append((fmt_size(size), "%d x %d" % (rows, DIM), "%.3f" % n, "%.3f" % l,
-                      "%.3f" % min(s["lodestar"]), "%.3f" % max(s["lodestar"]),
-                      "%.2fx" % (l / n), ("<= %.1fx " % target) + ("met" if ok else "MISSED"),
-                      "%.3f" % m, "%.2fx" % (m / n),
-                      "%d / %d" % (off["numpy.load"], off["lodestar"])))
-    w = [max(len(h), *(len(r[i]) for r in lines)) for i, h in enumerate(hdr)]
-    print("  ".join(h.rjust(w[i]) for i, h in enumerate(hdr)))
-    for r in lines:
-        print("  ".join(c.rjust(w[i]) for i, c in enumerate(r)))
-    print("ratio = lodestar median / numpy.load median (below 1: lodestar is faster); lodestar = "
-          "lds_load_path with the defaults (pooled, checksum verified) plus the zero-copy numpy "
-          "view; mapped = use_mmap")
-    print("targets missed: %d of %d sizes" % (misses, len(results)))
+def table(rows, header):
+    w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    print("  ".join(h.ljust(w[i]) if i == 0 else h.rjust(w[i]) for i, h in enumerate(header)))
+    for r in rows:
+        print("  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(r)))
 
 
-def hyperfine(ldsi, npy, runs, build):
-    cli = os.path.join(build, "cli", "lodestar")
-    if not shutil.which("hyperfine"):
-        print("hyperfine not found (apt-get install hyperfine): whole-process run skipped")
-        return 1
-    if not os.access(cli, os.X_OK):
-        print("%s not found: whole-process run skipped" % cli)
-        return 1
-    # OPENBLAS_CORETYPE may be set on this machine; unset it for the numpy process only.
-    np_cmd = "env -u OPENBLAS_CORETYPE /usr/bin/python3 -c 'import numpy; numpy.load(\"%s\")'" % npy
-    cmd = ["hyperfine", "-N", "--style", "basic", "--warmup", "2", "--runs", str(runs),
-           "-n", "lodestar info", "%s info %s" % (cli, ldsi), "-n", "numpy.load process", np_cmd]
-    print("$ " + " ".join(cmd[:10]) + " '%s info %s' '%s'" % (cli, ldsi, np_cmd))
-    sys.stdout.flush()
-    return subprocess.run(cmd, stdout=sys.stdout, stderr=sys.stderr).returncode
+def run_loads(alts, rounds, warmup, v):
+    samples = {name: [] for name, _, _ in alts}
+    for i in range(warmup + rounds):
+        for name, fn, _ in alts:
+            t0 = time.perf_counter_ns()
+            owner, a = fn()
+            t1 = time.perf_counter_ns()
+            if i == 0 and not np.array_equal(a[:3], v[:3]):
+                raise SystemExit("compare_numpy: %s loaded other vectors" % name)
+            del a
+            if isinstance(owner, lodestar.Index):
+                owner.close()
+            del owner
+            if i >= warmup:
+                samples[name].append((t1 - t0) / 1e6)
+    base = statistics.median(samples["numpy.load"])
+    rows = []
+    for name, _, what in alts:
+        s = samples[name]
+        m = statistics.median(s)
+        rows.append((name, "%.2f" % m, "%.2f" % min(s), "%.2f" % max(s), "%.3fx" % (m / base),
+                     what))
+    table(rows, ("load + touch one element per page", "median ms", "min", "max",
+                 "/ numpy.load", "what it gives"))
+
+
+def run_search(files, v, metric, queries, rounds, k=10):
+    rng = np.random.default_rng(5)
+    q = v[rng.choice(len(v), queries, replace=False)] + np.float32(0.01)
+    q = np.ascontiguousarray(q, dtype=np.float32)
+    index = lodestar.load(files["ldsi"])
+    counts = sorted({1, os.cpu_count() or 1})
+    alts = [("lodestar Index.search, threads=%d" % t,
+             lambda t=t: index.search(q, k, threads=t)) for t in counts]
+    if faiss:
+        base = v
+        fq = q
+        if metric == "cosine":
+            base = v / np.linalg.norm(v, axis=1, keepdims=True)
+            fq = q / np.linalg.norm(q, axis=1, keepdims=True)
+        fi = faiss.IndexFlatIP(v.shape[1])
+        fi.add(np.ascontiguousarray(base, dtype=np.float32))
+        fq = np.ascontiguousarray(fq, dtype=np.float32)
+
+        def faiss_search(t):
+            faiss.omp_set_num_threads(t)
+            return fi.search(fq, k)
+
+        alts += [("faiss IndexFlatIP.search, omp threads=%d" % t,
+                  lambda t=t: faiss_search(t)) for t in counts]
+    samples = {name: [] for name, _ in alts}
+    answers = {}
+    for _ in range(rounds):
+        for name, fn in alts:
+            t0 = time.perf_counter_ns()
+            answers[name] = fn()
+            samples[name].append((time.perf_counter_ns() - t0) / 1e6)
+    index.close()
+    first = statistics.median(samples[alts[0][0]])
+    rows = []
+    for name, _ in alts:
+        s = samples[name]
+        m = statistics.median(s)
+        agree = np.mean(answers[name][1][:, 0] == answers[alts[0][0]][1][:, 0])
+        rows.append((name, "%.2f" % m, "%.2f" % min(s), "%.2f" % max(s), "%.2fx" % (m / first),
+                     "%.0f%%" % (100 * agree)))
+    table(rows, ("search %d queries, k=%d, %s" % (queries, k, metric), "median ms", "min", "max",
+                 "/ lodestar 1 thread", "top-1 agrees"))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--dry", action="store_true", help="tiny sizes, 2 iterations")
-    ap.add_argument("--full", action="store_true", help="1 MB to 1 GB")
-    ap.add_argument("--sizes", help="comma-separated sizes (K/M/G = 10^3/10^6/10^9 bytes)")
-    ap.add_argument("--iterations", type=int, default=0)
-    ap.add_argument("--dir", default=None)
-    ap.add_argument("--no-hyperfine", action="store_true")
+    ap.add_argument("--dry", action="store_true", help="tiny sizes, 2 rounds")
+    ap.add_argument("--index", help="use this index's vectors and keys")
+    ap.add_argument("--rows", type=int, default=341479)
+    ap.add_argument("--dim", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--queries", type=int, default=20)
+    ap.add_argument("--dir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"),
+                                                  "lodestar-compare-numpy"))
     args = ap.parse_args()
-    sizes = DRY if args.dry else FULL if args.full else QUICK
-    if args.sizes:
-        sizes = args.sizes.split(",")
-    sizes = [parse_size(s) for s in sizes]
-    iterations = args.iterations or (2 if args.dry else 11)
-    warmup = 1 if args.dry else 2
-    directory = args.dir or os.path.join(os.environ.get("TMPDIR", "/tmp"), "lodestar-compare-numpy")
-    os.makedirs(directory, exist_ok=True)
-    build = os.environ.get("LODESTAR_BUILD", os.path.join(HERE, os.pardir, "build"))
-
-    print("compare_numpy: numpy.load vs lodestar (python/lodestar.py), float32 x %d%s" % (
-        DIM, " (dry run)" if args.dry else ""))
-    print("machine: %s | %s %s | numpy %s | lodestar %s | python %s" % (
-        platform.processor() or platform.machine(), platform.system(), platform.release(),
-        np.__version__, lodestar.library().lds_version().decode(), platform.python_version()))
-    print("page cache: each file dropped (fadvise DONTNEED) and read back with 1 MiB reads "
-          "before timing; %d warm-up + %d measured rounds, interleaved" % (warmup, iterations))
+    warmup = 2
+    if args.dry:
+        args.rows, args.dim, args.rounds, args.queries, warmup = 2000, 16, 2, 2, 1
+    v, keys, metric, files = prepare(args)
+    print("compare_numpy: loading %d x %d float32 (%.1f MB) in one process, interleaved%s" % (
+        v.shape[0], v.shape[1], v.nbytes / 1e6, " (dry run)" if args.dry else ""))
+    print("machine: %s, %d cpus | load average %s | Linux %s | Python %s | numpy %s | "
+          "faiss %s | gensim %s | lodestar %s" % (
+              machine(), os.cpu_count(), " ".join("%.2f" % x for x in os.getloadavg()),
+              platform.release(), platform.python_version(), np.__version__,
+              getattr(faiss, "__version__", "absent"),
+              getattr(sys.modules.get("gensim"), "__version__", "absent"), lodestar.__version__))
+    print("vectors: %s; page cache filled the same way for every file; %d warm-up + %d "
+          "measured rounds" % (args.index or "random, keys w0..", warmup, args.rounds))
     print()
-    results = run_sizes(sizes, iterations, warmup, directory)
-    print_results(results)
-    if args.no_hyperfine:
-        return 0
+    run_loads(load_alternatives(files, v), args.rounds, warmup, v)
     print()
-    size = sizes[-1]
-    _, npy, ldsi = prepare(size, directory)
-    print("whole processes, %s file:" % fmt_size(size))
-    return hyperfine(ldsi, npy, 3 if args.dry else 20, build)
+    run_search(files, v, metric, args.queries, max(2, args.rounds // 2) if not args.dry else 1)
+    return 0
 
 
 if __name__ == "__main__":

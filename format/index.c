@@ -91,6 +91,11 @@ lds_status lds_index_id(const lds_index *idx, uint64_t row, uint64_t *id)
     return LDS_OK;
 }
 
+const void *lds_index_ids(const lds_index *idx)
+{
+    return idx ? idx->ids : NULL;
+}
+
 lds_status lds_index_key(const lds_index *idx, uint64_t row, const char **key, size_t *len)
 {
     if (!idx || !key || !len)

@@ -229,6 +229,14 @@ LDS_API lds_status lds_index_row_f32(const lds_index *idx, uint64_t row, float *
 LDS_API lds_status lds_index_id(const lds_index *idx, uint64_t row, uint64_t *id);
 
 /**
+ * The whole ids section: rows ids of 8 bytes each, little-endian u64, row order
+ * (format.md §3.2), borrowed from the index (valid until lds_index_free). Aligned
+ * only as far as the payload was: load with memcpy. NULL if the index has no ids
+ * or `idx` is NULL. Lets a binding view every id at once without a copy.
+ */
+LDS_API const void *lds_index_ids(const lds_index *idx);
+
+/**
  * Points `*key` at the key bytes of `row` and sets `*len` (bytes). The bytes
  * are valid UTF-8, borrowed from the index, and not NUL-terminated.
  * LDS_E_UNSUPPORTED if the index has no keys, LDS_E_INVALID_ARG if `row` is

@@ -23,6 +23,8 @@ PACKAGES=(
     libcmocka-dev                          # unit tests
     zstd                                   # the shipped sample is zstd-compressed
     python3 python3-numpy                  # test scripts, fixtures and comparisons
+    python3-mesonpy python3-venv git       # pip install . (meson-python), its test
+    python3-pytest python3-cffi            # the Python package's suite; bench/python_binding.py
     hyperfine gnuplot-nox                  # lodestar-bench: whole-process runs, --plot
     libjemalloc2 libmimalloc2.0            # pool-cost-allocators.sh preloads each
 )

@@ -1,4 +1,4 @@
-"""The small runner shared by lodestar's Python test scripts (test_cli.py, test_python.py).
+"""The small runner of lodestar's Python test scripts (test_cli.py; the package has pytest).
 
 Each script defines test_* functions and ends with `sys.exit(run_tests(globals(), WORK))`.
 A test that cannot run here calls skip(reason): it is counted and named as skipped, never

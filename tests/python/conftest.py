@@ -1,0 +1,56 @@
+"""Shared fixtures of the pytest suite of the Python package (tests/python/).
+
+Run by meson test (tests/python/meson.build sets PYTHONPATH to python/, LODESTAR_LIB to
+the built library, LDS_LAYOUT_EXE and LDS_CLI); run by hand, `pytest tests/python` from
+a checkout built in build/ finds the same things there.
+"""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir))
+BUILD = os.environ.get("LODESTAR_BUILD", os.path.join(ROOT, "build"))
+if not os.environ.get("PYTHONPATH"):
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    os.environ.setdefault("LODESTAR_LIB", os.path.join(BUILD, "liblodestar.so"))
+
+import lodestar  # noqa: E402
+
+VECTORS = np.array([[1, 0, 0, 0], [0.8, 0.6, 0, 0], [0, 0, 0, 1], [0.6, 0.8, 0, 0]],
+                   dtype=np.float32)
+KEYS = ["king", "queen", "apple", "prince"]
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    """A 4 x 4 f32 cosine index with keys, ids 100..103 and metadata model=tiny."""
+    path = str(tmp_path_factory.mktemp("tiny") / "tiny.ldsi")
+    lodestar.write(path, VECTORS, keys=KEYS, ids=[100, 101, 102, 103],
+                   metadata={"model": "tiny"})
+    return path
+
+
+@pytest.fixture(scope="session")
+def random_index(tmp_path_factory):
+    """(path, vectors, keys): 500 random rows x 24 dims, f32 cosine, keys w0..w499."""
+    rng = np.random.default_rng(13)
+    v = rng.standard_normal((500, 24)).astype(np.float32)
+    keys = ["w%d" % i for i in range(len(v))]
+    path = str(tmp_path_factory.mktemp("random") / "random.ldsi")
+    lodestar.write(path, v, keys=keys)
+    return path, v, keys
+
+
+@pytest.fixture(scope="session")
+def cli():
+    """The lodestar program of the build (C API end to end), or skip."""
+    path = os.environ.get("LDS_CLI", os.path.join(BUILD, "cli", "lodestar"))
+    if not os.access(path, os.X_OK):
+        pytest.skip("no lodestar program at %s" % path)
+    return path
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: the install from a fresh clone (meson suite slow)")

@@ -1,0 +1,83 @@
+/* Prints sizeof and offsetof of every struct the Python binding mirrors
+ * (python/lodestar/_capi.py), one "NAME SIZE" or "NAME.FIELD OFFSET SIZE" per line;
+ * test_layout.py compares them with the ctypes mirrors. A field renamed in a header
+ * stops this file compiling, so it fails the suite too. */
+#include <lodestar.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define SIZE(s)     printf("%s %zu\n", #s, sizeof(s))
+#define FIELD(s, f) printf("%s.%s %zu %zu\n", #s, #f, offsetof(s, f), sizeof(((s *)0)->f))
+
+int main(void)
+{
+    SIZE(lds_error);
+    FIELD(lds_error, size);
+    FIELD(lds_error, status);
+    FIELD(lds_error, field);
+    FIELD(lds_error, offset);
+    FIELD(lds_error, line);
+    FIELD(lds_error, sys_errno);
+    FIELD(lds_error, zstd_error);
+    FIELD(lds_error, message);
+
+    SIZE(lds_limits);
+    FIELD(lds_limits, size);
+    FIELD(lds_limits, max_dim);
+    FIELD(lds_limits, max_rows);
+    FIELD(lds_limits, max_key_bytes);
+    FIELD(lds_limits, max_metadata_bytes);
+
+    SIZE(lds_load_options);
+    FIELD(lds_load_options, size);
+    FIELD(lds_load_options, pool);
+    FIELD(lds_load_options, max_payload_bytes);
+    FIELD(lds_load_options, limits);
+    FIELD(lds_load_options, ownership);
+    FIELD(lds_load_options, use_mmap);
+    FIELD(lds_load_options, populate);
+    FIELD(lds_load_options, verify_checksum);
+    FIELD(lds_load_options, hash_while_reading);
+    FIELD(lds_load_options, cancel);
+    FIELD(lds_load_options, progress);
+    FIELD(lds_load_options, callback_ctx);
+    FIELD(lds_load_options, chunk_bytes);
+    FIELD(lds_load_options, hash_thread);
+
+    SIZE(lds_load_info);
+    FIELD(lds_load_info, size);
+    FIELD(lds_load_info, path);
+    FIELD(lds_load_info, ownership);
+    FIELD(lds_load_info, compressed);
+    FIELD(lds_load_info, checksum_verified);
+    FIELD(lds_load_info, hashed_while_reading);
+    FIELD(lds_load_info, mmap_fallback);
+    FIELD(lds_load_info, payload_bytes);
+    FIELD(lds_load_info, declared_bytes);
+    FIELD(lds_load_info, stream_bytes);
+    FIELD(lds_load_info, capacity_bytes);
+    FIELD(lds_load_info, elapsed_ns);
+    FIELD(lds_load_info, hashed_on_thread);
+
+    SIZE(lds_writer_options);
+    FIELD(lds_writer_options, size);
+    FIELD(lds_writer_options, dim);
+    FIELD(lds_writer_options, dtype);
+    FIELD(lds_writer_options, metric);
+    FIELD(lds_writer_options, normalize);
+    FIELD(lds_writer_options, with_ids);
+    FIELD(lds_writer_options, with_keys);
+    FIELD(lds_writer_options, unique_keys);
+    FIELD(lds_writer_options, i8_scale);
+
+    SIZE(lds_hit);
+    FIELD(lds_hit, row);
+    FIELD(lds_hit, score);
+
+#ifdef LDS_HAVE_SEARCH_OPTIONS /* lds_index_search_batch's options, once the header has them */
+    SIZE(lds_search_options);
+    FIELD(lds_search_options, size);
+    FIELD(lds_search_options, threads);
+#endif
+    return 0;
+}

@@ -1,0 +1,65 @@
+"""The install a new user does: a fresh clone, a venv, pip install . (offline), import.
+
+Marked slow (a clone and a release build of the library, about 15-40 s): meson runs it in
+suite 'slow' (test python-install), `pytest -m slow tests/python` by hand.
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+CHECK = r"""
+import importlib.metadata, os, sys
+import numpy as np
+import lodestar
+print(lodestar.library_path())
+print(lodestar.__version__, importlib.metadata.version("lodestar"))
+lodestar.write("t.ldsi", np.eye(3), keys=["a", "b", "c"])
+with lodestar.load("t.ldsi") as index:
+    print(index.most_similar("a", k=1), index.search(np.eye(3)[1], k=1)[1].tolist())
+"""
+
+
+def _meson_version():
+    text = open(os.path.join(ROOT, "meson.build")).read()
+    return text.split("version: '", 1)[1].split("'", 1)[0]
+
+
+def test_fresh_clone_installs_into_a_venv_and_imports_anywhere(tmp_path):
+    if not os.path.isdir(os.path.join(ROOT, ".git")) and not os.path.isfile(
+            os.path.join(ROOT, ".git")):
+        pytest.skip("the source tree is not a git checkout")
+    for tool in ("git", "meson", "ninja"):
+        if not shutil.which(tool):
+            pytest.skip("%s is not installed" % tool)
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", ROOT, str(clone)], check=True)
+    venv = tmp_path / "v"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "LODESTAR_LIB", "VIRTUAL_ENV")}
+    env["PIP_NO_INDEX"] = "1"  # offline: everything comes from the system and the clone
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+                   check=True, env=env)
+    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-build-isolation", "."],
+                         cwd=clone, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert pip.returncode == 0, pip.stdout.decode()[-4000:]
+    shutil.rmtree(clone)  # the install must not depend on the source or build tree
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    # A stale library named by LODESTAR_LIB must not be picked up by an installed package.
+    env["LODESTAR_LIB"] = str(tmp_path / "stale" / "liblodestar.so")
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", CHECK], cwd=elsewhere, env=env,
+                         check=True, stdout=subprocess.PIPE).stdout.decode().splitlines()
+    site = subprocess.run([str(venv / "bin" / "python"), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['platlib'])"],
+                          env=env, check=True, stdout=subprocess.PIPE).stdout.decode().strip()
+    assert out[0] == os.path.join(site, "lodestar", "liblodestar.so")
+    assert out[1] == "%s %s" % (_meson_version(), _meson_version())
+    assert out[2] == "[('b', 0.0)] [[1]]"
