@@ -39,7 +39,8 @@ typedef struct lds__imp_reader {
     uint64_t next_report;
 } lds__imp_reader;
 
-/* The key checks and the writer at the end of every importer. */
+/* The key checks and the writer at the end of every importer (the writer,
+   opened with unique_keys, refuses a repeated key). */
 typedef struct lds__imp_sink {
     const lds_import_options *opts;
     const char *output_path;
@@ -49,14 +50,6 @@ typedef struct lds__imp_sink {
     uint64_t rows;
     uint64_t line_base;     /* line (or row number) of row r is r + line_base */
     const char *line_field; /* "line", "row" or "keys_path" */
-    /* Keys seen so far, for the duplicate check: bytes in `arena`, key r at
-       arena[off[r], off[r + 1]); `table` holds row + 1 (0 = empty slot). */
-    char *arena;
-    size_t arena_len, arena_cap;
-    uint64_t *off;
-    size_t off_cap;
-    uint64_t *table;
-    size_t table_cap; /* power of two, or 0 */
 } lds__imp_sink;
 
 /* Everything one import call works with. */
