@@ -149,7 +149,14 @@ struct lds_index {
     const char **meta; /* 2 * meta_count pointers: key, value, ... */
     char *meta_arena;
 
-    lds__hashtab keys; /* row of each key (the lowest row of a repeated one) */
+    /* The key table, built at the first lookup (ADR 0010): key_state is 0
+       before, 1 after, 2 after if keys repeat under KEYS_UNIQUE (K7: rows
+       key_dup repeats the key of key_dup_of). */
+    pthread_mutex_t key_lock;
+    _Atomic(int) key_state;
+    lds__hashtab keys;     /* row of each key (the lowest row of a repeated one) */
+    uint64_t key_bytes_at; /* file offset of the key bytes, for K7's message */
+    uint64_t key_dup, key_dup_of;
 
     pthread_mutex_t id_lock;
     _Atomic(lds__hashtab *) ids_table; /* built at the first lds_index_find_id */

@@ -121,12 +121,98 @@ static bool key_query_eq(const void *ctx, uint64_t row)
     return b - a == q->len && memcmp(q->idx->key_bytes + a, q->key, q->len) == 0;
 }
 
+/* The key table and K7, rows in order (the lowest row keeps a repeated key).
+   Keys are hashed AHEAD rows before they are inserted and their slots
+   prefetched, so the cache misses of consecutive rows overlap. The hash is
+   keyed (ADR 0010): keys chosen offline cannot crowd one part of the table. */
+static lds_status build_key_table(lds_index *idx)
+{
+    lds__hashtab *t = &idx->keys;
+    if (lds__hashtab_init(t, idx->rows, idx->rows) != LDS_OK)
+        return LDS_E_NOMEM;
+    const lds__hashkey *hk = t->hk;
+    const uint8_t *bytes = idx->key_bytes;
+    uint64_t blen = idx->key_width == 4 ? lds__ld32(idx->key_offsets + idx->rows * 4)
+                                        : lds__ld64(idx->key_offsets + idx->rows * 8);
+    key_query q = {idx, NULL, 0};
+    enum { AHEAD = 32 };
+    uint64_t ahead[AHEAD];
+    int state = 1;
+    for (uint64_t i = 0; i < idx->rows + AHEAD; i++) {
+        if (i >= AHEAD) {
+            uint64_t row = i - AHEAD, ka, kb;
+            lds__index_key_span(idx, row, &ka, &kb);
+            q.key = (const char *)bytes + ka;
+            q.len = (size_t)(kb - ka);
+            uint64_t o = lds__hashtab_insert(t, ahead[i % AHEAD], row, key_query_eq, &q);
+            if (o != UINT64_MAX && state == 1 && (idx->flags & LDS__TF_KEYS_UNIQUE)) {
+                state = 2;
+                idx->key_dup = row;
+                idx->key_dup_of = o;
+            }
+        }
+        if (i < idx->rows) {
+            uint64_t a, b;
+            lds__index_key_span(idx, i, &a, &b);
+            /* 16-byte reads stay inside the key bytes (the copy mode's block ends there). */
+            uint64_t h = a + LDS__KEY_HASH_READ <= blen
+                             ? lds__hash_key_over(hk, bytes + a, (size_t)(b - a))
+                             : lds__hash_key(hk, bytes + a, (size_t)(b - a));
+            ahead[i % AHEAD] = h;
+            lds__hashtab_prefetch(t, h);
+        }
+    }
+    atomic_store_explicit(&idx->key_state, state, memory_order_release);
+    return LDS_OK;
+}
+
+/* Builds the key table once (thread-safe); LDS_E_DUP_KEY if K7 fails. */
+static lds_status keys_ready(const lds_index *cidx)
+{
+    lds_index *idx = (lds_index *)cidx; /* the lazy tables are all a const index mutates */
+    int state = atomic_load_explicit(&idx->key_state, memory_order_acquire);
+    if (state == 0) {
+        pthread_mutex_lock(&idx->key_lock);
+        lds_status st = LDS_OK;
+        state = atomic_load_explicit(&idx->key_state, memory_order_relaxed);
+        if (state == 0 && (st = build_key_table(idx)) == LDS_OK)
+            state = atomic_load_explicit(&idx->key_state, memory_order_relaxed);
+        pthread_mutex_unlock(&idx->key_lock);
+        if (st != LDS_OK)
+            return st;
+    }
+    return state == 2 ? LDS_E_DUP_KEY : LDS_OK;
+}
+
+lds_status lds_index_check_keys(const lds_index *idx, lds_error *err)
+{
+    if (!idx)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "lds_index_check_keys: idx is NULL");
+    if (!idx->key_offsets)
+        return LDS_OK;
+    lds_status st = keys_ready(idx);
+    if (st == LDS_E_NOMEM)
+        return lds__fail(err, LDS_E_NOMEM, NULL, 0, "no memory for the key table of %llu rows",
+                         (unsigned long long)idx->rows);
+    if (st == LDS_E_DUP_KEY) {
+        uint64_t a, b;
+        lds__index_key_span(idx, idx->key_dup, &a, &b);
+        return lds__fail(err, LDS_E_DUP_KEY, "keys.bytes", idx->key_bytes_at + a,
+                         "keys.bytes: the key of row %llu repeats the key of row %llu",
+                         (unsigned long long)idx->key_dup, (unsigned long long)idx->key_dup_of);
+    }
+    return st;
+}
+
 lds_status lds_index_find_key(const lds_index *idx, const char *key, size_t len, uint64_t *row)
 {
     if (!idx || !row || (!key && len > 0))
         return LDS_E_INVALID_ARG;
     if (!idx->key_offsets)
         return LDS_E_UNSUPPORTED;
+    lds_status st = keys_ready(idx);
+    if (st != LDS_OK)
+        return st;
     if (!key)
         key = "";
     key_query q = {idx, key, len};
@@ -202,7 +288,8 @@ lds_status lds_index_find_id(const lds_index *cidx, uint64_t id, uint64_t *row)
 
 void lds__index_key_probe_stats(const lds_index *idx, lds__probe_stats *out)
 {
-    lds__hashtab_stats(idx ? &idx->keys : NULL, out);
+    bool built = idx && atomic_load(&((lds_index *)idx)->key_state) != 0;
+    lds__hashtab_stats(built ? &idx->keys : NULL, out);
 }
 
 void lds__index_id_probe_stats(const lds_index *idx, lds__probe_stats *out)

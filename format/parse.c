@@ -53,6 +53,7 @@ static void index_destroy(lds_index *idx)
     free(idx->meta);
     free(idx->meta_arena);
     lds__hashtab_free(&idx->keys);
+    pthread_mutex_destroy(&idx->key_lock);
     lds__hashtab *ids = atomic_load(&idx->ids_table);
     lds__hashtab_free(ids);
     free(ids);
@@ -288,20 +289,6 @@ static uint64_t key_off(const uint8_t *offs, unsigned w, uint64_t r)
     return w == 4 ? lds__ld32(offs + r * 4) : lds__ld64(offs + r * 8);
 }
 
-/* The key being inserted into the key table, against a row already there. */
-typedef struct key_probe {
-    const uint8_t *offs, *bytes, *key;
-    unsigned w;
-    uint64_t len;
-} key_probe;
-
-static bool key_probe_eq(const void *ctx, uint64_t row)
-{
-    const key_probe *k = (const key_probe *)ctx;
-    uint64_t c = key_off(k->offs, k->w, row), d = key_off(k->offs, k->w, row + 1);
-    return d - c == k->len && memcmp(k->bytes + c, k->key, (size_t)k->len) == 0;
-}
-
 /* K3-K5 without branches: whether every offset passes. If not, the loop of
    check_keys finds and reports the first fault. (Non-decreasing offsets that
    end at blen never exceed it.) */
@@ -402,43 +389,9 @@ static lds_status check_keys(parser *ps, lds_index *idx)
                              (unsigned long long)r, why);
         pos = b;
     }
-    if (lds__hashtab_init(&idx->keys, ps->rows, ps->rows) != LDS_OK)
-        return lds__fail(ps->err, LDS_E_NOMEM, NULL, 0, "no memory for the key table of %llu rows",
-                         (unsigned long long)ps->rows);
-    /* K7 and the table. Keys are hashed AHEAD rows before they are inserted
-       and their slots prefetched, so the cache misses of consecutive rows
-       overlap; rows go in in order (the lowest row keeps a repeated key). Each
-       key lies at least 96 bytes before the payload's end (the table, footer
-       and checksum follow), so lds__hash_key_over may read 16 bytes from its
-       start. The hash is keyed (ADR 0010): keys chosen offline cannot crowd
-       one part of the table. */
-    bool unique = ps->flags & LDS__TF_KEYS_UNIQUE;
-    lds__hashtab *t = &idx->keys;
-    const lds__hashkey *hk = t->hk;
-    key_probe k = {offs, bytes, NULL, w, 0};
-    enum { AHEAD = 32 };
-    uint64_t ahead[AHEAD];
-    uint64_t next_a = 0;
-    for (uint64_t i = 0; i < ps->rows + AHEAD; i++) {
-        if (i >= AHEAD) {
-            uint64_t row = i - AHEAD;
-            uint64_t ka = key_off(offs, w, row), kb = key_off(offs, w, row + 1);
-            k.key = bytes + ka;
-            k.len = kb - ka;
-            uint64_t o = lds__hashtab_insert(t, ahead[i % AHEAD], row, key_probe_eq, &k);
-            if (o != UINT64_MAX && unique)
-                return lds__fail(ps->err, LDS_E_DUP_KEY, "keys.bytes", AT(ps, bytes_at + ka),
-                                 "keys.bytes: the key of row %llu repeats the key of row %llu",
-                                 (unsigned long long)row, (unsigned long long)o);
-        }
-        if (i < ps->rows) {
-            uint64_t a = next_a, b = key_off(offs, w, i + 1);
-            uint64_t h = lds__hash_key_over(hk, bytes + a, (size_t)(b - a));
-            ahead[i % AHEAD] = h;
-            lds__hashtab_prefetch(t, h);
-            next_a = b;
-        }
-    }
+    /* K7 (keys unique where KEYS_UNIQUE says so) is checked where the key
+       table is built: at the first lookup or lds_index_check_keys (ADR 0010). */
+    idx->key_bytes_at = AT(ps, bytes_at);
     idx->key_width = w;
     return LDS_OK;
 }
@@ -688,7 +641,13 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
         free(idx);
         return lds__fail(err, LDS_E_NOMEM, NULL, 0, "cannot initialize the id table lock");
     }
+    if (pthread_mutex_init(&idx->key_lock, NULL) != 0) {
+        pthread_mutex_destroy(&idx->id_lock);
+        free(idx);
+        return lds__fail(err, LDS_E_NOMEM, NULL, 0, "cannot initialize the key table lock");
+    }
     atomic_init(&idx->ids_table, NULL);
+    atomic_init(&idx->key_state, 0);
     if (ps.keys.present)
         st = check_keys(&ps, idx);
     if (st == LDS_OK && ps.meta.present)

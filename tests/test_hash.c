@@ -13,6 +13,7 @@
  * lds_index_find_id. Under the old hash each of these fails (and takes
  * seconds: the probes grow with the square of the rows).
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -242,6 +243,11 @@ static void test_parser_key_table_resists_flooding(void **state)
     lds_index *idx = parse(&b);
     lds__probe_stats s;
     lds__index_key_probe_stats(idx, &s);
+    assert_int_equal(s.inserts, 0); /* built at the first lookup, or the check */
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_index_check_keys(idx, &err), LDS_OK); /* as lodestar verify */
+    lds__index_key_probe_stats(idx, &s);
     expect_bounded("parser, keys aimed at the old hash", &s, N);
     for (uint64_t r = 0; r < N; r += 997) {
         uint64_t row = UINT64_MAX;
@@ -257,6 +263,8 @@ static void test_parser_key_table_resists_flooding(void **state)
     keyset plain = make_keys(N, 0);
     b = write_index(&plain, NULL, N, NULL);
     idx = parse(&b);
+    assert_int_equal(lds_index_find_key(idx, plain.key[7], 8, &row), LDS_OK);
+    assert_int_equal(row, 7);
     lds__index_key_probe_stats(idx, &s);
     expect_bounded("parser, ordinary keys", &s, N);
     lds_index_free(idx);
@@ -312,6 +320,49 @@ static void test_id_table_resists_flooding(void **state)
     lds_index_free(idx);
     free(b.p);
     free(ids);
+}
+
+/* Threads that make the first key lookups at once share one table build. */
+typedef struct finder {
+    const lds_index *idx;
+    const keyset *k;
+    int failures;
+} finder;
+
+static void *find_keys(void *p)
+{
+    finder *f = (finder *)p;
+    for (uint64_t r = 0; r < f->k->n; r += 37) {
+        uint64_t row = UINT64_MAX;
+        if (lds_index_find_key(f->idx, f->k->key[r], 8, &row) != LDS_OK || row != r)
+            f->failures++;
+    }
+    return NULL;
+}
+
+static void test_lazy_key_table_is_thread_safe(void **state)
+{
+    (void)state;
+    keyset k = make_keys(20000, 0);
+    bytes b = write_index(&k, NULL, k.n, NULL);
+    lds_index *idx = parse(&b);
+    enum { T = 4 };
+    pthread_t th[T];
+    finder f[T];
+    for (int i = 0; i < T; i++) {
+        f[i] = (finder){idx, &k, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, find_keys, &f[i]), 0);
+    }
+    for (int i = 0; i < T; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(f[i].failures, 0);
+    }
+    lds__probe_stats s;
+    lds__index_key_probe_stats(idx, &s);
+    assert_int_equal(s.inserts, k.n); /* built once */
+    lds_index_free(idx);
+    free(b.p);
+    free(k.key);
 }
 
 /* The table itself: a repeat keeps the first row, growth keeps every row. */
@@ -419,6 +470,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_parser_key_table_resists_flooding),
         cmocka_unit_test(test_writer_key_table_resists_flooding),
         cmocka_unit_test(test_id_table_resists_flooding),
+        cmocka_unit_test(test_lazy_key_table_is_thread_safe),
         cmocka_unit_test(test_table_semantics),
         cmocka_unit_test(test_hash_key_forms_agree),
         cmocka_unit_test(test_key_is_per_process),
