@@ -121,6 +121,8 @@ void lds__hashtab_free(lds__hashtab *t)
 
 bool lds__hashtab_reserve(lds__hashtab *t, uint64_t n, lds__hashtab_rehash rehash, const void *ctx)
 {
+    if (n <= (t->mask + 1) / 2)
+        return true; /* the common case: room already */
     uint64_t cap = lds__table_capacity(n);
     if (cap == 0)
         return false;
