@@ -240,6 +240,14 @@ int cli_verify(int argc, char **argv)
         lds_index_free(idx);
         return cli_failf("%s: the checksum was not verified", req.file);
     }
+    /* What the load leaves to the key table: repeated keys under KEYS_UNIQUE (ADR 0010). */
+    lds_error err;
+    lds_error_init(&err);
+    lds_status st = lds_index_check_keys(idx, &err);
+    if (st != LDS_OK) {
+        lds_index_free(idx);
+        return cli_fail(req.file, st, &err);
+    }
     printf("%s: ok: %" PRIu64 " rows x %" PRIu32 " %s, checksum %016" PRIx64 " verified\n",
            req.file, lds_index_rows(idx), lds_index_dim(idx), lds_dtype_name(lds_index_dtype(idx)),
            lds_index_checksum(idx));

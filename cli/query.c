@@ -145,7 +145,11 @@ static bool resolve_row(const lds_index *idx, const query_args *a, uint64_t *row
         return false;
     }
     if (st != LDS_OK) {
-        cli_fail(a->req.file, st, NULL);
+        /* LDS_E_DUP_KEY: the check says which rows repeat a key (ADR 0010). */
+        lds_error err;
+        lds_error_init(&err);
+        bool detail = st == LDS_E_DUP_KEY && lds_index_check_keys(idx, &err) == st;
+        cli_fail(a->req.file, st, detail ? &err : NULL);
         return false;
     }
     return true;

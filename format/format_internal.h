@@ -2,6 +2,7 @@
 #ifndef LDS_FORMAT_INTERNAL_H
 #define LDS_FORMAT_INTERNAL_H
 
+#include "hashtab.h"
 #include "lds_common.h"
 #include "lodestar_core.h"
 #include "lodestar_index.h"
@@ -98,9 +99,8 @@ extern void (*lds__parse_test_hook)(const char *where);
 /* Converts one stored row (dim elements of dtype, any alignment) to float32. */
 void lds__row_to_f32(const uint8_t *src, lds_dtype dtype, float scale, uint32_t dim, float *out);
 
-/* Capacity of the key and id tables (slots of 8 bytes, 0 = empty; an id slot
-   holds row + 1, a key slot see lds__key_slot): a power of two >= 2 * n, at
-   least 16. Returns 0 if it overflows. */
+/* Capacity of the hash tables (hashtab.h; slots of 8 bytes): a power of two
+   >= 2 * n, at least 16. Returns 0 if it overflows. */
 uint64_t lds__table_capacity(uint64_t n);
 
 /* The index (parse.c builds it, index.c reads it). */
@@ -120,9 +120,6 @@ struct lds_index {
     uint64_t payload_length;
     uint64_t checksum;
     bool checksum_verified;
-    /* Here, in padding: a struct one word larger changed glibc's heap layout in
-       lodestar-bench load enough to keep 20-60 MiB more resident. */
-    uint8_t key_row_bits; /* 32..63, see lds__key_slot */
 
     void *owned; /* copy mode: the block holding [0, table_offset) */
     void (*release)(void *ctx);
@@ -132,13 +129,28 @@ struct lds_index {
     const char **meta; /* 2 * meta_count pointers: key, value, ... */
     char *meta_arena;
 
-    uint64_t *key_slots; /* see lds__key_slot */
-    uint64_t key_mask;
+    /* The key table, built at the first lookup (ADR 0010): key_state is 0
+       before, 1 after, 2 after if keys repeat under KEYS_UNIQUE (K7: rows
+       key_dup repeats the key of key_dup_of). */
+    pthread_mutex_t key_lock;
+    _Atomic(int) key_state;
+    lds__hashtab keys;     /* row of each key (the lowest row of a repeated one) */
+    uint64_t key_bytes_at; /* file offset of the key bytes, for K7's message */
+    uint64_t key_dup, key_dup_of;
 
     pthread_mutex_t id_lock;
-    _Atomic(uint64_t *) id_slots;
-    uint64_t id_mask;
+    _Atomic(lds__hashtab *) ids_table; /* built at the first lds_index_find_id */
 };
+
+/* Test hooks (ADR 0010): the probe counts of the index's key table, of its id
+   table (zeros before the first lds_index_find_id), and of a writer's
+   unique-key table (zeros without unique_keys). */
+void lds__index_key_probe_stats(const lds_index *idx, lds__probe_stats *out);
+void lds__index_id_probe_stats(const lds_index *idx, lds__probe_stats *out);
+void lds__writer_key_probe_stats(const lds_writer *w, lds__probe_stats *out);
+/* After lds_writer_add_row refused a row with LDS_E_DUP_KEY: the row that
+   holds the key already (the importer names its input line). */
+uint64_t lds__writer_dup_row(const lds_writer *w);
 
 /* Bytes [offset of row's key, end) of `row` (the index has keys). */
 static inline void lds__index_key_span(const struct lds_index *idx, uint64_t row, uint64_t *start,
@@ -151,70 +163,6 @@ static inline void lds__index_key_span(const struct lds_index *idx, uint64_t row
         *start = lds__ld64(idx->key_offsets + row * 8);
         *end = lds__ld64(idx->key_offsets + (row + 1) * 8);
     }
-}
-
-/* Bytes lds__key_hash_over may read from the start of a key, whatever its length. */
-#define LDS__KEY_HASH_READ 16
-
-/*
- * The hash of the key tables (in memory only, never stored). Keys of up to 16
- * bytes, most keys in practice, take one 64x64->128 multiply and no branch on
- * the length (words of random lengths would mispredict: XXH3 takes 1.6 ms for
- * GloVe's 341,479 words, this 0.9 ms); longer keys take
- * XXH3-64. It reads max(len, 16) bytes at `key`: the parser passes keys that
- * lie inside the payload at least 16 bytes before its end; lds__key_hash
- * (util.c) reads exactly `len` bytes and gives the same value.
- */
-static inline uint64_t lds__key_hash_over(const void *key, size_t len)
-{
-    if (len > LDS__KEY_HASH_READ)
-        return XXH3_64bits(key, len);
-    __extension__ typedef unsigned __int128 u128;
-    uint64_t lo, hi;
-    memcpy(&lo, key, 8);
-    memcpy(&hi, (const uint8_t *)key + 8, 8);
-    size_t nlo = len < 8 ? len : 8, nhi = len - nlo;
-    /* Keep the key's bytes only; two shifts of at most 32 (one of 64 is undefined). */
-    lo &= ~(~(uint64_t)0 << (4 * nlo) << (4 * nlo));
-    hi &= ~(~(uint64_t)0 << (4 * nhi) << (4 * nhi));
-    u128 m = (u128)(lo ^ UINT64_C(0xa0761d6478bd642f)) *
-             (hi ^ UINT64_C(0xe7037ed1a0b428db) ^ ((uint64_t)len << 56));
-    return (uint64_t)m ^ (uint64_t)(m >> 64);
-}
-
-/* As lds__key_hash_over, reading exactly `len` bytes at `key`. */
-uint64_t lds__key_hash(const void *key, size_t len);
-
-/*
- * A slot of the index's key table: 0 = empty, else the row in the low
- * `row_bits` bits and, above them, a tag taken from the top bits of the key's
- * hash (never 0). Probing compares tags first, so a collision rarely costs a
- * look at another key's offsets and bytes. row_bits is 32 unless rows exceed
- * 2^32 (possible only with a raised max_rows).
- */
-static inline unsigned lds__key_row_bits(uint64_t rows)
-{
-    unsigned bits = 32;
-    while (bits < 63 && rows > ((uint64_t)1 << bits))
-        bits++;
-    return bits;
-}
-
-static inline uint64_t lds__key_slot(uint64_t hash, unsigned row_bits, uint64_t row)
-{
-    uint64_t tag = hash >> row_bits;
-    return ((tag ? tag : 1) << row_bits) | row;
-}
-
-/* Whether `slot` (non-empty) may hold a key of hash `hash`. */
-static inline bool lds__key_slot_tag_is(uint64_t slot, uint64_t hash, unsigned row_bits)
-{
-    return (slot >> row_bits) == (lds__key_slot(hash, row_bits, 0) >> row_bits);
-}
-
-static inline uint64_t lds__key_slot_row(uint64_t slot, unsigned row_bits)
-{
-    return slot & (((uint64_t)1 << row_bits) - 1);
 }
 
 #endif /* LDS_FORMAT_INTERNAL_H */

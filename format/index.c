@@ -111,63 +111,159 @@ lds_status lds_index_key(const lds_index *idx, uint64_t row, const char **key, s
     return LDS_OK;
 }
 
+/* A key looked up in the index's key table. */
+typedef struct key_query {
+    const lds_index *idx;
+    const char *key;
+    size_t len;
+} key_query;
+
+static bool key_query_eq(const void *ctx, uint64_t row)
+{
+    const key_query *q = (const key_query *)ctx;
+    uint64_t a, b;
+    lds__index_key_span(q->idx, row, &a, &b);
+    return b - a == q->len && memcmp(q->idx->key_bytes + a, q->key, q->len) == 0;
+}
+
+/* The key table and K7, rows in order (the lowest row keeps a repeated key).
+   Keys are hashed AHEAD rows before they are inserted and their slots
+   prefetched, so the cache misses of consecutive rows overlap. The hash is
+   keyed (ADR 0010): keys chosen offline cannot crowd one part of the table. */
+static lds_status build_key_table(lds_index *idx)
+{
+    lds__hashtab *t = &idx->keys;
+    if (lds__hashtab_init(t, idx->rows, idx->rows) != LDS_OK)
+        return LDS_E_NOMEM;
+    const lds__hashkey *hk = t->hk;
+    const uint8_t *bytes = idx->key_bytes;
+    uint64_t blen = idx->key_width == 4 ? lds__ld32(idx->key_offsets + idx->rows * 4)
+                                        : lds__ld64(idx->key_offsets + idx->rows * 8);
+    key_query q = {idx, NULL, 0};
+    enum { AHEAD = 32 };
+    uint64_t ahead[AHEAD];
+    int state = 1;
+    for (uint64_t i = 0; i < idx->rows + AHEAD; i++) {
+        if (i >= AHEAD) {
+            uint64_t row = i - AHEAD, ka, kb;
+            lds__index_key_span(idx, row, &ka, &kb);
+            q.key = (const char *)bytes + ka;
+            q.len = (size_t)(kb - ka);
+            uint64_t o = lds__hashtab_insert(t, ahead[i % AHEAD], row, key_query_eq, &q);
+            if (o != UINT64_MAX && state == 1 && (idx->flags & LDS__TF_KEYS_UNIQUE)) {
+                state = 2;
+                idx->key_dup = row;
+                idx->key_dup_of = o;
+            }
+        }
+        if (i < idx->rows) {
+            uint64_t a, b;
+            lds__index_key_span(idx, i, &a, &b);
+            /* 16-byte reads stay inside the key bytes (the copy mode's block ends there). */
+            uint64_t h = a + LDS__KEY_HASH_READ <= blen
+                             ? lds__hash_key_over(hk, bytes + a, (size_t)(b - a))
+                             : lds__hash_key(hk, bytes + a, (size_t)(b - a));
+            ahead[i % AHEAD] = h;
+            lds__hashtab_prefetch(t, h);
+        }
+    }
+    atomic_store_explicit(&idx->key_state, state, memory_order_release);
+    return LDS_OK;
+}
+
+/* Builds the key table once (thread-safe); LDS_E_DUP_KEY if K7 fails. */
+static lds_status keys_ready(const lds_index *cidx)
+{
+    lds_index *idx = (lds_index *)cidx; /* the lazy tables are all a const index mutates */
+    int state = atomic_load_explicit(&idx->key_state, memory_order_acquire);
+    if (state == 0) {
+        pthread_mutex_lock(&idx->key_lock);
+        lds_status st = LDS_OK;
+        state = atomic_load_explicit(&idx->key_state, memory_order_relaxed);
+        if (state == 0 && (st = build_key_table(idx)) == LDS_OK)
+            state = atomic_load_explicit(&idx->key_state, memory_order_relaxed);
+        pthread_mutex_unlock(&idx->key_lock);
+        if (st != LDS_OK)
+            return st;
+    }
+    return state == 2 ? LDS_E_DUP_KEY : LDS_OK;
+}
+
+lds_status lds_index_check_keys(const lds_index *idx, lds_error *err)
+{
+    if (!idx)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "lds_index_check_keys: idx is NULL");
+    if (!idx->key_offsets)
+        return LDS_OK;
+    lds_status st = keys_ready(idx);
+    if (st == LDS_E_NOMEM)
+        return lds__fail(err, LDS_E_NOMEM, NULL, 0, "no memory for the key table of %llu rows",
+                         (unsigned long long)idx->rows);
+    if (st == LDS_E_DUP_KEY) {
+        uint64_t a, b;
+        lds__index_key_span(idx, idx->key_dup, &a, &b);
+        return lds__fail(err, LDS_E_DUP_KEY, "keys.bytes", idx->key_bytes_at + a,
+                         "keys.bytes: the key of row %llu repeats the key of row %llu",
+                         (unsigned long long)idx->key_dup, (unsigned long long)idx->key_dup_of);
+    }
+    return st;
+}
+
 lds_status lds_index_find_key(const lds_index *idx, const char *key, size_t len, uint64_t *row)
 {
     if (!idx || !row || (!key && len > 0))
         return LDS_E_INVALID_ARG;
     if (!idx->key_offsets)
         return LDS_E_UNSUPPORTED;
+    lds_status st = keys_ready(idx);
+    if (st != LDS_OK)
+        return st;
     if (!key)
         key = "";
-    uint64_t h = lds__key_hash(key, len);
-    unsigned rb = idx->key_row_bits;
-    for (uint64_t j = h & idx->key_mask;; j = (j + 1) & idx->key_mask) {
-        uint64_t v = idx->key_slots[j];
-        if (v == 0)
-            return LDS_E_NOT_FOUND;
-        if (!lds__key_slot_tag_is(v, h, rb))
-            continue;
-        uint64_t r = lds__key_slot_row(v, rb), a, b;
-        lds__index_key_span(idx, r, &a, &b);
-        if (b - a == len && memcmp(idx->key_bytes + a, key, len) == 0) {
-            *row = r;
-            return LDS_OK;
-        }
-    }
+    key_query q = {idx, key, len};
+    uint64_t h = lds__hash_key(idx->keys.hk, key, len);
+    return lds__hashtab_find(&idx->keys, h, key_query_eq, &q, row) ? LDS_OK : LDS_E_NOT_FOUND;
 }
 
-static uint64_t id_hash(uint64_t x)
+/* An id looked up in (or inserted into) the id table. */
+typedef struct id_query {
+    const uint8_t *ids;
+    uint64_t id;
+} id_query;
+
+static bool id_query_eq(const void *ctx, uint64_t row)
 {
-    x ^= x >> 30;
-    x *= UINT64_C(0xbf58476d1ce4e5b9);
-    x ^= x >> 27;
-    x *= UINT64_C(0x94d049bb133111eb);
-    x ^= x >> 31;
-    return x;
+    const id_query *q = (const id_query *)ctx;
+    return lds__ld64(q->ids + row * 8) == q->id;
 }
 
-static uint64_t *build_id_table(const lds_index *idx, uint64_t *mask_out)
+/* The id table, rows in order (the lowest row keeps a repeated id), with the
+   slots of later rows prefetched as in the parser's key table. */
+static lds__hashtab *build_id_table(const lds_index *idx)
 {
-    uint64_t cap = lds__table_capacity(idx->rows);
-    if (cap == 0 || cap > SIZE_MAX / sizeof(uint64_t))
+    lds__hashtab *t = (lds__hashtab *)malloc(sizeof *t);
+    if (!t)
         return NULL;
-    uint64_t *slots = (uint64_t *)calloc((size_t)cap, sizeof(uint64_t));
-    if (!slots)
+    if (lds__hashtab_init(t, idx->rows, idx->rows) != LDS_OK) {
+        free(t);
         return NULL;
-    uint64_t mask = cap - 1;
-    for (uint64_t r = 0; r < idx->rows; r++) {
-        uint64_t id = lds__ld64(idx->ids + r * 8);
-        for (uint64_t j = id_hash(id) & mask;; j = (j + 1) & mask) {
-            if (slots[j] == 0) {
-                slots[j] = r + 1;
-                break;
-            }
-            if (lds__ld64(idx->ids + (slots[j] - 1) * 8) == id)
-                break; /* the lowest row keeps the id */
+    }
+    enum { AHEAD = 32 };
+    uint64_t ahead[AHEAD];
+    id_query q = {idx->ids, 0};
+    for (uint64_t i = 0; i < idx->rows + AHEAD; i++) {
+        if (i >= AHEAD) {
+            uint64_t row = i - AHEAD;
+            q.id = lds__ld64(idx->ids + row * 8);
+            lds__hashtab_insert(t, ahead[i % AHEAD], row, id_query_eq, &q);
+        }
+        if (i < idx->rows) {
+            uint64_t h = lds__hash_id(t->hk, lds__ld64(idx->ids + i * 8));
+            ahead[i % AHEAD] = h;
+            lds__hashtab_prefetch(t, h);
         }
     }
-    *mask_out = mask;
-    return slots;
+    return t;
 }
 
 lds_status lds_index_find_id(const lds_index *cidx, uint64_t id, uint64_t *row)
@@ -178,28 +274,32 @@ lds_status lds_index_find_id(const lds_index *cidx, uint64_t id, uint64_t *row)
         return LDS_E_UNSUPPORTED;
     /* The lazily built table is the only state a const index mutates. */
     lds_index *idx = (lds_index *)cidx;
-    uint64_t *slots = atomic_load_explicit(&idx->id_slots, memory_order_acquire);
-    if (!slots) {
+    lds__hashtab *t = atomic_load_explicit(&idx->ids_table, memory_order_acquire);
+    if (!t) {
         pthread_mutex_lock(&idx->id_lock);
-        slots = atomic_load_explicit(&idx->id_slots, memory_order_relaxed);
-        if (!slots) {
-            slots = build_id_table(idx, &idx->id_mask);
-            atomic_store_explicit(&idx->id_slots, slots, memory_order_release);
+        t = atomic_load_explicit(&idx->ids_table, memory_order_relaxed);
+        if (!t) {
+            t = build_id_table(idx);
+            atomic_store_explicit(&idx->ids_table, t, memory_order_release);
         }
         pthread_mutex_unlock(&idx->id_lock);
-        if (!slots)
+        if (!t)
             return LDS_E_NOMEM;
     }
-    uint64_t mask = idx->id_mask;
-    for (uint64_t j = id_hash(id) & mask;; j = (j + 1) & mask) {
-        uint64_t v = slots[j];
-        if (v == 0)
-            return LDS_E_NOT_FOUND;
-        if (lds__ld64(idx->ids + (v - 1) * 8) == id) {
-            *row = v - 1;
-            return LDS_OK;
-        }
-    }
+    id_query q = {idx->ids, id};
+    return lds__hashtab_find(t, lds__hash_id(t->hk, id), id_query_eq, &q, row) ? LDS_OK
+                                                                               : LDS_E_NOT_FOUND;
+}
+
+void lds__index_key_probe_stats(const lds_index *idx, lds__probe_stats *out)
+{
+    bool built = idx && atomic_load(&((lds_index *)idx)->key_state) != 0;
+    lds__hashtab_stats(built ? &idx->keys : NULL, out);
+}
+
+void lds__index_id_probe_stats(const lds_index *idx, lds__probe_stats *out)
+{
+    lds__hashtab_stats(idx ? atomic_load(&((lds_index *)idx)->ids_table) : NULL, out);
 }
 
 size_t lds_index_meta_count(const lds_index *idx)

@@ -57,8 +57,11 @@ static void index_destroy(lds_index *idx)
     free(idx->owned);
     free(idx->meta);
     free(idx->meta_arena);
-    free(idx->key_slots);
-    free(atomic_load(&idx->id_slots));
+    lds__hashtab_free(&idx->keys);
+    pthread_mutex_destroy(&idx->key_lock);
+    lds__hashtab *ids = atomic_load(&idx->ids_table);
+    lds__hashtab_free(ids);
+    free(ids);
     pthread_mutex_destroy(&idx->id_lock);
     free(idx);
 }
@@ -298,18 +301,6 @@ static uint64_t key_off(const uint8_t *offs, unsigned w, uint64_t r)
     return w == 4 ? lds__ld32(offs + r * 4) : lds__ld64(offs + r * 8);
 }
 
-static lds_status alloc_slots(uint64_t n, uint64_t **slots, uint64_t *mask)
-{
-    uint64_t cap = lds__table_capacity(n);
-    if (cap == 0 || cap > SIZE_MAX / sizeof(uint64_t))
-        return LDS_E_NOMEM;
-    *slots = (uint64_t *)calloc((size_t)cap, sizeof(uint64_t));
-    if (!*slots)
-        return LDS_E_NOMEM;
-    *mask = cap - 1;
-    return LDS_OK;
-}
-
 /* K3-K5 without branches: whether every offset passes. If not, the loop of
    check_keys finds and reports the first fault. (Non-decreasing offsets that
    end at blen never exceed it.) */
@@ -424,54 +415,9 @@ static lds_status check_keys(parser *ps, lds_index *idx)
                              (unsigned long long)r, why);
         pos = b;
     }
-    if (alloc_slots(ps->rows, &idx->key_slots, &idx->key_mask) != LDS_OK)
-        return lds__fail(ps->err, LDS_E_NOMEM, NULL, 0, "no memory for the key table of %llu rows",
-                         (unsigned long long)ps->rows);
-    /* K7 and the table. The slot of row r + AHEAD is prefetched while row r is
-       inserted (rows in order: the lowest row keeps a repeated key), so the
-       cache misses of consecutive rows overlap. Each key lies at least 96 bytes
-       before the payload's end (the table, footer and checksum follow), so
-       lds__key_hash_over may read 16 bytes from its start. */
-    bool unique = ps->flags & LDS__TF_KEYS_UNIQUE;
-    unsigned rb = lds__key_row_bits(ps->rows);
-    uint64_t *slots = idx->key_slots, mask = idx->key_mask;
-    enum { AHEAD = 16 };
-    uint64_t ahead[AHEAD];
-    uint64_t next_a = 0;
-    for (uint64_t i = 0; i < ps->rows + AHEAD; i++) {
-        if (i >= AHEAD) {
-            uint64_t row = i - AHEAD, h = ahead[i % AHEAD];
-            for (uint64_t j = h & mask;; j = (j + 1) & mask) {
-                uint64_t v = slots[j];
-                if (v == 0) {
-                    slots[j] = lds__key_slot(h, rb, row);
-                    break;
-                }
-                if (!lds__key_slot_tag_is(v, h, rb))
-                    continue;
-                uint64_t o = lds__key_slot_row(v, rb);
-                uint64_t ka = key_off(offs, w, row), kb = key_off(offs, w, row + 1);
-                uint64_t c = key_off(offs, w, o), d = key_off(offs, w, o + 1);
-                if (d - c == kb - ka && memcmp(bytes + c, bytes + ka, (size_t)(kb - ka)) == 0) {
-                    if (unique)
-                        return lds__fail(ps->err, LDS_E_DUP_KEY, "keys.bytes",
-                                         AT(ps, bytes_at + ka),
-                                         "keys.bytes: the key of row %llu repeats the key of row "
-                                         "%llu",
-                                         (unsigned long long)row, (unsigned long long)o);
-                    break; /* not unique: the lowest row keeps the key */
-                }
-            }
-        }
-        if (i < ps->rows) {
-            uint64_t a = next_a, b = key_off(offs, w, i + 1);
-            uint64_t h = lds__key_hash_over(bytes + a, (size_t)(b - a));
-            ahead[i % AHEAD] = h;
-            __builtin_prefetch(&slots[h & mask], 1);
-            next_a = b;
-        }
-    }
-    idx->key_row_bits = (uint8_t)rb;
+    /* K7 (keys unique where KEYS_UNIQUE says so) is checked where the key
+       table is built: at the first lookup or lds_index_check_keys (ADR 0010). */
+    idx->key_bytes_at = AT(ps, bytes_at);
     idx->key_width = w;
     return LDS_OK;
 }
@@ -491,6 +437,18 @@ static lds_status check_text(parser *ps, uint64_t at, uint32_t n, const char *fi
                          AT(ps, at + (uint64_t)((const uint8_t *)nul - s)),
                          "metadata[%u].%s: holds a NUL byte", j, what);
     return LDS_OK;
+}
+
+/* A metadata key against the one at payload offset `at` (its length precedes it). */
+typedef struct meta_probe {
+    const uint8_t *p, *key;
+    uint32_t len;
+} meta_probe;
+
+static bool meta_probe_eq(const void *ctx, uint64_t at)
+{
+    const meta_probe *m = (const meta_probe *)ctx;
+    return lds__ld32(m->p + at - 4) == m->len && memcmp(m->p + at, m->key, m->len) == 0;
 }
 
 static bool text_is(const uint8_t *s, uint32_t n, const char *lit)
@@ -518,10 +476,11 @@ static lds_status check_meta(parser *ps, lds_index *idx)
         return lds__fail(ps->err, LDS_E_BAD_SECTION, "metadata.count", AT(ps, off),
                          "metadata.count: %u entries cannot fit in %llu bytes", (unsigned)count,
                          (unsigned long long)len);
-    uint64_t *slots = NULL, mask = 0;
-    if (alloc_slots(count, &slots, &mask) != LDS_OK)
+    lds__hashtab names;
+    if (lds__hashtab_init(&names, count, off + len) != LDS_OK)
         return lds__fail(ps->err, LDS_E_NOMEM, NULL, 0, "no memory for %u metadata entries",
                          (unsigned)count);
+    meta_probe mp = {p, NULL, 0};
     lds_status st = LDS_OK;
     const char *metric_name = lds_metric_name((lds_metric)ps->metric);
     bool normalized = ps->flags & LDS__TF_NORMALIZED;
@@ -566,23 +525,16 @@ static lds_status check_meta(parser *ps, lds_index *idx)
             st = check_text(ps, vat, vl, "metadata.value", "value", j);
         if (st != LDS_OK)
             break;
-        uint64_t h = lds__key_hash(p + kat, kl);
-        for (uint64_t q = h & mask;; q = (q + 1) & mask) {
-            uint64_t v = slots[q];
-            if (v == 0) {
-                slots[q] = kat + 1;
-                break;
-            }
-            uint32_t ol = lds__ld32(p + v - 1 - 4);
-            if (ol == kl && memcmp(p + v - 1, p + kat, kl) == 0) {
-                st = lds__fail(ps->err, LDS_E_BAD_VALUE, "metadata.key", AT(ps, kat),
-                               "metadata[%u].key: \"%.*s\" appears twice", (unsigned)j,
-                               (int)(kl > 64 ? 64 : kl), (const char *)(p + kat));
-                break;
-            }
-        }
-        if (st != LDS_OK)
+        /* A "row" of this table is the payload offset of a key. */
+        mp.key = p + kat;
+        mp.len = kl;
+        if (lds__hashtab_insert(&names, lds__hash_key(names.hk, p + kat, kl), kat, meta_probe_eq,
+                                &mp) != UINT64_MAX) {
+            st = lds__fail(ps->err, LDS_E_BAD_VALUE, "metadata.key", AT(ps, kat),
+                           "metadata[%u].key: \"%.*s\" appears twice", (unsigned)j,
+                           (int)(kl > 64 ? 64 : kl), (const char *)(p + kat));
             break;
+        }
         if (text_is(p + kat, kl, "metric") && !text_is(p + vat, vl, metric_name))
             st = lds__fail(ps->err, LDS_E_BAD_VALUE, "metadata.value", AT(ps, vat),
                            "metadata[%u].value: metric \"%.*s\" disagrees with table.metric %s",
@@ -597,7 +549,7 @@ static lds_status check_meta(parser *ps, lds_index *idx)
                            normalized ? "true" : "false");
         arena += (uint64_t)kl + vl + 2;
     }
-    free(slots);
+    lds__hashtab_free(&names);
     if (st != LDS_OK)
         return st;
     if (pos != len)
@@ -723,7 +675,13 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
         free(idx);
         return lds__fail(err, LDS_E_NOMEM, NULL, 0, "cannot initialize the id table lock");
     }
-    atomic_init(&idx->id_slots, NULL);
+    if (pthread_mutex_init(&idx->key_lock, NULL) != 0) {
+        pthread_mutex_destroy(&idx->id_lock);
+        free(idx);
+        return lds__fail(err, LDS_E_NOMEM, NULL, 0, "cannot initialize the key table lock");
+    }
+    atomic_init(&idx->ids_table, NULL);
+    atomic_init(&idx->key_state, 0);
     /* A fault inside a loader's recovery window (a mapped file truncated underneath)
        jumps out of the parse: the index built so far is freed there. */
     lds__fault_set_cleanup(index_destroy_cb, idx);

@@ -99,13 +99,3 @@ uint64_t lds__table_capacity(uint64_t n)
     }
     return cap;
 }
-
-uint64_t lds__key_hash(const void *key, size_t len)
-{
-    if (len >= LDS__KEY_HASH_READ)
-        return lds__key_hash_over(key, len);
-    uint8_t padded[LDS__KEY_HASH_READ] = {0};
-    if (len > 0)
-        memcpy(padded, key, len);
-    return lds__key_hash_over(padded, len);
-}

@@ -47,8 +47,8 @@ struct lds_writer {
     size_t kb_len, kb_cap;
     uint64_t *koffs; /* rows + 1 entries when keys are on */
     size_t koffs_cap;
-    uint64_t *kslots; /* unique_keys: row + 1 per slot, 0 empty */
-    uint64_t kmask;
+    lds__hashtab keys; /* unique_keys: the row of each key */
+    uint64_t dup_row;  /* the row a key refused with LDS_E_DUP_KEY repeats */
 
     meta_entry *meta;
     size_t meta_n, meta_cap;
@@ -148,7 +148,7 @@ static void writer_destroy(lds_writer *w)
         free(w->meta[i].value);
     }
     free(w->meta);
-    free(w->kslots);
+    lds__hashtab_free(&w->keys);
     free(w->koffs);
     free(w->kbytes);
     free(w->ids);
@@ -213,12 +213,9 @@ static lds_status writer_new(const lds_writer_options *in, lds_writer **out, lds
         if (w->koffs)
             w->koffs[0] = 0;
     }
-    if (o.unique_keys) {
-        w->kmask = 1023;
-        w->kslots = (uint64_t *)calloc(1024, sizeof(uint64_t));
-    }
-    if (!w->row_out || !w->row_tmp || !w->hash || (o.with_keys && !w->koffs) ||
-        (o.unique_keys && !w->kslots)) {
+    bool keys_ok =
+        !o.unique_keys || lds__hashtab_init(&w->keys, 512, LDS_DEFAULT_MAX_ROWS) == LDS_OK;
+    if (!w->row_out || !w->row_tmp || !w->hash || (o.with_keys && !w->koffs) || !keys_ok) {
         writer_destroy(w);
         return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory");
     }
@@ -456,23 +453,35 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem)
     return true;
 }
 
-static bool kslots_grow(lds_writer *w)
+/* A key being added, against the key of a row already written. */
+typedef struct key_probe {
+    const lds_writer *w;
+    const char *key;
+    size_t len;
+} key_probe;
+
+static bool key_probe_eq(const void *ctx, uint64_t row)
 {
-    uint64_t cap = (w->kmask + 1) * 2;
-    uint64_t *s = (uint64_t *)calloc((size_t)cap, sizeof(uint64_t));
-    if (!s)
-        return false;
-    for (uint64_t r = 0; r < w->rows; r++) {
-        uint64_t a = w->koffs[r], b = w->koffs[r + 1];
-        uint64_t j = lds__key_hash(w->kbytes + a, (size_t)(b - a)) & (cap - 1);
-        while (s[j])
-            j = (j + 1) & (cap - 1);
-        s[j] = r + 1;
-    }
-    free(w->kslots);
-    w->kslots = s;
-    w->kmask = cap - 1;
-    return true;
+    const key_probe *k = (const key_probe *)ctx;
+    uint64_t a = k->w->koffs[row], b = k->w->koffs[row + 1];
+    return b - a == k->len && memcmp(k->w->kbytes + a, k->key, k->len) == 0;
+}
+
+static uint64_t key_rehash(const void *ctx, uint64_t row)
+{
+    const lds_writer *w = (const lds_writer *)ctx;
+    uint64_t a = w->koffs[row], b = w->koffs[row + 1];
+    return lds__hash_key(w->keys.hk, w->kbytes + a, (size_t)(b - a));
+}
+
+void lds__writer_key_probe_stats(const lds_writer *w, lds__probe_stats *out)
+{
+    lds__hashtab_stats(w && w->o.unique_keys ? &w->keys : NULL, out);
+}
+
+uint64_t lds__writer_dup_row(const lds_writer *w)
+{
+    return w ? w->dup_row : 0;
 }
 
 static void encode_row(lds_writer *w, const float *x)
@@ -563,6 +572,7 @@ lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint6
         return lds__fail(err, LDS_E_LIMIT, NULL, 0, "writer: more than %llu rows",
                          (unsigned long long)LDS_DEFAULT_MAX_ROWS);
     double ss = 0.0;
+    uint64_t key_hash = 0;
     for (size_t i = 0; i < dim; i++) {
         if (!isfinite(vec[i]))
             return lds__fail(err, LDS_E_BAD_VALUE, NULL, 0,
@@ -588,17 +598,13 @@ lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint6
                              "writer: row %llu: the key is not valid UTF-8 at byte %zu (%s)",
                              (unsigned long long)w->rows, bad, why);
         if (w->o.unique_keys) {
-            for (uint64_t j = lds__key_hash(key, key_len) & w->kmask; w->kslots[j];
-                 j = (j + 1) & w->kmask) {
-                uint64_t r = w->kslots[j] - 1;
-                uint64_t a = w->koffs[r], b = w->koffs[r + 1];
-                if (b - a == key_len && memcmp(w->kbytes + a, key, key_len) == 0)
-                    return lds__fail(err, LDS_E_DUP_KEY, NULL, 0,
-                                     "writer: row %llu: key \"%.*s\" repeats row %llu",
-                                     (unsigned long long)w->rows,
-                                     (int)(key_len > 64 ? 64 : key_len), key,
-                                     (unsigned long long)r);
-            }
+            key_probe k = {w, key, key_len};
+            key_hash = lds__hash_key(w->keys.hk, key, key_len);
+            if (lds__hashtab_find(&w->keys, key_hash, key_probe_eq, &k, &w->dup_row))
+                return lds__fail(err, LDS_E_DUP_KEY, NULL, 0,
+                                 "writer: row %llu: key \"%.*s\" repeats row %llu",
+                                 (unsigned long long)w->rows, (int)(key_len > 64 ? 64 : key_len),
+                                 key, (unsigned long long)w->dup_row);
         }
     }
     /* A zero row has no direction: storing it under the normalized flag would be a lie. */
@@ -613,8 +619,8 @@ lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint6
     if (ok && w->o.with_keys)
         ok = grow((void **)&w->koffs, &w->koffs_cap, (size_t)w->rows + 2, sizeof(uint64_t)) &&
              grow((void **)&w->kbytes, &w->kb_cap, w->kb_len + key_len, 1);
-    if (ok && w->o.unique_keys && (w->rows + 1) * 2 > w->kmask + 1)
-        ok = kslots_grow(w);
+    if (ok && w->o.unique_keys)
+        ok = lds__hashtab_reserve(&w->keys, w->rows + 1, key_rehash, w);
     if (!ok) {
         w->state = W_FAILED;
         return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory at row %llu",
@@ -645,10 +651,8 @@ lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint6
         w->kb_len += key_len;
         w->koffs[w->rows + 1] = w->kb_len;
         if (w->o.unique_keys) {
-            uint64_t j = lds__key_hash(key, key_len) & w->kmask;
-            while (w->kslots[j])
-                j = (j + 1) & w->kmask;
-            w->kslots[j] = w->rows + 1;
+            key_probe k = {w, key, key_len};
+            lds__hashtab_insert(&w->keys, key_hash, w->rows, key_probe_eq, &k);
         }
     }
     w->rows++;

@@ -503,56 +503,6 @@ lds_status lds__imp_sink_open(lds__imp_sink *s, uint32_t dim, bool with_keys, ld
     return LDS_OK;
 }
 
-static uint64_t key_hash(const char *key, size_t len)
-{
-    return XXH3_64bits(key, len);
-}
-
-static bool key_equal(const lds__imp_sink *s, uint64_t row, const char *key, size_t len)
-{
-    uint64_t a = s->off[row], b = s->off[row + 1];
-    return b - a == len && memcmp(s->arena + a, key, len) == 0;
-}
-
-/* Returns `p` grown (or not) to at least `need` elements of `elem` bytes,
-   updating `*cap`; NULL on failure, when `p` is left as it was. */
-static void *grow(void *p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return p;
-    size_t n = *cap ? *cap : 64;
-    while (n < need)
-        if (__builtin_mul_overflow(n, 2, &n))
-            return NULL;
-    size_t bytes;
-    if (__builtin_mul_overflow(n, elem, &bytes))
-        return NULL;
-    void *q = realloc(p, bytes);
-    if (q)
-        *cap = n;
-    return q;
-}
-
-/* Doubles the table and reinserts rows [0, s->rows). */
-static bool table_grow(lds__imp_sink *s)
-{
-    size_t cap = s->table_cap ? s->table_cap * 2 : 1024;
-    uint64_t *t = calloc(cap, sizeof *t);
-    if (!t)
-        return false;
-    for (uint64_t r = 0; r < s->rows; r++) {
-        size_t i =
-            (size_t)key_hash(s->arena + s->off[r], (size_t)(s->off[r + 1] - s->off[r])) & (cap - 1);
-        while (t[i])
-            i = (i + 1) & (cap - 1);
-        t[i] = r + 1;
-    }
-    free(s->table);
-    s->table = t;
-    s->table_cap = cap;
-    return true;
-}
-
 /* The part of a writer's message that says what is wrong with a row, without the
    "writer: row N" (and " (key "K")") in front and the " (at byte N)" behind; a message
    of another shape is returned whole. The returned text is cut in place. */
@@ -597,7 +547,6 @@ lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key
                              "%s %llu (byte %llu): more than max_rows = %llu rows", nf,
                              (unsigned long long)shown, (unsigned long long)offset,
                              (unsigned long long)lim->max_rows);
-    size_t slot = 0;
     if (s->with_keys) {
         size_t bad;
         if (key_len == 0)
@@ -617,33 +566,21 @@ lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key
                                  "of the key)",
                                  nf, (unsigned long long)shown, (unsigned long long)(offset + bad),
                                  why, bad + 1);
-        /* Keep the table at most half full. */
-        if ((s->rows + 1) * 2 > s->table_cap && !table_grow(s))
-            return lds__imp_fail(err, LDS_E_NOMEM, f, offset, line, "out of memory (key table)");
-        slot = (size_t)key_hash(key, key_len) & (s->table_cap - 1);
-        while (s->table[slot]) {
-            uint64_t other = s->table[slot] - 1;
-            if (key_equal(s, other, key, key_len)) {
-                char quoted[4 * LDS__IMP_SHOWN + 8];
-                return lds__imp_fail(
-                    err, LDS_E_DUP_KEY, f, offset, line,
-                    "%s %llu (byte %llu): duplicate key \"%s\", first seen on %s %llu", nf,
-                    (unsigned long long)shown, (unsigned long long)offset,
-                    lds__imp_quote(quoted, sizeof quoted, key, key_len), nf,
-                    (unsigned long long)(by_row ? other : other + s->line_base));
-            }
-            slot = (slot + 1) & (s->table_cap - 1);
-        }
-        uint64_t *off = grow(s->off, &s->off_cap, (size_t)s->rows + 2, sizeof *s->off);
-        if (off)
-            s->off = off;
-        char *arena = off ? grow(s->arena, &s->arena_cap, s->arena_len + key_len, 1) : NULL;
-        if (!arena)
-            return lds__imp_fail(err, LDS_E_NOMEM, f, offset, line, "out of memory (keys)");
-        s->arena = arena;
     }
+    /* The writer refuses a repeated key (unique_keys): one key table in the
+       pack, not a second copy of every key here (ADR 0010). */
     lds_status st =
         lds_writer_add_row(s->writer, vec, s->dim, 0, key, s->with_keys ? key_len : 0, err);
+    if (st == LDS_E_DUP_KEY) {
+        /* Rows reach the writer in input order, so its row r is our row r. */
+        uint64_t other = lds__writer_dup_row(s->writer);
+        char quoted[4 * LDS__IMP_SHOWN + 8];
+        return lds__imp_fail(err, LDS_E_DUP_KEY, f, offset, line,
+                             "%s %llu (byte %llu): duplicate key \"%s\", first seen on %s %llu",
+                             nf, (unsigned long long)shown, (unsigned long long)offset,
+                             lds__imp_quote(quoted, sizeof quoted, key, key_len), nf,
+                             (unsigned long long)(by_row ? other : other + s->line_base));
+    }
     if (st == LDS_E_BAD_VALUE && err && err->size >= sizeof *err) {
         /* A value the writer refuses (i8 range, a zero row under normalize): one place
            per message, the input's line or row and its byte, so the writer's own
@@ -655,14 +592,6 @@ lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key
     }
     if (st != LDS_OK)
         return st;
-    if (s->with_keys) {
-        if (s->rows == 0)
-            s->off[0] = 0;
-        memcpy(s->arena + s->arena_len, key, key_len);
-        s->arena_len += key_len;
-        s->off[s->rows + 1] = s->arena_len;
-        s->table[slot] = s->rows + 1;
-    }
     s->rows++;
     return LDS_OK;
 }
@@ -670,9 +599,6 @@ lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key
 static void sink_free(lds__imp_sink *s)
 {
     lds_writer_free(s->writer);
-    free(s->arena);
-    free(s->off);
-    free(s->table);
     memset(s, 0, sizeof *s);
 }
 

@@ -42,7 +42,8 @@ typedef struct lds__imp_reader {
     uint64_t next_report;
 } lds__imp_reader;
 
-/* The key checks and the writer at the end of every importer. */
+/* The key checks and the writer at the end of every importer (the writer,
+   opened with unique_keys, refuses a repeated key). */
 typedef struct lds__imp_sink {
     const lds_import_options *opts;
     const char *output_path;
@@ -52,14 +53,6 @@ typedef struct lds__imp_sink {
     uint64_t rows;
     uint64_t line_base;     /* line (or row number) of row r is r + line_base */
     const char *line_field; /* "line", "row" or "keys_path" */
-    /* Keys seen so far, for the duplicate check: bytes in `arena`, key r at
-       arena[off[r], off[r + 1]); `table` holds row + 1 (0 = empty slot). */
-    char *arena;
-    size_t arena_len, arena_cap;
-    uint64_t *off;
-    size_t off_cap;
-    uint64_t *table;
-    size_t table_cap; /* power of two, or 0 */
 } lds__imp_sink;
 
 /* Everything one import call works with. */
@@ -102,6 +95,10 @@ void lds__imp_reader_progress_done(lds__imp_reader *r);
 lds_status lds__imp_sink_open(lds__imp_sink *s, uint32_t dim, bool with_keys, lds_error *err);
 /* Checks the key (length, UTF-8, uniqueness) and the row count, then adds the
    row. `offset` is the file offset of the row (or of its key's line). */
+/* The writer's side of the one key table of a pack (ADR 0010): after lds_writer_add_row
+   refused a row with LDS_E_DUP_KEY, the earlier row that holds the key (format/writer.c). */
+uint64_t lds__writer_dup_row(const lds_writer *w);
+
 lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key, size_t key_len,
                              uint64_t offset, lds_error *err);
 

@@ -154,16 +154,18 @@ typedef struct lds_index lds_index;
  * LDS_E_CHECKSUM, LDS_E_BAD_SECTION (footer, table or section layout),
  * LDS_E_BAD_VALUE (dtype, metric, scale, dim, flags, metadata values),
  * LDS_E_UNSUPPORTED (an unknown must-understand kind or flag), LDS_E_LIMIT,
- * LDS_E_OVERFLOW, LDS_E_BAD_UTF8, LDS_E_DUP_KEY, LDS_E_NOMEM. On failure `*out`
+ * LDS_E_OVERFLOW, LDS_E_BAD_UTF8, LDS_E_NOMEM. On failure `*out`
  * is NULL, nothing is allocated, and `release` is not called; `err` names the
  * field and the file offset (base_offset + payload offset) of the fault.
  *
  * Cost: one pass over the payload for the checksum (unless precomputed or
  * disabled; XXH3 through libxxhash's AVX2/AVX-512 dispatch where it exists),
  * one over the key offsets, one over the key bytes for UTF-8 (ASCII 32 bytes
- * at a time; only keys holding other bytes are decoded), and one that hashes
- * every key into the key table (see lds_index_find_key); a copy of the
- * sections in copy mode.
+ * at a time; only keys holding other bytes are decoded); a copy of the
+ * sections in copy mode. Repeated keys under KEYS_UNIQUE (format.md K7) are
+ * found where the key table is built, after the load: at the first
+ * lds_index_find_key or lds_index_check_keys (ADR 0010); call the latter to
+ * check an index in full, as `lodestar verify` does.
  * Thread-safe (reads `payload` only).
  */
 LDS_API lds_status lds_index_from_payload(const void *payload, size_t length,
@@ -197,7 +199,8 @@ LDS_API bool lds_index_normalized(const lds_index *idx);
 LDS_API bool lds_index_has_ids(const lds_index *idx);
 /** Whether each row has a UTF-8 key. */
 LDS_API bool lds_index_has_keys(const lds_index *idx);
-/** Whether the file declares (and the parser verified) that keys are unique. */
+/** Whether the file declares that keys are unique (checked by
+    lds_index_check_keys or the first lds_index_find_key, not by the load). */
 LDS_API bool lds_index_keys_unique(const lds_index *idx);
 /** Payload length in bytes, checksum included (the `length` given to the parser). */
 LDS_API uint64_t lds_index_payload_bytes(const lds_index *idx);
@@ -247,20 +250,35 @@ LDS_API lds_status lds_index_key(const lds_index *idx, uint64_t row, const char 
 /**
  * Finds the row whose key is `key[0, len)` (bytes, no terminator needed). When
  * keys are not unique the lowest such row is returned.
- * The key table is built at load (by lds_index_from_payload) whenever the index
- * has keys, because the uniqueness check needs it anyway: it costs one hash per
- * key at load (a multiply for keys of up to 16 bytes, XXH3 above) and one
- * 8-byte slot (row and a hash tag) per table entry, with a power-of-two table
- * of at least 2 x rows entries (16 to 32 bytes per row). For example, the
- * 341,479 GloVe words take an 8 MiB table and about 3 ms of the load on the
- * machine of docs/measurements/load.txt, most of it cache misses into the
- * table. A lookup is one hash plus an expected O(1) probes; a probe reads
- * another key only when its tag matches.
+ * The key table is built by the first call (or by lds_index_check_keys;
+ * thread-safe: concurrent first callers wait for one builder), which also
+ * checks K7: one keyed hash per key (two multiplies for keys of up to 16
+ * bytes, XXH3 with a per-process secret above; ADR 0010) and one 8-byte slot
+ * (row and a hash tag) per table entry, with a power-of-two table of at least
+ * 2 x rows entries (16 to 32 bytes per row), freed with the index. For
+ * example, the 341,479 GloVe words take an 8 MiB table and about 5 ms, most of
+ * it cache misses into the table. A lookup is one hash plus an expected O(1)
+ * probes whatever the keys (they cannot be chosen to collide: the hash key is
+ * drawn per process); a probe reads another key only when its tag matches.
  * LDS_E_NOT_FOUND if absent, LDS_E_UNSUPPORTED if the index has no keys,
- * LDS_E_INVALID_ARG for NULL `row` or NULL `key` with len > 0. Thread-safe.
+ * LDS_E_DUP_KEY (every call) if the index declares unique keys but a key
+ * repeats (lds_index_check_keys says which), LDS_E_NOMEM if the table cannot
+ * be built (a later call tries again), LDS_E_INVALID_ARG for NULL `row` or
+ * NULL `key` with len > 0. Thread-safe.
  */
 LDS_API lds_status lds_index_find_key(const lds_index *idx, const char *key, size_t len,
                                       uint64_t *row);
+
+/**
+ * Checks what the load leaves to the key table: that no key repeats when the
+ * index declares its keys unique (format.md K7), building the table of
+ * lds_index_find_key if no lookup has yet. Returns LDS_OK (also for an index
+ * without keys, or whose keys are not declared unique), LDS_E_DUP_KEY with
+ * `err` naming field "keys.bytes" and the file offset of the first repeat (in
+ * row order) and both rows, LDS_E_NOMEM, or LDS_E_INVALID_ARG for a NULL
+ * index. Thread-safe; the result is the same on every call.
+ */
+LDS_API lds_status lds_index_check_keys(const lds_index *idx, lds_error *err);
 
 /**
  * Finds the row whose id is `id` (the lowest such row if ids repeat).

@@ -129,6 +129,7 @@ SIGNATURES = {
     "lds_index_ids": (P, [P]),
     "lds_index_key": (I, [P, U64, _PS, _PSZ]),
     "lds_index_find_key": (I, [P, S, SZ, _PU64]),
+    "lds_index_check_keys": (I, [P, P]),
     "lds_index_find_id": (I, [P, U64, _PU64]),
     "lds_index_meta_count": (SZ, [P]),
     "lds_index_meta_at": (I, [P, SZ, _PS, _PS]),

@@ -325,6 +325,20 @@ class Index:
         finally:
             self._leave()
 
+    def check_keys(self):
+        """Checks the whole key table now, as `lodestar verify` does: a file that
+        declares unique keys but repeats one raises lodestar.DuplicateKeyError
+        naming both rows. The load itself checks offsets, lengths and UTF-8 only;
+        repeats are found where the key table is built (the first key lookup, or
+        this call; ADR 0010). A keyless index passes."""
+        lib = library()
+        h = self._enter()
+        try:
+            err = _capi.new_error()
+            check(lib.lds_index_check_keys(h, ctypes.byref(err)), err)
+        finally:
+            self._leave()
+
     def __contains__(self, key):
         if not isinstance(key, str):
             return False

@@ -5,6 +5,8 @@
  *                          then lds_load_path (read and mapped) and lds_load_memory,
  *                          which see the file's size too: a declared length that
  *                          disagrees with it is E_LENGTH_MISMATCH there (lodestar_load.h);
+ *                          each load that succeeds is followed by lds_index_check_keys,
+ *                          which finds repeated keys (ADR 0010);
  *   .npy .txt .bin .fvecs  through lds_import_file (format from the extension).
  * Every refusal must fill lds_error with the same status, a field, and a message that
  * gives the offset (or line). The stream load of each input may not raise the peak
@@ -125,6 +127,12 @@ static lds_status expect_with_size(const unsigned char *b, size_t n, bool zst, l
     return expect;
 }
 
+/* After a load, what it leaves to the key table (repeated keys, ADR 0010). */
+static lds_status check_keys(const lds_index *idx, lds_status st, lds_error *err)
+{
+    return st == LDS_OK && idx ? lds_index_check_keys(idx, err) : st;
+}
+
 static void replay_index(const char *path, const char *file, const unsigned char *b, size_t n,
                          bool zst, bool nolimits, lds_status expect)
 {
@@ -147,11 +155,12 @@ static void replay_index(const char *path, const char *file, const unsigned char
     lds_error_init(&err);
     lds_status st = lds_load_callback(read_cb, &s, &o, &idx, NULL, &err);
     long grown = (vm_hwm_kb() - before) * 1024;
+    if ((st == LDS_OK) != (idx != NULL))
+        fail(file, "stream load: index and status disagree%s%s", "", "");
+    st = check_keys(idx, st, &err);
     if (st != expect)
         fail(file, "stream load: %s (%s)", lds_status_name(st), err.message);
     check_detail(file, "stream load", st, &err);
-    if ((st == LDS_OK) != (idx != NULL))
-        fail(file, "stream load: index and status disagree%s%s", "", "");
     lds_index_free(idx);
     if (measured && grown > (long)n + SLACK_BYTES) {
         char g[32];
@@ -169,6 +178,7 @@ static void replay_index(const char *path, const char *file, const unsigned char
             st = lds_load_path(path, &o, &idx, NULL, &err);
         else
             st = lds_load_memory(b, n, true, &o, &idx, NULL, &err);
+        st = check_keys(idx, st, &err);
         snprintf(how, sizeof how, "%s load", mode == 0 ? "path" : mode == 1 ? "mapped" : "memory");
         if (st != want)
             fail(file, "%s: %s", how, lds_status_name(st));

@@ -72,6 +72,13 @@ static inline void fz_exercise_index(const lds_index *idx)
     (void)lds_index_normalized(idx);
     (void)lds_index_payload_bytes(idx);
     (void)lds_index_checksum(idx);
+    /* Repeated keys under KEYS_UNIQUE are found by the key table (ADR 0010). */
+    lds_error kerr;
+    lds_error_init(&kerr);
+    lds_status kst = lds_index_check_keys(idx, &kerr);
+    if (kst != LDS_OK && (kst != LDS_E_DUP_KEY || kerr.status != kst || kerr.field == NULL ||
+                          !lds_index_keys_unique(idx)))
+        abort();
     float *vec = malloc((size_t)dim * sizeof(float));
     if (!vec)
         return;
@@ -99,7 +106,8 @@ static inline void fz_exercise_index(const lds_index *idx)
                 abort();
             for (size_t i = 0; i < len; i++)
                 sink ^= (uint8_t)key[i];
-            if (lds_index_find_key(idx, key, len, &found) != LDS_OK || found > r)
+            lds_status fst = lds_index_find_key(idx, key, len, &found);
+            if (fst != kst || (fst == LDS_OK && found > r))
                 abort();
         }
     }

@@ -1,0 +1,479 @@
+/*
+ * Tests of the keyed hash tables (format/hashtab.h, ADR 0010): hash flooding.
+ *
+ * The attacker's model is the hash this library used before ADR 0010, copied
+ * here: an unseeded multiply for short keys, and the SplitMix64 finalizer (a
+ * public bijection) for ids. The tests build, from that model, keys whose old
+ * hash lands in a small window of the table and ids whose old hash is a
+ * multiple of the table's capacity (slot 0), then assert on the probe counts
+ * the tables keep (counts, not times) that the longest probe stays within a
+ * small multiple of what random keys get: for the parser's key table (the
+ * verify of such an index), the writer's unique-key table (the pack path:
+ * the importer has no table of its own) and the id table of
+ * lds_index_find_id. Under the old hash each of these fails (and takes
+ * seconds: the probes grow with the square of the rows).
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../format/format_internal.h"
+#include "lodestar.h"
+
+enum { N = 200000 };
+
+/* The longest insert probe random keys get here is about 20 (200,000 rows in
+   2^19 slots, 38% full; the writer's rehash at 50%: up to 46 in 120 runs); a
+   flooded table's is in the tens of thousands. */
+#define LONGEST_BOUND 96
+/* Mean probes per insert at this load: about 1.3. */
+#define MEAN_BOUND 2.0
+
+/* ---- the attacker's model: the hashes before ADR 0010 ----------------------- */
+
+static uint64_t old_key_hash(const void *key, size_t len)
+{
+    uint8_t b[16] = {0};
+    memcpy(b, key, len < 16 ? len : 16);
+    uint64_t lo, hi;
+    memcpy(&lo, b, 8);
+    memcpy(&hi, b + 8, 8);
+    __extension__ typedef unsigned __int128 u128;
+    u128 m = (u128)(lo ^ UINT64_C(0xa0761d6478bd642f)) *
+             (hi ^ UINT64_C(0xe7037ed1a0b428db) ^ ((uint64_t)len << 56));
+    return (uint64_t)m ^ (uint64_t)(m >> 64);
+}
+
+static uint64_t old_id_hash(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94d049bb133111eb);
+    x ^= x >> 31;
+    return x;
+}
+
+static uint64_t unxorshift(uint64_t y, unsigned s)
+{
+    uint64_t x = y;
+    for (unsigned k = s; k < 64; k += s)
+        x = y ^ (x >> s);
+    return x;
+}
+
+static uint64_t mul_inverse(uint64_t c)
+{
+    uint64_t inv = c; /* right to 3 bits for odd c; each step doubles them */
+    for (int i = 0; i < 5; i++)
+        inv *= 2 - c * inv;
+    return inv;
+}
+
+/* The id whose old hash is `h`: the finalizer undone step by step. */
+static uint64_t old_id_preimage(uint64_t h)
+{
+    uint64_t x = unxorshift(h, 31);
+    x *= mul_inverse(UINT64_C(0x94d049bb133111eb));
+    x = unxorshift(x, 27);
+    x *= mul_inverse(UINT64_C(0xbf58476d1ce4e5b9));
+    return unxorshift(x, 30);
+}
+
+/* ---- inputs ---------------------------------------------------------------------- */
+
+typedef struct keyset {
+    char (*key)[9];
+    uint64_t n;
+} keyset;
+
+/* An 8-letter ASCII key spelling c in base 64 (letters, digits, '-', '_'). */
+static void spell(uint64_t c, char out[9])
+{
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    for (int i = 0; i < 8; i++, c >>= 6)
+        out[i] = abc[c & 63];
+    out[8] = '\0';
+}
+
+/* n distinct keys; with `window`, only those whose old hash modulo the
+   capacity of an n-row table is below it (the keys an attacker would pick). */
+static keyset make_keys(uint64_t n, uint64_t window)
+{
+    keyset k = {calloc(n, sizeof *k.key), 0};
+    assert_non_null(k.key);
+    uint64_t mask = lds__table_capacity(n) - 1;
+    for (uint64_t c = 0; k.n < n; c++) {
+        char s[9];
+        /* A bijection of [0, 2^48): distinct keys that look random to the old hash. */
+        spell(c * UINT64_C(0x9E3779B97F4A7C15) & ((UINT64_C(1) << 48) - 1), s);
+        if (window && (old_key_hash(s, 8) & mask) >= window)
+            continue;
+        memcpy(k.key[k.n++], s, 9);
+    }
+    return k;
+}
+
+static char tmpdir[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/lds-test-hash-XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char p[128];
+    snprintf(p, sizeof p, "%s/index.ldsi", tmpdir);
+    unlink(p);
+    return rmdir(tmpdir);
+}
+
+typedef struct bytes {
+    uint8_t *p;
+    size_t n;
+} bytes;
+
+static bytes read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    bytes b = {malloc((size_t)n), (size_t)n};
+    assert_non_null(b.p);
+    assert_int_equal(fread(b.p, 1, b.n, f), b.n);
+    fclose(f);
+    return b;
+}
+
+/* Writes an index of k's keys (or of ids, one a row) and returns its bytes.
+   With `stats`, the writer has unique_keys on and *stats gets its probe counts. */
+static bytes write_index(const keyset *k, const uint64_t *ids, uint64_t rows,
+                         lds__probe_stats *stats)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/index.ldsi", tmpdir);
+    lds_writer_options o;
+    lds_writer_options_default(&o);
+    o.dim = 1;
+    o.metric = LDS_METRIC_L2;
+    o.with_keys = k != NULL;
+    o.unique_keys = stats != NULL;
+    o.with_ids = ids != NULL;
+    lds_writer *w = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_writer_open_path(path, &o, &w, &err), LDS_OK);
+    for (uint64_t r = 0; r < rows; r++) {
+        float v = (float)r;
+        lds_status st =
+            lds_writer_add_row(w, &v, 1, ids ? ids[r] : 0, k ? k->key[r] : NULL, k ? 8 : 0, &err);
+        if (st != LDS_OK)
+            fail_msg("row %llu: %s", (unsigned long long)r, err.message);
+    }
+    if (stats)
+        lds__writer_key_probe_stats(w, stats);
+    assert_int_equal(lds_writer_finish(w, &err), LDS_OK);
+    lds_writer_free(w);
+    return read_file(path);
+}
+
+static lds_index *parse(const bytes *b)
+{
+    lds_index *idx = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    lds_status st =
+        lds_index_from_payload(b->p + LDS_HEADER_SIZE, b->n - LDS_HEADER_SIZE, NULL, &idx, &err);
+    if (st != LDS_OK)
+        fail_msg("parse: %s", err.message);
+    return idx;
+}
+
+static void expect_bounded(const char *what, const lds__probe_stats *s, uint64_t rows)
+{
+    print_message("%s: %llu inserts, %llu probes (%.2f each), longest %llu, longest run %llu "
+                  "of %llu slots\n",
+                  what, (unsigned long long)s->inserts, (unsigned long long)s->probes,
+                  s->inserts ? (double)s->probes / (double)s->inserts : 0.0,
+                  (unsigned long long)s->longest, (unsigned long long)s->longest_run,
+                  (unsigned long long)s->capacity);
+    assert_true(s->inserts >= rows);
+    assert_true(s->longest <= LONGEST_BOUND);
+    assert_true((double)s->probes <= MEAN_BOUND * (double)s->inserts);
+    assert_true(s->longest_run <= 2 * LONGEST_BOUND);
+}
+
+/* ---- tests ------------------------------------------------------------------------ */
+
+/* The attacker's model is right: the chosen keys and ids do flood the old hash. */
+static void test_inputs_flood_the_old_hash(void **state)
+{
+    (void)state;
+    uint64_t mask = lds__table_capacity(N) - 1;
+    keyset k = make_keys(N, 2048);
+    for (uint64_t r = 0; r < k.n; r++)
+        assert_true((old_key_hash(k.key[r], 8) & mask) < 2048);
+    for (uint64_t r = 1; r < k.n; r++)
+        assert_true(memcmp(k.key[r - 1], k.key[r], 8) != 0);
+    for (uint64_t i = 0; i < 1000; i++)
+        assert_true(old_id_hash(old_id_preimage(i << 20)) == i << 20);
+    free(k.key);
+}
+
+/* Parser: an index of 200,000 keys aimed at 2,048 slots of the old table. */
+static void test_parser_key_table_resists_flooding(void **state)
+{
+    (void)state;
+    keyset k = make_keys(N, 2048);
+    bytes b = write_index(&k, NULL, N, NULL);
+    lds_index *idx = parse(&b);
+    lds__probe_stats s;
+    lds__index_key_probe_stats(idx, &s);
+    assert_int_equal(s.inserts, 0); /* built at the first lookup, or the check */
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_index_check_keys(idx, &err), LDS_OK); /* as lodestar verify */
+    lds__index_key_probe_stats(idx, &s);
+    expect_bounded("parser, keys aimed at the old hash", &s, N);
+    for (uint64_t r = 0; r < N; r += 997) {
+        uint64_t row = UINT64_MAX;
+        assert_int_equal(lds_index_find_key(idx, k.key[r], 8, &row), LDS_OK);
+        assert_int_equal(row, r);
+    }
+    uint64_t row;
+    assert_int_equal(lds_index_find_key(idx, "not-there", 9, &row), LDS_E_NOT_FOUND);
+    lds_index_free(idx);
+    free(b.p);
+
+    /* The same bound holds for ordinary keys: it is not loose. */
+    keyset plain = make_keys(N, 0);
+    b = write_index(&plain, NULL, N, NULL);
+    idx = parse(&b);
+    assert_int_equal(lds_index_find_key(idx, plain.key[7], 8, &row), LDS_OK);
+    assert_int_equal(row, 7);
+    lds__index_key_probe_stats(idx, &s);
+    expect_bounded("parser, ordinary keys", &s, N);
+    lds_index_free(idx);
+    free(b.p);
+    free(plain.key);
+    free(k.key);
+}
+
+/* Writer (and so pack): the unique-key table on the same keys. */
+static void test_writer_key_table_resists_flooding(void **state)
+{
+    (void)state;
+    keyset k = make_keys(N, 2048);
+    lds__probe_stats s;
+    bytes b = write_index(&k, NULL, N, &s);
+    expect_bounded("writer, keys aimed at the old hash", &s, N);
+    /* The file is whole: the parser (KEYS_UNIQUE set) finds every key. */
+    lds_index *idx = parse(&b);
+    assert_true(lds_index_keys_unique(idx));
+    uint64_t row = 0;
+    assert_int_equal(lds_index_find_key(idx, k.key[N - 1], 8, &row), LDS_OK);
+    assert_int_equal(row, N - 1);
+    lds_index_free(idx);
+    free(b.p);
+    free(k.key);
+}
+
+/* lds_index_find_id: 200,000 ids whose old hash is a multiple of 2^20. */
+static void test_id_table_resists_flooding(void **state)
+{
+    (void)state;
+    uint64_t *ids = malloc(N * sizeof *ids);
+    assert_non_null(ids);
+    for (uint64_t i = 0; i < N; i++)
+        ids[i] = old_id_preimage(i << 20);
+    bytes b = write_index(NULL, ids, N, NULL);
+    lds_index *idx = parse(&b);
+    lds__probe_stats s;
+    lds__index_id_probe_stats(idx, &s);
+    assert_int_equal(s.inserts, 0); /* built at the first lookup */
+    uint64_t row = UINT64_MAX;
+    assert_int_equal(lds_index_find_id(idx, ids[12345], &row), LDS_OK);
+    assert_int_equal(row, 12345);
+    lds__index_id_probe_stats(idx, &s);
+    expect_bounded("id table, ids aimed at slot 0 of the old hash", &s, N);
+    for (uint64_t i = 0; i < N; i += 991) {
+        assert_int_equal(lds_index_find_id(idx, ids[i], &row), LDS_OK);
+        assert_int_equal(row, i);
+    }
+    /* A miss walks at most one run of full slots. */
+    assert_int_equal(lds_index_find_id(idx, old_id_preimage((uint64_t)N << 20), &row),
+                     LDS_E_NOT_FOUND);
+    lds_index_free(idx);
+    free(b.p);
+    free(ids);
+}
+
+/* Threads that make the first key lookups at once share one table build. */
+typedef struct finder {
+    const lds_index *idx;
+    const keyset *k;
+    int failures;
+} finder;
+
+static void *find_keys(void *p)
+{
+    finder *f = (finder *)p;
+    for (uint64_t r = 0; r < f->k->n; r += 37) {
+        uint64_t row = UINT64_MAX;
+        if (lds_index_find_key(f->idx, f->k->key[r], 8, &row) != LDS_OK || row != r)
+            f->failures++;
+    }
+    return NULL;
+}
+
+static void test_lazy_key_table_is_thread_safe(void **state)
+{
+    (void)state;
+    keyset k = make_keys(20000, 0);
+    bytes b = write_index(&k, NULL, k.n, NULL);
+    lds_index *idx = parse(&b);
+    enum { T = 4 };
+    pthread_t th[T];
+    finder f[T];
+    for (int i = 0; i < T; i++) {
+        f[i] = (finder){idx, &k, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, find_keys, &f[i]), 0);
+    }
+    for (int i = 0; i < T; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(f[i].failures, 0);
+    }
+    lds__probe_stats s;
+    lds__index_key_probe_stats(idx, &s);
+    assert_int_equal(s.inserts, k.n); /* built once */
+    lds_index_free(idx);
+    free(b.p);
+    free(k.key);
+}
+
+/* The table itself: a repeat keeps the first row, growth keeps every row. */
+typedef struct u64_probe {
+    const uint64_t *items;
+    uint64_t item;
+} u64_probe;
+
+static bool u64_eq(const void *ctx, uint64_t row)
+{
+    const u64_probe *p = (const u64_probe *)ctx;
+    return p->items[row] == p->item;
+}
+
+static uint64_t u64_rehash(const void *ctx, uint64_t row)
+{
+    const u64_probe *p = (const u64_probe *)ctx;
+    return lds__hash_id(lds__hashkey_get(), p->items[row]);
+}
+
+static void test_table_semantics(void **state)
+{
+    (void)state;
+    enum { M = 5000 };
+    static uint64_t items[M];
+    for (uint64_t i = 0; i < M; i++)
+        items[i] = i % 1000 * 7919; /* each item five times */
+    lds__hashtab t;
+    assert_int_equal(lds__hashtab_init(&t, 8, M), LDS_OK);
+    assert_int_equal(t.mask + 1, 16);
+    u64_probe p = {items, 0};
+    const lds__hashkey *hk = lds__hashkey_get();
+    for (uint64_t r = 0; r < M; r++) {
+        assert_true(lds__hashtab_reserve(&t, t.count + 1, u64_rehash, &p));
+        p.item = items[r];
+        uint64_t got = lds__hashtab_insert(&t, lds__hash_id(hk, items[r]), r, u64_eq, &p);
+        assert_int_equal(got, r < 1000 ? UINT64_MAX : r % 1000);
+    }
+    assert_int_equal(t.count, 1000);
+    assert_true(t.mask + 1 >= 2000);
+    for (uint64_t r = 0; r < 1000; r++) {
+        p.item = items[r];
+        uint64_t row = UINT64_MAX;
+        assert_true(lds__hashtab_find(&t, lds__hash_id(hk, items[r]), u64_eq, &p, &row));
+        assert_int_equal(row, r);
+    }
+    p.item = 1;
+    uint64_t row;
+    assert_false(lds__hashtab_find(&t, lds__hash_id(hk, 1), u64_eq, &p, &row));
+    lds__probe_stats s;
+    lds__hashtab_stats(&t, &s);
+    assert_int_equal(s.capacity, t.mask + 1);
+    assert_true(s.longest_run >= 1 && s.longest_run <= s.capacity / 2);
+    lds__hashtab_free(&t);
+}
+
+/* lds__hash_key (exact reads) agrees with lds__hash_key_over (16-byte reads). */
+static void test_hash_key_forms_agree(void **state)
+{
+    (void)state;
+    const lds__hashkey *hk = lds__hashkey_get();
+    uint8_t buf[64 + LDS__KEY_HASH_READ];
+    for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = (uint8_t)(i * 37 + 11);
+    for (size_t len = 0; len <= 64; len++)
+        assert_true(lds__hash_key(hk, buf, len) == lds__hash_key_over(hk, buf, len));
+    /* Length is part of the hash: "a" and "a\0" differ. */
+    assert_true(lds__hash_key(hk, "a", 1) != lds__hash_key(hk, "a\0", 2));
+}
+
+static const char *self_exe;
+
+static uint64_t hash_in_child(void)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "'%s' --print-hash", self_exe);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    unsigned long long v = 0;
+    assert_int_equal(fscanf(p, "%llx", &v), 1);
+    assert_int_equal(pclose(p), 0);
+    return v;
+}
+
+/* The key is drawn per process: two processes hash one key differently. */
+static void test_key_is_per_process(void **state)
+{
+    (void)state;
+    uint64_t a = hash_in_child(), b = hash_in_child();
+    uint64_t here = lds__hash_key(lds__hashkey_get(), "king", 4);
+    assert_true(a != b);
+    assert_true(a != here && b != here);
+    assert_true(here != old_key_hash("king", 4));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "--print-hash") == 0) {
+        printf("%016llx\n", (unsigned long long)lds__hash_key(lds__hashkey_get(), "king", 4));
+        return 0;
+    }
+    self_exe = argv[0];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_inputs_flood_the_old_hash),
+        cmocka_unit_test(test_parser_key_table_resists_flooding),
+        cmocka_unit_test(test_writer_key_table_resists_flooding),
+        cmocka_unit_test(test_id_table_resists_flooding),
+        cmocka_unit_test(test_lazy_key_table_is_thread_safe),
+        cmocka_unit_test(test_table_semantics),
+        cmocka_unit_test(test_hash_key_forms_agree),
+        cmocka_unit_test(test_key_is_per_process),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
