@@ -1,5 +1,5 @@
 /*
- * The load paths (DESIGN.md "The load path"): header, cross-checks and limits,
+ * The load paths (docs/design.md "The stream load, step by step"): header, cross-checks and limits,
  * then the pooled, growable, mapped or memory path, then the parser, with every
  * rental, mapping and buffer released exactly once whatever happens.
  */

@@ -1,5 +1,5 @@
 /*
- * Tests of the stream loader (loader/): each pins an invariant of DESIGN.md
+ * Tests of the stream loader (loader/): each pins an invariant of docs/design.md
  * ("Invariants") or a promise of lodestar_load.h. Index files are made by the
  * writer in the test itself.
  */

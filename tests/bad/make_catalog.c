@@ -293,7 +293,7 @@ static void index_cases(void)
     put("empty", LDS_E_TRUNCATED, "ldsi", "", 0);
 
     /* Declared lengths (check value rewritten). A stream has no other length, so it
-       reads up to the declared one (lodestar_load.h; DESIGN.md invariant 2). */
+       reads up to the declared one (lodestar_load.h; docs/design.md invariant 2). */
     const struct {
         const char *name;
         uint64_t len;

@@ -11,7 +11,7 @@
  * Every refusal must fill lds_error with the same status, a field, and a message that
  * gives the offset (or line). The stream load of each input may not raise the peak
  * resident memory (VmHWM) by more than the input's size plus a small constant, which
- * pins DESIGN.md invariant 6 for the lying lengths (32 GiB declared, a few hundred
+ * pins docs/design.md invariant 6 for the lying lengths (32 GiB declared, a few hundred
  * bytes delivered). With a second argument, the lodestar program: `lodestar verify`
  * (index inputs) or `lodestar pack` (importer inputs) must exit 1 on a sample of the
  * refusals and 0 on the inputs named OK.

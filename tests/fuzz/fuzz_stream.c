@@ -9,7 +9,7 @@
  *   k bytes  the schedule, cycled: 0xFF = fail with LDS_E_IO, 0xFE = LDS_READ_RETRY,
  *            otherwise deliver at most (b + 1) bytes
  *   rest     the stream (a lodestar file, or a zstd frame of one)
- * Afterwards a private pool must have every rental back (DESIGN.md invariant 4).
+ * Afterwards a private pool must have every rental back (docs/design.md invariant 4).
  */
 #include "fuzz_common.h"
 
