@@ -9,6 +9,7 @@
  *   lodestar_import.h  importers from formats users already hold (format/)
  *   lodestar_pool.h    the buffer pool (pool/)
  *   lodestar_load.h    the stream loader (loader/)
+ *   lodestar_live.h    the live index: pinned readers, reloads, retirement (live/)
  *
  * Conventions: every fallible call returns an lds_status and writes results
  * through out-parameters; an optional lds_error receives the detail. Borrowing
@@ -207,5 +208,6 @@ LDS_API void lds_limits_default(lds_limits *limits);
 #include "lodestar_import.h"
 #include "lodestar_pool.h"
 #include "lodestar_load.h"
+#include "lodestar_live.h"
 
 #endif /* LODESTAR_H */
