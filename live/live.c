@@ -5,17 +5,19 @@
  * - Each thread that pins gets a record of LV_SLOTS slots per live index, on a
  *   cache line of its own. Only the owning thread fills a slot (NULL -> gen);
  *   any thread may empty one (an unpin from another thread).
- * - pin:   g = current; slot = g (seq_cst); if current != g, retry. After the
- *          re-check, any reloader that swaps g out afterwards will see the slot
- *          when it scans (seq_cst total order: slot store < re-check < swap < scan).
- * - unpin: slot = NULL (seq_cst); if current != g, the generation is (or is
- *          about to be) retired: take the mutex and free every retired
- *          generation no slot names. The unpin and the reloader's scan are a
- *          Dekker pair: at least one of them sees the other's store, so a
- *          retired generation is freed by whichever call releases its last pin.
- * - reload: swap under the mutex, push the old generation on the retired
- *          list, scan. A generation is only freed under the mutex, after a scan
- *          finds no slot naming it and no counted pin on it.
+ * - pin:   g = current; slot = g; fence; if current != g, retry. After the
+ *          re-check, a reloader that swaps g out later sees the slot when it
+ *          scans (its swap is after the re-check, its scan after its fence).
+ * - unpin: slot = NULL; fence; if current != g, the generation is (or is about
+ *          to be) retired: take the mutex and free every retired generation no
+ *          slot names. The unpin and the reloader's scan are a Dekker pair: at
+ *          least one of them sees the other's store, so a retired generation is
+ *          freed by whichever call releases its last pin.
+ * - reload: swap; heavy fence; then, under the mutex, push the old generation
+ *          on the retired list and scan. A generation is only freed under the
+ *          mutex, after a scan finds no slot naming it and no counted pin on it.
+ * The readers' fence is a compiler barrier when the reloader's heavy fence is
+ * membarrier(2) (as liburcu's memb flavour does), else a full fence (below).
  * Pins beyond a thread's slots (or when its record cannot be allocated) are
  * counted per generation under the mutex (correct, slower).
  */
@@ -27,6 +29,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define LV_SLOTS       6
 #define LV_TLS_ENTRIES 4
@@ -64,6 +69,57 @@ struct lds_live {
     struct lds_live *next_live; /* registry of live indexes, for thread exit */
 };
 
+/* ==== fences ============================================================ */
+
+/* The store-load order of a pin (slot, then re-check) and of an unpin (slot,
+ * then current) against the reloader's (current, then scan) is asymmetric, as
+ * in liburcu's memb flavour: readers need only a compiler barrier when the
+ * reloader issues membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which runs a
+ * full barrier on every CPU running a thread of this process. Where the kernel
+ * lacks it (and under ThreadSanitizer, which models fences, not IPIs), readers
+ * use a full fence instead. Decided once per process, before any live index. */
+static int g_membarrier;
+static pthread_once_t g_fence_once = PTHREAD_ONCE_INIT;
+
+static void fence_init(void)
+{
+#if defined(LDS_LIVE_FORCE_FENCE) || defined(__SANITIZE_THREAD__)
+    g_membarrier = 0;
+#else
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+    g_membarrier = 0;
+    return;
+#endif
+#endif
+    long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    g_membarrier = q > 0 && (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+                   syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+#endif
+}
+
+static inline void light_fence(void)
+{
+    if (g_membarrier)
+        atomic_signal_fence(memory_order_seq_cst);
+    else
+        atomic_thread_fence(memory_order_seq_cst);
+}
+
+static void heavy_fence(void)
+{
+    if (g_membarrier && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+        return;
+    /* A child of fork() may have lost the registration: register again; failing
+     * that, the calling thread is (in such a child) the only one, and a full fence
+     * orders its own accesses. */
+    if (g_membarrier &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+        return;
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
 /* ==== thread records ===================================================== */
 
 /* Lives that exist, so that a thread's exit can release its records only in
@@ -81,9 +137,12 @@ typedef struct lv_tls_entry {
     lv_rec *rec;
 } lv_tls_entry;
 
-static _Thread_local lv_tls_entry tls_cache[LV_TLS_ENTRIES];
-static _Thread_local unsigned tls_victim;
-static _Thread_local uint64_t tls_token;
+/* initial-exec: a pin's lookup is one %fs-relative load, not a __tls_get_addr call
+ * (these 80 bytes fit glibc's static TLS surplus, also when liblodestar is dlopen'ed). */
+#define LV_TLS __attribute__((tls_model("initial-exec")))
+static _Thread_local lv_tls_entry tls_cache[LV_TLS_ENTRIES] LV_TLS;
+static _Thread_local unsigned tls_victim LV_TLS;
+static _Thread_local uint64_t tls_token LV_TLS;
 
 /* Thread exit: give this thread's records back, in the lives that still exist.
  * Slots it still fills (pins handed to other threads) stay filled. */
@@ -160,7 +219,7 @@ static bool named_by_a_slot(lds_live *live, const lv_gen *g)
 {
     for (lv_rec *r = atomic_load(&live->recs); r; r = r->next)
         for (int i = 0; i < LV_SLOTS; i++)
-            if (atomic_load(&r->slot[i]) == g)
+            if (atomic_load_explicit(&r->slot[i], memory_order_acquire) == g)
                 return true;
     return false;
 }
@@ -262,6 +321,7 @@ lds_status lds_live_create(const lds_live_options *opts, lds_live **out, lds_err
         set_err(err, LDS_E_INVALID_ARG, "lds_live_options.max_retired", msg);
         return LDS_E_INVALID_ARG;
     }
+    pthread_once(&g_fence_once, fence_init);
     lds_live *live = aligned_alloc(64, sizeof *live);
     if (!live) {
         set_err(err, LDS_E_NOMEM, NULL, "lds_live_create: out of memory");
@@ -357,12 +417,13 @@ lds_status lds_live_pin(lds_live *live, lds_pin *pin)
     for (;;) {
         if (!g)
             return LDS_E_STATE;
-        atomic_store(slot, g);
-        lv_gen *again = atomic_load(&live->current);
+        atomic_store_explicit(slot, g, memory_order_relaxed);
+        light_fence();
+        lv_gen *again = atomic_load_explicit(&live->current, memory_order_acquire);
         if (again == g)
             break;
         /* Swapped meanwhile: g may already be retired and waiting for this slot. */
-        atomic_store(slot, NULL);
+        atomic_store_explicit(slot, NULL, memory_order_release);
         collect(live);
         g = again;
     }
@@ -381,9 +442,10 @@ void lds_live_unpin(lds_live *live, lds_pin *pin)
     lv_gen *g = pin->internal_[1];
     memset(pin, 0, sizeof *pin);
     if (slot) {
-        atomic_store(slot, NULL);
+        atomic_store_explicit(slot, NULL, memory_order_release);
+        light_fence();
         /* g is not dereferenced from here on: it may be freed by now. */
-        if (atomic_load(&live->current) != g)
+        if (atomic_load_explicit(&live->current, memory_order_acquire) != g)
             collect(live);
         return;
     }
@@ -460,18 +522,25 @@ static lds_status reload_end(lds_live *live, lds_status st, lv_gen *g, const lds
         old = atomic_load(&live->current);
         number = g->number = ++live->reloads_done;
         atomic_store(&live->current, g);
-        if (old) {
-            old->next = live->retired;
-            live->retired = old;
-            live->n_retired++;
-            if (live->n_retired > live->retired_peak)
-                live->retired_peak = live->n_retired;
-        }
     } else {
         live->reloads_failed++;
     }
-    lv_gen *dead = old ? collect_locked(live) : NULL;
     pthread_mutex_unlock(&live->mtx);
+    lv_gen *dead = NULL;
+    if (old) {
+        /* Every reader's slot store made before this point is visible after it, and every
+         * reader's re-check after it sees `g` (see the top of this file). Only then may
+         * `old` join the retired list, where scans look for it. */
+        heavy_fence();
+        pthread_mutex_lock(&live->mtx);
+        old->next = live->retired;
+        live->retired = old;
+        live->n_retired++;
+        if (live->n_retired > live->retired_peak)
+            live->retired_peak = live->n_retired;
+        dead = collect_locked(live);
+        pthread_mutex_unlock(&live->mtx);
+    }
     pthread_mutex_unlock(&live->reload_mtx);
     free_list(dead);
     if (st == LDS_OK && generation)

@@ -17,7 +17,8 @@ PACKAGES=(
     zstd                                   # the shipped sample is zstd-compressed
     python3 python3-numpy                  # test scripts, fixtures and comparisons
     hyperfine gnuplot-nox                  # lodestar-bench: whole-process runs, --plot
-    libjemalloc2 libmimalloc2.0            # pool-cost-allocators.sh preloads each
+    libjemalloc2 libmimalloc2.0            # pool-cost-allocators.sh, live-allocators.sh preload each
+    liburcu-dev libck-dev                  # lodestar-bench pin-cost compares lds_live pins with them
 )
 PACKAGES+=("$@")
 
