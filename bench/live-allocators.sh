@@ -14,6 +14,7 @@ build=${LODESTAR_BUILD:-$here/../build}
 bench=$build/bench/lodestar-bench
 out=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/live-allocators.XXXXXX")}
 python=${PYTHON:-python3}
+mkdir -p "$out"
 
 if [[ ${1:-} == --help || ${1:-} == -h ]]; then
     sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'

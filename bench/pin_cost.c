@@ -6,7 +6,8 @@
  * - a pthread rwlock read side;
  * - liburcu's read-side critical section, memb and bp flavours (rcu_read_lock,
  *   rcu_dereference, rcu_read_unlock), when built with liburcu;
- * - Concurrency Kit's epoch section (ck_epoch_begin/end), when built with libck.
+ * - Concurrency Kit's epoch section (ck_epoch_begin/end) and its hazard pointer
+ *   (ck_hp_set_fence, re-check, clear), when built with libck.
  * Each "pin" reads one byte of the pinned object. Measured with the reader alone
  * (uncontended) and with a second thread pinning the same object at once (the
  * shared-line cost shows there). Interleaved rounds, ns per pin+unpin.
@@ -28,6 +29,7 @@
 #endif
 #ifdef BENCH_HAVE_CK
 #include <ck_epoch.h>
+#include <ck_hp.h>
 #endif
 
 enum cand {
@@ -40,6 +42,7 @@ enum cand {
 #endif
 #ifdef BENCH_HAVE_CK
     C_CK_EPOCH,
+    C_CK_HP,
 #endif
     C_COUNT
 };
@@ -54,6 +57,7 @@ static const char *const cand_names[C_COUNT] = {
 #endif
 #ifdef BENCH_HAVE_CK
     "libck ck_epoch_begin/end",
+    "libck ck_hp_set_fence + re-check, ck_hp_set NULL",
 #endif
 };
 
@@ -67,6 +71,11 @@ static lds_live *g_live;
 static pthread_rwlock_t g_rw = PTHREAD_RWLOCK_INITIALIZER;
 #ifdef BENCH_HAVE_CK
 static ck_epoch_t g_epoch;
+static ck_hp_t g_hp;
+static void hp_destroy(void *p)
+{
+    (void)p;
+}
 #endif
 
 typedef struct pc_ctx {
@@ -77,6 +86,8 @@ typedef struct pc_ctx {
 typedef struct thread_state {
 #ifdef BENCH_HAVE_CK
     ck_epoch_record_t *rec;
+    ck_hp_record_t *hp;
+    void *hp_slots[1];
 #endif
     int registered;
 } thread_state;
@@ -96,6 +107,10 @@ static void thread_setup(enum cand c)
         ts.rec = calloc(1, sizeof *ts.rec);
         ck_epoch_register(&g_epoch, ts.rec, NULL);
     }
+    if (c == C_CK_HP && !ts.hp) {
+        ts.hp = calloc(1, sizeof *ts.hp);
+        ck_hp_register(&g_hp, ts.hp, ts.hp_slots);
+    }
 #endif
     (void)c;
 }
@@ -108,7 +123,9 @@ static void thread_teardown(void)
 #endif
 #ifdef BENCH_HAVE_CK
     if (ts.rec)
-        ck_epoch_unregister(ts.rec); /* the record stays allocated: ck may reuse it */
+        ck_epoch_unregister(ts.rec); /* the records stay allocated: ck may reuse them */
+    if (ts.hp)
+        ck_hp_unregister(ts.hp);
 #endif
 }
 
@@ -155,6 +172,16 @@ static unsigned loop(enum cand c, uint64_t n)
             ck_epoch_begin(ts.rec, &s);
             sum += *atomic_load_explicit(&g_obj.ptr, memory_order_acquire);
             ck_epoch_end(ts.rec, &s);
+            break;
+        }
+        case C_CK_HP: {
+            unsigned char *p;
+            do {
+                p = atomic_load_explicit(&g_obj.ptr, memory_order_acquire);
+                ck_hp_set_fence(ts.hp, 0, p);
+            } while (p != atomic_load_explicit(&g_obj.ptr, memory_order_acquire));
+            sum += *p;
+            ck_hp_set(ts.hp, 0, NULL);
             break;
         }
 #endif
@@ -212,6 +239,7 @@ int bench_pin_cost(const bench_opts *o)
     atomic_store(&g_obj.ptr, &byte);
 #ifdef BENCH_HAVE_CK
     ck_epoch_init(&g_epoch);
+    ck_hp_init(&g_hp, 1, 64, hp_destroy);
 #endif
     /* A live index over a tiny generated index, so lds_live_pin has a generation. */
     char ref[4096];

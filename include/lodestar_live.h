@@ -34,6 +34,18 @@
  * - Refused reloads count in reloads_refused, failed loads in reloads_failed;
  *   neither changes the generation.
  *
+ * Which pool: a retired generation is freed by the thread that releases its
+ * last pin, so with LDS_OWN_ADOPT its rental is returned from that reader's
+ * thread. A pool's thread cache keeps such a buffer for that thread alone
+ * (lodestar_pool.h), where the reloader's next rent does not find it: it rents
+ * cold and faults every page again (docs/adr/0014 has the figures). Load a
+ * live index's generations from a private pool created with
+ * thread_cache_count = 0, so every return goes to the shared stacks:
+ *
+ *   lds_pool_options po;  lds_pool_options_default(&po);
+ *   po.thread_cache_count = 0;  lds_pool_create(&po, &pool);
+ *   lds_load_options lo;  lds_load_options_default(&lo);  lo.pool = pool;
+ *
  * Mapped generations (lds_load_options.use_mmap, LDS_OWN_ADOPT): a pinned
  * generation keeps its mapping of the file's inode. Replacing the file by
  * rename (a new file renamed over the old path, as lds_writer_open_path does)
