@@ -73,7 +73,7 @@ hdr = ("allocator", "strategy", "reload ms", "min", "max", "faults/reload", "% o
 rows = []
 for n, d in docs:
     by = {r["strategy"]: r for r in d["rows"] if "strategy" in r}
-    for s in ("pooled-adopt", "pooled-copy", "malloc", "mapped"):
+    for s in ("pooled-adopt", "pooled-copy", "malloc", "mapped", "pooled-adopt-tcache"):
         r = by.get(s)
         if not r:
             continue

@@ -531,6 +531,11 @@ int bench_live(const bench_opts *o)
         lds_pool_options_default(&po);
         if (k != S_ADOPT_TC)
             po.thread_cache_count = 0;
+        /* current + loading + the retired ones must fit the retention cap, else every
+         * rent past it is "oversize" and never pooled (lodestar_live.h, "Which pool") */
+        size_t need = (LDS_LIVE_DEFAULT_MAX_RETIRED + 2) * lds_pool_class_capacity(payload);
+        if (need > po.max_retained_bytes)
+            po.max_retained_bytes = need;
         if (k != S_MALLOC && lds_pool_create(&po, &lb.pool[k]) != LDS_OK)
             rc = -1;
     }

@@ -42,8 +42,16 @@
  * live index's generations from a private pool created with
  * thread_cache_count = 0, so every return goes to the shared stacks:
  *
+ * and let it retain the current generation's buffer, the one loading and the
+ * retired ones: max_retained_bytes at least (2 + max_retired) times
+ * lds_pool_class_capacity(payload bytes). Below that, a rent past the cap is
+ * "oversize", never pooled, and every reload faults its whole payload in
+ * (the default cap, 256 MiB, holds two such buffers only up to 128 MiB each):
+ *
  *   lds_pool_options po;  lds_pool_options_default(&po);
- *   po.thread_cache_count = 0;  lds_pool_create(&po, &pool);
+ *   po.thread_cache_count = 0;
+ *   po.max_retained_bytes = (2 + LDS_LIVE_DEFAULT_MAX_RETIRED) * lds_pool_class_capacity(n);
+ *   lds_pool_create(&po, &pool);
  *   lds_load_options lo;  lds_load_options_default(&lo);  lo.pool = pool;
  *
  * Mapped generations (lds_load_options.use_mmap, LDS_OWN_ADOPT): a pinned
