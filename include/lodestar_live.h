@@ -18,9 +18,9 @@
  *                status and detail of the load, and nothing is lost
  *
  * Pinning is on every query's path. A pin writes only the calling thread's
- * own record (a cache line no other thread writes on the uncontended path)
- * and one store-load fence; no counter shared by the readers is touched
- * (docs/adr/0013 has the scheme and its cost beside liburcu and libck).
+ * own record (a cache line no other thread writes on the uncontended path);
+ * no counter shared by the readers is touched (docs/adr/0013 has the scheme
+ * and its cost beside liburcu and libck).
  *
  * Rules a caller can rely on:
  * - Two reloads at once: the second is REFUSED at once with LDS_E_STATE
@@ -147,9 +147,10 @@ typedef struct lds_pin {
 /**
  * Pins the current generation into `*pin`.
  * Cost: a lookup of the thread's record (thread-local, one per thread per
- * live index, made at the thread's first pin), one store and one fence on
- * it, one load of the current generation; no lock, no system call, no write
- * to memory shared by the readers. Each thread has 6 such slots per live
+ * live index, made at the thread's first pin), one store to it, two loads of
+ * the current generation and a compiler barrier between (a full fence where
+ * the kernel lacks membarrier(2)); no lock, no system call, no write to
+ * memory shared by the readers. About 15 ns with the unpin (docs/adr/0013). Each thread has 6 such slots per live
  * index; a thread holding more pins at once gets the rest through a mutex
  * and a per-generation counter (correct, slower).
  * Returns LDS_OK; LDS_E_INVALID_ARG (live or pin NULL); LDS_E_STATE (no
