@@ -150,12 +150,13 @@ typedef struct lds_pin {
  * live index, made at the thread's first pin), one store to it, two loads of
  * the current generation and a compiler barrier between (a full fence where
  * the kernel lacks membarrier(2)); no lock, no system call, no write to
- * memory shared by the readers. About 15 ns with the unpin (docs/adr/0013). Each thread has 6 such slots per live
- * index; a thread holding more pins at once gets the rest through a mutex
- * and a per-generation counter (correct, slower).
+ * memory shared by the readers. About 15 ns with the unpin (docs/adr/0013).
+ * Each thread has 6 such slots per live index; a thread holding more pins at
+ * once gets the rest through a mutex and a per-generation counter (correct,
+ * slower).
  * Returns LDS_OK; LDS_E_INVALID_ARG (live or pin NULL); LDS_E_STATE (no
- * generation loaded yet; field "live.generation"). On failure pin->index is
- * NULL and there is nothing to release.
+ * generation loaded yet). On failure pin->index is NULL and there is nothing
+ * to release.
  */
 LDS_API lds_status lds_live_pin(lds_live *live, lds_pin *pin);
 
