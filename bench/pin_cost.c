@@ -67,6 +67,8 @@ typedef struct shared_obj {
 } shared_obj;
 
 static shared_obj g_obj;
+/* liburcu's rcu_dereference takes a plain pointer (clang refuses it an _Atomic one). */
+static unsigned char *g_rcu_ptr;
 static lds_live *g_live;
 static pthread_rwlock_t g_rw = PTHREAD_RWLOCK_INITIALIZER;
 #ifdef BENCH_HAVE_CK
@@ -157,12 +159,12 @@ static unsigned loop(enum cand c, uint64_t n)
 #ifdef BENCH_HAVE_URCU
         case C_URCU_MEMB:
             urcu_memb_read_lock();
-            sum += *(unsigned char *)rcu_dereference(g_obj.ptr);
+            sum += *(unsigned char *)rcu_dereference(g_rcu_ptr);
             urcu_memb_read_unlock();
             break;
         case C_URCU_BP:
             urcu_bp_read_lock();
-            sum += *(unsigned char *)rcu_dereference(g_obj.ptr);
+            sum += *(unsigned char *)rcu_dereference(g_rcu_ptr);
             urcu_bp_read_unlock();
             break;
 #endif
@@ -237,6 +239,7 @@ int bench_pin_cost(const bench_opts *o)
 {
     static unsigned char byte = 7;
     atomic_store(&g_obj.ptr, &byte);
+    g_rcu_ptr = &byte;
 #ifdef BENCH_HAVE_CK
     ck_epoch_init(&g_epoch);
     ck_hp_init(&g_hp, 1, 64, hp_destroy);
