@@ -64,6 +64,7 @@ typedef struct reader {
     query_rec *q;
     size_t nq;
     uint64_t wrong;
+    uint64_t unpin_max_ns, unpin_slow; /* slowest unpin; unpins over 1 ms */
 } reader;
 
 struct live_bench {
@@ -205,8 +206,12 @@ static void *reader_main(void *p)
             continue;
         }
         rd->wrong += (uint64_t)query(lb, &pin, &x);
-        lds_live_unpin(lb->live, &pin);
+        uint64_t u0 = bench_now_ns();
+        lds_live_unpin(lb->live, &pin); /* frees a retired generation if this was its last pin */
         uint64_t t1 = bench_now_ns();
+        if (t1 - u0 > rd->unpin_max_ns)
+            rd->unpin_max_ns = t1 - u0;
+        rd->unpin_slow += t1 - u0 > 1000000u;
         if (rd->nq < MAX_QUERY)
             rd->q[rd->nq++] = (query_rec){t0, t1 - t0};
     }
@@ -317,7 +322,7 @@ typedef struct acc {
     double reload_ms[MAX_RELOADS];
     double faults[MAX_RELOADS];
     size_t n_reloads;
-    uint64_t wrong, max_retired;
+    uint64_t wrong, max_retired, unpin_max_ns, unpin_slow;
     double peak_over;
 } acc;
 
@@ -377,7 +382,7 @@ static int phase(live_bench *lb, enum strat s, int threads, int cycles, int peri
     uint64_t win[MAX_RELOADS][2];
     int rc = 0, nt = 0;
     for (; nt < threads; nt++) {
-        rd[nt] = (reader){lb, 0, 0x9E3779B97F4A7C15u * (uint64_t)(nt + 1) + *gen, NULL, 0, 0};
+        rd[nt] = (reader){lb, 0, 0x9E3779B97F4A7C15u * (uint64_t)(nt + 1) + *gen, NULL, 0, 0, 0, 0};
         rd[nt].q = malloc(MAX_QUERY * sizeof *rd[nt].q);
         if (!rd[nt].q || pthread_create(&rd[nt].t, NULL, reader_main, &rd[nt]) != 0) {
             free(rd[nt].q);
@@ -405,6 +410,9 @@ static int phase(live_bench *lb, enum strat s, int threads, int cycles, int peri
     for (int i = 0; i < nt; i++) {
         pthread_join(rd[i].t, NULL);
         a->wrong += rd[i].wrong;
+        a->unpin_slow += rd[i].unpin_slow;
+        if (rd[i].unpin_max_ns > a->unpin_max_ns)
+            a->unpin_max_ns = rd[i].unpin_max_ns;
         for (size_t j = 0; j < rd[i].nq; j++) {
             uint64_t q0 = rd[i].q[j].start, q1 = q0 + rd[i].q[j].dur;
             bool during = false;
@@ -463,6 +471,8 @@ static void add_row(bench_report *rep, enum strat s, acc *a, uint64_t payload, s
     bench_row_set(row, "memory", "peak_rss_over_payload", BENCH_RATIO, a->peak_over);
     bench_row_set(row, "memory", "max_retired_pinned", BENCH_COUNT, (double)a->max_retired);
     bench_row_set(row, "memory", "wrong_results", BENCH_COUNT, (double)a->wrong);
+    bench_row_set(row, "unpin", "unpin_max_us", BENCH_NUM, (double)a->unpin_max_ns / 1e3);
+    bench_row_set(row, "unpin", "unpins_over_1ms", BENCH_COUNT, (double)a->unpin_slow);
     if (pool) {
         lds_pool_stats ps;
         lds_pool_stats_init(&ps);
