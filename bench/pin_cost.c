@@ -265,7 +265,8 @@ int bench_pin_cost(const bench_opts *o)
              (unsigned long long)ops, iters, warm);
     bench_param(rep, "work", buf);
 #ifndef BENCH_HAVE_URCU
-    bench_param(rep, "liburcu", "not built in (liburcu-dev missing at configure time)");
+    bench_param(rep, "liburcu",
+                "not built in (liburcu-dev missing at configure time, or a sanitizer build)");
 #endif
 #ifndef BENCH_HAVE_CK
     bench_param(rep, "libck", "not built in (libck-dev missing at configure time)");
