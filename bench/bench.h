@@ -38,6 +38,7 @@ typedef struct bench_opts {
     const char *mode;              /* --mode NAME (heap-warmth child) */
     int loads;                     /* --loads N (heap-warmth child) */
     const char *touch;             /* --touch page|full (pool-cost) */
+    int interval_ms;               /* --interval MS between reloads (live); 0 = default */
 } bench_opts;
 
 /* How a row's samples are expressed. */

@@ -490,7 +490,7 @@ int bench_live(const bench_opts *o)
     uint32_t dim = o->dim ? o->dim : (o->dry ? 32 : 256);
     int cycles = o->cycles ? o->cycles : (o->dry ? 2 : 12);
     int rounds = o->dry ? 1 : 3;
-    int period_ms = o->dry ? 5 : (o->index_path ? 250 : 120);
+    int period_ms = o->interval_ms ? o->interval_ms : o->dry ? 5 : (o->index_path ? 250 : 120);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = o->threads ? o->threads : (ncpu > 2 ? (int)ncpu - 1 : 1);
     if (threads > 64)

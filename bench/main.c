@@ -65,6 +65,7 @@ static void usage(FILE *out)
         "  --dir DIR          where generated indexes are written (default $TMPDIR or /tmp)\n"
         "  --cycles N         reload cycles (reload: default 100; live: per strategy, default 12)\n"
         "  --touch page|full  pool-cost: write one byte per page (default) or every byte\n"
+        "  --interval MS      live: ms between reloads (default 120, 250 with --index)\n"
         "  --mode fresh|warm|none --loads N   heap-warmth child process mode\n"
         "  --list             print the subcommand names, one a line\n"
         "  --help             this text\n");
@@ -169,6 +170,9 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--cycles") == 0) {
             bad = parse_int(v, 1, 1000000, &n);
             o.cycles = (int)n;
+        } else if (strcmp(a, "--interval") == 0) {
+            bad = parse_int(v, 1, 600000, &n);
+            o.interval_ms = (int)n;
         } else if (strcmp(a, "--loads") == 0) {
             bad = parse_int(v, 0, 1000000, &n);
             o.loads = (int)n;
