@@ -168,7 +168,11 @@ static void make_key(void)
 
 /* The calling thread's record in `live`, adopting a free one or making one;
  * NULL when none can be had (the caller then counts its pin). */
-static lv_rec *record_slow(lds_live *live)
+/* Out of line (as collect and pin_counted): the pin's fast path then needs no callee-saved
+ * registers and no frame. */
+#define LV_COLD __attribute__((noinline, cold))
+
+LV_COLD static lv_rec *record_slow(lds_live *live)
 {
     if (!tls_token) {
         tls_token = atomic_fetch_add(&g_next_token, 1);
@@ -260,7 +264,7 @@ static void free_list(lv_gen *dead)
     }
 }
 
-static void collect(lds_live *live)
+LV_COLD static void collect(lds_live *live)
 {
     pthread_mutex_lock(&live->mtx);
     lv_gen *dead = collect_locked(live);
@@ -383,7 +387,7 @@ void lds_live_free(lds_live *live)
 
 /* ==== pin, unpin ========================================================= */
 
-static lds_status pin_counted(lds_live *live, lds_pin *pin)
+LV_COLD static lds_status pin_counted(lds_live *live, lds_pin *pin)
 {
     pthread_mutex_lock(&live->mtx);
     lv_gen *g = atomic_load(&live->current);
