@@ -38,6 +38,7 @@ typedef struct bench_opts {
     const char *mode;              /* --mode NAME (heap-warmth child) */
     int loads;                     /* --loads N (heap-warmth child) */
     const char *touch;             /* --touch page|full (pool-cost) */
+    int interval_ms;               /* --interval MS between reloads (live); 0 = default */
 } bench_opts;
 
 /* How a row's samples are expressed. */
@@ -153,5 +154,7 @@ int bench_load(const bench_opts *o);
 int bench_reload(const bench_opts *o);
 int bench_heap_warmth(const bench_opts *o);
 int bench_read_offset(const bench_opts *o);
+int bench_live(const bench_opts *o);
+int bench_pin_cost(const bench_opts *o);
 
 #endif /* LDS_BENCH_H */

@@ -33,6 +33,11 @@ static const subcommand subcommands[] = {
      "diagnostic: 100 cycles of load-then-free-previous, pooled vs plain malloc"},
     {"heap-warmth", bench_heap_warmth,
      "diagnostic: a fresh process's first load vs a warmed process's (see heap-warmth.sh)"},
+    {"live", bench_live,
+     "the service reload loop: query threads on pinned generations while one thread reloads; "
+     "pooled adopt/copy, malloc, mapped"},
+    {"pin-cost", bench_pin_cost,
+     "diagnostic: one pin+unpin of the live index vs a shared refcount, rwlock, liburcu, libck"},
     {"read-offset", bench_read_offset,
      "diagnostic: read() of a cached file into buffers at page+0/16/64/256/2048"},
 };
@@ -44,24 +49,26 @@ static void usage(FILE *out)
     fprintf(out, "usage: lodestar-bench SUBCOMMAND [options]\n\nsubcommands:\n");
     for (size_t i = 0; i < N_SUBCOMMANDS; i++)
         fprintf(out, "  %-12s %s\n", subcommands[i].name, subcommands[i].summary);
-    fprintf(out,
-            "\noptions:\n"
-            "  --json FILE        write raw samples and the summary as JSON\n"
-            "  --plot FILE.png    draw the sample distributions (gnuplot)\n"
-            "  --dry              quick mode: tiny sizes, 2 iterations\n"
-            "  --full             the full sweep (pool-cost: 64 B to 1 GiB)\n"
-            "  --iterations N     measured rounds (after warm-up)\n"
-            "  --warmup N         rounds dropped before measuring\n"
-            "  --size LIST        sizes, e.g. 4K or 64,4KiB,20589008,1G (K/M/G/T: 1024^n)\n"
-            "  --threads N        highest thread count (contention)\n"
-            "  --index FILE       load this index (load, reload, heap-warmth)\n"
-            "  --rows N --dim N   shape of the generated reference index\n"
-            "  --dir DIR          where generated indexes are written (default $TMPDIR or /tmp)\n"
-            "  --cycles N         reload cycles (default 100)\n"
-            "  --touch page|full  pool-cost: write one byte per page (default) or every byte\n"
-            "  --mode fresh|warm|none --loads N   heap-warmth child process mode\n"
-            "  --list             print the subcommand names, one a line\n"
-            "  --help             this text\n");
+    fprintf(
+        out,
+        "\noptions:\n"
+        "  --json FILE        write raw samples and the summary as JSON\n"
+        "  --plot FILE.png    draw the sample distributions (gnuplot)\n"
+        "  --dry              quick mode: tiny sizes, 2 iterations\n"
+        "  --full             the full sweep (pool-cost: 64 B to 1 GiB)\n"
+        "  --iterations N     measured rounds (after warm-up)\n"
+        "  --warmup N         rounds dropped before measuring\n"
+        "  --size LIST        sizes, e.g. 4K or 64,4KiB,20589008,1G (K/M/G/T: 1024^n)\n"
+        "  --threads N        highest thread count (contention); query threads (live)\n"
+        "  --index FILE       load this index (load, reload, heap-warmth, live)\n"
+        "  --rows N --dim N   shape of the generated reference index\n"
+        "  --dir DIR          where generated indexes are written (default $TMPDIR or /tmp)\n"
+        "  --cycles N         reload cycles (reload: default 100; live: per strategy, default 12)\n"
+        "  --touch page|full  pool-cost: write one byte per page (default) or every byte\n"
+        "  --interval MS      live: ms between reloads (default 120, 250 with --index)\n"
+        "  --mode fresh|warm|none --loads N   heap-warmth child process mode\n"
+        "  --list             print the subcommand names, one a line\n"
+        "  --help             this text\n");
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out)
@@ -163,6 +170,9 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--cycles") == 0) {
             bad = parse_int(v, 1, 1000000, &n);
             o.cycles = (int)n;
+        } else if (strcmp(a, "--interval") == 0) {
+            bad = parse_int(v, 1, 600000, &n);
+            o.interval_ms = (int)n;
         } else if (strcmp(a, "--loads") == 0) {
             bad = parse_int(v, 0, 1000000, &n);
             o.loads = (int)n;

@@ -10,6 +10,7 @@
  *   lodestar_import.h  importers from formats users already hold (import/)
  *   lodestar_pool.h    the buffer pool (pool/)
  *   lodestar_load.h    the stream loader (loader/)
+ *   lodestar_live.h    the live index: pinned readers, reloads, retirement (live/)
  *
  * Each sibling also compiles on its own (C and C++) and includes the headers
  * it depends on: core for all; index for import and load; pool for load. The
@@ -23,5 +24,6 @@
 #include "lodestar_import.h"
 #include "lodestar_pool.h"
 #include "lodestar_load.h"
+#include "lodestar_live.h"
 
 #endif /* LODESTAR_H */

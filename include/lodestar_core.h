@@ -16,7 +16,8 @@
  *
  * Struct sizes (the one rule for every public struct that starts with
  * `size_t size`: lds_error, lds_limits, lds_parse_options, lds_writer_options,
- * lds_load_options, lds_load_info, lds_import_options, lds_import_result):
+ * lds_load_options, lds_load_info, lds_import_options, lds_import_result,
+ * lds_live_options, lds_live_stats):
  * the caller sets `size` to sizeof the struct it was compiled with (the
  * matching _default or _init function does). The library accepts any size
  * from LDS_<STRUCT>_MIN_SIZE (the struct as this library first shipped it,

@@ -26,7 +26,8 @@ PACKAGES=(
     python3-mesonpy python3-venv git       # pip install . (meson-python), its test
     python3-pytest python3-cffi            # the Python package's suite; bench/python_binding.py
     hyperfine gnuplot-nox                  # lodestar-bench: whole-process runs, --plot
-    libjemalloc2 libmimalloc2.0            # pool-cost-allocators.sh preloads each
+    libjemalloc2 libmimalloc2.0            # pool-cost-allocators.sh, live-allocators.sh preload each
+    liburcu-dev libck-dev                  # lodestar-bench pin-cost compares lds_live pins with them
 )
 PACKAGES+=("$@")
 

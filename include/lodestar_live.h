@@ -1,0 +1,283 @@
+/*
+ * lodestar_live.h: the live index (live/), for services that reload.
+ *
+ * A live index holds the current *generation* of an index and hands it to
+ * readers, while a reloader swaps new generations in:
+ *
+ *   readers:  lds_live_pin -> pin.index (never freed while pinned) -> query
+ *             -> lds_live_unpin
+ *   reloader: lds_live_reload_* loads generation g+1 with the ordinary loader
+ *             (lodestar_load.h: pooled, verified, zstd included)
+ *             -> only once it loaded and validated completely is it swapped
+ *                in, atomically: a pin taken after the swap gets g+1
+ *             -> g is *retired*; it is freed (with LDS_OWN_ADOPT: its rental
+ *                goes back to the pool, or its mapping is unmapped) by the
+ *                call that releases its last pin, inside lds_live_unpin, or
+ *                at the swap itself when nobody pins it
+ *             -> on any failure g keeps serving; the reload reports the
+ *                status and detail of the load, and nothing is lost
+ *
+ * Pinning is on every query's path. A pin writes only the calling thread's
+ * own record (a cache line no other thread writes on the uncontended path);
+ * no counter shared by the readers is touched (docs/adr/0013 has the scheme
+ * and its cost beside liburcu and libck).
+ *
+ * Rules a caller can rely on:
+ * - Two reloads at once: the second is REFUSED at once with LDS_E_STATE
+ *   (field "live.reload"), never queued; it loads nothing. Serialize your own
+ *   reload triggers, or retry.
+ * - Bounded memory: at most `max_retired` retired generations may be waiting
+ *   for their last pin. A reload started while that many wait is REFUSED at
+ *   once with LDS_E_LIMIT (field "live.max_retired") before anything is read
+ *   or rented; it never waits for a reader. So memory holds at most the
+ *   current generation, the one loading and `max_retired` retired ones.
+ * - Refused reloads count in reloads_refused, failed loads in reloads_failed;
+ *   neither changes the generation.
+ *
+ * Which pool: a retired generation is freed by the thread that releases its
+ * last pin, so with LDS_OWN_ADOPT its rental is returned from that reader's
+ * thread. A pool's thread cache keeps such a buffer for that thread alone
+ * (lodestar_pool.h), where the reloader's next rent does not find it: it rents
+ * cold and faults every page again (docs/adr/0014 has the figures). Load a
+ * live index's generations from a private pool created with
+ * thread_cache_count = 0, so every return goes to the shared stacks:
+ *
+ * and let it retain the current generation's buffer, the one loading and the
+ * retired ones: max_retained_bytes at least (2 + max_retired) times
+ * lds_pool_class_capacity(payload bytes). Below that, a rent past the cap is
+ * "oversize", never pooled, and every reload faults its whole payload in
+ * (the default cap, 256 MiB, holds two such buffers only up to 128 MiB each):
+ *
+ *   lds_pool_options po;  lds_pool_options_default(&po);
+ *   po.thread_cache_count = 0;
+ *   po.max_retained_bytes = (2 + LDS_LIVE_DEFAULT_MAX_RETIRED) * lds_pool_class_capacity(n);
+ *   lds_pool_create(&po, &pool);
+ *   lds_load_options lo;  lds_load_options_default(&lo);  lo.pool = pool;
+ *
+ * Mapped generations (lds_load_options.use_mmap, LDS_OWN_ADOPT): a pinned
+ * generation keeps its mapping of the file's inode. Replacing the file by
+ * rename (a new file renamed over the old path, as lds_writer_open_path does)
+ * is safe: the next reload maps the new inode, and the old one, now without
+ * a name, stays mapped, readable and unchanged until the last pin of its
+ * generation is released (its blocks are freed by the file system then, not
+ * at the rename). Truncating or rewriting the file in place is NOT safe for
+ * a mapped generation (SIGBUS or changed bytes; see use_mmap in
+ * lodestar_load.h); use LDS_OWN_COPY, or rename.
+ *
+ * Thread safety: every function may be called from any number of threads at
+ * once on the same live index, except lds_live_free (no other call on it may
+ * run or follow, and every pin must have been released before).
+ */
+#ifndef LODESTAR_LIVE_H
+#define LODESTAR_LIVE_H
+
+#include <stdio.h>
+
+#include "lodestar.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== live index ========================================================= */
+
+/** A live index; opaque. Create with lds_live_create. */
+typedef struct lds_live lds_live;
+
+/** Default of lds_live_options.max_retired. */
+#define LDS_LIVE_DEFAULT_MAX_RETIRED 2u
+/** Largest lds_live_options.max_retired accepted. */
+#define LDS_LIVE_MAX_RETIRED_LIMIT 64u
+
+/**
+ * Options of lds_live_create. Start from lds_live_options_default (size set).
+ * Sizes from LDS_LIVE_OPTIONS_MIN_SIZE to sizeof are accepted ("Struct sizes"
+ * in lodestar.h).
+ */
+typedef struct lds_live_options {
+    size_t size; /* sizeof(lds_live_options) */
+    /** Retired generations that may wait for their last pin, 1 ..
+     *  LDS_LIVE_MAX_RETIRED_LIMIT; 0 = LDS_LIVE_DEFAULT_MAX_RETIRED. A reload
+     *  beyond it is refused (LDS_E_LIMIT), see the rules at the top. */
+    uint32_t max_retired;
+} lds_live_options;
+
+/** Smallest lds_live_options.size accepted: the struct as first shipped. */
+#define LDS_LIVE_OPTIONS_MIN_SIZE sizeof(lds_live_options)
+
+/** Fills `opts` with the defaults (size included). NULL is ignored. */
+LDS_API void lds_live_options_default(lds_live_options *opts);
+
+/**
+ * Creates an empty live index (generation 0: nothing to pin until the first
+ * successful reload). `opts` NULL = defaults. `*out` receives it, owned by the
+ * caller (lds_live_free). Returns LDS_OK; LDS_E_INVALID_ARG (out NULL, bad
+ * size, max_retired above the limit; field named in `err`); LDS_E_NOMEM.
+ * On failure *out is NULL.
+ */
+LDS_API lds_status lds_live_create(const lds_live_options *opts, lds_live **out, lds_error *err);
+
+/**
+ * Frees the live index, its current generation and every retired one. NULL
+ * is accepted. Every pin must have been released first (a pin still held
+ * afterwards points at freed memory); no other call may run concurrently.
+ * The pools its generations rented from must still exist.
+ */
+LDS_API void lds_live_free(lds_live *live);
+
+/**
+ * A pin: the reader's hold on one generation. Filled by lds_live_pin; its
+ * fields are read-only for the caller.
+ * - index:      the pinned generation's index; valid until lds_live_unpin.
+ *               Borrowed: never free it. Searching it from several threads
+ *               at once is fine (lds_index_search is thread-safe).
+ * - generation: its number (1 for the first successful reload, then +1 per
+ *               successful reload).
+ * - internal_:  the library's; leave it alone.
+ * A pin may be released by another thread than the one that took it (a
+ * request handed between threads). Copying the struct does not make a
+ * second pin: release exactly one copy, exactly once.
+ */
+typedef struct lds_pin {
+    const lds_index *index;
+    uint64_t generation;
+    void *internal_[2];
+} lds_pin;
+
+/**
+ * Pins the current generation into `*pin`.
+ * Cost: a lookup of the thread's record (thread-local, one per thread per
+ * live index, made at the thread's first pin), one store to it, two loads of
+ * the current generation and a compiler barrier between (a full fence where
+ * the kernel lacks membarrier(2)); no lock, no system call, no write to
+ * memory shared by the readers. About 15 ns with the unpin (docs/adr/0013).
+ * Each thread has 6 such slots per live index; a thread holding more pins at
+ * once gets the rest through a mutex and a per-generation counter (correct,
+ * slower).
+ * Returns LDS_OK; LDS_E_INVALID_ARG (live or pin NULL); LDS_E_STATE (no
+ * generation loaded yet). On failure pin->index is NULL and there is nothing
+ * to release.
+ */
+LDS_API lds_status lds_live_pin(lds_live *live, lds_pin *pin);
+
+/**
+ * Releases `pin` (from any thread) and zeroes it. A pin whose index is NULL
+ * (zeroed, or a failed pin) is ignored, so a double unpin of the same struct
+ * is harmless. If the pin was the last one on a retired generation, that
+ * generation is freed here, before this returns: its rental is back in the
+ * pool (LDS_OWN_ADOPT) when lds_live_unpin returns. `live` must be the live
+ * index the pin came from.
+ */
+LDS_API void lds_live_unpin(lds_live *live, lds_pin *pin);
+
+/*
+ * The reloads. Each loads a new generation exactly as the lds_load_* call
+ * of the same name does (same `opts`, `info`, `err`, same statuses, same
+ * ownership rules: with LDS_OWN_ADOPT the rental stays with the generation
+ * until it is freed), then swaps it in. In addition:
+ * - LDS_E_STATE (field "live.reload"): another reload is running; refused,
+ *   nothing read.
+ * - LDS_E_LIMIT (field "live.max_retired"): max_retired retired generations
+ *   still wait for their last pin; refused, nothing read.
+ * - `generation` (may be NULL) receives the new generation's number on
+ *   success; it is left alone on failure.
+ * On failure the current generation is unchanged and keeps serving, and
+ * every buffer the failed load rented is back in its pool.
+ * The stats' last_status and last_load record every reload that loaded
+ * (successful or failed), not the refused ones.
+ */
+
+/** Reloads from the file at `path` (lds_load_path). */
+LDS_API lds_status lds_live_reload_path(lds_live *live, const char *path,
+                                        const lds_load_options *opts, uint64_t *generation,
+                                        lds_load_info *info, lds_error *err);
+
+/** Reloads from `fd` at its current position (lds_load_fd); the fd stays open. */
+LDS_API lds_status lds_live_reload_fd(lds_live *live, int fd, const lds_load_options *opts,
+                                      uint64_t *generation, lds_load_info *info, lds_error *err);
+
+/** Reloads from the stdio stream `f` (lds_load_file); `f` stays open. */
+LDS_API lds_status lds_live_reload_file(lds_live *live, FILE *f, const lds_load_options *opts,
+                                        uint64_t *generation, lds_load_info *info, lds_error *err);
+
+/** Reloads from caller memory (lds_load_memory): with copy == false the
+ *  bytes must stay valid until the generation is freed (after its last pin,
+ *  or lds_live_free). */
+LDS_API lds_status lds_live_reload_memory(lds_live *live, const void *bytes, size_t n, bool copy,
+                                          const lds_load_options *opts, uint64_t *generation,
+                                          lds_load_info *info, lds_error *err);
+
+/** Reloads from a user read callback (lds_load_callback). */
+LDS_API lds_status lds_live_reload_callback(lds_live *live, lds_read_fn read, void *ctx,
+                                            const lds_load_options *opts, uint64_t *generation,
+                                            lds_load_info *info, lds_error *err);
+
+/**
+ * Installs an index the caller built or loaded (lds_index_from_payload with
+ * its own release, say) as the next generation; the same refusals as the
+ * reloads (LDS_E_STATE, LDS_E_LIMIT), and LDS_E_INVALID_ARG for NULL
+ * arguments. On LDS_OK the live index owns `idx` (freed after its last pin
+ * once retired); on any failure the caller still owns it. Counts as a
+ * reload in the stats; last_load is left unchanged.
+ */
+LDS_API lds_status lds_live_install_take(lds_live *live, lds_index *idx, uint64_t *generation,
+                                         lds_error *err);
+
+/* ==== live statistics ==================================================== */
+
+/**
+ * A snapshot of a live index (lds_live_get_stats). "current" fields are the
+ * state now, the others cumulative since creation. Taken under the live
+ * index's mutex, so the set is consistent with respect to reloads and
+ * retirements; pins taken or released meanwhile may or may not be counted.
+ */
+typedef struct lds_live_stats {
+    size_t size;                  /* sizeof(lds_live_stats); set by lds_live_stats_init */
+    uint64_t generation;          /* current: number of the serving generation; 0 = none */
+    uint64_t reloads_done;        /* reloads that swapped a generation in */
+    uint64_t reloads_failed;      /* reloads whose load failed (current kept) */
+    uint64_t reloads_refused;     /* reloads refused before loading (busy, max_retired) */
+    uint64_t retired_pinned;      /* current: retired generations not yet freed (pinned) */
+    uint64_t retired_pinned_peak; /* high-water of retired_pinned */
+    uint64_t pins_on_retired;     /* current: pins outstanding on those generations */
+    uint64_t bytes_retired;       /* current: bytes held by those generations (see below) */
+    uint64_t bytes_current;       /* current: bytes held by the serving generation */
+    uint64_t generations_freed;   /* generations freed (retired, then last pin released) */
+    lds_status last_status;       /* status of the last reload that loaded (LDS_OK if none) */
+    lds_load_info last_load;      /* that reload's lds_load_info (size set; zero if none) */
+} lds_live_stats;
+/* Bytes held by a generation: the capacity of its buffer (lds_load_info.capacity_bytes)
+ * when it kept it (LDS_OWN_ADOPT: a rental, a mapping or a growable buffer), else its
+ * payload length (the parser's copies), and lds_index_payload_bytes for install_take. */
+
+/** Smallest lds_live_stats.size accepted: the struct as first shipped. */
+#define LDS_LIVE_STATS_MIN_SIZE sizeof(lds_live_stats)
+
+/** Zeroes `stats` and sets its size (and last_load's). NULL is ignored. */
+LDS_API void lds_live_stats_init(lds_live_stats *stats);
+
+/**
+ * Takes a snapshot into `out`, whose size the caller set (lds_live_stats_init).
+ * Returns LDS_OK or LDS_E_INVALID_ARG (live or out NULL, size out of range).
+ * Thread-safe; takes the live index's mutex and walks every thread's record.
+ */
+LDS_API lds_status lds_live_get_stats(lds_live *live, lds_live_stats *out);
+
+/**
+ * Writes `stats` as one JSON object into `buf` of `cap` bytes, NUL-terminated:
+ * the fields by name in struct order, last_status as its name ("OK",
+ * "E_CHECKSUM", ...) under "last_status", last_load as an object of its fields
+ * ("path" as lds_load_path_name, "ownership" as "copy"/"adopt", booleans as
+ * true/false). `needed` (may be NULL) receives the length without the NUL; buf
+ * may be NULL when cap is 0. Returns LDS_OK; LDS_E_LIMIT when cap is too small
+ * (buf holds a truncated, NUL-terminated prefix if cap > 0); LDS_E_INVALID_ARG
+ * (stats NULL, size out of range).
+ */
+LDS_API lds_status lds_live_stats_json(const lds_live_stats *stats, char *buf, size_t cap,
+                                       size_t *needed);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LODESTAR_LIVE_H */

@@ -1,0 +1,772 @@
+/*
+ * The live index: pinned readers, reloads that swap, retirement at the last pin.
+ *
+ * Reclamation is by per-thread hazard slots (docs/adr/0013):
+ * - Each thread that pins gets a record of LV_SLOTS slots per live index, on a
+ *   cache line of its own. Only the owning thread fills a slot (NULL -> gen);
+ *   any thread may empty one (an unpin from another thread).
+ * - pin:   g = current; slot = g; fence; if current != g, retry. After the
+ *          re-check, a reloader that swaps g out later sees the slot when it
+ *          scans (its swap is after the re-check, its scan after its fence).
+ * - unpin: slot = NULL; fence; if current != g, the generation is (or is about
+ *          to be) retired: take the mutex and free every retired generation no
+ *          slot names. The unpin and the reloader's scan are a Dekker pair: at
+ *          least one of them sees the other's store, so a retired generation is
+ *          freed by whichever call releases its last pin.
+ * - reload: swap; heavy fence; then, under the mutex, push the old generation
+ *          on the retired list and scan. A generation is only freed under the
+ *          mutex, after a scan finds no slot naming it and no counted pin on it.
+ * The readers' fence is a compiler barrier when the reloader's heavy fence is
+ * membarrier(2) (as liburcu's memb flavour does), else a full fence (below).
+ * Pins beyond a thread's slots (or when its record cannot be allocated) are
+ * counted per generation under the mutex (correct, slower).
+ */
+#include "lodestar_live.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define LV_SLOTS       6
+#define LV_TLS_ENTRIES 4
+
+typedef struct lv_gen {
+    lds_index *index;
+    uint64_t number;
+    uint64_t bytes;
+    uint64_t counted_pins; /* pins beyond the slots; under the mutex */
+    struct lv_gen *next;   /* retired list; under the mutex */
+} lv_gen;
+
+/* One thread's slots for one live index: exactly one cache line. */
+typedef struct lv_rec {
+    _Alignas(64) _Atomic(lv_gen *) slot[LV_SLOTS];
+    _Atomic uint64_t owner; /* thread token; 0 = free for any thread to adopt */
+    struct lv_rec *next;    /* set before the record is published, then constant */
+} lv_rec;
+_Static_assert(sizeof(lv_rec) == 64, "a record is one cache line");
+
+struct lds_live {
+    /* Read by every pin and unpin, written by swaps only: a line of its own. */
+    _Alignas(64) _Atomic(lv_gen *) current;
+    _Alignas(64) uint64_t id;
+    _Atomic(lv_rec *) recs; /* grows only; freed by lds_live_free */
+    uint32_t max_retired;
+    pthread_mutex_t mtx;        /* retired list, counted pins, counters, record adoption */
+    pthread_mutex_t reload_mtx; /* held by the one reload in progress (trylock) */
+    lv_gen *retired;
+    uint64_t n_retired;
+    uint64_t retired_peak;
+    uint64_t reloads_done, reloads_failed, reloads_refused, freed;
+    lds_status last_status;
+    lds_load_info last_load;
+    struct lds_live *next_live; /* registry of live indexes, for thread exit */
+};
+
+/* ==== fences ============================================================ */
+
+/* The store-load order of a pin (slot, then re-check) and of an unpin (slot,
+ * then current) against the reloader's (current, then scan) is asymmetric, as
+ * in liburcu's memb flavour: readers need only a compiler barrier when the
+ * reloader issues membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which runs a
+ * full barrier on every CPU running a thread of this process. Where the kernel
+ * lacks it (and under ThreadSanitizer, which models fences, not IPIs), readers
+ * use a full fence instead. Decided once per process, before any live index. */
+static int g_membarrier;
+static pthread_once_t g_fence_once = PTHREAD_ONCE_INIT;
+
+static void fence_init(void)
+{
+#if defined(LDS_LIVE_FORCE_FENCE) || defined(__SANITIZE_THREAD__)
+    g_membarrier = 0;
+#else
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+    g_membarrier = 0;
+    return;
+#endif
+#endif
+    long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    g_membarrier = q > 0 && (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+                   syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+#endif
+}
+
+static inline void light_fence(void)
+{
+    if (g_membarrier)
+        atomic_signal_fence(memory_order_seq_cst);
+    else
+        atomic_thread_fence(memory_order_seq_cst);
+}
+
+static void heavy_fence(void)
+{
+    if (g_membarrier && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+        return;
+    /* A child of fork() may have lost the registration: register again; failing
+     * that, the calling thread is (in such a child) the only one, and a full fence
+     * orders its own accesses. */
+    if (g_membarrier &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+        return;
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* ==== thread records ===================================================== */
+
+/* Lives that exist, so that a thread's exit can release its records only in
+ * those (a freed live's records are gone). Touched at create, free and thread
+ * exit only. */
+static pthread_mutex_t g_mtx = PTHREAD_MUTEX_INITIALIZER;
+static lds_live *g_lives;
+static uint64_t g_next_id = 1;
+static _Atomic uint64_t g_next_token = 1;
+static pthread_key_t g_exit_key;
+static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+
+typedef struct lv_tls_entry {
+    uint64_t live_id;
+    lv_rec *rec;
+} lv_tls_entry;
+
+/* initial-exec: a pin's lookup is one %fs-relative load, not a __tls_get_addr call
+ * (these 80 bytes fit glibc's static TLS surplus, also when liblodestar is dlopen'ed). */
+#define LV_TLS __attribute__((tls_model("initial-exec")))
+static _Thread_local lv_tls_entry tls_cache[LV_TLS_ENTRIES] LV_TLS;
+static _Thread_local unsigned tls_victim LV_TLS;
+static _Thread_local uint64_t tls_token LV_TLS;
+
+/* Thread exit: give this thread's records back, in the lives that still exist.
+ * Slots it still fills (pins handed to other threads) stay filled. */
+static void on_thread_exit(void *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&g_mtx);
+    for (int i = 0; i < LV_TLS_ENTRIES; i++) {
+        for (lds_live *l = g_lives; l && tls_cache[i].live_id; l = l->next_live)
+            if (l->id == tls_cache[i].live_id)
+                atomic_store(&tls_cache[i].rec->owner, 0);
+        tls_cache[i].live_id = 0;
+        tls_cache[i].rec = NULL;
+    }
+    pthread_mutex_unlock(&g_mtx);
+}
+
+static void make_key(void)
+{
+    if (pthread_key_create(&g_exit_key, on_thread_exit) != 0)
+        g_exit_key = (pthread_key_t)-1;
+}
+
+/* The calling thread's record in `live`, adopting a free one or making one;
+ * NULL when none can be had (the caller then counts its pin). */
+/* Out of line (as collect and pin_counted): the pin's fast path then needs no callee-saved
+ * registers and no frame. */
+#define LV_COLD __attribute__((noinline, cold))
+
+LV_COLD static lv_rec *record_slow(lds_live *live)
+{
+    if (!tls_token) {
+        tls_token = atomic_fetch_add(&g_next_token, 1);
+        pthread_once(&g_key_once, make_key);
+        if (g_exit_key != (pthread_key_t)-1)
+            pthread_setspecific(g_exit_key, (void *)1);
+    }
+    lv_rec *found = NULL;
+    pthread_mutex_lock(&live->mtx);
+    for (lv_rec *r = atomic_load(&live->recs); r && !found; r = r->next)
+        if (atomic_load(&r->owner) == tls_token)
+            found = r;
+    for (lv_rec *r = atomic_load(&live->recs); r && !found; r = r->next) {
+        uint64_t zero = 0;
+        if (atomic_compare_exchange_strong(&r->owner, &zero, tls_token))
+            found = r;
+    }
+    if (!found) {
+        found = aligned_alloc(64, sizeof *found);
+        if (found) {
+            for (int i = 0; i < LV_SLOTS; i++)
+                atomic_init(&found->slot[i], NULL);
+            atomic_init(&found->owner, tls_token);
+            found->next = atomic_load(&live->recs);
+            atomic_store(&live->recs, found);
+        }
+    }
+    pthread_mutex_unlock(&live->mtx);
+    if (found) {
+        unsigned v = tls_victim++ % LV_TLS_ENTRIES;
+        tls_cache[v].live_id = live->id;
+        tls_cache[v].rec = found;
+    }
+    return found;
+}
+
+static inline lv_rec *record(lds_live *live)
+{
+    for (int i = 0; i < LV_TLS_ENTRIES; i++)
+        if (tls_cache[i].live_id == live->id)
+            return tls_cache[i].rec;
+    return record_slow(live);
+}
+
+/* ==== retirement ========================================================= */
+
+static bool named_by_a_slot(lds_live *live, const lv_gen *g)
+{
+    for (lv_rec *r = atomic_load(&live->recs); r; r = r->next)
+        for (int i = 0; i < LV_SLOTS; i++)
+            if (atomic_load_explicit(&r->slot[i], memory_order_acquire) == g)
+                return true;
+    return false;
+}
+
+static void gen_free(lv_gen *g)
+{
+    if (g) {
+        lds_index_free(g->index);
+        free(g);
+    }
+}
+
+/* Under the mutex: unlinks every retired generation nobody pins; returns them. */
+static lv_gen *collect_locked(lds_live *live)
+{
+    lv_gen *dead = NULL;
+    for (lv_gen **p = &live->retired; *p;) {
+        lv_gen *g = *p;
+        if (g->counted_pins == 0 && !named_by_a_slot(live, g)) {
+            *p = g->next;
+            g->next = dead;
+            dead = g;
+            live->n_retired--;
+            live->freed++;
+        } else {
+            p = &g->next;
+        }
+    }
+    return dead;
+}
+
+static void free_list(lv_gen *dead)
+{
+    while (dead) {
+        lv_gen *next = dead->next;
+        gen_free(dead);
+        dead = next;
+    }
+}
+
+LV_COLD static void collect(lds_live *live)
+{
+    pthread_mutex_lock(&live->mtx);
+    lv_gen *dead = collect_locked(live);
+    pthread_mutex_unlock(&live->mtx);
+    /* Freed outside the mutex: returning a rental or unmapping takes its time. */
+    free_list(dead);
+}
+
+/* ==== create, free ======================================================= */
+
+static lds_status set_err(lds_error *err, lds_status st, const char *field, const char *msg)
+{
+    if (!err || err->size < LDS_ERROR_MIN_SIZE || err->size > sizeof *err)
+        return st;
+    lds_error e;
+    memset(&e, 0, sizeof e);
+    e.size = err->size;
+    e.status = st;
+    e.field = field;
+    snprintf(e.message, sizeof e.message, "%s", msg);
+    memcpy(err, &e, err->size);
+    return st;
+}
+
+void lds_live_options_default(lds_live_options *opts)
+{
+    if (!opts)
+        return;
+    memset(opts, 0, sizeof *opts);
+    opts->size = sizeof *opts;
+    opts->max_retired = LDS_LIVE_DEFAULT_MAX_RETIRED;
+}
+
+lds_status lds_live_create(const lds_live_options *opts, lds_live **out, lds_error *err)
+{
+    if (!out) {
+        set_err(err, LDS_E_INVALID_ARG, "out", "lds_live_create: out is NULL");
+        return LDS_E_INVALID_ARG;
+    }
+    *out = NULL;
+    lds_live_options o;
+    lds_live_options_default(&o);
+    if (opts) {
+        if (opts->size < LDS_LIVE_OPTIONS_MIN_SIZE || opts->size > sizeof o) {
+            set_err(err, LDS_E_INVALID_ARG, "lds_live_options.size",
+                    "lds_live_create: lds_live_options.size is out of range (set it with "
+                    "lds_live_options_default)");
+            return LDS_E_INVALID_ARG;
+        }
+        memcpy(&o, opts, opts->size);
+    }
+    if (o.max_retired == 0)
+        o.max_retired = LDS_LIVE_DEFAULT_MAX_RETIRED;
+    if (o.max_retired > LDS_LIVE_MAX_RETIRED_LIMIT) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "lds_live_create: max_retired %" PRIu32 " is above %u",
+                 o.max_retired, LDS_LIVE_MAX_RETIRED_LIMIT);
+        set_err(err, LDS_E_INVALID_ARG, "lds_live_options.max_retired", msg);
+        return LDS_E_INVALID_ARG;
+    }
+    pthread_once(&g_fence_once, fence_init);
+    lds_live *live = aligned_alloc(64, sizeof *live);
+    if (!live) {
+        set_err(err, LDS_E_NOMEM, NULL, "lds_live_create: out of memory");
+        return LDS_E_NOMEM;
+    }
+    memset(live, 0, sizeof *live);
+    atomic_init(&live->current, NULL);
+    atomic_init(&live->recs, NULL);
+    live->max_retired = o.max_retired;
+    live->last_status = LDS_OK;
+    lds_load_info_init(&live->last_load);
+    if (pthread_mutex_init(&live->mtx, NULL) != 0) {
+        free(live);
+        set_err(err, LDS_E_NOMEM, NULL, "lds_live_create: pthread_mutex_init failed");
+        return LDS_E_NOMEM;
+    }
+    if (pthread_mutex_init(&live->reload_mtx, NULL) != 0) {
+        pthread_mutex_destroy(&live->mtx);
+        free(live);
+        set_err(err, LDS_E_NOMEM, NULL, "lds_live_create: pthread_mutex_init failed");
+        return LDS_E_NOMEM;
+    }
+    pthread_mutex_lock(&g_mtx);
+    live->id = g_next_id++;
+    live->next_live = g_lives;
+    g_lives = live;
+    pthread_mutex_unlock(&g_mtx);
+    *out = live;
+    return LDS_OK;
+}
+
+void lds_live_free(lds_live *live)
+{
+    if (!live)
+        return;
+    pthread_mutex_lock(&g_mtx);
+    for (lds_live **p = &g_lives; *p; p = &(*p)->next_live)
+        if (*p == live) {
+            *p = live->next_live;
+            break;
+        }
+    pthread_mutex_unlock(&g_mtx);
+    /* Forget this live in the calling thread's cache; other threads' caches hold
+     * its id, which is never handed out again. */
+    for (int i = 0; i < LV_TLS_ENTRIES; i++)
+        if (tls_cache[i].live_id == live->id)
+            tls_cache[i] = (lv_tls_entry){0, NULL};
+    gen_free(atomic_load(&live->current));
+    free_list(live->retired);
+    for (lv_rec *r = atomic_load(&live->recs); r;) {
+        lv_rec *next = r->next;
+        free(r);
+        r = next;
+    }
+    pthread_mutex_destroy(&live->reload_mtx);
+    pthread_mutex_destroy(&live->mtx);
+    free(live);
+}
+
+/* ==== pin, unpin ========================================================= */
+
+LV_COLD static lds_status pin_counted(lds_live *live, lds_pin *pin)
+{
+    pthread_mutex_lock(&live->mtx);
+    lv_gen *g = atomic_load(&live->current);
+    if (g)
+        g->counted_pins++;
+    pthread_mutex_unlock(&live->mtx);
+    if (!g)
+        return LDS_E_STATE;
+    pin->index = g->index;
+    pin->generation = g->number;
+    pin->internal_[0] = NULL;
+    pin->internal_[1] = g;
+    return LDS_OK;
+}
+
+lds_status lds_live_pin(lds_live *live, lds_pin *pin)
+{
+    if (!pin)
+        return LDS_E_INVALID_ARG;
+    memset(pin, 0, sizeof *pin);
+    if (!live)
+        return LDS_E_INVALID_ARG;
+    lv_rec *rec = record(live);
+    _Atomic(lv_gen *) *slot = NULL;
+    for (int i = 0; rec && i < LV_SLOTS && !slot; i++)
+        if (atomic_load_explicit(&rec->slot[i], memory_order_relaxed) == NULL)
+            slot = &rec->slot[i];
+    if (!slot)
+        return pin_counted(live, pin);
+    lv_gen *g = atomic_load_explicit(&live->current, memory_order_acquire);
+    for (;;) {
+        if (!g)
+            return LDS_E_STATE;
+        atomic_store_explicit(slot, g, memory_order_relaxed);
+        light_fence();
+        lv_gen *again = atomic_load_explicit(&live->current, memory_order_acquire);
+        if (again == g)
+            break;
+        /* Swapped meanwhile: g may already be retired and waiting for this slot. */
+        atomic_store_explicit(slot, NULL, memory_order_release);
+        collect(live);
+        g = again;
+    }
+    pin->index = g->index;
+    pin->generation = g->number;
+    pin->internal_[0] = (void *)slot;
+    pin->internal_[1] = g;
+    return LDS_OK;
+}
+
+void lds_live_unpin(lds_live *live, lds_pin *pin)
+{
+    if (!pin || !pin->index || !live)
+        return;
+    _Atomic(lv_gen *) *slot = pin->internal_[0];
+    lv_gen *g = pin->internal_[1];
+    memset(pin, 0, sizeof *pin);
+    if (slot) {
+        atomic_store_explicit(slot, NULL, memory_order_release);
+        light_fence();
+        /* g is not dereferenced from here on: it may be freed by now. */
+        if (atomic_load_explicit(&live->current, memory_order_acquire) != g)
+            collect(live);
+        return;
+    }
+    pthread_mutex_lock(&live->mtx);
+    g->counted_pins--;
+    lv_gen *dead = atomic_load(&live->current) != g ? collect_locked(live) : NULL;
+    pthread_mutex_unlock(&live->mtx);
+    free_list(dead);
+}
+
+/* ==== reloads ============================================================ */
+
+static lds_status reload_begin(lds_live *live, lds_error *err)
+{
+    if (pthread_mutex_trylock(&live->reload_mtx) != 0) {
+        pthread_mutex_lock(&live->mtx);
+        live->reloads_refused++;
+        pthread_mutex_unlock(&live->mtx);
+        set_err(err, LDS_E_STATE, "live.reload",
+                "reload refused: another reload of this live index is running");
+        return LDS_E_STATE;
+    }
+    pthread_mutex_lock(&live->mtx);
+    uint64_t waiting = live->n_retired;
+    if (waiting >= live->max_retired)
+        live->reloads_refused++;
+    pthread_mutex_unlock(&live->mtx);
+    if (waiting >= live->max_retired) {
+        pthread_mutex_unlock(&live->reload_mtx);
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "reload refused: %" PRIu64
+                 " retired generations still pinned (max_retired %" PRIu32 ")",
+                 waiting, live->max_retired);
+        set_err(err, LDS_E_LIMIT, "live.max_retired", msg);
+        return LDS_E_LIMIT;
+    }
+    return LDS_OK;
+}
+
+static uint64_t held_bytes(const lds_index *idx, const lds_load_info *info)
+{
+    if (info && info->ownership == LDS_OWN_ADOPT && info->capacity_bytes)
+        return info->capacity_bytes;
+    return lds_index_payload_bytes(idx);
+}
+
+static lv_gen *gen_new(lds_index *idx, const lds_load_info *info)
+{
+    lv_gen *g = calloc(1, sizeof *g);
+    if (g) {
+        g->index = idx;
+        g->bytes = held_bytes(idx, info);
+    }
+    return g;
+}
+
+/* Ends the reload begun by reload_begin: swaps `g` in (st == LDS_OK) or records the
+ * failure (`info` non-NULL: a load ran, its status and info go to the stats); releases
+ * the reload mutex. */
+static lds_status reload_end(lds_live *live, lds_status st, lv_gen *g, const lds_load_info *info,
+                             uint64_t *generation)
+{
+    pthread_mutex_lock(&live->mtx);
+    if (info) {
+        live->last_status = st;
+        memcpy(&live->last_load, info,
+               info->size < sizeof live->last_load ? info->size : sizeof live->last_load);
+        live->last_load.size = sizeof live->last_load;
+    }
+    lv_gen *old = NULL;
+    uint64_t number = 0;
+    if (st == LDS_OK) {
+        old = atomic_load(&live->current);
+        number = g->number = ++live->reloads_done;
+        atomic_store(&live->current, g);
+    } else {
+        live->reloads_failed++;
+    }
+    pthread_mutex_unlock(&live->mtx);
+    lv_gen *dead = NULL;
+    if (old) {
+        /* Every reader's slot store made before this point is visible after it, and every
+         * reader's re-check after it sees `g` (see the top of this file). Only then may
+         * `old` join the retired list, where scans look for it. */
+        heavy_fence();
+        pthread_mutex_lock(&live->mtx);
+        old->next = live->retired;
+        live->retired = old;
+        live->n_retired++;
+        if (live->n_retired > live->retired_peak)
+            live->retired_peak = live->n_retired;
+        dead = collect_locked(live);
+        pthread_mutex_unlock(&live->mtx);
+    }
+    pthread_mutex_unlock(&live->reload_mtx);
+    free_list(dead);
+    if (st == LDS_OK && generation)
+        *generation = number;
+    return st;
+}
+
+/* After a load: wraps the index in a generation and ends the reload. */
+static lds_status load_end(lds_live *live, lds_status st, lds_index *idx, const lds_load_info *info,
+                           uint64_t *generation, lds_error *err)
+{
+    lv_gen *g = NULL;
+    if (st == LDS_OK && !(g = gen_new(idx, info))) {
+        lds_index_free(idx);
+        st = set_err(err, LDS_E_NOMEM, NULL, "reload: out of memory");
+    }
+    return reload_end(live, st, g, info, generation);
+}
+
+/* The lds_load_info the load writes: the caller's, or ours when it passed NULL,
+ * so that the stats always have the last load's. */
+#define LOAD_INFO(info, local) ((info) ? (info) : (lds_load_info_init(&(local)), &(local)))
+
+lds_status lds_live_reload_path(lds_live *live, const char *path, const lds_load_options *opts,
+                                uint64_t *generation, lds_load_info *info, lds_error *err)
+{
+    if (!live || !path)
+        return set_err(err, LDS_E_INVALID_ARG, "path", "reload: live or path is NULL");
+    lds_status st = reload_begin(live, err);
+    if (st != LDS_OK)
+        return st;
+    lds_load_info local;
+    lds_load_info *inf = LOAD_INFO(info, local);
+    lds_index *idx = NULL;
+    st = lds_load_path(path, opts, &idx, inf, err);
+    return load_end(live, st, idx, inf, generation, err);
+}
+
+lds_status lds_live_reload_fd(lds_live *live, int fd, const lds_load_options *opts,
+                              uint64_t *generation, lds_load_info *info, lds_error *err)
+{
+    if (!live)
+        return set_err(err, LDS_E_INVALID_ARG, "live", "reload: live is NULL");
+    lds_status st = reload_begin(live, err);
+    if (st != LDS_OK)
+        return st;
+    lds_load_info local;
+    lds_load_info *inf = LOAD_INFO(info, local);
+    lds_index *idx = NULL;
+    st = lds_load_fd(fd, opts, &idx, inf, err);
+    return load_end(live, st, idx, inf, generation, err);
+}
+
+lds_status lds_live_reload_file(lds_live *live, FILE *f, const lds_load_options *opts,
+                                uint64_t *generation, lds_load_info *info, lds_error *err)
+{
+    if (!live || !f)
+        return set_err(err, LDS_E_INVALID_ARG, "f", "reload: live or f is NULL");
+    lds_status st = reload_begin(live, err);
+    if (st != LDS_OK)
+        return st;
+    lds_load_info local;
+    lds_load_info *inf = LOAD_INFO(info, local);
+    lds_index *idx = NULL;
+    st = lds_load_file(f, opts, &idx, inf, err);
+    return load_end(live, st, idx, inf, generation, err);
+}
+
+lds_status lds_live_reload_memory(lds_live *live, const void *bytes, size_t n, bool copy,
+                                  const lds_load_options *opts, uint64_t *generation,
+                                  lds_load_info *info, lds_error *err)
+{
+    if (!live || !bytes)
+        return set_err(err, LDS_E_INVALID_ARG, "bytes", "reload: live or bytes is NULL");
+    lds_status st = reload_begin(live, err);
+    if (st != LDS_OK)
+        return st;
+    lds_load_info local;
+    lds_load_info *inf = LOAD_INFO(info, local);
+    lds_index *idx = NULL;
+    st = lds_load_memory(bytes, n, copy, opts, &idx, inf, err);
+    return load_end(live, st, idx, inf, generation, err);
+}
+
+lds_status lds_live_reload_callback(lds_live *live, lds_read_fn read, void *ctx,
+                                    const lds_load_options *opts, uint64_t *generation,
+                                    lds_load_info *info, lds_error *err)
+{
+    if (!live || !read)
+        return set_err(err, LDS_E_INVALID_ARG, "read", "reload: live or read is NULL");
+    lds_status st = reload_begin(live, err);
+    if (st != LDS_OK)
+        return st;
+    lds_load_info local;
+    lds_load_info *inf = LOAD_INFO(info, local);
+    lds_index *idx = NULL;
+    st = lds_load_callback(read, ctx, opts, &idx, inf, err);
+    return load_end(live, st, idx, inf, generation, err);
+}
+
+lds_status lds_live_install_take(lds_live *live, lds_index *idx, uint64_t *generation,
+                                 lds_error *err)
+{
+    if (!live || !idx)
+        return set_err(err, LDS_E_INVALID_ARG, "idx", "install: live or idx is NULL");
+    lds_status st = reload_begin(live, err);
+    if (st != LDS_OK)
+        return st;
+    lv_gen *g = gen_new(idx, NULL);
+    if (!g) {
+        pthread_mutex_unlock(&live->reload_mtx);
+        return set_err(err, LDS_E_NOMEM, NULL, "install: out of memory"); /* caller keeps idx */
+    }
+    return reload_end(live, LDS_OK, g, NULL, generation);
+}
+
+/* ==== statistics ========================================================= */
+
+void lds_live_stats_init(lds_live_stats *stats)
+{
+    if (!stats)
+        return;
+    memset(stats, 0, sizeof *stats);
+    stats->size = sizeof *stats;
+    lds_load_info_init(&stats->last_load);
+}
+
+lds_status lds_live_get_stats(lds_live *live, lds_live_stats *out)
+{
+    if (!live || !out || out->size < LDS_LIVE_STATS_MIN_SIZE || out->size > sizeof *out)
+        return LDS_E_INVALID_ARG;
+    lds_live_stats s;
+    lds_live_stats_init(&s);
+    pthread_mutex_lock(&live->mtx);
+    lv_gen *cur = atomic_load(&live->current);
+    s.generation = cur ? cur->number : 0;
+    s.bytes_current = cur ? cur->bytes : 0;
+    s.reloads_done = live->reloads_done;
+    s.reloads_failed = live->reloads_failed;
+    s.reloads_refused = live->reloads_refused;
+    s.retired_pinned = live->n_retired;
+    s.retired_pinned_peak = live->retired_peak;
+    s.generations_freed = live->freed;
+    s.last_status = live->last_status;
+    s.last_load = live->last_load;
+    for (lv_gen *g = live->retired; g; g = g->next) {
+        s.bytes_retired += g->bytes;
+        s.pins_on_retired += g->counted_pins;
+        for (lv_rec *r = atomic_load(&live->recs); r; r = r->next)
+            for (int i = 0; i < LV_SLOTS; i++)
+                s.pins_on_retired += atomic_load(&r->slot[i]) == g;
+    }
+    pthread_mutex_unlock(&live->mtx);
+    memcpy(out, &s, sizeof s);
+    return LDS_OK;
+}
+
+#define STAT_FIELDS(X)                                                                             \
+    X(generation)                                                                                  \
+    X(reloads_done)                                                                                \
+    X(reloads_failed)                                                                              \
+    X(reloads_refused)                                                                             \
+    X(retired_pinned)                                                                              \
+    X(retired_pinned_peak)                                                                         \
+    X(pins_on_retired)                                                                             \
+    X(bytes_retired)                                                                               \
+    X(bytes_current)                                                                               \
+    X(generations_freed)
+
+#define INFO_U64(X)                                                                                \
+    X(payload_bytes)                                                                               \
+    X(declared_bytes)                                                                              \
+    X(stream_bytes)                                                                                \
+    X(capacity_bytes)                                                                              \
+    X(elapsed_ns)
+
+#define INFO_BOOL(X)                                                                               \
+    X(compressed)                                                                                  \
+    X(checksum_verified)                                                                           \
+    X(hashed_while_reading)                                                                        \
+    X(mmap_fallback)                                                                               \
+    X(hashed_on_thread)
+
+lds_status lds_live_stats_json(const lds_live_stats *s, char *buf, size_t cap, size_t *needed)
+{
+    if (!s || (!buf && cap > 0) || s->size < LDS_LIVE_STATS_MIN_SIZE || s->size > sizeof *s)
+        return LDS_E_INVALID_ARG;
+    char tmp[1536];
+    size_t n = 0;
+    int k;
+#define APPEND(...)                                                                                \
+    do {                                                                                           \
+        k = snprintf(tmp + n, sizeof tmp - n, __VA_ARGS__);                                        \
+        if (k < 0 || (size_t)k >= sizeof tmp - n)                                                  \
+            return LDS_E_LIMIT;                                                                    \
+        n += (size_t)k;                                                                            \
+    } while (0)
+    APPEND("{");
+#define STAT_JSON(f) APPEND("\"%s\":%" PRIu64 ",", #f, s->f);
+    STAT_FIELDS(STAT_JSON)
+#undef STAT_JSON
+    APPEND("\"last_status\":\"%s\",", lds_status_name(s->last_status));
+    const lds_load_info *li = &s->last_load;
+    const char *own = li->ownership == LDS_OWN_ADOPT  ? "adopt"
+                      : li->ownership == LDS_OWN_COPY ? "copy"
+                                                      : "none";
+    APPEND("\"last_load\":{\"path\":\"%s\",\"ownership\":\"%s\"", lds_load_path_name(li->path),
+           own);
+#define INFO_U64_JSON(f) APPEND(",\"%s\":%" PRIu64, #f, li->f);
+    INFO_U64(INFO_U64_JSON)
+#undef INFO_U64_JSON
+#define INFO_BOOL_JSON(f) APPEND(",\"%s\":%s", #f, li->f ? "true" : "false");
+    INFO_BOOL(INFO_BOOL_JSON)
+#undef INFO_BOOL_JSON
+    APPEND("}}");
+#undef APPEND
+    if (needed)
+        *needed = n;
+    if (cap > 0) {
+        size_t c = n < cap ? n : cap - 1;
+        memcpy(buf, tmp, c);
+        buf[c] = '\0';
+    }
+    return n < cap ? LDS_OK : LDS_E_LIMIT;
+}
