@@ -158,6 +158,8 @@ struct lds_index {
     pthread_mutex_t id_lock;
     _Atomic(uint64_t *) id_slots;
     uint64_t id_mask;
+
+    _Atomic(double *) inv_norms; /* 1 / |row|, built by the first cosine search (search.c) */
 };
 
 /* Bytes [offset of row's key, end) of `row` (the index has keys). */

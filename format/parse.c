@@ -54,6 +54,7 @@ static void index_destroy(lds_index *idx)
     free(idx->meta_arena);
     free(idx->key_slots);
     free(atomic_load(&idx->id_slots));
+    free(atomic_load(&idx->inv_norms));
     pthread_mutex_destroy(&idx->id_lock);
     free(idx);
 }
@@ -690,6 +691,7 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
         return lds__fail(err, LDS_E_NOMEM, NULL, 0, "cannot initialize the id table lock");
     }
     atomic_init(&idx->id_slots, NULL);
+    atomic_init(&idx->inv_norms, NULL);
     if (ps.keys.present)
         st = check_keys(&ps, idx);
     if (st == LDS_OK && ps.meta.present)
