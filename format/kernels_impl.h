@@ -55,39 +55,67 @@ LDS_K_INLINE size_t esize(lds_dtype dt)
     return dt == LDS_DTYPE_F32 ? 4 : dt == LDS_DTYPE_I8 ? 1 : 2;
 }
 
-/* QT queries x RT rows; QT, RT, dt and l2 are constants at every call. */
+/* Lanes [0, rem) all ones, the rest zero: &lane_mask[LDS_K_LANES - rem]. */
+static const uint32_t lane_mask[2 * LDS_K_LANES] = {
+    UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX,
+#if LDS_K_LANES == 16
+    UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX,
+#endif
+};
+
+LDS_K_INLINE vf step(vf acc, vf qv, vf rv, bool l2)
+{
+    if (l2) {
+        vf d = qv - rv;
+        return LDS_K_FMA(d, d, acc);
+    }
+    return LDS_K_FMA(qv, rv, acc);
+}
+
+/* QT queries x RT rows; QT, RT, dt and l2 are constants at every call. The
+   row tail (dim % LANES elements) is loaded whole when the chunk ends before
+   `end` (the end of the vectors) and its extra lanes cleared, else copied. */
 LDS_K_INLINE void tile(const float *q, size_t qs, int QT, const uint8_t *r, size_t rb, int RT,
-                       uint32_t dim, lds_dtype dt, float scale, bool l2, float *out, size_t os)
+                       uint32_t dim, lds_dtype dt, float scale, bool l2, float *out, size_t os,
+                       const uint8_t *end)
 {
     vf acc[3][4];
     for (int j = 0; j < QT; j++)
         for (int m = 0; m < RT; m++)
             acc[j][m] = (vf){0};
-    const size_t es = esize(dt), full = dim / LDS_K_LANES, rem = dim % LDS_K_LANES;
-    for (size_t c = 0; c <= full; c++) {
-        if (c == full && rem == 0)
-            break;
-        vf rv[4];
+    const size_t es = esize(dt), cb = LDS_K_LANES * es, full = dim / LDS_K_LANES;
+    const size_t rem = dim % LDS_K_LANES;
+    for (size_t c = 0; c < full; c++) {
         for (int m = 0; m < RT; m++) {
-            const uint8_t *p = r + (size_t)m * rb + c * LDS_K_LANES * es;
-            if (c < full) {
-                rv[m] = load_chunk(p, dt, scale);
+            vf rv = load_chunk(r + (size_t)m * rb + c * cb, dt, scale);
+            for (int j = 0; j < QT; j++) {
+                vf qv;
+                memcpy(&qv, q + (size_t)j * qs + c * LDS_K_LANES, sizeof qv);
+                acc[j][m] = step(acc[j][m], qv, rv, l2);
+            }
+        }
+    }
+    if (rem) {
+        vu mask;
+        memcpy(&mask, lane_mask + (LDS_K_LANES - rem), sizeof mask);
+        for (int m = 0; m < RT; m++) {
+            const uint8_t *p = r + (size_t)m * rb + full * cb;
+            vf rv;
+            if ((size_t)(end - p) >= cb) {
+                rv = load_chunk(p, dt, scale);
             } else {
                 uint8_t buf[LDS_K_BYTES] = {0};
                 memcpy(buf, p, rem * es);
-                rv[m] = load_chunk(buf, dt, scale);
+                rv = load_chunk(buf, dt, scale);
             }
-        }
-        for (int j = 0; j < QT; j++) {
-            vf qv;
-            memcpy(&qv, q + (size_t)j * qs + c * LDS_K_LANES, sizeof qv);
-            for (int m = 0; m < RT; m++) {
-                if (l2) {
-                    vf d = qv - rv[m];
-                    acc[j][m] = LDS_K_FMA(d, d, acc[j][m]);
-                } else {
-                    acc[j][m] = LDS_K_FMA(qv, rv[m], acc[j][m]);
-                }
+            vu bits;
+            memcpy(&bits, &rv, sizeof bits);
+            bits &= mask; /* whatever the next row holds (NaN too) becomes +0 */
+            memcpy(&rv, &bits, sizeof rv);
+            for (int j = 0; j < QT; j++) {
+                vf qv;
+                memcpy(&qv, q + (size_t)j * qs + full * LDS_K_LANES, sizeof qv);
+                acc[j][m] = step(acc[j][m], qv, rv, l2);
             }
         }
     }
@@ -98,36 +126,43 @@ LDS_K_INLINE void tile(const float *q, size_t qs, int QT, const uint8_t *r, size
 
 LDS_K_INLINE void scores_body(const float *q, size_t qs, size_t nq, const uint8_t *rows, size_t rb,
                               size_t nr, uint32_t dim, lds_dtype dt, float scale, bool l2,
-                              float *out, size_t os)
+                              float *out, size_t os, const uint8_t *end)
 {
     size_t j = 0;
     for (; j + 3 <= nq; j += 3) {
         size_t i = 0;
         for (; i + 4 <= nr; i += 4)
-            tile(q + j * qs, qs, 3, rows + i * rb, rb, 4, dim, dt, scale, l2, out + j * os + i, os);
+            tile(q + j * qs, qs, 3, rows + i * rb, rb, 4, dim, dt, scale, l2, out + j * os + i, os,
+                 end);
         for (; i < nr; i++)
-            tile(q + j * qs, qs, 3, rows + i * rb, rb, 1, dim, dt, scale, l2, out + j * os + i, os);
+            tile(q + j * qs, qs, 3, rows + i * rb, rb, 1, dim, dt, scale, l2, out + j * os + i, os,
+                 end);
     }
     if (nq - j == 2) {
         size_t i = 0;
         for (; i + 4 <= nr; i += 4)
-            tile(q + j * qs, qs, 2, rows + i * rb, rb, 4, dim, dt, scale, l2, out + j * os + i, os);
+            tile(q + j * qs, qs, 2, rows + i * rb, rb, 4, dim, dt, scale, l2, out + j * os + i, os,
+                 end);
         for (; i < nr; i++)
-            tile(q + j * qs, qs, 2, rows + i * rb, rb, 1, dim, dt, scale, l2, out + j * os + i, os);
+            tile(q + j * qs, qs, 2, rows + i * rb, rb, 1, dim, dt, scale, l2, out + j * os + i, os,
+                 end);
     } else if (nq - j == 1) {
         size_t i = 0;
         for (; i + 4 <= nr; i += 4)
-            tile(q + j * qs, qs, 1, rows + i * rb, rb, 4, dim, dt, scale, l2, out + j * os + i, os);
+            tile(q + j * qs, qs, 1, rows + i * rb, rb, 4, dim, dt, scale, l2, out + j * os + i, os,
+                 end);
         for (; i < nr; i++)
-            tile(q + j * qs, qs, 1, rows + i * rb, rb, 1, dim, dt, scale, l2, out + j * os + i, os);
+            tile(q + j * qs, qs, 1, rows + i * rb, rb, 1, dim, dt, scale, l2, out + j * os + i, os,
+                 end);
     }
 }
 
 #define LDS_K_SPEC(NAME, DT, L2)                                                                   \
     static void NAME(const float *q, size_t qs, size_t nq, const uint8_t *rows, size_t rb,         \
-                     size_t nr, uint32_t dim, float scale, float *out, size_t os)                  \
+                     size_t nr, uint32_t dim, float scale, float *out, size_t os,                  \
+                     const uint8_t *end)                                                           \
     {                                                                                              \
-        scores_body(q, qs, nq, rows, rb, nr, dim, DT, scale, L2, out, os);                         \
+        scores_body(q, qs, nq, rows, rb, nr, dim, DT, scale, L2, out, os, end);                    \
     }
 LDS_K_SPEC(s_f32_dot, LDS_DTYPE_F32, false)
 LDS_K_SPEC(s_f32_l2, LDS_DTYPE_F32, true)
@@ -139,20 +174,21 @@ LDS_K_SPEC(s_i8_dot, LDS_DTYPE_I8, false)
 LDS_K_SPEC(s_i8_l2, LDS_DTYPE_I8, true)
 
 static void scores(const float *q, size_t qs, size_t nq, const uint8_t *rows, size_t rb, size_t nr,
-                   uint32_t dim, lds_dtype dt, float scale, bool l2, float *out, size_t os)
+                   uint32_t dim, lds_dtype dt, float scale, bool l2, float *out, size_t os,
+                   const uint8_t *end)
 {
     switch (dt) {
     case LDS_DTYPE_F32:
-        (l2 ? s_f32_l2 : s_f32_dot)(q, qs, nq, rows, rb, nr, dim, scale, out, os);
+        (l2 ? s_f32_l2 : s_f32_dot)(q, qs, nq, rows, rb, nr, dim, scale, out, os, end);
         break;
     case LDS_DTYPE_F16:
-        (l2 ? s_f16_l2 : s_f16_dot)(q, qs, nq, rows, rb, nr, dim, scale, out, os);
+        (l2 ? s_f16_l2 : s_f16_dot)(q, qs, nq, rows, rb, nr, dim, scale, out, os, end);
         break;
     case LDS_DTYPE_BF16:
-        (l2 ? s_bf16_l2 : s_bf16_dot)(q, qs, nq, rows, rb, nr, dim, scale, out, os);
+        (l2 ? s_bf16_l2 : s_bf16_dot)(q, qs, nq, rows, rb, nr, dim, scale, out, os, end);
         break;
     case LDS_DTYPE_I8:
-        (l2 ? s_i8_l2 : s_i8_dot)(q, qs, nq, rows, rb, nr, dim, scale, out, os);
+        (l2 ? s_i8_l2 : s_i8_dot)(q, qs, nq, rows, rb, nr, dim, scale, out, os, end);
         break;
     }
 }

@@ -247,7 +247,8 @@ static void scan(scan_job *jb)
     for (uint64_t b = jb->r0; b < jb->r1; b += jb->block) {
         size_t nr = (size_t)(jb->r1 - b < jb->block ? jb->r1 - b : jb->block);
         jb->kernel->scores(jb->q, jb->qs, jb->nq, idx->vectors + b * idx->row_bytes, idx->row_bytes,
-                           nr, idx->dim, idx->dtype, idx->i8_scale, jb->l2, jb->scores, jb->block);
+                           nr, idx->dim, idx->dtype, idx->i8_scale, jb->l2, jb->scores, jb->block,
+                           idx->vectors + idx->rows * idx->row_bytes);
         for (size_t j = 0; j < jb->nq; j++) {
             float *s = jb->scores + j * jb->block;
             if (jb->inv)

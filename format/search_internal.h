@@ -18,7 +18,9 @@
  * LDS__QPAD, 64-byte aligned. Row i is rows + i * row_bytes (any alignment),
  * `dim` elements of `dtype` (i8 elements are converted as i8 * scale, exactly
  * as lds__row_to_f32 does). Writes out[j * out_stride + i] = sum of q * r
- * (l2 false) or sum of (q - r)^2 (l2 true).
+ * (l2 false) or sum of (q - r)^2 (l2 true). `end` is the end of the stored
+ * vectors: a row's last partial chunk is read whole (and its extra lanes
+ * cleared) when it lies before `end`, copied otherwise.
  *
  * Every (query, row) pair is summed in one fixed order whatever nq and nr are
  * (lane l of `lanes` accumulates elements l, l + lanes, ...; the tail is
@@ -27,7 +29,7 @@
  */
 typedef void lds__score_fn(const float *q, size_t qstride, size_t nq, const uint8_t *rows,
                            size_t row_bytes, size_t nr, uint32_t dim, lds_dtype dtype, float scale,
-                           bool l2, float *out, size_t out_stride);
+                           bool l2, float *out, size_t out_stride, const uint8_t *end);
 
 typedef struct lds__kernel {
     const char *name; /* "generic", "avx2", "avx512" */
