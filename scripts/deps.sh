@@ -16,6 +16,7 @@ PACKAGES=(
     libcmocka-dev                          # unit tests
     zstd                                   # the shipped sample is zstd-compressed
     python3 python3-numpy                  # test scripts, fixtures and comparisons
+    python3-faiss libopenblas0-pthread     # bench/compare_faiss.py (faiss, numpy's sgemm)
     hyperfine gnuplot-nox                  # lodestar-bench: whole-process runs, --plot
     libjemalloc2 libmimalloc2.0            # pool-cost-allocators.sh preloads each
 )
