@@ -31,6 +31,17 @@ const lds__kernel *lds__search_kernel_at(size_t i)
     return i < KERNEL_COUNT ? kernel_list[i] : NULL;
 }
 
+#if defined(LDS_HAVE_KERNEL_AVX2)
+#include <cpuid.h>
+
+/* CPUID.1:ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c"). */
+static bool cpu_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
+
 bool lds__search_kernel_runs(size_t i)
 {
     if (i >= KERNEL_COUNT)
@@ -41,8 +52,7 @@ bool lds__search_kernel_runs(size_t i)
 #endif
 #if defined(LDS_HAVE_KERNEL_AVX2)
     if (kernel_list[i] == &lds__kernel_avx2)
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
 #endif
     return true;
 }
