@@ -50,6 +50,9 @@ ap.add_argument("--dry", action="store_true", help="tiny sizes, 2 rounds")
 ap.add_argument("--rounds", type=int, default=5)
 ap.add_argument("--threads", type=int, default=0, help="0: every online core")
 ap.add_argument("--index", default=os.path.join(ROOT, ".cache", "glove", "glove-100d.ldsi"))
+ap.add_argument("--sections", default="main,extras",
+                help="main: the comparison table; extras: cosine norms (first search vs later) "
+                     "and single-query threads 1 vs all")
 ap.add_argument("--single", type=int, default=10, help="queries timed one at a time")
 args = ap.parse_args()
 THREADS = args.threads or os.cpu_count()
@@ -211,6 +214,43 @@ def memchr_bandwidth(nthreads, nbytes=512 << 20):
     return best, best_cpu
 
 
+def extras(x, q, tmp):
+    """The first cosine search of a freshly loaded index (it builds the row norms) against
+    the later ones, and single-query scans with 1 thread against all, interleaved."""
+    n, d = x.shape
+    path = os.path.join(tmp, "f32-cosine.ldsi")
+    write(path, x, 1, "cosine")
+    firsts, laters = [], []
+    for rnd in range(3 if not args.dry else 1):
+        c = Lds("cosine", path, x)
+        c.opts.threads = 1
+        t = time.perf_counter()
+        c.search(q[rnd:rnd + 1], 10)
+        firsts.append((time.perf_counter() - t) * 1e3)
+        for j in range(5):
+            t = time.perf_counter()
+            c.search(q[j:j + 1], 10)
+            laters.append((time.perf_counter() - t) * 1e3)
+        c.idx.close()
+    print("cosine, 1 thread: first search of a fresh load (builds the norms) median %.1f ms "
+          "(%.1f-%.1f), later searches median %.1f ms (%.1f-%.1f)" % (
+              statistics.median(firsts), min(firsts), max(firsts), statistics.median(laters),
+              min(laters), max(laters)))
+    f32 = Lds("f32", path, x)
+    walls = {1: [], THREADS: []}
+    for j in range(40 if not args.dry else 4):
+        for th in walls:
+            f32.opts.threads = th
+            t = time.perf_counter()
+            f32.search(q[j % NQ:j % NQ + 1], 10)
+            walls[th].append((time.perf_counter() - t) * 1e3)
+    for th, v in walls.items():
+        print("single query f32 (cosine index), threads %d: median %.2f ms (%.2f-%.2f), %d "
+              "queries interleaved" % (th, statistics.median(v), min(v), max(v), len(v)))
+    f32.idx.close()
+    os.unlink(path)
+
+
 def main():
     x, source = vectors()
     n, d = x.shape
@@ -218,6 +258,13 @@ def main():
     q = x[rng.choice(n, NQ, replace=False)] + rng.standard_normal((NQ, d)).astype(np.float32) * 0.05
     q = np.ascontiguousarray(q, dtype=np.float32)
     tmp = tempfile.mkdtemp(prefix="lds-faiss-")
+    sections = args.sections.split(",")
+    if "extras" in sections:
+        print("# extras: %s, %d x %d, machine %s, load average %s" % (
+            source, n, d, cpu_model(), " ".join("%.2f" % a for a in os.getloadavg())))
+        extras(x, q, tmp)
+    if "main" not in sections:
+        return
     scale = float(np.abs(x).max()) / 127.0
     specs = [("f32", 1, "dot"), ("f32", 1, "l2"), ("f16", 2, "dot"), ("bf16", 3, "dot"),
              ("i8", 4, "dot")]

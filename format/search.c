@@ -300,8 +300,12 @@ void lds_search_options_default(lds_search_options *o)
     o->threads = 0;
 }
 
-/* Scanned elements (rows x dim x queries) below which one more thread does not pay. */
-#define WORK_PER_THREAD ((uint64_t)1 << 16)
+/* Scanned elements (rows x dim x queries) each thread must have at least: when the
+   caller asks for threads, and when it leaves the count to us (threads = 0). Starting a
+   thread costs tens of microseconds on an idle machine and milliseconds on a loaded one
+   (compare_faiss.py extras, ADR 0015), so the automatic count wants ~8 Mi elements each. */
+#define WORK_PER_THREAD      ((uint64_t)1 << 16)
+#define WORK_PER_AUTO_THREAD ((uint64_t)1 << 23)
 /* Cap on the hits of the per-thread heaps of one query chunk, all threads together. */
 #define HEAP_HITS_CAP ((size_t)1 << 22)
 
@@ -367,8 +371,9 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
     unsigned t = o.threads ? o.threads : online_cores();
     if (t > 64)
         t = 64;
-    if ((uint64_t)t > work / WORK_PER_THREAD)
-        t = (unsigned)(work / WORK_PER_THREAD > 0 ? work / WORK_PER_THREAD : 1);
+    uint64_t min_work = o.threads ? WORK_PER_THREAD : WORK_PER_AUTO_THREAD;
+    if ((uint64_t)t > work / min_work)
+        t = (unsigned)(work / min_work > 0 ? work / min_work : 1);
     if ((uint64_t)t > idx->rows / 4)
         t = (unsigned)(idx->rows / 4 > 0 ? idx->rows / 4 : 1);
     if (t > 1 && (size_t)t * qc * want > HEAP_HITS_CAP)
