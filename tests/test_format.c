@@ -2141,6 +2141,63 @@ static void test_search_threads_identical(void **state)
     }
 }
 
+typedef struct cos_arg {
+    lds_index *idx;
+    const lds_hit *want;
+    int failures;
+} cos_arg;
+
+static void *cosine_search(void *p)
+{
+    cos_arg *a = p;
+    float q[17];
+    for (int i = 0; i < 17; i++)
+        q[i] = (float)(i % 5) - 2.0f;
+    lds_hit h[5];
+    size_t n = 0;
+    if (lds_index_search(a->idx, q, 17, 5, h, &n, NULL) != LDS_OK || n != 5)
+        a->failures++;
+    else
+        for (int i = 0; i < 5; i++)
+            if (h[i].row != a->want[i].row || h[i].score != a->want[i].score)
+                a->failures++;
+    return NULL;
+}
+
+/* The lazily built norms: 8 threads make the first cosine search of an index at
+   once; every one gets the hits a lone search gets (and TSan sees no race). */
+static void test_lazy_norms_are_thread_safe(void **state)
+{
+    (void)state;
+    spec s = {.metric = LDS_METRIC_COSINE, .dim = 17, .rows = 3000};
+    bytes f = build(&s);
+    lds_index *idx = NULL, *ref = NULL;
+    assert_int_equal(parse_file(&f, NULL, &idx, NULL), LDS_OK);
+    assert_int_equal(parse_file(&f, NULL, &ref, NULL), LDS_OK);
+    lds_hit want[5];
+    cos_arg solo = {ref, want, 0};
+    float q[17];
+    for (int i = 0; i < 17; i++)
+        q[i] = (float)(i % 5) - 2.0f;
+    size_t n = 0;
+    assert_int_equal(lds_index_search(ref, q, 17, 5, want, &n, NULL), LDS_OK);
+    cosine_search(&solo);
+    assert_int_equal(solo.failures, 0);
+    pthread_t t[8];
+    cos_arg a[8];
+    for (int i = 0; i < 8; i++) {
+        a[i] = (cos_arg){idx, want, 0};
+        pthread_create(&t[i], NULL, cosine_search, &a[i]);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(a[i].failures, 0);
+    }
+    lds_index_free(idx);
+    lds_index_free(ref);
+    free(f.p);
+}
+
 /* Argument and value errors of the batch call; nothing written on failure. */
 static void test_search_batch_errors(void **state)
 {
@@ -2386,6 +2443,15 @@ static void test_null_arguments(void **state)
 
 int main(void)
 {
+#if defined(LDS_FORMAT_THREADS_ONLY)
+    /* format-threads (suite tsan): the tests that run threads against one index. */
+    const struct CMUnitTest threaded[] = {
+        cmocka_unit_test(test_lazy_id_table_is_thread_safe),
+        cmocka_unit_test(test_lazy_norms_are_thread_safe),
+        cmocka_unit_test(test_search_threads_identical),
+    };
+    return cmocka_run_group_tests(threaded, NULL, NULL);
+#endif
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f16_known_values),
         cmocka_unit_test(test_f16_every_value_round_trips),
@@ -2425,6 +2491,7 @@ int main(void)
         cmocka_unit_test(test_lazy_id_table_is_thread_safe),
         cmocka_unit_test(test_search_against_reference),
         cmocka_unit_test(test_search_threads_identical),
+        cmocka_unit_test(test_lazy_norms_are_thread_safe),
         cmocka_unit_test(test_search_batch_errors),
         cmocka_unit_test(test_search_nan_rows_every_kernel),
         cmocka_unit_test(test_search_ties_and_errors),
