@@ -1,6 +1,7 @@
 /* lodestar get and lodestar similar: look a key up, and find its nearest neighbours. */
 #include "cli.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>
@@ -30,17 +31,30 @@ static const char get_usage[] =
 static const char similar_usage[] =
     "usage: lodestar similar [options] FILE KEY\n"
     "       lodestar similar [options] --row N FILE\n"
+    "       lodestar similar [options] --vector X,Y,... FILE\n"
+    "       lodestar similar [options] --vector-file F FILE\n"
+    "       lodestar similar [options] --queries F FILE\n"
     "\n"
     "Print the k nearest neighbours of KEY's vector (or row N's), best first,\n"
-    "leaving out the row itself. Exact search under the index's metric:\n"
+    "leaving out the row itself, or of a given vector (dim numbers separated by\n"
+    "commas and/or white space). Exact search under the index's metric:\n"
     "cosine and dot print similarity (higher is nearer), l2 prints squared\n"
     "Euclidean distance (lower is nearer). Without keys in the index the key\n"
     "column is left out; keys are escaped as in 'lodestar get'. In JSON a NaN\n"
     "score (a row holding NaN ranks last) is null.\n"
     "\n"
+    "With --queries, F holds one query per line: a key of the index, or else a\n"
+    "vector; each prints one line of JSON (the object --json prints, compact,\n"
+    "with \"query\": the line number), in order. A line that is neither stops the\n"
+    "run with exit status 1, naming the line.\n"
+    "\n"
     "options:\n"
     "  -k N        number of neighbours, 1 to 100000 (default 10)\n"
     "  --row N     select row N (0-based) instead of a key\n"
+    "  --vector V  search for the vector V (\"0.1,0.2,...\")\n"
+    "  --vector-file F  search for the vector in file F\n"
+    "  --queries F one query per line of F (- for standard input)\n"
+    "  --threads N scan with at most N threads (default 0: one per core)\n"
     "  --json      print one JSON object instead of text\n"
     "  --mmap      map the file instead of reading it (regular files only)\n"
     "              do not truncate or rewrite it in place while in use\n"
@@ -56,13 +70,31 @@ typedef struct query_args {
     uint64_t row;
     bool json;
     uint64_t k;
+    const char *vector;      /* --vector text, or NULL */
+    const char *vector_file; /* --vector-file, or NULL */
+    const char *queries;     /* --queries file, or NULL */
+    unsigned threads;
 } query_args;
 
 /* Parses argv into `a`; returns -1 to go on, or an exit code. */
 static int parse_query_args(int argc, char **argv, const char *usage, bool with_k, query_args *a)
 {
-    enum { OPT_ROW = 256, OPT_JSON, OPT_MMAP, OPT_NO_MMAP, OPT_MAX_PAYLOAD };
+    enum {
+        OPT_ROW = 256,
+        OPT_JSON,
+        OPT_MMAP,
+        OPT_NO_MMAP,
+        OPT_MAX_PAYLOAD,
+        OPT_VECTOR,
+        OPT_VECTOR_FILE,
+        OPT_QUERIES,
+        OPT_THREADS
+    };
     static const struct option longopts[] = {
+        {"vector", required_argument, NULL, OPT_VECTOR},
+        {"vector-file", required_argument, NULL, OPT_VECTOR_FILE},
+        {"queries", required_argument, NULL, OPT_QUERIES},
+        {"threads", required_argument, NULL, OPT_THREADS},
         {"row", required_argument, NULL, OPT_ROW},
         {"json", no_argument, NULL, OPT_JSON},
         {"mmap", no_argument, NULL, OPT_MMAP},
@@ -106,17 +138,45 @@ static int parse_query_args(int argc, char **argv, const char *usage, bool with_
                 return cli_usage_error(prog, "-k wants a number from 1 to 100000, not '%s'",
                                        optarg);
             break;
+        case OPT_VECTOR:
+        case OPT_VECTOR_FILE:
+        case OPT_QUERIES:
+        case OPT_THREADS:
+            if (!with_k)
+                return cli_usage_error(prog, "unrecognized option '--%s'",
+                                       c == OPT_VECTOR        ? "vector"
+                                       : c == OPT_VECTOR_FILE ? "vector-file"
+                                       : c == OPT_QUERIES     ? "queries"
+                                                              : "threads");
+            if (c == OPT_VECTOR)
+                a->vector = optarg;
+            else if (c == OPT_VECTOR_FILE)
+                a->vector_file = optarg;
+            else if (c == OPT_QUERIES)
+                a->queries = optarg;
+            else {
+                uint64_t t;
+                if (!cli_parse_u64(optarg, &t) || t > 1024)
+                    return cli_usage_error(
+                        prog, "--threads wants a number from 0 to 1024, not '%s'", optarg);
+                a->threads = (unsigned)t;
+            }
+            break;
         default:
             fprintf(stderr, "Try '%s --help'.\n", prog);
             return CLI_USAGE;
         }
     }
-    int want = a->has_row ? 1 : 2;
+    int sources = a->has_row + !!a->vector + !!a->vector_file + !!a->queries;
+    if (sources > 1)
+        return cli_usage_error(prog, "give one of --row, --vector, --vector-file and --queries");
+    int want = sources ? 1 : 2;
     if (argc - optind != want)
-        return cli_usage_error(prog,
-                               a->has_row ? "expected FILE (with --row)" : "expected FILE and KEY");
+        return cli_usage_error(prog, !sources     ? "expected FILE and KEY"
+                                     : a->has_row ? "expected FILE (with --row)"
+                                                  : "expected FILE (with a vector or --queries)");
     a->req.file = argv[optind];
-    a->key = a->has_row ? NULL : argv[optind + 1];
+    a->key = sources ? NULL : argv[optind + 1];
     return -1;
 }
 
@@ -267,6 +327,216 @@ done:
     return rc;
 }
 
+/* Parses a vector of exactly `dim` finite numbers separated by commas and/or
+   white space from text[0, len); on failure writes the reason to why[0, cap). */
+static bool parse_vector(const char *text, size_t len, uint32_t dim, float *out, char *why,
+                         size_t cap)
+{
+    size_t n = 0, i = 0;
+    for (;;) {
+        while (i < len && (text[i] == ',' || text[i] == ' ' || text[i] == '\t' || text[i] == '\r' ||
+                           text[i] == '\n'))
+            i++;
+        if (i == len)
+            break;
+        size_t j = i;
+        while (j < len && text[j] != ',' && text[j] != ' ' && text[j] != '\t' && text[j] != '\r' &&
+               text[j] != '\n')
+            j++;
+        char num[64];
+        size_t w = j - i;
+        char *end = NULL;
+        float x = 0;
+        if (w < sizeof num) {
+            memcpy(num, text + i, w);
+            num[w] = '\0';
+            x = strtof(num, &end);
+        }
+        if (w >= sizeof num || end != num + w || w == 0 || strpbrk(num, "xXnN") || !isfinite(x)) {
+            snprintf(why, cap, "element %zu '%.*s' is not a finite decimal number", n + 1,
+                     (int)(w < 40 ? w : 40), text + i);
+            return false;
+        }
+        if (n < dim)
+            out[n] = x;
+        n++;
+        i = j;
+    }
+    if (n != dim) {
+        snprintf(why, cap, "%zu numbers, the index has dim %" PRIu32, n, dim);
+        return false;
+    }
+    return true;
+}
+
+/* Reads the whole of `path` (at most 64 MiB) into a NUL-terminated buffer. */
+static char *read_text_file(const char *path, size_t *len)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n + 1 == cap) {
+            char *nb = cap < ((size_t)64 << 20) ? realloc(buf, cap * 2) : NULL;
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - 1 - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    if (f != stdin)
+        fclose(f);
+    if (buf) {
+        buf[n] = '\0';
+        *len = n;
+    }
+    return buf;
+}
+
+/* One query of a run: its vector and the row it came from (UINT64_MAX: none). */
+typedef struct query {
+    uint64_t row;
+    uint64_t line; /* 1-based line of --queries, 0 otherwise */
+} query;
+
+/* The neighbours of one query as the JSON object of --json. */
+static json_object *similar_json(const lds_index *idx, const query *q, const lds_hit *hits,
+                                 size_t kept)
+{
+    json_object *o = json_object_new_object();
+    if (q->line)
+        json_object_object_add(o, "query", json_object_new_uint64(q->line));
+    bool has_row = q->row != UINT64_MAX;
+    json_object_object_add(o, "key", has_row ? json_key(idx, q->row) : NULL);
+    json_object_object_add(o, "row", has_row ? json_object_new_uint64(q->row) : NULL);
+    json_object_object_add(o, "metric",
+                           json_object_new_string(lds_metric_name(lds_index_metric(idx))));
+    json_object *list = json_object_new_array_ext((int)kept);
+    for (size_t i = 0; i < kept; i++) {
+        json_object *h = json_object_new_object();
+        json_object_object_add(h, "key", json_key(idx, hits[i].row));
+        json_object_object_add(h, "row", json_object_new_uint64(hits[i].row));
+        json_object_object_add(h, "score", json_float(hits[i].score));
+        json_object_array_add(list, h);
+    }
+    json_object_object_add(o, "neighbours", list);
+    return o;
+}
+
+/* Leaves out the query's own row; returns how many of hits[0, n) are kept (<= k). */
+static size_t drop_self(lds_hit *hits, size_t n, uint64_t self, uint64_t k)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < n && kept < k; i++)
+        if (hits[i].row != self)
+            hits[kept++] = hits[i];
+    return kept;
+}
+
+/* Queries per lds_index_search_batch call of --queries (bounds the memory). */
+#define QUERY_CHUNK 256
+
+/* --queries: one JSON line per line of the file, searched QUERY_CHUNK at a time. */
+static int similar_queries(const query_args *a, const lds_index *idx)
+{
+    size_t len = 0;
+    char *text = read_text_file(a->queries, &len);
+    if (!text)
+        return cli_failf("%s: cannot read: %s", a->queries, strerror(errno));
+    uint32_t dim = lds_index_dim(idx);
+    size_t want = (size_t)a->k + 1;
+    float *vecs = malloc(sizeof(float) * dim * QUERY_CHUNK);
+    lds_hit *hits = malloc(sizeof(lds_hit) * want * QUERY_CHUNK);
+    size_t *nh = malloc(sizeof(size_t) * QUERY_CHUNK);
+    query *qs = malloc(sizeof(query) * QUERY_CHUNK);
+    int rc = CLI_OK;
+    if (!vecs || !hits || !nh || !qs) {
+        rc = cli_failf("out of memory");
+        goto done;
+    }
+    lds_search_options so;
+    lds_search_options_default(&so);
+    so.threads = a->threads;
+    size_t pos = 0, nq = 0;
+    uint64_t line = 0;
+    bool bad = false;
+    while (rc == CLI_OK && (pos < len || nq > 0)) {
+        if (pos < len) {
+            size_t end = pos;
+            while (end < len && text[end] != '\n')
+                end++;
+            size_t n = end - pos;
+            if (n > 0 && text[pos + n - 1] == '\r')
+                n--;
+            const char *l = text + pos;
+            pos = end < len ? end + 1 : end;
+            line++;
+            if (n == 0)
+                continue;
+            uint64_t row = UINT64_MAX;
+            char why[128];
+            bool is_key = lds_index_has_keys(idx) && lds_index_find_key(idx, l, n, &row) == LDS_OK;
+            if (is_key)
+                lds_index_row_f32(idx, row, vecs + nq * dim, dim);
+            if (!is_key && !parse_vector(l, n, dim, vecs + nq * dim, why, sizeof why)) {
+                fprintf(stderr, "lodestar: %s: line %" PRIu64 ": ", a->queries, line);
+                if (lds_index_has_keys(idx)) {
+                    fputs("not a key of the index ('", stderr);
+                    cli_put_escaped(stderr, l, n < 60 ? n : 60);
+                    fputs("'), nor a vector: ", stderr);
+                }
+                fprintf(stderr, "%s\n", why);
+                bad = true; /* the lines before it are still answered */
+                pos = len;
+            } else {
+                qs[nq++] = (query){row, line};
+            }
+            if (nq < QUERY_CHUNK && pos < len)
+                continue;
+            if (nq == 0)
+                break;
+        }
+        lds_error err;
+        lds_error_init(&err);
+        lds_status st = lds_index_search_batch(idx, vecs, nq, dim, want, &so, hits, nh, &err);
+        if (st != LDS_OK) {
+            rc = cli_fail(a->req.file, st, &err);
+            break;
+        }
+        for (size_t j = 0; j < nq && rc == CLI_OK; j++) {
+            lds_hit *h = hits + j * want;
+            size_t kept = drop_self(h, nh[j], qs[j].row, a->k);
+            json_object *o = similar_json(idx, &qs[j], h, kept);
+            const char *t = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+                                                                  JSON_C_TO_STRING_NOSLASHESCAPE);
+            if (t)
+                printf("%s\n", t);
+            else
+                rc = cli_failf("out of memory");
+            json_object_put(o);
+        }
+        nq = 0;
+    }
+    if (bad && rc == CLI_OK)
+        rc = CLI_FAIL;
+done:
+    free(text);
+    free(vecs);
+    free(hits);
+    free(nh);
+    free(qs);
+    return rc;
+}
+
 int cli_similar(int argc, char **argv)
 {
     query_args a;
@@ -274,12 +544,47 @@ int cli_similar(int argc, char **argv)
     if (rc >= 0)
         return rc;
     lds_index *idx = NULL;
-    uint64_t row = 0;
+    uint64_t row = UINT64_MAX;
     float *vec = NULL;
     lds_hit *hits = NULL;
-    rc = load_row(&a, &idx, &row, &vec);
-    if (rc >= 0)
-        goto done;
+    char *vtext = NULL;
+    if (a.queries || a.vector || a.vector_file) {
+        lds_load_info info;
+        rc = cli_load(&a.req, &idx, &info);
+        if (rc != CLI_OK)
+            goto done;
+        if (a.queries) {
+            rc = similar_queries(&a, idx);
+            goto done;
+        }
+        const char *what = a.vector ? "--vector" : a.vector_file;
+        size_t len = 0;
+        if (a.vector_file) {
+            vtext = read_text_file(a.vector_file, &len);
+            if (!vtext) {
+                rc = cli_failf("%s: cannot read: %s", a.vector_file, strerror(errno));
+                goto done;
+            }
+        }
+        const char *text = a.vector ? a.vector : vtext;
+        if (a.vector)
+            len = strlen(a.vector);
+        uint32_t dim = lds_index_dim(idx);
+        vec = malloc(sizeof(float) * dim);
+        char why[128];
+        if (!vec) {
+            rc = cli_failf("out of memory");
+            goto done;
+        }
+        if (!parse_vector(text, len, dim, vec, why, sizeof why)) {
+            rc = cli_failf("%s: %s", what, why);
+            goto done;
+        }
+    } else {
+        rc = load_row(&a, &idx, &row, &vec);
+        if (rc >= 0)
+            goto done;
+    }
     /* One more than asked, since the row itself is usually its own nearest neighbour. */
     size_t want = (size_t)a.k + 1;
     hits = malloc(sizeof *hits * want);
@@ -290,32 +595,21 @@ int cli_similar(int argc, char **argv)
     size_t n = 0;
     lds_error err;
     lds_error_init(&err);
-    lds_status st = lds_index_search(idx, vec, lds_index_dim(idx), want, hits, &n, &err);
+    lds_search_options so;
+    lds_search_options_default(&so);
+    so.threads = a.threads;
+    lds_status st =
+        lds_index_search_batch(idx, vec, 1, lds_index_dim(idx), want, &so, hits, &n, &err);
     if (st != LDS_OK) {
         rc = cli_fail(a.req.file, st, &err);
         goto done;
     }
-    size_t kept = 0;
-    for (size_t i = 0; i < n && kept < a.k; i++)
-        if (hits[i].row != row)
-            hits[kept++] = hits[i];
+    size_t kept = drop_self(hits, n, row, a.k);
     const char *metric = lds_metric_name(lds_index_metric(idx));
     rc = CLI_OK;
     if (a.json) {
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "key", json_key(idx, row));
-        json_object_object_add(o, "row", json_object_new_uint64(row));
-        json_object_object_add(o, "metric", json_object_new_string(metric));
-        json_object *list = json_object_new_array_ext((int)kept);
-        for (size_t i = 0; i < kept; i++) {
-            json_object *h = json_object_new_object();
-            json_object_object_add(h, "key", json_key(idx, hits[i].row));
-            json_object_object_add(h, "row", json_object_new_uint64(hits[i].row));
-            json_object_object_add(h, "score", json_float(hits[i].score));
-            json_object_array_add(list, h);
-        }
-        json_object_object_add(o, "neighbours", list);
-        rc = print_json(o);
+        query q = {row, 0};
+        rc = print_json(similar_json(idx, &q, hits, kept));
     } else {
         bool keys = lds_index_has_keys(idx);
         printf("%4s  %-10s %8s%s\n", "rank",
@@ -331,6 +625,7 @@ int cli_similar(int argc, char **argv)
         }
     }
 done:
+    free(vtext);
     free(hits);
     free(vec);
     lds_index_free(idx);

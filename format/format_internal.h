@@ -140,6 +140,8 @@ struct lds_index {
 
     pthread_mutex_t id_lock;
     _Atomic(lds__hashtab *) ids_table; /* built at the first lds_index_find_id */
+
+    _Atomic(double *) inv_norms; /* 1 / |row|, built by the first cosine search (search.c) */
 };
 
 /* Test hooks (ADR 0010): the probe counts of the index's key table, of its id

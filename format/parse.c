@@ -62,6 +62,7 @@ static void index_destroy(lds_index *idx)
     lds__hashtab *ids = atomic_load(&idx->ids_table);
     lds__hashtab_free(ids);
     free(ids);
+    free(atomic_load(&idx->inv_norms));
     pthread_mutex_destroy(&idx->id_lock);
     free(idx);
 }
@@ -682,6 +683,7 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
     }
     atomic_init(&idx->ids_table, NULL);
     atomic_init(&idx->key_state, 0);
+    atomic_init(&idx->inv_norms, NULL);
     /* A fault inside a loader's recovery window (a mapped file truncated underneath)
        jumps out of the parse: the index built so far is freed there. */
     lds__fault_set_cleanup(index_destroy_cb, idx);

@@ -314,20 +314,91 @@ typedef struct lds_hit {
  * Exact top-k by brute force over every row, under the index's metric:
  * cosine: dot(q, r) / (|q| |r|) (0 for a zero row), higher first;
  * dot: dot(q, r), higher first; l2: squared Euclidean distance, lower first.
- * Sums are accumulated in double, then rounded to the float `score`; rows are
- * ranked by that float, so rows whose exact scores differ but round to the
- * same float (likely over millions of rows, e.g. many cosines of 1.0f) tie,
- * and ties keep the lower row first. A NaN score (a row holding NaN) ranks
- * after every number.
- * `query` holds `dim` floats, which must equal the index's dim; `hits` has room
- * for k entries; `*n_hits` receives min(k, rows), hits ordered best first.
- * Cost: O(rows x dim) time, O(k + dim) extra memory.
+ *
+ * Accuracy. Rows are read straight from the payload by a kernel chosen once
+ * for the CPU (AVX-512, AVX2 + FMA + F16C, or portable C; ADR 0015), each
+ * element converted exactly as lds_index_row_f32 does, and summed in float32
+ * lanes (at least 8 per row, each lane a sequential sum, the lanes then added
+ * in a fixed tree). With u = 2^-24, m = ceil(dim / 8) and the exact sums taken
+ * over the float32 values of q and r, whenever no partial sum overflows:
+ * - dot:    |score - dot(q, r)|      <= (2m + 4) u sum_i |q_i r_i|
+ * - l2:     |score - |q - r|^2|      <= (2m + 6) u |q - r|^2
+ * - cosine: |score - cos(q, r)|      <= (2m + 8) u   (absolute; |cos| <= 1)
+ * For dim = 100 the cosine bound is 34 u, about 2.0e-6; for dim = 768, 200 u,
+ * about 1.2e-5 (tests/test_format.c checks these against a double-precision
+ * reference through every kernel the CPU runs). A kernel computes every
+ * (query, row) pair in one fixed order, so a row's score does not depend on
+ * the call (single, batch), the batch size, the thread count or the row's
+ * place; it may differ in the last bits between kernels, i.e. between CPUs.
+ * Rows are ranked by the float `score`: rows whose exact scores differ but
+ * round to the same float tie, and ties keep the lower row first. A NaN score
+ * (a row holding NaN, or an infinite row under cosine) ranks after every
+ * number.
+ *
+ * Cosine needs every row's norm: the first cosine search of an index computes
+ * them (in double, one pass over the rows, about as long as one search) and
+ * keeps 1 / |row| in 8 bytes per row until lds_index_free; concurrent first
+ * searches wait for one builder.
+ *
+ * `query` holds `dim` floats (any alignment), which must equal the index's
+ * dim; `hits` has room for k entries; `*n_hits` receives min(k, rows), hits
+ * ordered best first. This is lds_index_search_batch with nq = 1 and default
+ * options: it uses threads when the index is large enough to gain from them.
+ * Cost: O(rows x dim) time, O(k x threads + dim) extra memory.
  * Returns LDS_OK; LDS_E_INVALID_ARG (NULL pointers, dim mismatch); LDS_E_BAD_VALUE
  * (a non-finite query element, or a zero query under cosine); LDS_E_NOMEM.
  * k = 0 gives *n_hits = 0. Thread-safe.
  */
 LDS_API lds_status lds_index_search(const lds_index *idx, const float *query, size_t dim, size_t k,
                                     lds_hit *hits, size_t *n_hits, lds_error *err);
+
+/**
+ * Options of lds_index_search_batch (size rule: "Struct sizes" in lodestar.h).
+ * - size: sizeof(lds_search_options), from LDS_SEARCH_OPTIONS_MIN_SIZE.
+ * - threads: the most threads to scan with; 0 (the default) means one per
+ *   online core, each given at least 2^23 (8 Mi) row-elements x queries of a
+ *   64-query chunk (GloVe's 341,479 x 100 gets 4 threads for one query); an
+ *   explicit count is also capped, at 65,536 per thread, and by rows / 4.
+ *   Threads are started per call (ADR 0015). Results are identical for
+ *   every thread count.
+ */
+typedef struct lds_search_options {
+    size_t size;
+    unsigned threads;
+} lds_search_options;
+
+/** Smallest lds_search_options.size accepted (the first shipped layout). */
+#define LDS_SEARCH_OPTIONS_MIN_SIZE sizeof(lds_search_options)
+
+/** Fills `opts` with the defaults (size included; threads 0). NULL is a no-op. */
+LDS_API void lds_search_options_default(lds_search_options *opts);
+
+/**
+ * Exact top-k for each of `nq` queries in one pass over the rows, with the
+ * scores, ranking and accuracy of lds_index_search: hits[j * k, j * k +
+ * n_hits[j]) are query j's, exactly what lds_index_search gives for it.
+ * - queries: nq x dim floats, row-major (any alignment); dim must equal the
+ *   index's dim.
+ * - hits: room for nq x k entries, row-major; query j's start at j * k.
+ * - n_hits: nq entries, each set to min(k, rows).
+ * - opts: NULL for the defaults (lds_search_options_default).
+ * The rows are scanned in blocks of about 64 KiB, each block scored against up
+ * to 64 queries at a time while it is in cache, every score going straight to
+ * its query's top-k heap (no nq x rows score matrix). Threads split the rows;
+ * their heaps are merged under the strict order (NaN last, score, row), so the
+ * result does not depend on the split.
+ * Cost: O(nq x rows x dim) time, O(threads x min(nq, 64) x (k + 16 KiB / 4)
+ * + nq x dim) extra memory.
+ * Returns LDS_OK (nq = 0 writes nothing); LDS_E_INVALID_ARG (NULL `idx`, NULL
+ * `queries`, `n_hits` or, with k > 0, `hits` when nq > 0; dim mismatch; nq x k
+ * or nq x dim overflowing; a bad opts->size, field "lds_search_options.size");
+ * LDS_E_BAD_VALUE (a non-finite element, or a zero query under cosine: the
+ * message names the query and element); LDS_E_NOMEM. Nothing is written to
+ * hits or n_hits on failure. Thread-safe.
+ */
+LDS_API lds_status lds_index_search_batch(const lds_index *idx, const float *queries, size_t nq,
+                                          size_t dim, size_t k, const lds_search_options *opts,
+                                          lds_hit *hits, size_t *n_hits, lds_error *err);
 
 /* ==== element conversions ================================================ */
 

@@ -273,6 +273,69 @@ def test_similar_l2_and_other_dtypes():
         check(keys == ["queen", "prince", "royal"], (dtype, keys))
 
 
+def test_similar_vector_and_vector_file():
+    # A raw vector: nothing is left out (no row of its own), k hits exactly.
+    rc, out, err = run("similar", "--vector", "1,0,0,0", INDEX, "-k", "3")
+    expect(rc, out, err, 0)
+    keys = [line.split()[3] for line in out.splitlines()[1:]]
+    check(keys == ["king", "queen", "prince"], out)
+    check(out.splitlines()[1].split()[1] == "1.000000", out)
+    vf = os.path.join(WORK, "query.txt")
+    with open(vf, "w") as f:
+        f.write("0 0\t0.6, 0.8\n")  # commas and white space, mixed
+    rc, out, err = run("similar", "--json", "--vector-file", vf, INDEX, "-k", "2")
+    expect(rc, out, err, 0)
+    j = json.loads(out)
+    check(j["key"] is None and j["row"] is None and j["metric"] == "cosine", j)
+    check([h["key"] for h in j["neighbours"]] == ["pear", "apple"], j)
+    check(j["neighbours"][0]["score"] == 1, j)
+    # Bad vectors name the problem; two sources at once is a usage error.
+    for v, msg in [("1,0,0", "3 numbers, the index has dim 4"),
+                   ("1,0,0,x", "element 4 'x' is not a finite decimal number"),
+                   ("1,0,0,nan", "element 4 'nan'"), ("1,0,0,0x1p3", "element 4 '0x1p3'"),
+                   ("1,0,0,1e99", "element 4 '1e99'"), ("", "0 numbers")]:
+        rc, out, err = run("similar", "--vector", v, INDEX)
+        expect(rc, out, err, 1)
+        check(msg in err and out == "", (v, err))
+    rc, out, err = run("similar", "--vector", "0,0,0,0", INDEX)
+    expect(rc, out, err, 1)
+    check("zero query" in err, err)
+    rc, out, err = run("similar", "--vector", "1,0,0,0", "--row", "1", INDEX)
+    expect(rc, out, err, 2)
+    rc, out, err = run("get", "--vector", "1,0,0,0", INDEX)
+    expect(rc, out, err, 2)
+    rc, out, err = run("similar", "--vector-file", os.path.join(WORK, "absent"), INDEX)
+    expect(rc, out, err, 1)
+    check("cannot read" in err, err)
+
+
+def test_similar_queries_batch():
+    qf = os.path.join(WORK, "queries.txt")
+    with open(qf, "w") as f:
+        f.write("king\n0.8,0.6,0,0\n\r\npear\r\n0 0 0 1\n")
+    for threads in ("1", "2", "0"):
+        rc, out, err = run("similar", "--queries", qf, INDEX, "-k", "2", "--threads", threads)
+        expect(rc, out, err, 0)
+        lines = [json.loads(line) for line in out.splitlines()]
+        check([j["query"] for j in lines] == [1, 2, 4, 5], out)
+        # Each line is what the single query prints (--json), plus "query".
+        rc1, one, err1 = run("similar", "--json", INDEX, "king", "-k", "2")
+        want = json.loads(one)
+        want["query"] = 1
+        check(lines[0] == want, (lines[0], want))
+        check(lines[1]["key"] is None and lines[1]["neighbours"][0]["key"] == "queen", lines[1])
+        check(lines[2]["key"] == "pear" and lines[2]["neighbours"][0]["key"] == "apple", lines[2])
+        check(lines[3]["neighbours"][0] == {"key": "apple", "row": 4, "score": 1}, lines[3])
+    # From standard input; a bad line stops the run after the lines before it.
+    rc, out, err = run("similar", "--queries", "-", INDEX, "-k", "1",
+                       input_bytes=b"queen\ndurian\nking\n")
+    expect(rc, out, err, 1)
+    check(len(out.splitlines()) == 1 and json.loads(out)["key"] == "queen", out)
+    check("line 2: not a key of the index ('durian'), nor a vector" in err, err)
+    rc, out, err = run("similar", "--queries", qf, INDEX, "--threads", "x")
+    expect(rc, out, err, 2)
+
+
 def test_verify():
     rc, out, err = run("verify", INDEX)
     expect(rc, out, err, 0)

@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include "../format/format_internal.h"
+#include "../format/search_internal.h"
 #include "lodestar.h"
 
 #include <dirent.h>
@@ -2098,28 +2099,35 @@ static int ref_cmp(const void *x, const void *y)
     return a->row < b->row ? -1 : 1;
 }
 
-static void check_search(lds_dtype dt, lds_metric m)
+/* The accuracy bound of lodestar_index.h for one row (u = 2^-24, m = ceil(dim / 8)). */
+static double search_bound(lds_metric mt, uint32_t dim, double absdot, double l2)
 {
-    enum { ROWS = 300, DIM = 24 };
-    spec s = {.dtype = dt, .metric = m, .dim = DIM, .rows = ROWS};
-    bytes f = build(&s);
-    lds_index *idx = NULL;
-    assert_int_equal(parse_file(&f, NULL, &idx, NULL), LDS_OK);
-    float q[DIM];
-    for (int i = 0; i < DIM; i++)
-        q[i] = frand();
-    /* A straightforward reference over the rows as the index returns them. */
-    ref_hit ref[ROWS];
-    double qn = 0;
-    for (int i = 0; i < DIM; i++)
+    double u = ldexp(1.0, -24), m = (double)((dim + 7) / 8);
+    if (mt == LDS_METRIC_COSINE)
+        return (2 * m + 8) * u;
+    if (mt == LDS_METRIC_DOT)
+        return (2 * m + 4) * u * absdot;
+    return (2 * m + 6) * u * l2;
+}
+
+/* Double-precision scores of every row for query q, and the largest bound. */
+static double reference_scores(lds_index *idx, const float *q, ref_hit *ref)
+{
+    uint32_t dim = lds_index_dim(idx);
+    lds_metric m = lds_index_metric(idx);
+    uint64_t rows = lds_index_rows(idx);
+    float *v = malloc(dim * sizeof(float));
+    assert_non_null(v);
+    double qn = 0, emax = 0;
+    for (uint32_t i = 0; i < dim; i++)
         qn += (double)q[i] * q[i];
     qn = sqrt(qn);
-    for (uint64_t r = 0; r < ROWS; r++) {
+    lds_dtype dt = lds_index_dtype(idx);
+    for (uint64_t r = 0; r < rows; r++) {
         /* Decoded from the stored bytes here, not by the library's row decoder (which the
            search shares): f16 by the binary16 definition, bf16 as float32's top half. */
-        float v[DIM];
         const uint8_t *raw = lds_index_row(idx, r);
-        for (int i = 0; i < DIM; i++) {
+        for (uint32_t i = 0; i < dim; i++) {
             if (dt == LDS_DTYPE_F32)
                 v[i] = lds__bits_f32(lds__ld32(raw + 4 * i));
             else if (dt == LDS_DTYPE_F16)
@@ -2129,29 +2137,115 @@ static void check_search(lds_dtype dt, lds_metric m)
             else
                 v[i] = (float)(int8_t)raw[i] * lds_index_i8_scale(idx);
         }
-        double dot = 0, rr = 0, l2 = 0;
-        for (int i = 0; i < DIM; i++) {
+        double dot = 0, rr = 0, l2 = 0, ad = 0;
+        for (uint32_t i = 0; i < dim; i++) {
             dot += (double)q[i] * v[i];
+            ad += fabs((double)q[i] * v[i]);
             rr += (double)v[i] * v[i];
             l2 += ((double)q[i] - v[i]) * ((double)q[i] - v[i]);
         }
         ref[r].row = r;
-        ref[r].score = m == LDS_METRIC_L2 ? l2 : m == LDS_METRIC_DOT ? dot : dot / (qn * sqrt(rr));
-        ref[r].score = (float)ref[r].score;
+        ref[r].score = m == LDS_METRIC_L2    ? l2
+                       : m == LDS_METRIC_DOT ? dot
+                       : rr == 0             ? 0
+                                             : dot / (qn * sqrt(rr));
+        double e = search_bound(m, dim, ad, l2);
+        if (e > emax)
+            emax = e;
     }
+    free(v);
+    return emax;
+}
+
+/* hits[0, n) against the reference: each score within the bound of its row's
+   exact score, best first with ties by row, and the i-th hit's score within
+   the bound of the i-th best exact score (so no row that belongs is missing). */
+static void check_hits(lds_index *idx, const float *q, const lds_hit *hits, size_t n)
+{
+    uint64_t rows = lds_index_rows(idx);
+    lds_metric m = lds_index_metric(idx);
+    ref_hit *ref = malloc(rows * sizeof *ref);
+    ref_hit *sorted = malloc(rows * sizeof *sorted);
+    assert_true(ref && sorted);
+    double emax = reference_scores(idx, q, ref);
+    memcpy(sorted, ref, rows * sizeof *ref);
     ref_lower = m == LDS_METRIC_L2;
-    qsort(ref, ROWS, sizeof ref[0], ref_cmp);
-    static const size_t ks[] = {1, 7, 64, ROWS, ROWS + 50};
-    lds_hit hits[ROWS + 50];
-    for (size_t t = 0; t < 5; t++) {
-        size_t n = 0;
-        assert_int_equal(lds_index_search(idx, q, DIM, ks[t], hits, &n, NULL), LDS_OK);
-        assert_int_equal(n, ks[t] < ROWS ? ks[t] : ROWS);
-        for (size_t i = 0; i < n; i++) {
-            assert_int_equal(hits[i].row, ref[i].row);
-            assert_true(hits[i].score == (float)ref[i].score);
+    qsort(sorted, rows, sizeof *sorted, ref_cmp);
+    for (size_t i = 0; i < n; i++) {
+        assert_true(hits[i].row < rows);
+        double exact = ref[hits[i].row].score;
+        if (fabs(hits[i].score - exact) > emax) {
+            fprintf(stderr, "row %llu score %.9g exact %.9g bound %.3g (dim %u, %s)\n",
+                    (unsigned long long)hits[i].row, (double)hits[i].score, exact, emax,
+                    lds_index_dim(idx), lds__search_kernel()->name);
+            fail();
+        }
+        assert_true(fabs(hits[i].score - sorted[i].score) <= emax);
+        if (i > 0) {
+            float a = hits[i - 1].score, b = hits[i].score;
+            assert_true(ref_lower ? a <= b : a >= b);
+            if (a == b)
+                assert_true(hits[i - 1].row < hits[i].row);
         }
     }
+    free(ref);
+    free(sorted);
+}
+
+static void assert_hits_equal(const lds_hit *a, const lds_hit *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(a[i].row, b[i].row);
+        assert_memory_equal(&a[i].score, &b[i].score, sizeof(float));
+    }
+}
+
+enum { NQ = 5 };
+
+/* One index, every k, through the kernel in force: batch (threads 1 and 3,
+   unaligned queries) == one at a time, and each against the reference. */
+static void check_search(lds_dtype dt, lds_metric m, uint32_t dim, uint64_t rows)
+{
+    spec s = {.dtype = dt, .metric = m, .dim = dim, .rows = rows};
+    bytes f = build(&s);
+    lds_index *idx = NULL;
+    assert_int_equal(parse_file(&f, NULL, &idx, NULL), LDS_OK);
+    /* Queries at 4 bytes past a 64-byte boundary: float-aligned, not vector-aligned. */
+    float *qmem = aligned_alloc(64, ((NQ * dim + 1) * sizeof(float) + 63) / 64 * 64);
+    assert_non_null(qmem);
+    float *q = qmem + 1;
+    for (size_t i = 0; i < NQ * (size_t)dim; i++)
+        q[i] = frand();
+    const size_t ks[] = {0, 1, 7, (size_t)rows, (size_t)rows + 5};
+    size_t kmax = rows + 5;
+    lds_hit *one = malloc(kmax * sizeof(lds_hit));
+    lds_hit *b1 = malloc(NQ * kmax * sizeof(lds_hit)), *b3 = malloc(NQ * kmax * sizeof(lds_hit));
+    assert_true(one && b1 && b3);
+    lds_search_options o1, o3;
+    lds_search_options_default(&o1);
+    lds_search_options_default(&o3);
+    o1.threads = 1;
+    o3.threads = 3;
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+        size_t k = ks[t], want = k < rows ? k : rows;
+        size_t n1[NQ], n3[NQ];
+        assert_int_equal(lds_index_search_batch(idx, q, NQ, dim, k, &o1, b1, n1, NULL), LDS_OK);
+        assert_int_equal(lds_index_search_batch(idx, q, NQ, dim, k, &o3, b3, n3, NULL), LDS_OK);
+        for (size_t j = 0; j < NQ; j++) {
+            size_t n = 99;
+            assert_int_equal(lds_index_search(idx, q + j * dim, dim, k, one, &n, NULL), LDS_OK);
+            assert_int_equal(n, want);
+            assert_int_equal(n1[j], want);
+            assert_int_equal(n3[j], want);
+            assert_hits_equal(one, b1 + j * k, want);
+            assert_hits_equal(one, b3 + j * k, want);
+            check_hits(idx, q + j * dim, one, n);
+        }
+    }
+    free(one);
+    free(b1);
+    free(b3);
+    free(qmem);
     lds_index_free(idx);
     free(f.p);
 }
@@ -2161,9 +2255,211 @@ static void test_search_against_reference(void **state)
     (void)state;
     static const lds_metric ms[] = {LDS_METRIC_COSINE, LDS_METRIC_DOT, LDS_METRIC_L2};
     static const lds_dtype dts[] = {LDS_DTYPE_F32, LDS_DTYPE_F16, LDS_DTYPE_BF16, LDS_DTYPE_I8};
-    for (int m = 0; m < 3; m++)
-        for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
-            check_search(dts[d], ms[m]);
+    static const uint32_t dims[] = {1, 3, 17, 100, 768, 1000};
+    size_t ran = 0;
+    for (size_t kn = 0; kn < lds__search_kernel_count(); kn++) {
+        if (!lds__search_kernel_runs(kn)) {
+            fprintf(stderr, "search kernel %s: not run, this CPU lacks it\n",
+                    lds__search_kernel_at(kn)->name);
+            continue;
+        }
+        assert_true(lds__search_kernel_force(lds__search_kernel_at(kn)->name));
+        assert_ptr_equal(lds__search_kernel(), lds__search_kernel_at(kn));
+        ran++;
+        for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+            for (int m = 0; m < 3; m++)
+                for (int t = 0; t < 4; t++)
+                    check_search(dts[t], ms[m], dims[d], dims[d] >= 768 ? 120 : 300);
+    }
+    assert_true(ran >= 1);
+    assert_false(lds__search_kernel_force("no-such-kernel"));
+    assert_true(lds__search_kernel_force(NULL));
+}
+
+/* Threads split the rows: identical hits for 1 to 8 threads, a thread count
+   above the rows included, on an index large enough for them to be used. */
+static void test_search_threads_identical(void **state)
+{
+    (void)state;
+    enum { ROWS = 4001, DIM = 17, Q = 8, K = 50 };
+    static const lds_metric ms[] = {LDS_METRIC_COSINE, LDS_METRIC_DOT, LDS_METRIC_L2};
+    for (int m = 0; m < 3; m++) {
+        spec s = {.dtype = LDS_DTYPE_F16, .metric = ms[m], .dim = DIM, .rows = ROWS};
+        bytes f = build(&s);
+        lds_index *idx = NULL;
+        assert_int_equal(parse_file(&f, NULL, &idx, NULL), LDS_OK);
+        float q[Q * DIM];
+        for (int i = 0; i < Q * DIM; i++)
+            q[i] = frand();
+        static lds_hit ref[Q * K], got[Q * K];
+        size_t nref[Q], ngot[Q];
+        lds_search_options o;
+        lds_search_options_default(&o);
+        o.threads = 1;
+        assert_int_equal(lds_index_search_batch(idx, q, Q, DIM, K, &o, ref, nref, NULL), LDS_OK);
+        for (unsigned t = 2; t <= 9; t++) {
+            o.threads = t == 9 ? 5000 : t;
+            assert_int_equal(lds_index_search_batch(idx, q, Q, DIM, K, &o, got, ngot, NULL),
+                             LDS_OK);
+            for (int j = 0; j < Q; j++) {
+                assert_int_equal(ngot[j], K);
+                assert_hits_equal(ref + j * K, got + j * K, K);
+            }
+        }
+        assert_int_equal(lds_index_search_batch(idx, q, Q, DIM, K, NULL, got, ngot, NULL), LDS_OK);
+        assert_hits_equal(ref, got, Q * K);
+        for (int j = 0; j < Q; j++)
+            check_hits(idx, q + j * DIM, ref + j * K, K);
+        lds_index_free(idx);
+        free(f.p);
+    }
+}
+
+typedef struct cos_arg {
+    lds_index *idx;
+    const lds_hit *want;
+    int failures;
+} cos_arg;
+
+static void *cosine_search(void *p)
+{
+    cos_arg *a = p;
+    float q[17];
+    for (int i = 0; i < 17; i++)
+        q[i] = (float)(i % 5) - 2.0f;
+    lds_hit h[5];
+    size_t n = 0;
+    if (lds_index_search(a->idx, q, 17, 5, h, &n, NULL) != LDS_OK || n != 5)
+        a->failures++;
+    else
+        for (int i = 0; i < 5; i++)
+            if (h[i].row != a->want[i].row || h[i].score != a->want[i].score)
+                a->failures++;
+    return NULL;
+}
+
+/* The lazily built norms: 8 threads make the first cosine search of an index at
+   once; every one gets the hits a lone search gets (and TSan sees no race). */
+static void test_lazy_norms_are_thread_safe(void **state)
+{
+    (void)state;
+    spec s = {.metric = LDS_METRIC_COSINE, .dim = 17, .rows = 3000};
+    bytes f = build(&s);
+    lds_index *idx = NULL, *ref = NULL;
+    assert_int_equal(parse_file(&f, NULL, &idx, NULL), LDS_OK);
+    assert_int_equal(parse_file(&f, NULL, &ref, NULL), LDS_OK);
+    lds_hit want[5];
+    cos_arg solo = {ref, want, 0};
+    float q[17];
+    for (int i = 0; i < 17; i++)
+        q[i] = (float)(i % 5) - 2.0f;
+    size_t n = 0;
+    assert_int_equal(lds_index_search(ref, q, 17, 5, want, &n, NULL), LDS_OK);
+    cosine_search(&solo);
+    assert_int_equal(solo.failures, 0);
+    pthread_t t[8];
+    cos_arg a[8];
+    for (int i = 0; i < 8; i++) {
+        a[i] = (cos_arg){idx, want, 0};
+        pthread_create(&t[i], NULL, cosine_search, &a[i]);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(a[i].failures, 0);
+    }
+    lds_index_free(idx);
+    lds_index_free(ref);
+    free(f.p);
+}
+
+/* Argument and value errors of the batch call; nothing written on failure. */
+static void test_search_batch_errors(void **state)
+{
+    (void)state;
+    spec s = {.metric = LDS_METRIC_COSINE, .dim = 3, .rows = 10};
+    bytes f = build(&s);
+    lds_index *idx = NULL;
+    assert_int_equal(parse_file(&f, NULL, &idx, NULL), LDS_OK);
+    float q[9] = {1, 2, 3, 0, 0, 0, 4, 5, 6};
+    lds_hit h[30];
+    size_t n[3] = {77, 77, 77};
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 10, NULL, h, n, &err), LDS_E_BAD_VALUE);
+    assert_non_null(strstr(err.message, "query 1 is zero"));
+    assert_true(n[0] == 77 && n[1] == 77 && n[2] == 77);
+    q[4] = NAN;
+    assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 10, NULL, h, n, &err), LDS_E_BAD_VALUE);
+    assert_non_null(strstr(err.message, "query 1 element 1 is not finite"));
+    q[4] = 1;
+    assert_int_equal(lds_index_search_batch(idx, q, 3, 2, 10, NULL, h, n, &err), LDS_E_INVALID_ARG);
+    assert_int_equal(lds_index_search_batch(idx, NULL, 3, 3, 10, NULL, h, n, &err),
+                     LDS_E_INVALID_ARG);
+    assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 10, NULL, NULL, n, &err),
+                     LDS_E_INVALID_ARG);
+    assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 10, NULL, h, NULL, &err),
+                     LDS_E_INVALID_ARG);
+    assert_int_equal(lds_index_search_batch(NULL, q, 3, 3, 10, NULL, h, n, &err),
+                     LDS_E_INVALID_ARG);
+    assert_int_equal(lds_index_search_batch(idx, q, SIZE_MAX / 2, 3, 10, NULL, h, n, &err),
+                     LDS_E_INVALID_ARG);
+    lds_search_options o;
+    lds_search_options_default(&o);
+    o.size = sizeof o - 1;
+    assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 10, &o, h, n, &err), LDS_E_INVALID_ARG);
+    assert_string_equal(err.field, "lds_search_options.size");
+    assert_true(n[0] == 77 && n[1] == 77 && n[2] == 77);
+    /* nq = 0 writes nothing; k = 0 gives 0 hits each (hits may be NULL). */
+    assert_int_equal(lds_index_search_batch(idx, NULL, 0, 3, 10, NULL, NULL, NULL, &err), LDS_OK);
+    assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 0, NULL, NULL, n, &err), LDS_OK);
+    assert_true(n[0] == 0 && n[1] == 0 && n[2] == 0);
+    assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 10, NULL, h, n, &err), LDS_OK);
+    assert_true(n[0] == 10 && n[1] == 10 && n[2] == 10);
+    lds_index_free(idx);
+    free(f.p);
+}
+
+/* NaN rows rank last through every kernel and metric, a NaN in a row's tail
+   chunk too (dim 17: element 16 is past the last full vector). */
+static void test_search_nan_rows_every_kernel(void **state)
+{
+    (void)state;
+    enum { ROWS = 40, DIM = 17 };
+    static const lds_metric ms[] = {LDS_METRIC_COSINE, LDS_METRIC_DOT, LDS_METRIC_L2};
+    for (size_t kn = 0; kn < lds__search_kernel_count(); kn++) {
+        if (!lds__search_kernel_runs(kn))
+            continue;
+        assert_true(lds__search_kernel_force(lds__search_kernel_at(kn)->name));
+        for (int m = 0; m < 3; m++) {
+            spec s = {.metric = ms[m], .dim = DIM, .rows = ROWS};
+            bytes f = build(&s);
+            bytes pl = payload_of(&f);
+            lds__st32(pl.p + (9 * DIM + 16) * 4, lds__f32_bits(NAN));
+            lds__st32(pl.p + (5 * DIM + 0) * 4, lds__f32_bits(NAN));
+            reseal(&pl);
+            lds_index *idx = NULL;
+            assert_int_equal(lds_index_from_payload(pl.p, pl.n, NULL, &idx, NULL), LDS_OK);
+            float q[DIM];
+            for (int i = 0; i < DIM; i++)
+                q[i] = frand();
+            lds_hit h[ROWS];
+            size_t n;
+            assert_int_equal(lds_index_search(idx, q, DIM, ROWS, h, &n, NULL), LDS_OK);
+            assert_int_equal(n, ROWS);
+            assert_int_equal(h[ROWS - 2].row, 5);
+            assert_int_equal(h[ROWS - 1].row, 9);
+            assert_true(isnan(h[ROWS - 2].score) && isnan(h[ROWS - 1].score));
+            for (int i = 0; i < ROWS - 2; i++)
+                assert_false(isnan(h[i].score));
+            assert_int_equal(lds_index_search(idx, q, DIM, 10, h, &n, NULL), LDS_OK);
+            for (int i = 0; i < 10; i++)
+                assert_true(h[i].row != 5 && h[i].row != 9);
+            lds_index_free(idx);
+            free(pl.p);
+            free(f.p);
+        }
+    }
+    assert_true(lds__search_kernel_force(NULL));
 }
 
 static void test_search_ties_and_errors(void **state)
@@ -2327,6 +2623,15 @@ static void test_null_arguments(void **state)
 
 int main(void)
 {
+#if defined(LDS_FORMAT_THREADS_ONLY)
+    /* format-threads (suite tsan): the tests that run threads against one index. */
+    const struct CMUnitTest threaded[] = {
+        cmocka_unit_test(test_lazy_id_table_is_thread_safe),
+        cmocka_unit_test(test_lazy_norms_are_thread_safe),
+        cmocka_unit_test(test_search_threads_identical),
+    };
+    return cmocka_run_group_tests(threaded, NULL, NULL);
+#endif
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f16_known_values),
         cmocka_unit_test(test_f16_every_value_round_trips),
@@ -2367,6 +2672,10 @@ int main(void)
         cmocka_unit_test(test_key_table_lengths_and_late_refusals),
         cmocka_unit_test(test_lazy_id_table_is_thread_safe),
         cmocka_unit_test(test_search_against_reference),
+        cmocka_unit_test(test_search_threads_identical),
+        cmocka_unit_test(test_lazy_norms_are_thread_safe),
+        cmocka_unit_test(test_search_batch_errors),
+        cmocka_unit_test(test_search_nan_rows_every_kernel),
         cmocka_unit_test(test_search_ties_and_errors),
         cmocka_unit_test(test_search_nan_row_ranks_last),
         cmocka_unit_test(test_struct_sizes),
