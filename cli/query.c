@@ -17,6 +17,7 @@ static const char get_usage[] =
     "in the shortest decimal form that reads back exactly. In text, bytes of a\n"
     "key that are not printable are escaped (\\xNN, and \\\\ for a backslash); in\n"
     "JSON a missing key or id is null, and so is a NaN or infinite element.\n"
+    "FILE may be an http:// or https:// URL.\n"
     "\n"
     "options:\n"
     "  --row N     select row N (0-based) instead of a key\n"
@@ -36,7 +37,8 @@ static const char similar_usage[] =
     "cosine and dot print similarity (higher is nearer), l2 prints squared\n"
     "Euclidean distance (lower is nearer). Without keys in the index the key\n"
     "column is left out; keys are escaped as in 'lodestar get'. In JSON a NaN\n"
-    "score (a row holding NaN ranks last) is null.\n"
+    "score (a row holding NaN ranks last) is null. FILE may be an http:// or\n"
+    "https:// URL.\n"
     "\n"
     "options:\n"
     "  -k N        number of neighbours, 1 to 100000 (default 10)\n"
@@ -115,7 +117,7 @@ static int parse_query_args(int argc, char **argv, const char *usage, bool with_
     if (argc - optind != want)
         return cli_usage_error(prog,
                                a->has_row ? "expected FILE (with --row)" : "expected FILE and KEY");
-    a->req.file = argv[optind];
+    cli_set_source(&a->req, argv[optind]);
     a->key = a->has_row ? NULL : argv[optind + 1];
     return -1;
 }
