@@ -287,7 +287,9 @@ int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info)
     lds_error err;
     lds_error_init(&err);
     lds_status st = load(req, out, info, &err);
-    return st == LDS_OK ? CLI_OK : cli_fail(req->file, st, &err);
+    /* The loader's messages about a URL name it already ("GET URL: ..."). */
+    bool named = strncmp(err.message, "GET ", 4) == 0;
+    return st == LDS_OK ? CLI_OK : cli_fail(named ? NULL : req->file, st, &err);
 }
 
 void cli_format_float(char *buf, size_t cap, float x)

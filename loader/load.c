@@ -909,6 +909,25 @@ lds_status lds_load_memory(const void *bytes, size_t n, bool copy, const lds_loa
     return finish(&c, st, info);
 }
 
+/* Makes a failure's message name the URL ("GET URL: ..."), as the transport's own do,
+ * keeping the status, field, offset and the rest of the detail. */
+static void name_the_url(lds_error *err, lds_status st, const char *shown)
+{
+    if (err == NULL || err->size < sizeof *err || err->status != st ||
+        strncmp(err->message, "GET ", 4) == 0)
+        return;
+    char text[sizeof err->message];
+    memcpy(text, err->message, sizeof text);
+    char tail[48];
+    snprintf(tail, sizeof tail, " (at byte %llu)", (unsigned long long)err->offset);
+    size_t n = strlen(text), t = strlen(tail);
+    bool at_byte = n >= t && strcmp(text + n - t, tail) == 0;
+    if (at_byte)
+        text[n - t] = '\0';
+    (void)lds__error_fill(err, st, err->field, err->offset, at_byte, err->line, err->sys_errno,
+                          err->zstd_error, "GET %s: %s", shown, text);
+}
+
 lds_status lds_load_url(const char *url, const lds_load_options *opts, lds_index **out,
                         lds_load_info *info, lds_error *err)
 {
@@ -930,6 +949,8 @@ lds_status lds_load_url(const char *url, const lds_load_options *opts, lds_index
     lds__source_close(&src);
     c.info.http_status = lds__url_status(u);
     c.info.resumes = lds__url_resumes(u);
+    if (st != LDS_OK)
+        name_the_url(err, st, lds__url_shown(u));
     lds__url_close(u);
     return finish(&c, st, info);
 }

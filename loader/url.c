@@ -496,6 +496,14 @@ lds_status lds__url_read(lds__url *u, void *buf, size_t cap, size_t *got, lds_er
         if (u->dst_len > 0)
             break;
         if (u->done) {
+            /* A response without a body byte (a 3xx not followed, an empty 200) is
+             * checked at its end. */
+            if (u->result == CURLE_OK && !u->body_started) {
+                st = check_response(u);
+                u->body_started = true;
+                if (st != LDS_OK)
+                    break;
+            }
             if (u->result == CURLE_OK)
                 break; /* end of the body */
             st = resume_or_fail(u, err);
