@@ -22,7 +22,7 @@ PACKAGES=(
     libzstd-dev libxxhash-dev libjson-c-dev # libraries (dependency() in meson)
     libcmocka-dev                          # unit tests
     libcurl4-openssl-dev                   # lds_load_url (optional: meson -Dcurl=auto)
-    nginx-light curl                       # tests/test_url.py --nginx serves indexes with nginx
+    nginx-light curl time                  # test_url.py --nginx; bench/load_url.py (GNU time)
     zstd                                   # the shipped sample is zstd-compressed
     python3 python3-numpy                  # test scripts, fixtures and comparisons
     python3-mesonpy python3-venv git       # pip install . (meson-python), its test
