@@ -423,6 +423,13 @@ static lds_status resume_or_fail(lds__url *u, lds_error *err)
     if (code != 0)
         u->status = code;
     const char *why = u->errbuf[0] != '\0' ? u->errbuf : curl_easy_strerror(r);
+    if (r == CURLE_UNSUPPORTED_PROTOCOL)
+        /* The URL's own scheme was checked: this is a redirect's. */
+        return url_fail(u, err, LDS_E_IO, "http",
+                        "a redirect to %s is refused (%s) after %llu bytes",
+                        u->https ? "http or another scheme (an https URL stays https)"
+                                 : "a scheme other than http or https",
+                        why, (unsigned long long)u->received);
     if (r == CURLE_HTTP_RETURNED_ERROR)
         return url_fail(u, err, LDS_E_IO, "http.status", "HTTP %ld after %llu bytes", code,
                         (unsigned long long)u->received);

@@ -35,6 +35,12 @@ os.mkdir(SERVE)
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def sh(*args, **kw):
     p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120, **kw)
     check(p.returncode == 0, f"{args}: {p.returncode}\n{p.stderr.decode()}")
@@ -260,10 +266,7 @@ def fault_tests():
 
     def test_connection_refused():
         need_curl()
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        r, _ = client(f"http://127.0.0.1:{port}/plain/tiny.ldsi")
+        r, _ = client(f"http://127.0.0.1:{free_port()}/plain/tiny.ldsi")
         check(r["status"] == "E_IO" and "after 0 bytes" in r["message"], str(r))
         check(r["rents"] == "0", str(r))
 
@@ -323,11 +326,23 @@ def nginx_tests():
         need_curl()
         if "port" in state:
             return state["port"]
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port, tls_port = free_port(), free_port()
         prefix = os.path.join(WORK, "nginx")
         os.makedirs(os.path.join(prefix, "logs"), exist_ok=True)
+        # A self-signed certificate for 127.0.0.1, so that TLS verification has a CA to use.
+        cert, key = os.path.join(prefix, "cert.pem"), os.path.join(prefix, "key.pem")
+        tls = shutil.which("openssl") is not None and subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+             "-keyout", key, "-out", cert], capture_output=True).returncode == 0
+        tls_server = f"""
+    server {{
+        listen 127.0.0.1:{tls_port} ssl;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        root {SERVE};
+        location = /to-http {{ return 302 http://127.0.0.1:{port}/tiny.ldsi; }}
+    }}""" if tls else ""
         conf = os.path.join(prefix, "nginx.conf")
         with open(conf, "w") as f:
             f.write(f"""daemon off;
@@ -346,7 +361,7 @@ http {{
     server {{
         listen 127.0.0.1:{port};
         root {SERVE};
-    }}
+    }}{tls_server}
 }}
 """)
         os.makedirs(os.path.join(prefix, "tmp"), exist_ok=True)
@@ -361,6 +376,8 @@ http {{
                     skip(f"nginx did not start: {p.stderr.read().decode()}")
                 time.sleep(0.05)
         state["port"] = port
+        state["tls_port"] = tls_port if tls else None
+        state["cert"] = cert
         state["proc"] = p
         return port
 
@@ -382,6 +399,25 @@ http {{
                             url("big.ldsi")], stdout=subprocess.PIPE, timeout=30)
         head = p.stdout.decode()
         check(" 206 " in head and "ETag:" in head and "Content-Range: bytes 100-" in head, head)
+
+    def test_nginx_https_verifies_the_server():
+        start()
+        if state["tls_port"] is None:
+            skip("openssl could not make a certificate")
+        tls = f"https://127.0.0.1:{state['tls_port']}"
+        # Verification is on: a self-signed server is refused unless its CA is named.
+        r, _ = client(f"{tls}/tiny.ldsi")
+        check(r["status"] == "E_IO" and "certificate" in r["message"], str(r))
+        balanced(r, "https without CA")
+        print(f"     https without CA: {r['message']}")
+        r, _ = client(f"{tls}/big.ldsi", "--ca-file", state["cert"], "--file", path_of("big.ldsi"))
+        check(r["status"] == "OK" and r["same"] == "1", str(r))
+        balanced(r, "https")
+        # Never redirected from https down to http.
+        r, _ = client(f"{tls}/to-http", "--ca-file", state["cert"])
+        check(r["status"] == "E_IO" and "an https URL stays https" in r["message"]
+              and "after 0 bytes" in r["message"], str(r))
+        print(f"     https to http: {r['message']}")
 
     def test_nginx_404():
         r, _ = client(url("missing.ldsi"))

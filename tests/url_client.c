@@ -4,7 +4,8 @@
  * tests/test_url.py:
  *
  *   url_client [--file PATH] [--max-payload N] [--low-speed S] [--resumes N]
- *              [--redirects N] [--cancel-after N] [--chunk N] [--userpwd U:P] URL
+ *              [--redirects N] [--cancel-after N] [--chunk N] [--userpwd U:P]
+ *              [--ca-file PEM] URL
  *
  * --file also loads PATH from disk and prints "same 1" when both indexes hold
  * the same rows, dim, payload bytes and verified checksum (XXH3-64 of every
@@ -67,6 +68,8 @@ int main(int argc, char **argv)
             cc.after = strtoull(v, NULL, 10);
         else if (strcmp(a, "--chunk") == 0)
             opts.chunk_bytes = (size_t)strtoull(v, NULL, 10);
+        else if (strcmp(a, "--ca-file") == 0)
+            uo.ca_file = v;
         else if (strcmp(a, "--userpwd") == 0)
             uo.userpwd = v;
         else {
