@@ -70,6 +70,21 @@ static bool scheme_is(const char *url, const char *scheme)
     return strncmp(url + n, "://", 3) == 0;
 }
 
+/* opts->url, checked, or the defaults. */
+static lds_status url_options(const lds_load_options *opts, lds_url_options *uo, lds_error *err)
+{
+    lds_url_options_default(uo);
+    if (opts->url == NULL)
+        return LDS_OK;
+    if (opts->url->size < LDS_URL_OPTIONS_MIN_SIZE || opts->url->size > sizeof *uo)
+        return lds__load_fail(err, LDS_E_INVALID_ARG, "url.size", 0, 0, NULL,
+                              "lds_url_options.size is %zu (accepted: %zu..%zu); set it with "
+                              "lds_url_options_default",
+                              opts->url->size, LDS_URL_OPTIONS_MIN_SIZE, sizeof *uo);
+    memcpy(uo, opts->url, opts->url->size);
+    return LDS_OK;
+}
+
 #if LDS_HAVE_CURL
 
 #include <pthread.h>
@@ -354,15 +369,9 @@ lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url
     char shown[LDS__URL_SHOWN_MAX];
     lds_url_redact(url, shown, sizeof shown);
     lds_url_options uo;
-    lds_url_options_default(&uo);
-    if (opts->url != NULL) {
-        if (opts->url->size < LDS_URL_OPTIONS_MIN_SIZE || opts->url->size > sizeof uo)
-            return lds__load_fail(err, LDS_E_INVALID_ARG, "url.size", 0, 0, NULL,
-                                  "lds_url_options.size is %zu (accepted: %zu..%zu); set it with "
-                                  "lds_url_options_default",
-                                  opts->url->size, LDS_URL_OPTIONS_MIN_SIZE, sizeof uo);
-        memcpy(&uo, opts->url, opts->url->size);
-    }
+    lds_status st = url_options(opts, &uo, err);
+    if (st != LDS_OK)
+        return st;
     bool https = scheme_is(url, "https");
     if (!https && !scheme_is(url, "http"))
         return lds__load_fail(err, LDS_E_INVALID_ARG, "url", 0, 0, NULL,
@@ -385,7 +394,7 @@ lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url
         return lds__load_fail(err, LDS_E_NOMEM, "url", 0, 0, NULL,
                               "cannot create the libcurl handles");
     }
-    lds_status st = set_options(u, url);
+    st = set_options(u, url);
     if (st != LDS_OK) {
         lds__url_close(u);
         return lds__load_fail(err, st, "url", 0, 0, NULL,
@@ -581,8 +590,11 @@ bool lds_url_supported(void)
 lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url **out,
                          lds_error *err)
 {
-    (void)opts;
     *out = NULL;
+    lds_url_options uo;
+    lds_status st = url_options(opts, &uo, err);
+    if (st != LDS_OK)
+        return st;
     char shown[LDS__URL_SHOWN_MAX];
     lds_url_redact(url, shown, sizeof shown);
     if (!scheme_is(url, "https") && !scheme_is(url, "http"))
