@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tests of lds_load_url and URLs in the CLI, against real servers on 127.0.0.1.
 
-usage: test_url.py LODESTAR URL_CLIENT FIXTURE_DIR [--nginx]
+usage: test_url.py LODESTAR URL_CLIENT FIXTURE_DIR [--nginx [--glove FILE]]
 
 Starts tests/http_fault_server.py (standard library) on a free loopback port and
 stops it at the end; with --nginx, runs the nginx cases instead (nginx started the
@@ -9,7 +9,8 @@ same way; every test skips, and the script exits 77, when /usr/sbin/nginx is
 missing). URL_CLIENT is tests/url_client.c: it loads one URL from a pool of its own
 and prints the status, message, field, pool rents/returns and peak RSS. If the
 library was built without libcurl, every case checks the LDS_E_UNSUPPORTED answer
-instead.
+instead. --glove FILE (suite 'slow'): also the full GloVe index through nginx, compared
+with the file (skipped when FILE is missing).
 """
 import os
 import random
@@ -28,6 +29,7 @@ LODESTAR = os.path.abspath(sys.argv[1])
 CLIENT = os.path.abspath(sys.argv[2])
 FIXTURES = os.path.abspath(sys.argv[3])
 NGINX_MODE = "--nginx" in sys.argv[4:]
+GLOVE = sys.argv[sys.argv.index("--glove") + 1] if "--glove" in sys.argv[4:] else None
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = tempfile.mkdtemp(prefix="lodestar-test-url-")
 SERVE = os.path.join(WORK, "serve")
@@ -423,7 +425,21 @@ http {{
         r, _ = client(url("missing.ldsi"))
         check(r["status"] == "E_IO" and "HTTP 404" in r["message"], str(r))
 
+    def test_nginx_glove_equals_the_file():
+        if GLOVE is None:
+            skip("no --glove FILE (suite 'slow' passes it)")
+        if not os.path.exists(GLOVE):
+            skip(f"{GLOVE} is missing (scripts/fetch-glove.sh)")
+        link = os.path.join(SERVE, "glove.ldsi")
+        if not os.path.exists(link):
+            os.symlink(os.path.abspath(GLOVE), link)
+        r, _ = client(url("glove.ldsi"), "--file", GLOVE, timeout=600)
+        check(r["status"] == "OK" and r["same"] == "1" and r["path"] == "pooled", str(r))
+        balanced(r, "glove")
+
     tests = {k: v for k, v in locals().items() if k.startswith("test_")}
+    if GLOVE is not None:  # the slow run: only what the quick one does not
+        tests = {"test_nginx_glove_equals_the_file": test_nginx_glove_equals_the_file}
 
     def test_nginx_stop():
         if "proc" not in state:
