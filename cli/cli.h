@@ -62,10 +62,15 @@ void cli_put_message(FILE *f, const char *s, size_t len);
 
 /* How a subcommand wants an index loaded. */
 typedef struct cli_load_request {
-    const char *file;     /* a path, or "-" for standard input */
+    const char *file;     /* for messages: the path, "-", or the URL without user:password */
+    const char *source;   /* what is loaded (cli_set_source); NULL: `file` */
     int mmap;             /* -1: the loader's default; 0: read; 1: map */
     uint64_t max_payload; /* max_payload_bytes; 0: cli_default_max_payload() */
 } cli_load_request;
+
+/* Sets what `req` loads: a path, "-" for standard input, or an http:// or https:// URL
+   (loaded with lds_load_url; shown everywhere without its user:password). */
+void cli_set_source(cli_load_request *req, const char *arg);
 
 /* Handles --max-payload SIZE (the option's argument) for `prog`: stores it in `req` and
    returns -1, or prints a usage error and returns CLI_USAGE. */

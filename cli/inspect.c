@@ -12,7 +12,9 @@ static const char info_usage[] =
     "Load the index FILE (or standard input for -) with the stream loader,\n"
     "verifying its checksum, and print rows, dim, dtype, metric, metadata,\n"
     "sizes, checksum status, the load path used and the load time.\n"
-    "Indexes compressed with zstd are recognised and decoded.\n"
+    "Indexes compressed with zstd are recognised and decoded. FILE may be an\n"
+    "http:// or https:// URL (shown without its user:password; credentials also\n"
+    "come from ~/.netrc).\n"
     "\n"
     "options:\n"
     "  --json      print one JSON object instead of text\n"
@@ -29,7 +31,8 @@ static const char verify_usage[] =
     "keys (UTF-8, uniqueness), metadata and the payload checksum. Prints one\n"
     "line and exits 0 if it is sound; otherwise prints what is wrong, naming the\n"
     "field and its byte offset, and exits 1. The file is always read, never\n"
-    "mapped, so that every byte goes through the checksum.\n"
+    "mapped, so that every byte goes through the checksum. FILE may be an\n"
+    "http:// or https:// URL.\n"
     "\n"
     "options:\n"
     "  -h, --help  print this help\n";
@@ -81,6 +84,9 @@ static void print_info_text(const char *file, const lds_index *idx, const lds_lo
     printf("load path:  %s (%s)\n", lds_load_path_name(info->path),
            info->ownership == LDS_OWN_COPY ? "copy" : "adopt");
     printf("load time:  %.3f ms\n", elapsed_ms(info));
+    if (info->http_status != 0)
+        printf("http:       status %d, %" PRIu32 " resumption%s\n", info->http_status,
+               info->resumes, info->resumes == 1 ? "" : "s");
 }
 
 static int print_info_json(const char *file, const lds_index *idx, const lds_load_info *info)
@@ -131,6 +137,10 @@ static int print_info_json(const char *file, const lds_index *idx, const lds_loa
         load, "ownership",
         json_object_new_string(info->ownership == LDS_OWN_COPY ? "copy" : "adopt"));
     json_object_object_add(load, "elapsed_ns", json_object_new_uint64(info->elapsed_ns));
+    if (info->http_status != 0) {
+        json_object_object_add(load, "http_status", json_object_new_int(info->http_status));
+        json_object_object_add(load, "resumes", json_object_new_uint64(info->resumes));
+    }
     json_object_object_add(o, "load", load);
 
     const char *text = json_object_to_json_string_ext(
@@ -185,7 +195,7 @@ int cli_info(int argc, char **argv)
     }
     if (argc - optind != 1)
         return cli_usage_error(prog, "expected one FILE (or - for standard input)");
-    req.file = argv[optind];
+    cli_set_source(&req, argv[optind]);
 
     lds_index *idx = NULL;
     lds_load_info info;
@@ -229,7 +239,7 @@ int cli_verify(int argc, char **argv)
     }
     if (argc - optind != 1)
         return cli_usage_error(prog, "expected one FILE (or - for standard input)");
-    req.file = argv[optind];
+    cli_set_source(&req, argv[optind]);
 
     lds_index *idx = NULL;
     lds_load_info info;

@@ -18,6 +18,7 @@ static const char get_usage[] =
     "in the shortest decimal form that reads back exactly. In text, bytes of a\n"
     "key that are not printable are escaped (\\xNN, and \\\\ for a backslash); in\n"
     "JSON a missing key or id is null, and so is a NaN or infinite element.\n"
+    "FILE may be an http:// or https:// URL.\n"
     "\n"
     "options:\n"
     "  --row N     select row N (0-based) instead of a key\n"
@@ -41,7 +42,8 @@ static const char similar_usage[] =
     "cosine and dot print similarity (higher is nearer), l2 prints squared\n"
     "Euclidean distance (lower is nearer). Without keys in the index the key\n"
     "column is left out; keys are escaped as in 'lodestar get'. In JSON a NaN\n"
-    "score (a row holding NaN ranks last) is null.\n"
+    "score (a row holding NaN ranks last) is null. FILE may be an http:// or\n"
+    "https:// URL.\n"
     "\n"
     "With --queries, F holds one query per line: a key of the index, or else a\n"
     "vector; each prints one line of JSON (the object --json prints, compact,\n"
@@ -175,7 +177,7 @@ static int parse_query_args(int argc, char **argv, const char *usage, bool with_
         return cli_usage_error(prog, !sources     ? "expected FILE and KEY"
                                      : a->has_row ? "expected FILE (with --row)"
                                                   : "expected FILE (with a vector or --queries)");
-    a->req.file = argv[optind];
+    cli_set_source(&a->req, argv[optind]);
     a->key = sources ? NULL : argv[optind + 1];
     return -1;
 }

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 int cli_fail(const char *what, lds_status status, const lds_error *err)
@@ -241,9 +242,23 @@ void cli_put_message(FILE *f, const char *s, size_t len)
     put_escaped(f, s, len, false);
 }
 
+static bool is_url(const char *s)
+{
+    return strncasecmp(s, "http://", 7) == 0 || strncasecmp(s, "https://", 8) == 0;
+}
+
+void cli_set_source(cli_load_request *req, const char *arg)
+{
+    /* One index per process: one buffer for the name shown. */
+    static char shown[4096];
+    req->source = arg;
+    req->file = is_url(arg) ? lds_url_redact(arg, shown, sizeof shown) : arg;
+}
+
 static lds_status load(const cli_load_request *req, lds_index **out, lds_load_info *info,
                        lds_error *err)
 {
+    const char *source = req->source != NULL ? req->source : req->file;
     lds_load_options opts;
     lds_load_options_default(&opts);
     opts.verify_checksum = true;
@@ -251,7 +266,7 @@ static lds_status load(const cli_load_request *req, lds_index **out, lds_load_in
         opts.use_mmap = req->mmap != 0;
     opts.max_payload_bytes = req->max_payload ? req->max_payload : cli_default_max_payload();
     lds_load_info_init(info);
-    if (strcmp(req->file, "-") == 0) {
+    if (strcmp(source, "-") == 0) {
         if (isatty(STDIN_FILENO)) {
             if (err) {
                 err->status = LDS_E_INVALID_ARG;
@@ -262,7 +277,9 @@ static lds_status load(const cli_load_request *req, lds_index **out, lds_load_in
         }
         return lds_load_fd(STDIN_FILENO, &opts, out, info, err);
     }
-    return lds_load_path(req->file, &opts, out, info, err);
+    if (is_url(source))
+        return lds_load_url(source, &opts, out, info, err);
+    return lds_load_path(source, &opts, out, info, err);
 }
 
 int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info)
@@ -270,7 +287,9 @@ int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info)
     lds_error err;
     lds_error_init(&err);
     lds_status st = load(req, out, info, &err);
-    return st == LDS_OK ? CLI_OK : cli_fail(req->file, st, &err);
+    /* The loader's messages about a URL name it already ("GET URL: ..."). */
+    bool named = strncmp(err.message, "GET ", 4) == 0;
+    return st == LDS_OK ? CLI_OK : cli_fail(named ? NULL : req->file, st, &err);
 }
 
 void cli_format_float(char *buf, size_t cap, float x)

@@ -38,6 +38,7 @@ extern "C" {
  * and C++, and keeps this header usable whatever the include order. */
 typedef struct lds_pool lds_pool;
 typedef struct lds_index lds_index;
+typedef struct lds_url_options lds_url_options;
 
 /* ==== loading ============================================================ */
 
@@ -148,6 +149,9 @@ typedef struct lds_load_options {
      *  Used only when the payload spans at least 4 chunks. Default: see
      *  lds_load_options_default (off: docs/measurements/load.txt has the figures). */
     bool hash_thread;
+    /** lds_load_url only: the HTTP(S) options (borrowed for the call); NULL
+     *  (default) = lds_url_options_default. Ignored by the other sources. */
+    const lds_url_options *url;
 } lds_load_options;
 
 /** Smallest lds_load_options.size accepted: the struct as first shipped. */
@@ -177,6 +181,9 @@ typedef struct lds_load_info {
     uint64_t capacity_bytes;   /* capacity of the buffer that held the payload */
     uint64_t elapsed_ns;       /* wall time of the whole call (CLOCK_MONOTONIC) */
     bool hashed_on_thread;     /* the checksum was computed on a second thread (hash_thread) */
+    /* lds_load_url only (0 elsewhere): */
+    int http_status;  /* status code of the last HTTP response, 0 if none came */
+    uint32_t resumes; /* Range requests that resumed a dropped transfer */
 } lds_load_info;
 
 /** Smallest lds_load_info.size accepted: the struct as first shipped. */
@@ -307,6 +314,115 @@ LDS_API lds_status lds_load_memory(const void *bytes, size_t n, bool copy,
  */
 LDS_API lds_status lds_load_callback(lds_read_fn read, void *ctx, const lds_load_options *opts,
                                      lds_index **out, lds_load_info *info, lds_error *err);
+
+/* ==== loading from a URL ================================================ */
+
+/** Default of lds_url_options.connect_timeout_ms: 10 s. */
+#define LDS_URL_DEFAULT_CONNECT_TIMEOUT_MS 10000u
+/** Default of lds_url_options.low_speed_time_s: 30 s. */
+#define LDS_URL_DEFAULT_LOW_SPEED_TIME_S 30u
+/** Default of lds_url_options.max_redirects. */
+#define LDS_URL_DEFAULT_MAX_REDIRECTS 5u
+/** Default of lds_url_options.max_resumes. */
+#define LDS_URL_DEFAULT_MAX_RESUMES 3u
+
+/**
+ * Options of lds_load_url (lds_load_options.url). Start from
+ * lds_url_options_default(); `size` follows "Struct sizes" in lodestar.h
+ * (LDS_URL_OPTIONS_MIN_SIZE..sizeof, else LDS_E_INVALID_ARG "url.size").
+ * Strings are borrowed for the call.
+ */
+typedef struct lds_url_options {
+    size_t size; /* sizeof(lds_url_options) */
+    /** Time allowed to connect (TCP and TLS), milliseconds; 0 = libcurl's own
+     *  default (300 s). Default LDS_URL_DEFAULT_CONNECT_TIMEOUT_MS. */
+    uint32_t connect_timeout_ms;
+    /** A transfer slower than low_speed_bytes per second for this many
+     *  seconds is dropped (then resumed, see max_resumes); 0 = never.
+     *  Default LDS_URL_DEFAULT_LOW_SPEED_TIME_S. */
+    uint32_t low_speed_time_s;
+    /** See low_speed_time_s; default 1 byte per second (a stalled server). */
+    uint32_t low_speed_bytes;
+    /** Redirects followed (301, 302, 303, 307, 308); one more is LDS_E_IO.
+     *  0 = none: a 3xx answer is LDS_E_IO. An https URL is never redirected
+     *  to http (LDS_E_IO). Default LDS_URL_DEFAULT_MAX_REDIRECTS. */
+    uint32_t max_redirects;
+    /** Times a transfer dropped after body bytes arrived is resumed with a
+     *  Range request from the byte reached. A resumption needs a validator
+     *  from the first response (a strong ETag, else Last-Modified), sent as
+     *  If-Range; a 206 answer must carry the same validator and a
+     *  Content-Range starting at that byte, else the load fails (LDS_E_IO)
+     *  rather than splice two versions of the file. Default
+     *  LDS_URL_DEFAULT_MAX_RESUMES; 0 = never resume. */
+    uint32_t max_resumes;
+    /** PEM file of the certificate authorities that verify the server; NULL
+     *  (default) = the system's store. TLS peer and host verification is
+     *  always on. */
+    const char *ca_file;
+    /** "user:password" for HTTP authentication; NULL (default) = the URL's own
+     *  user:password, else ~/.netrc (when use_netrc). Never printed: messages
+     *  and lodestar's output show URLs through lds_url_redact. */
+    const char *userpwd;
+    /** Look up credentials in ~/.netrc (or $NETRC) when the URL has none.
+     *  Default true. */
+    bool use_netrc;
+} lds_url_options;
+
+/** Smallest lds_url_options.size accepted: the struct as first shipped. */
+#define LDS_URL_OPTIONS_MIN_SIZE sizeof(lds_url_options)
+
+/** Fills `opts` with the defaults documented on each field (size included). */
+LDS_API void lds_url_options_default(lds_url_options *opts);
+
+/** True when this library was built with libcurl (meson -Dcurl=enabled, or
+ *  auto with libcurl found), that is when lds_load_url can load anything. */
+LDS_API bool lds_url_supported(void);
+
+/**
+ * Writes `url` without its user:password (the "user:password@" part of the
+ * authority removed) into `buf` of `cap` bytes, NUL-terminated, cut if it does
+ * not fit. Returns `buf`. Anything that is not a URL is copied unchanged.
+ * Never fails; `url` NULL is written as "(null)". Thread-safe.
+ */
+LDS_API char *lds_url_redact(const char *url, char *buf, size_t cap);
+
+/**
+ * Loads the index at an http:// or https:// `url` through libcurl, streaming
+ * it into the pooled buffer with the invariants of every other source (see
+ * the common tail above); a zstd body is decoded on the fly. The transfer:
+ *
+ * - Length: the response's Content-Length, when present, is the transport's
+ *   length. It is cross-checked against the header's declared length after
+ *   the first 64 bytes and before anything is rented: a Content-Length below
+ *   64 + declared is LDS_E_TRUNCATED, above it LDS_E_TRAILING, field
+ *   "http.content_length", both numbers named. A header that leaves the
+ *   length unknown takes Content-Length - 64 (still pooled). No
+ *   Content-Length (chunked or close-delimited) and no declared length is
+ *   the growable path, bounded by max_payload_bytes. For a zstd body the
+ *   Content-Length counts compressed bytes: the frame content size is the
+ *   cross-check, and libcurl holds the body to its Content-Length.
+ * - Encoding: no Accept-Encoding is sent and nothing is decoded by HTTP; a
+ *   response with a Content-Encoding other than identity is
+ *   LDS_E_UNSUPPORTED, field "http.content_encoding" (its bytes are not the
+ *   index's, and its length is not the declared one).
+ * - Errors: an HTTP status of 400 or more, a 3xx not followed, too many
+ *   redirects, a connect or low-speed timeout, or a transfer that cannot be
+ *   resumed are LDS_E_IO, field "http", the message naming the URL (without
+ *   credentials), the HTTP status or libcurl's error, and the body bytes
+ *   received. options.url (lds_url_options) sets the timeouts, redirects,
+ *   resumption, CA file and credentials.
+ * - Cancellation: options.cancel is called before each chunk and at least
+ *   every 100 ms while waiting for the network; progress as for any source.
+ * - Other statuses: LDS_E_INVALID_ARG (url NULL, a scheme other than http or
+ *   https, options.url->size), LDS_E_UNSUPPORTED (built without libcurl:
+ *   lds_url_supported() is false), and those of the common tail.
+ *
+ * lds_load_info.http_status and .resumes report the last response's status
+ * and the resumptions made. Thread-safe (each call has its own libcurl
+ * handles; libcurl's global init runs once).
+ */
+LDS_API lds_status lds_load_url(const char *url, const lds_load_options *opts, lds_index **out,
+                                lds_load_info *info, lds_error *err);
 
 #ifdef __cplusplus
 }

@@ -498,8 +498,30 @@ typedef struct transport {
     bool has_size; /* a regular file: its size and our position in it */
     uint64_t size;
     uint64_t pos;
-    bool no_pool; /* memory path: decode into our own buffer, never rent */
+    bool no_pool;  /* memory path: decode into our own buffer, never rent */
+    lds__url *url; /* an HTTP(S) body: Content-Length, once the body began */
 } transport;
+
+/* An uncompressed HTTP body's Content-Length against the declared length, before
+ * renting: a shorter body cannot hold the payload (truncated), a longer one holds
+ * bytes after it (trailing). Both numbers are named. */
+static lds_status check_content_length(load_ctx *c, const transport *t, uint64_t declared,
+                                       bool *known, uint64_t *implied)
+{
+    uint64_t cl = 0;
+    *known = lds__url_length(t->url, &cl);
+    *implied = cl >= LDS_HEADER_SIZE ? cl - LDS_HEADER_SIZE : 0;
+    if (!*known || declared == LDS_LENGTH_UNKNOWN || declared == *implied)
+        return LDS_OK;
+    bool shorter = cl < LDS_HEADER_SIZE || *implied < declared;
+    return lds__load_fail(
+        c->err, shorter ? LDS_E_TRUNCATED : LDS_E_TRAILING, "http.content_length", 16, 0, NULL,
+        "%s: Content-Length %llu %s the %d-byte header and the %llu payload "
+        "bytes it declares (%llu)",
+        lds__url_shown(t->url), (unsigned long long)cl, shorter ? "is short of" : "exceeds",
+        LDS_HEADER_SIZE, (unsigned long long)declared,
+        (unsigned long long)(declared + LDS_HEADER_SIZE));
+}
 
 static lds_status load_stream(load_ctx *c, lds__source *src, const transport *t)
 {
@@ -542,6 +564,13 @@ static lds_status load_stream(load_ctx *c, lds__source *src, const transport *t)
             st = lds__load_fail(c->err, LDS_E_LENGTH_MISMATCH, "zstd.frame_content_size", 0, 0,
                                 NULL, "the zstd frame content size %llu is below the header size",
                                 (unsigned long long)fcs);
+    } else if (!src->compressed && t->url != NULL) {
+        bool known = false;
+        uint64_t implied = 0;
+        st = check_content_length(c, t, h.payload_length, &known, &implied);
+        if (st == LDS_OK)
+            st = choose_length(c, h.payload_length, known, implied, "Content-Length",
+                               implied + LDS_HEADER_SIZE, &length);
     } else if (!src->compressed && t->has_size) {
         uint64_t need = t->pos + LDS_HEADER_SIZE;
         st = choose_length(c, h.payload_length, true, t->size >= need ? t->size - need : 0,
@@ -877,5 +906,51 @@ lds_status lds_load_memory(const void *bytes, size_t n, bool copy, const lds_loa
     c.info.payload_bytes = length;
     hold none = {.kind = HOLD_NONE};
     st = parse(&c, b + LDS_HEADER_SIZE, (size_t)length, &none, false, 0);
+    return finish(&c, st, info);
+}
+
+/* Makes a failure's message name the URL ("GET URL: ..."), as the transport's own do,
+ * keeping the status, field, offset and the rest of the detail. */
+static void name_the_url(lds_error *err, lds_status st, const char *shown)
+{
+    if (err == NULL || err->size < sizeof *err || err->status != st ||
+        strncmp(err->message, "GET ", 4) == 0)
+        return;
+    char text[sizeof err->message];
+    memcpy(text, err->message, sizeof text);
+    char tail[48];
+    snprintf(tail, sizeof tail, " (at byte %llu)", (unsigned long long)err->offset);
+    size_t n = strlen(text), t = strlen(tail);
+    bool at_byte = n >= t && strcmp(text + n - t, tail) == 0;
+    if (at_byte)
+        text[n - t] = '\0';
+    (void)lds__error_fill(err, st, err->field, err->offset, at_byte, err->line, err->sys_errno,
+                          err->zstd_error, "GET %s: %s", shown, text);
+}
+
+lds_status lds_load_url(const char *url, const lds_load_options *opts, lds_index **out,
+                        lds_load_info *info, lds_error *err)
+{
+    load_ctx c;
+    lds_status st = begin(&c, opts, out, info, err);
+    if (st == LDS_OK && url == NULL)
+        st = lds__load_fail(err, LDS_E_INVALID_ARG, "url", 0, 0, NULL, "the URL is NULL");
+    if (st != LDS_OK)
+        return finish(&c, st, info);
+    lds__url *u = NULL;
+    st = lds__url_open(url, &c.o, &u, err);
+    if (st != LDS_OK)
+        return finish(&c, st, info);
+    transport t = {.url = u};
+    lds__source src;
+    lds__source_init(&src, LDS__SRC_URL, &c.o);
+    src.url = u;
+    st = load_stream(&c, &src, &t);
+    lds__source_close(&src);
+    c.info.http_status = lds__url_status(u);
+    c.info.resumes = lds__url_resumes(u);
+    if (st != LDS_OK)
+        name_the_url(err, st, lds__url_shown(u));
+    lds__url_close(u);
     return finish(&c, st, info);
 }

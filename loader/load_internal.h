@@ -17,7 +17,16 @@
  * (ZSTD_FRAMEHEADERSIZE_MAX, which zstd.h exposes only to static linkers). */
 #define LDS__ZSTD_HEADER_MAX 18
 
-enum lds__source_kind { LDS__SRC_FD = 1, LDS__SRC_FILE, LDS__SRC_CALLBACK, LDS__SRC_MEMORY };
+enum lds__source_kind {
+    LDS__SRC_FD = 1,
+    LDS__SRC_FILE,
+    LDS__SRC_CALLBACK,
+    LDS__SRC_MEMORY,
+    LDS__SRC_URL
+};
+
+/* An HTTP(S) transfer (loader/url.c); opaque outside it. */
+typedef struct lds__url lds__url;
 
 /*
  * A byte source: one raw transport, a few bytes peeked ahead of the reader
@@ -34,6 +43,7 @@ typedef struct lds__source {
     const unsigned char *mem;
     size_t mem_len;
     size_t mem_pos;
+    lds__url *url;
 
     const lds_load_options *opts; /* for cancellation while retrying EINTR */
     bool raw_eof;                 /* the transport has reported its end */
@@ -76,6 +86,30 @@ lds_status lds__source_read_full(lds__source *src, void *buf, size_t want, size_
 /* Succeeds if the logical stream and, for zstd, the transport after the frame
  * hold no more bytes; LDS_E_TRAILING otherwise (`what` names the boundary). */
 lds_status lds__source_expect_end(lds__source *src, lds_error *err);
+
+/* Starts the transfer of `url` (nothing is received yet): LDS_E_INVALID_ARG for
+ * a scheme other than http(s) or a bad opts->url, LDS_E_UNSUPPORTED without
+ * libcurl, LDS_E_NOMEM. `*out` is NULL on failure. */
+lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url **out,
+                         lds_error *err);
+
+/* Ends the transfer and frees everything; NULL is accepted. */
+void lds__url_close(lds__url *u);
+
+/* One read of the response body: at least one byte, or `*got` = 0 at its end.
+ * Resumes a dropped transfer (max_resumes); checks options.cancel while waiting. */
+lds_status lds__url_read(lds__url *u, void *buf, size_t cap, size_t *got, lds_error *err);
+
+/* The Content-Length of the whole body, once the first body byte has arrived:
+ * false when the response has none. */
+bool lds__url_length(const lds__url *u, uint64_t *length);
+
+/* The URL without credentials, for messages. */
+const char *lds__url_shown(const lds__url *u);
+
+/* Last HTTP status (0 if none) and resumptions made, for lds_load_info. */
+int lds__url_status(const lds__url *u);
+uint32_t lds__url_resumes(const lds__url *u);
 
 /* lds__error_vfill (lds_common.h), with " (at byte OFFSET)" when `field` is
  * set and the status is not LDS_E_INVALID_ARG. */

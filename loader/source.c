@@ -105,6 +105,8 @@ static lds_status transport_read(lds__source *src, void *buf, size_t cap, size_t
             *got = n;
             return LDS_OK;
         }
+        case LDS__SRC_URL:
+            return lds__url_read(src->url, buf, cap, got, err);
         case LDS__SRC_MEMORY: {
             size_t n = src->mem_len - src->mem_pos;
             if (n > cap)

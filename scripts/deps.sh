@@ -21,6 +21,8 @@ PACKAGES=(
     meson ninja-build pkg-config gcc clang # build (gcc and clang both build -Werror clean)
     libzstd-dev libxxhash-dev libjson-c-dev # libraries (dependency() in meson)
     libcmocka-dev                          # unit tests
+    libcurl4-openssl-dev                   # lds_load_url (optional: meson -Dcurl=auto)
+    nginx-light curl time                  # test_url.py --nginx; bench/load_url.py (GNU time)
     zstd                                   # the shipped sample is zstd-compressed
     python3 python3-numpy                  # test scripts, fixtures and comparisons
     python3-mesonpy python3-venv git       # pip install . (meson-python), its test
@@ -34,7 +36,7 @@ PACKAGES+=("$@")
 
 present() {
     case "$1" in
-    npm | hyperfine) command -v "$1" >/dev/null ;;
+    npm | hyperfine | curl) command -v "$1" >/dev/null ;;
     *) [ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = installed ] ;;
     esac
 }

@@ -1699,6 +1699,46 @@ static int remove_dir(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* lds_url_redact drops user:password from the authority only, and cuts safely. */
+static void test_url_redact(void **state)
+{
+    (void)state;
+    char b[64];
+    assert_string_equal(lds_url_redact("https://u:p@h.example/x.ldsi", b, sizeof b),
+                        "https://h.example/x.ldsi");
+    assert_string_equal(lds_url_redact("http://u@h:8080/a?b=c@d", b, sizeof b),
+                        "http://h:8080/a?b=c@d");
+    /* An '@' after the authority is not a credential. */
+    assert_string_equal(lds_url_redact("http://h/p@q", b, sizeof b), "http://h/p@q");
+    /* The last '@' of the authority ends the credentials (a password holding '@'). */
+    assert_string_equal(lds_url_redact("http://u:p@ss@h/", b, sizeof b), "http://h/");
+    assert_string_equal(lds_url_redact("not a url", b, sizeof b), "not a url");
+    assert_string_equal(lds_url_redact(NULL, b, sizeof b), "(null)");
+    char small[12];
+    assert_string_equal(lds_url_redact("http://user:secret@host/x", small, sizeof small),
+                        "http://host");
+    assert_string_equal(lds_url_redact("http://user:secret@host/x", b, 8), "http://");
+    assert_null(lds_url_redact("x", NULL, 0));
+    /* A scheme other than http(s) is refused before any transfer. */
+    lds_index *idx = (lds_index *)1;
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_load_url("ftp://u:pw@h/x", NULL, &idx, NULL, &err), LDS_E_INVALID_ARG);
+    assert_null(idx);
+    assert_non_null(strstr(err.message, "ftp://h/x"));
+    assert_null(strstr(err.message, "pw"));
+    assert_int_equal(lds_load_url(NULL, NULL, &idx, NULL, &err), LDS_E_INVALID_ARG);
+    lds_url_options uo;
+    lds_url_options_default(&uo);
+    uo.size = 3;
+    lds_load_options o;
+    lds_load_options_default(&o);
+    o.url = &uo;
+    lds_status st = lds_load_url("http://127.0.0.1:1/x", &o, &idx, NULL, &err);
+    assert_int_equal(st, LDS_E_INVALID_ARG);
+    assert_string_equal(err.field, "url.size");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1724,6 +1764,7 @@ int main(void)
         cmocka_unit_test(test_default_ownership_is_adopt),
         cmocka_unit_test(test_fd_at_an_offset_and_file),
         cmocka_unit_test(test_mapped_path_and_fallback),
+        cmocka_unit_test(test_url_redact),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }

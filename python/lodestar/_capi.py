@@ -43,7 +43,8 @@ class LoadOptions(_c.Structure):
     _fields_ = [("size", SZ), ("pool", P), ("max_payload_bytes", U64), ("limits", Limits),
                 ("ownership", I), ("use_mmap", B), ("populate", B), ("verify_checksum", B),
                 ("hash_while_reading", B), ("cancel", P), ("progress", P),
-                ("callback_ctx", P), ("chunk_bytes", SZ), ("hash_thread", B)]
+                ("callback_ctx", P), ("chunk_bytes", SZ), ("hash_thread", B),
+                ("url", P)]
 
 
 class LoadInfo(_c.Structure):
@@ -51,7 +52,8 @@ class LoadInfo(_c.Structure):
     _fields_ = [("size", SZ), ("path", I), ("ownership", I), ("compressed", B),
                 ("checksum_verified", B), ("hashed_while_reading", B), ("mmap_fallback", B),
                 ("payload_bytes", U64), ("declared_bytes", U64), ("stream_bytes", U64),
-                ("capacity_bytes", U64), ("elapsed_ns", U64), ("hashed_on_thread", B)]
+                ("capacity_bytes", U64), ("elapsed_ns", U64), ("hashed_on_thread", B),
+                ("http_status", I), ("resumes", U32)]
 
 
 class WriterOptions(_c.Structure):
@@ -107,6 +109,8 @@ SIGNATURES = {
     "lds_load_info_init": (None, [P]),
     "lds_load_path_name": (S, [I]),
     "lds_load_path": (I, [S, P, _c.POINTER(P), P, P]),
+    "lds_load_url": (I, [S, P, _c.POINTER(P), P, P]),
+    "lds_url_supported": (B, []),
     "lds_load_fd": (I, [I, P, _c.POINTER(P), P, P]),
     "lds_load_memory": (I, [P, SZ, B, P, _c.POINTER(P), P, P]),
     "lds_load_callback": (I, [READ_FN, P, P, _c.POINTER(P), P, P]),

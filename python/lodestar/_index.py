@@ -555,7 +555,8 @@ def _readinto_callback(f, failure):
 def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, populate=False):
     """Loads an index and returns an Index.
 
-    source: a path (str or os.PathLike); a bytes-like object (the memory path, never
+    source: a path (str or os.PathLike); an "http://" or "https://" URL (str, loaded
+    with lds_load_url: Content-Length cross-checked, dropped transfers resumed); a bytes-like object (the memory path, never
     pooled: a `bytes` object is borrowed, anything else is copied since it could change
     under the index); or a binary file object, read from its current position: through
     its fd when it has one that is seekable or unbuffered (lds_load_fd; left positioned
@@ -574,7 +575,9 @@ def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, p
     h = ctypes.c_void_p()
     keep = None
     tail = (ctypes.byref(opts), ctypes.byref(h), ctypes.byref(info), ctypes.byref(err))
-    if isinstance(source, (str, os.PathLike)):
+    if isinstance(source, str) and source.lower().startswith(("http://", "https://")):
+        st = lib.lds_load_url(_cstr(source, "url"), *tail)
+    elif isinstance(source, (str, os.PathLike)):
         st = lib.lds_load_path(_cstr(source, "path"), *tail)
     elif hasattr(source, "read") or hasattr(source, "readinto"):
         fd = _usable_fd(source)

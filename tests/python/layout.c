@@ -43,6 +43,7 @@ int main(void)
     FIELD(lds_load_options, callback_ctx);
     FIELD(lds_load_options, chunk_bytes);
     FIELD(lds_load_options, hash_thread);
+    FIELD(lds_load_options, url);
 
     SIZE(lds_load_info);
     FIELD(lds_load_info, size);
@@ -58,6 +59,8 @@ int main(void)
     FIELD(lds_load_info, capacity_bytes);
     FIELD(lds_load_info, elapsed_ns);
     FIELD(lds_load_info, hashed_on_thread);
+    FIELD(lds_load_info, http_status);
+    FIELD(lds_load_info, resumes);
 
     SIZE(lds_writer_options);
     FIELD(lds_writer_options, size);

@@ -144,3 +144,30 @@ def test_read_errors_are_raised_as_they_were(tiny):
     with pytest.raises(ConnectionResetError, match="peer"):
         lodestar.load(Broken())
 
+
+
+def test_url(tiny, tmp_path):
+    # A loopback server of the standard library: the URL loads the same index as the file.
+    import functools
+    import http.server
+    import threading
+
+    if not lodestar._capi.library().lds_url_supported():
+        pytest.skip("built without libcurl")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler,
+                                directory=os.path.dirname(tiny))
+    handler.log_message = lambda *a: None
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = "http://127.0.0.1:%d/%s" % (srv.server_address[1], os.path.basename(tiny))
+        with lodestar.load(url) as a, lodestar.load(tiny) as b:
+            assert a.info["path"] == "pooled" and a.key(0) == "king"
+            assert a.info["http_status"] == 200 and a.checksum_verified
+            assert a.info["payload_bytes"] == b.info["payload_bytes"]
+            assert [a.key(i) for i in range(len(a))] == [b.key(i) for i in range(len(b))]
+        with pytest.raises(lodestar.IOError, match="HTTP 404"):
+            lodestar.load(url + ".missing")
+    finally:
+        srv.shutdown()
+        srv.server_close()

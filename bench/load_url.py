@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Loading an index from a URL on loopback against loading it from the file (ADR 0019).
+
+usage: /usr/bin/python3 bench/load_url.py [--dry] [--index FILE] [--rounds N] [--rows N]
+
+Serves the index's directory with nginx on 127.0.0.1 (Python's http.server when nginx
+is not installed; the output says which), then, in interleaved rounds (the order
+rotates each round):
+
+  in one process (the ctypes package): lodestar.load(URL) vs lodestar.load(FILE), both
+  read into the pool with the checksum verified;
+  as whole processes: `lodestar info URL`, `lodestar info FILE`, and
+  `curl -s -o TMP URL && lodestar info TMP` (download first, then load).
+
+Prints median/min/max wall time per alternative, the ratios of medians to the file,
+and, for the processes, minor page faults and peak RSS (wait4, so the curl+lodestar
+row counts both processes' faults and the larger RSS; GNU time measures them). The index is --index FILE,
+else .cache/glove/glove-100d.ldsi when present, else a random --rows x 100 f32 index
+packed here. --dry: a 200-row index, 2 rounds.
+
+env: LODESTAR_BUILD (default build/) for the lodestar program, LODESTAR_LIB (default
+build/liblodestar.so) when the package is not installed.
+"""
+import argparse
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.join(HERE, os.pardir)
+sys.path.insert(0, os.path.join(TOP, "python"))
+BUILD = os.environ.get("LODESTAR_BUILD", os.path.join(TOP, "build"))
+os.environ.setdefault("LODESTAR_LIB", os.path.join(BUILD, "liblodestar.so"))
+import lodestar  # noqa: E402
+
+GNU_TIME = "/usr/bin/time"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc):
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            return
+        except OSError:
+            if proc.poll() is not None:
+                raise SystemExit("the server did not start")
+            time.sleep(0.05)
+    raise SystemExit("the server did not answer")
+
+
+def start_server(root, work):
+    port = free_port()
+    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx")
+                                      else None)
+    if nginx:
+        prefix = os.path.join(work, "nginx")
+        os.makedirs(os.path.join(prefix, "tmp"))
+        conf = os.path.join(prefix, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(f"""daemon off;
+master_process off;
+error_log {prefix}/error.log;
+pid {prefix}/nginx.pid;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    sendfile on;
+    client_body_temp_path {prefix}/tmp;
+    proxy_temp_path {prefix}/tmp;
+    fastcgi_temp_path {prefix}/tmp;
+    uwsgi_temp_path {prefix}/tmp;
+    scgi_temp_path {prefix}/tmp;
+    server {{ listen 127.0.0.1:{port}; root {root}; }}
+}}
+""")
+        p = subprocess.Popen([nginx, "-p", prefix, "-c", conf], stderr=subprocess.DEVNULL)
+        name = "nginx"
+    else:
+        p = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1",
+                              "--directory", root, str(port)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        name = "python http.server"
+    wait_port(port, p)
+    return p, port, name
+
+
+def run_process(argv, work):
+    """Runs argv under GNU time; returns (seconds, minor faults, peak RSS KiB). The counts
+    come from time's wait4 on its own child: a child spawned from this Python would carry
+    Python's peak RSS across exec (Linux records the old mm's high-water mark)."""
+    out = os.path.join(work, "time.out")
+    t0 = time.perf_counter()
+    p = subprocess.run([GNU_TIME, "-f", "%M %R", "-o", out, *argv], stdout=subprocess.DEVNULL)
+    secs = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"{argv}: exit {p.returncode}")
+    with open(out) as f:
+        rss, faults = f.read().split()[-2:]
+    return secs, int(faults), int(rss)
+
+
+def summary(xs):
+    return statistics.median(xs), min(xs), max(xs)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dry", action="store_true")
+    ap.add_argument("--index")
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--rows", type=int, default=20000)
+    a = ap.parse_args()
+    if not os.access(GNU_TIME, os.X_OK):
+        raise SystemExit("bench/load_url.py needs GNU time (apt-get install time)")
+    rounds = 2 if a.dry else a.rounds
+    cli = os.path.join(BUILD, "cli", "lodestar")
+    work = tempfile.mkdtemp(prefix="lodestar-load-url-")
+    try:
+        index = a.index
+        glove = os.path.join(TOP, ".cache", "glove", "glove-100d.ldsi")
+        if index is None and not a.dry and os.path.exists(glove):
+            index = glove
+        if index is None:
+            rows = 200 if a.dry else a.rows
+            rnd = random.Random(7)
+            text = os.path.join(work, "ref.txt")
+            with open(text, "w") as f:
+                for r in range(rows):
+                    f.write("w%d " % r + " ".join("%.4f" % rnd.uniform(-1, 1)
+                                                  for _ in range(100)) + "\n")
+            index = os.path.join(work, "ref.ldsi")
+            subprocess.run([cli, "pack", "--format", "glove", text, index], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        index = os.path.abspath(index)
+        srv, port, server_name = start_server(os.path.dirname(index), work)
+        url = f"http://127.0.0.1:{port}/{os.path.basename(index)}"
+        tmp = os.path.join(work, "downloaded.ldsi")
+        curl = shutil.which("curl")
+        try:
+            inproc = {"url": [], "file": []}
+            procs = {"info URL": [], "info FILE": []}
+            if curl:
+                procs["curl -o + info"] = []
+            cmds = {"info URL": [cli, "info", url], "info FILE": [cli, "info", index],
+                    "curl -o + info": ["sh", "-c", f'"{curl}" -s -o "{tmp}" "{url}" && '
+                                       f'"{cli}" info "{tmp}" && rm -f "{tmp}"']}
+            for r in range(rounds):
+                order = list(inproc)[r % 2:] + list(inproc)[:r % 2]
+                for k in order:
+                    t0 = time.perf_counter()
+                    with lodestar.load(url if k == "url" else index) as ix:
+                        assert ix.checksum_verified
+                    inproc[k].append(time.perf_counter() - t0)
+                names = list(procs)
+                names = names[r % len(names):] + names[:r % len(names)]
+                for k in names:
+                    procs[k].append(run_process(cmds[k], work))
+        finally:
+            srv.terminate()
+            srv.wait(timeout=10)
+        size = os.path.getsize(index)
+        cpu = "?"
+        try:
+            for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+                if line.startswith("Model name:"):
+                    cpu = line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+        print(f"index {index} ({size} bytes), server {server_name} on 127.0.0.1, "
+              f"{rounds} interleaved rounds")
+        print(f"machine: {cpu}, load average {os.getloadavg()[0]:.2f} at the end")
+        print("in one process (ms: median min max, ratio of medians to the file)")
+        base = statistics.median(inproc["file"])
+        for k, xs in inproc.items():
+            m, lo, hi = summary(xs)
+            print(f"  lodestar.load({k:4s})  {m * 1e3:9.2f} {lo * 1e3:9.2f} {hi * 1e3:9.2f}"
+                  f"  x{m / base:.2f}")
+        print("whole processes (ms: median min max, ratio; minor faults and peak RSS KiB, "
+              "medians)")
+        base = statistics.median(x[0] for x in procs["info FILE"])
+        for k, xs in procs.items():
+            m, lo, hi = summary([x[0] for x in xs])
+            flt = statistics.median(x[1] for x in xs)
+            rss = statistics.median(x[2] for x in xs)
+            print(f"  {k:16s} {m * 1e3:9.2f} {lo * 1e3:9.2f} {hi * 1e3:9.2f}  x{m / base:.2f}"
+                  f"  faults {flt:8.0f}  rss {rss:8.0f}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,661 @@
+/*
+ * The HTTP(S) transport of lds_load_url, through libcurl's multi interface:
+ * the loader pulls (lds__url_read), libcurl pushes (the body callback), so a
+ * read runs the transfer until the callback has put bytes into the reader's
+ * buffer. What arrives beyond that buffer waits in the spill, at most
+ * LDS__URL_SPILL_MAX bytes (2 MiB, eight of libcurl's largest deliveries); a
+ * delivery that does not fit pauses the transfer until the reader asks again,
+ * so memory stays bounded however fast the server sends. Dropped transfers are
+ * resumed with Range + If-Range (docs/adr/0019-http-source.md).
+ */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "load_internal.h"
+
+void lds_url_options_default(lds_url_options *opts)
+{
+    if (opts == NULL)
+        return;
+    memset(opts, 0, sizeof *opts);
+    opts->size = sizeof *opts;
+    opts->connect_timeout_ms = LDS_URL_DEFAULT_CONNECT_TIMEOUT_MS;
+    opts->low_speed_time_s = LDS_URL_DEFAULT_LOW_SPEED_TIME_S;
+    opts->low_speed_bytes = 1;
+    opts->max_redirects = LDS_URL_DEFAULT_MAX_REDIRECTS;
+    opts->max_resumes = LDS_URL_DEFAULT_MAX_RESUMES;
+    opts->use_netrc = true;
+}
+
+char *lds_url_redact(const char *url, char *buf, size_t cap)
+{
+    if (buf == NULL || cap == 0)
+        return buf;
+    if (url == NULL)
+        url = "(null)";
+    const char *auth = strstr(url, "://");
+    size_t keep = strlen(url), skip = 0;
+    if (auth != NULL) {
+        auth += 3;
+        size_t alen = strcspn(auth, "/?#");
+        const char *at = NULL;
+        for (size_t i = 0; i < alen; i++)
+            if (auth[i] == '@')
+                at = auth + i;
+        if (at != NULL) {
+            keep = (size_t)(auth - url);
+            skip = (size_t)(at + 1 - url);
+        }
+    }
+    size_t n = keep < cap - 1 ? keep : cap - 1;
+    memcpy(buf, url, n);
+    if (skip != 0 && n == keep) {
+        size_t rest = strlen(url + skip);
+        size_t m = rest < cap - 1 - n ? rest : cap - 1 - n;
+        memcpy(buf + n, url + skip, m);
+        n += m;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+/* Room for the URL in messages (lds_error.message is 256 bytes). */
+#define LDS__URL_SHOWN_MAX 120
+
+static bool scheme_is(const char *url, const char *scheme)
+{
+    size_t n = strlen(scheme);
+    if (strncasecmp(url, scheme, n) != 0)
+        return false;
+    return strncmp(url + n, "://", 3) == 0;
+}
+
+/* opts->url, checked, or the defaults. */
+static lds_status url_options(const lds_load_options *opts, lds_url_options *uo, lds_error *err)
+{
+    lds_url_options_default(uo);
+    if (opts->url == NULL)
+        return LDS_OK;
+    if (opts->url->size < LDS_URL_OPTIONS_MIN_SIZE || opts->url->size > sizeof *uo)
+        return lds__load_fail(err, LDS_E_INVALID_ARG, "url.size", 0, 0, NULL,
+                              "lds_url_options.size is %zu (accepted: %zu..%zu); set it with "
+                              "lds_url_options_default",
+                              opts->url->size, LDS_URL_OPTIONS_MIN_SIZE, sizeof *uo);
+    memcpy(uo, opts->url, opts->url->size);
+    return LDS_OK;
+}
+
+#if LDS_HAVE_CURL
+
+#include <pthread.h>
+
+#include <curl/curl.h>
+
+/* libcurl's buffer for one receive, so also the most one body callback delivers. */
+#define LDS__URL_BUFFER ((long)256 << 10)
+/* Bytes held for the next reads beyond the reader's buffer before the transfer pauses
+ * (pausing makes libcurl copy the delivery into an allocation of its own; with one
+ * delivery of spill, GloVe from loopback took 45.3k page faults, with this 39.4k). */
+#define LDS__URL_SPILL_MAX ((size_t)8 * (size_t)LDS__URL_BUFFER)
+/* How long one wait for the network lasts before cancellation is checked. */
+#define LDS__URL_POLL_MS 100
+
+struct lds__url {
+    CURLM *multi;
+    CURL *easy;
+    bool attached; /* easy is in multi */
+    struct curl_slist *headers;
+    lds_url_options uo;
+    const lds_load_options *opts;
+    char shown[LDS__URL_SHOWN_MAX];
+    char errbuf[CURL_ERROR_SIZE];
+    bool https;
+
+    /* The response in progress (headers reset at each status line). */
+    char etag[160];
+    char last_modified[64];
+    char content_encoding[64];
+    char content_range[96];
+    bool body_started; /* its first body byte has been checked and taken */
+    long status;
+
+    /* The first response: the whole body's length and its validator. */
+    bool have_first;
+    bool have_length;
+    uint64_t length;
+    char v_etag[160];
+    char v_last_modified[64];
+
+    uint64_t received; /* body bytes taken, across resumptions */
+    uint64_t resume_at;
+    uint32_t resumes;
+
+    /* Where the body callback puts bytes during a read. */
+    unsigned char *dst;
+    size_t dst_cap;
+    size_t dst_len;
+    unsigned char *spill;
+    size_t spill_cap;
+    size_t spill_len;
+    size_t spill_pos;
+    bool paused;
+
+    bool done; /* the transfer ended; result says how */
+    CURLcode result;
+    lds_status refused; /* set by a callback that stopped the transfer */
+    lds_error *err;     /* the current read's, for the callbacks */
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_result = CURLE_FAILED_INIT;
+
+static void curl_init(void)
+{
+    curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+bool lds_url_supported(void)
+{
+    return true;
+}
+
+static lds_status url_fail(lds__url *u, lds_error *err, lds_status st, const char *field,
+                           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static lds_status url_fail(lds__url *u, lds_error *err, lds_status st, const char *field,
+                           const char *fmt, ...)
+{
+    char what[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    /* The offset is the body byte reached; a refusal of the whole transfer has none. */
+    return lds__error_fill(err, st, field, u->received, false, 0, 0, NULL, "GET %s: %s", u->shown,
+                           what);
+}
+
+/* Copies a header's value (trimmed) into `dst` if `line` is "name: value". */
+static bool header_value(const char *line, size_t n, const char *name, char *dst, size_t cap)
+{
+    size_t k = strlen(name);
+    if (n <= k || strncasecmp(line, name, k) != 0 || line[k] != ':')
+        return false;
+    const char *v = line + k + 1;
+    const char *end = line + n;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && isspace((unsigned char)end[-1]))
+        end--;
+    size_t len = (size_t)(end - v) < cap - 1 ? (size_t)(end - v) : cap - 1;
+    memcpy(dst, v, len);
+    dst[len] = '\0';
+    return true;
+}
+
+static size_t on_header(char *line, size_t size, size_t n, void *ctx)
+{
+    lds__url *u = ctx;
+    size_t len = size * n;
+    if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
+        /* A new response (after a redirect, a 100 Continue, a resumption). */
+        u->etag[0] = u->last_modified[0] = u->content_encoding[0] = u->content_range[0] = '\0';
+        return len;
+    }
+    if (!header_value(line, len, "ETag", u->etag, sizeof u->etag) &&
+        !header_value(line, len, "Last-Modified", u->last_modified, sizeof u->last_modified) &&
+        !header_value(line, len, "Content-Encoding", u->content_encoding,
+                      sizeof u->content_encoding))
+        (void)header_value(line, len, "Content-Range", u->content_range, sizeof u->content_range);
+    return len;
+}
+
+/* The validator If-Range may carry: a strong ETag, else Last-Modified. */
+static bool strong_etag(const char *etag)
+{
+    return etag[0] == '"';
+}
+
+/* Checks a response before its first body byte is taken. */
+static lds_status check_response(lds__url *u)
+{
+    long code = 0;
+    curl_easy_getinfo(u->easy, CURLINFO_RESPONSE_CODE, &code);
+    u->status = code;
+    if (u->content_encoding[0] != '\0' && strcasecmp(u->content_encoding, "identity") != 0)
+        return url_fail(u, u->err, LDS_E_UNSUPPORTED, "http.content_encoding",
+                        "the response is sent with Content-Encoding %s, which lodestar does "
+                        "not decode (the declared length counts the index's own bytes)",
+                        u->content_encoding);
+    curl_off_t cl = -1;
+    curl_easy_getinfo(u->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+    if (!u->have_first) {
+        if (code < 200 || code > 299 || code == 206)
+            return url_fail(u, u->err, LDS_E_IO, "http.status",
+                            "HTTP %ld is not an answer with the file (after 0 bytes)%s", code,
+                            code >= 300 && code < 400 ? "; redirects are not followed" : "");
+        u->have_first = true;
+        u->have_length = cl >= 0;
+        u->length = cl >= 0 ? (uint64_t)cl : 0;
+        memcpy(u->v_etag, u->etag, sizeof u->v_etag);
+        memcpy(u->v_last_modified, u->last_modified, sizeof u->v_last_modified);
+        return LDS_OK;
+    }
+    /* A resumption: the same file, from the byte reached. */
+    if (code != 206)
+        return url_fail(u, u->err, LDS_E_IO, "http.status",
+                        "HTTP %ld to a Range request from byte %llu: the file changed on the "
+                        "server or ranges are not served; not spliced",
+                        code, (unsigned long long)u->resume_at);
+    if (strong_etag(u->v_etag) ? strcmp(u->etag, u->v_etag) != 0
+                               : strcmp(u->last_modified, u->v_last_modified) != 0)
+        return url_fail(u, u->err, LDS_E_IO,
+                        strong_etag(u->v_etag) ? "http.etag" : "http.last_modified",
+                        "the file changed on the server during the transfer (%s %s, then %s); "
+                        "not spliced",
+                        strong_etag(u->v_etag) ? "ETag" : "Last-Modified",
+                        strong_etag(u->v_etag) ? u->v_etag : u->v_last_modified,
+                        strong_etag(u->v_etag) ? u->etag : u->last_modified);
+    unsigned long long first = 0, last = 0, total = 0;
+    char star = 0;
+    bool ok = sscanf(u->content_range, "bytes %llu-%llu/%llu", &first, &last, &total) == 3;
+    if (!ok && sscanf(u->content_range, "bytes %llu-%llu/%c", &first, &last, &star) == 3 &&
+        star == '*')
+        ok = !u->have_length;
+    if (!ok || first != u->resume_at || (u->have_length && total != u->length))
+        return url_fail(u, u->err, LDS_E_IO, "http.content_range",
+                        "Content-Range '%s' does not continue byte %llu of %llu", u->content_range,
+                        (unsigned long long)u->resume_at, (unsigned long long)u->length);
+    return LDS_OK;
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ctx)
+{
+    lds__url *u = ctx;
+    size_t len = size * n;
+    if (!u->body_started) {
+        lds_status st = check_response(u);
+        if (st != LDS_OK) {
+            u->refused = st;
+            return 0; /* libcurl ends the transfer (CURLE_WRITE_ERROR) */
+        }
+        u->body_started = true;
+    }
+    if (len == 0)
+        return 0;
+    size_t take = 0;
+    if (u->dst != NULL && u->spill_pos == u->spill_len) {
+        /* In order: into the reader's buffer first, the rest into the spill. */
+        size_t room = u->dst_cap - u->dst_len;
+        take = len < room ? len : room;
+        memcpy(u->dst + u->dst_len, p, take);
+        u->dst_len += take;
+        u->spill_pos = u->spill_len = 0;
+    }
+    size_t rest = len - take;
+    if (rest > 0) {
+        if (u->spill_pos == u->spill_len)
+            u->spill_pos = u->spill_len = 0;
+        if (take == 0 && u->spill_len + rest > LDS__URL_SPILL_MAX) {
+            /* Full: libcurl keeps this delivery (in a buffer of its own) until the next
+             * read. Only a delivery of which nothing was taken may be refused. */
+            u->paused = true;
+            return CURL_WRITEFUNC_PAUSE;
+        }
+        if (u->spill_len + rest > u->spill_cap) {
+            size_t cap =
+                u->spill_len + rest > LDS__URL_SPILL_MAX ? u->spill_len + rest : LDS__URL_SPILL_MAX;
+            unsigned char *s = realloc(u->spill, cap);
+            if (s == NULL) {
+                u->refused = url_fail(u, u->err, LDS_E_NOMEM, "http", "cannot hold %zu bytes", cap);
+                return 0;
+            }
+            u->spill = s;
+            u->spill_cap = cap;
+        }
+        memcpy(u->spill + u->spill_len, p + take, rest);
+        u->spill_len += rest;
+    }
+    u->received += len;
+    return len;
+}
+
+static lds_status set_options(lds__url *u, const char *url)
+{
+    CURL *e = u->easy;
+    CURLcode r = CURLE_OK;
+#define SET(opt, val)                                                                              \
+    do {                                                                                           \
+        if (r == CURLE_OK)                                                                         \
+            r = curl_easy_setopt(e, opt, val);                                                     \
+    } while (0)
+    SET(CURLOPT_URL, url);
+    SET(CURLOPT_PROTOCOLS_STR, "http,https");
+    /* Never from https down to http. */
+    SET(CURLOPT_REDIR_PROTOCOLS_STR, u->https ? "https" : "http,https");
+    SET(CURLOPT_FOLLOWLOCATION, u->uo.max_redirects > 0 ? 1L : 0L);
+    SET(CURLOPT_MAXREDIRS, (long)u->uo.max_redirects);
+    SET(CURLOPT_FAILONERROR, 1L);
+    SET(CURLOPT_HTTP_CONTENT_DECODING, 0L);
+    SET(CURLOPT_NOSIGNAL, 1L);
+    SET(CURLOPT_ERRORBUFFER, u->errbuf);
+    SET(CURLOPT_WRITEFUNCTION, on_body);
+    SET(CURLOPT_WRITEDATA, u);
+    SET(CURLOPT_HEADERFUNCTION, on_header);
+    SET(CURLOPT_HEADERDATA, u);
+    SET(CURLOPT_BUFFERSIZE, LDS__URL_BUFFER);
+    SET(CURLOPT_USERAGENT, "lodestar/" LDS_VERSION_STRING);
+    SET(CURLOPT_CONNECTTIMEOUT_MS, (long)u->uo.connect_timeout_ms);
+    if (u->uo.low_speed_time_s > 0) {
+        SET(CURLOPT_LOW_SPEED_TIME, (long)u->uo.low_speed_time_s);
+        SET(CURLOPT_LOW_SPEED_LIMIT, (long)u->uo.low_speed_bytes);
+    }
+    SET(CURLOPT_SSL_VERIFYPEER, 1L);
+    SET(CURLOPT_SSL_VERIFYHOST, 2L);
+    if (u->uo.ca_file != NULL)
+        SET(CURLOPT_CAINFO, u->uo.ca_file);
+    if (u->uo.userpwd != NULL)
+        SET(CURLOPT_USERPWD, u->uo.userpwd);
+    else if (u->uo.use_netrc)
+        SET(CURLOPT_NETRC, (long)CURL_NETRC_OPTIONAL);
+#undef SET
+    return r == CURLE_OK ? LDS_OK : LDS_E_UNSUPPORTED;
+}
+
+static lds_status attach(lds__url *u, lds_error *err)
+{
+    u->body_started = false;
+    u->done = false;
+    u->errbuf[0] = '\0';
+    CURLMcode mc = curl_multi_add_handle(u->multi, u->easy);
+    if (mc != CURLM_OK)
+        return url_fail(u, err, LDS_E_IO, "http", "libcurl: %s", curl_multi_strerror(mc));
+    u->attached = true;
+    return LDS_OK;
+}
+
+lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url **out,
+                         lds_error *err)
+{
+    *out = NULL;
+    char shown[LDS__URL_SHOWN_MAX];
+    lds_url_redact(url, shown, sizeof shown);
+    lds_url_options uo;
+    lds_status st = url_options(opts, &uo, err);
+    if (st != LDS_OK)
+        return st;
+    bool https = scheme_is(url, "https");
+    if (!https && !scheme_is(url, "http"))
+        return lds__load_fail(err, LDS_E_INVALID_ARG, "url", 0, 0, NULL,
+                              "%s: not an http:// or https:// URL", shown);
+    pthread_once(&curl_once, curl_init);
+    if (curl_init_result != CURLE_OK)
+        return lds__load_fail(err, LDS_E_IO, "url", 0, 0, NULL, "libcurl failed to start: %s",
+                              curl_easy_strerror(curl_init_result));
+    lds__url *u = calloc(1, sizeof *u);
+    if (u == NULL)
+        return lds__load_fail(err, LDS_E_NOMEM, "url", 0, 0, NULL, "out of memory");
+    memcpy(u->shown, shown, sizeof shown);
+    u->uo = uo;
+    u->opts = opts;
+    u->https = https;
+    u->multi = curl_multi_init();
+    u->easy = curl_easy_init();
+    if (u->multi == NULL || u->easy == NULL) {
+        lds__url_close(u);
+        return lds__load_fail(err, LDS_E_NOMEM, "url", 0, 0, NULL,
+                              "cannot create the libcurl handles");
+    }
+    st = set_options(u, url);
+    if (st != LDS_OK) {
+        lds__url_close(u);
+        return lds__load_fail(err, st, "url", 0, 0, NULL,
+                              "this libcurl lacks an option lodestar needs (it needs 7.85 or "
+                              "later, with http and https)");
+    }
+    st = attach(u, err);
+    if (st != LDS_OK) {
+        lds__url_close(u);
+        return st;
+    }
+    *out = u;
+    return LDS_OK;
+}
+
+void lds__url_close(lds__url *u)
+{
+    if (u == NULL)
+        return;
+    if (u->attached)
+        curl_multi_remove_handle(u->multi, u->easy);
+    curl_easy_cleanup(u->easy);
+    curl_multi_cleanup(u->multi);
+    curl_slist_free_all(u->headers);
+    free(u->spill);
+    free(u);
+}
+
+/* After a transfer that ended in error: resume it, or say why not. */
+static lds_status resume_or_fail(lds__url *u, lds_error *err)
+{
+    CURLcode r = u->result;
+    long code = 0;
+    curl_easy_getinfo(u->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (code != 0)
+        u->status = code;
+    const char *why = u->errbuf[0] != '\0' ? u->errbuf : curl_easy_strerror(r);
+    if (r == CURLE_UNSUPPORTED_PROTOCOL)
+        /* The URL's own scheme was checked: this is a redirect's. */
+        return url_fail(u, err, LDS_E_IO, "http",
+                        "a redirect to %s is refused (%s) after %llu bytes",
+                        u->https ? "http or another scheme (an https URL stays https)"
+                                 : "a scheme other than http or https",
+                        why, (unsigned long long)u->received);
+    if (r == CURLE_HTTP_RETURNED_ERROR)
+        return url_fail(u, err, LDS_E_IO, "http.status", "HTTP %ld after %llu bytes", code,
+                        (unsigned long long)u->received);
+    bool dropped = r == CURLE_PARTIAL_FILE || r == CURLE_RECV_ERROR ||
+                   r == CURLE_OPERATION_TIMEDOUT || r == CURLE_GOT_NOTHING ||
+                   r == CURLE_HTTP2_STREAM || r == CURLE_HTTP2;
+    bool validator = strong_etag(u->v_etag) || u->v_last_modified[0] != '\0';
+    if (!dropped || u->received == 0 || !validator || u->resumes >= u->uo.max_resumes)
+        return url_fail(u, err, LDS_E_IO, "http", "%s after %llu bytes%s", why,
+                        (unsigned long long)u->received,
+                        !dropped || u->received == 0 ? ""
+                        : !validator                 ? " (not resumed: no ETag or Last-Modified)"
+                        : u->uo.max_resumes == 0     ? " (resumption is off)"
+                                                     : " (resumptions exhausted)");
+    curl_multi_remove_handle(u->multi, u->easy);
+    u->attached = false;
+    char range[48], if_range[200];
+    snprintf(range, sizeof range, "%llu-", (unsigned long long)u->received);
+    snprintf(if_range, sizeof if_range, "If-Range: %s",
+             strong_etag(u->v_etag) ? u->v_etag : u->v_last_modified);
+    curl_slist_free_all(u->headers);
+    u->headers = curl_slist_append(NULL, if_range);
+    if (u->headers == NULL)
+        return url_fail(u, err, LDS_E_NOMEM, "http", "out of memory");
+    CURLcode s = curl_easy_setopt(u->easy, CURLOPT_RANGE, range);
+    if (s == CURLE_OK)
+        s = curl_easy_setopt(u->easy, CURLOPT_HTTPHEADER, u->headers);
+    if (s != CURLE_OK)
+        return url_fail(u, err, LDS_E_IO, "http", "libcurl: %s", curl_easy_strerror(s));
+    u->resume_at = u->received;
+    u->resumes++;
+    return attach(u, err);
+}
+
+static bool cancelled(const lds__url *u)
+{
+    return u->opts->cancel != NULL && u->opts->cancel(u->opts->callback_ctx);
+}
+
+lds_status lds__url_read(lds__url *u, void *buf, size_t cap, size_t *got, lds_error *err)
+{
+    *got = 0;
+    if (u->spill_pos < u->spill_len) {
+        size_t n = u->spill_len - u->spill_pos;
+        if (n > cap)
+            n = cap;
+        memcpy(buf, u->spill + u->spill_pos, n);
+        u->spill_pos += n;
+        *got = n;
+        return LDS_OK;
+    }
+    u->dst = buf;
+    u->dst_cap = cap;
+    u->dst_len = 0;
+    u->err = err;
+    lds_status st = LDS_OK;
+    for (;;) {
+        if (u->paused) {
+            /* libcurl hands the data it kept to on_body before this returns. */
+            u->paused = false;
+            CURLcode r = curl_easy_pause(u->easy, CURLPAUSE_CONT);
+            if (r != CURLE_OK && u->refused == LDS_OK) {
+                st = url_fail(u, err, LDS_E_IO, "http", "libcurl: %s", curl_easy_strerror(r));
+                break;
+            }
+        }
+        if (u->refused != LDS_OK) {
+            st = u->refused;
+            break;
+        }
+        if (u->dst_len > 0)
+            break;
+        if (u->done) {
+            /* A response without a body byte (a 3xx not followed, an empty 200) is
+             * checked at its end. */
+            if (u->result == CURLE_OK && !u->body_started) {
+                st = check_response(u);
+                u->body_started = true;
+                if (st != LDS_OK)
+                    break;
+            }
+            if (u->result == CURLE_OK)
+                break; /* end of the body */
+            st = resume_or_fail(u, err);
+            if (st != LDS_OK)
+                break;
+            continue;
+        }
+        if (cancelled(u)) {
+            st = url_fail(u, err, LDS_E_CANCELLED, "http", "cancelled after %llu bytes",
+                          (unsigned long long)u->received);
+            break;
+        }
+        int running = 0;
+        CURLMcode mc = curl_multi_perform(u->multi, &running);
+        if (mc != CURLM_OK) {
+            st = url_fail(u, err, LDS_E_IO, "http", "libcurl: %s", curl_multi_strerror(mc));
+            break;
+        }
+        int left = 0;
+        CURLMsg *m;
+        while ((m = curl_multi_info_read(u->multi, &left)) != NULL) {
+            if (m->msg == CURLMSG_DONE) {
+                u->done = true;
+                u->result = m->data.result;
+            }
+        }
+        if (!u->done && u->dst_len == 0 && u->refused == LDS_OK && !u->paused)
+            (void)curl_multi_poll(u->multi, NULL, 0, LDS__URL_POLL_MS, NULL);
+    }
+    *got = u->dst_len;
+    u->dst = NULL;
+    u->err = NULL;
+    return st;
+}
+
+bool lds__url_length(const lds__url *u, uint64_t *length)
+{
+    *length = u->length;
+    return u->have_length;
+}
+
+const char *lds__url_shown(const lds__url *u)
+{
+    return u->shown;
+}
+
+int lds__url_status(const lds__url *u)
+{
+    return u == NULL ? 0 : (int)u->status;
+}
+
+uint32_t lds__url_resumes(const lds__url *u)
+{
+    return u == NULL ? 0 : u->resumes;
+}
+
+#else /* !LDS_HAVE_CURL */
+
+struct lds__url {
+    int unused;
+};
+
+bool lds_url_supported(void)
+{
+    return false;
+}
+
+lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url **out,
+                         lds_error *err)
+{
+    *out = NULL;
+    lds_url_options uo;
+    lds_status st = url_options(opts, &uo, err);
+    if (st != LDS_OK)
+        return st;
+    char shown[LDS__URL_SHOWN_MAX];
+    lds_url_redact(url, shown, sizeof shown);
+    if (!scheme_is(url, "https") && !scheme_is(url, "http"))
+        return lds__load_fail(err, LDS_E_INVALID_ARG, "url", 0, 0, NULL,
+                              "%s: not an http:// or https:// URL", shown);
+    return lds__load_fail(err, LDS_E_UNSUPPORTED, "url", 0, 0, NULL,
+                          "%s: this liblodestar was built without libcurl (meson -Dcurl=disabled "
+                          "or libcurl missing), so it cannot load from a URL",
+                          shown);
+}
+
+void lds__url_close(lds__url *u)
+{
+    (void)u;
+}
+
+lds_status lds__url_read(lds__url *u, void *buf, size_t cap, size_t *got, lds_error *err)
+{
+    (void)u;
+    (void)buf;
+    (void)cap;
+    *got = 0;
+    return lds__load_fail(err, LDS_E_UNSUPPORTED, "url", 0, 0, NULL, "built without libcurl");
+}
+
+bool lds__url_length(const lds__url *u, uint64_t *length)
+{
+    (void)u;
+    *length = 0;
+    return false;
+}
+
+const char *lds__url_shown(const lds__url *u)
+{
+    (void)u;
+    return "";
+}
+
+int lds__url_status(const lds__url *u)
+{
+    (void)u;
+    return 0;
+}
+
+uint32_t lds__url_resumes(const lds__url *u)
+{
+    (void)u;
+    return 0;
+}
+
+#endif

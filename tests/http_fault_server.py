@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""A fault-injecting HTTP server for tests/test_url.py (standard library only).
+
+usage: http_fault_server.py DIR
+
+Binds 127.0.0.1 on a free port, prints "port N" on stdout, and serves the files of
+DIR as /MODE/NAME until it is killed. MODE says how the server behaves:
+
+  plain         Content-Length, strong ETag, Last-Modified, Range and If-Range
+  lm            as plain with Last-Modified only (no ETag)
+  chunked       Transfer-Encoding: chunked, no Content-Length
+  close         no Content-Length, the body ends when the connection closes
+  lie-long      Content-Length 100 more than the file, then closes after the file
+  lie-short     Content-Length 100 less than the file (and only that many bytes)
+  drip          one byte every 2 ms (with Content-Length)
+  drop          the first request of NAME closes after half the body; later ones are
+                served as plain (so a Range request resumes it)
+  drop-noval    as drop, without ETag or Last-Modified (cannot be resumed)
+  drop-always   every response closes after half of what it should send
+  drop-change   as drop, but the resumed answer is a 206 with another ETag
+  drop-ifrange  as drop, but the file "changed": If-Range fails, so a 200 comes back
+  stall         the first request sends 100 bytes and then nothing for 30 s; later
+                ones are served as plain
+  gzip          Content-Encoding: gzip, gzip-compressed body
+  forever       the file, then zero bytes without end (no Content-Length)
+  status404, status500   that status
+  loop          a 302 to itself
+  redirect      a 302 to /plain/NAME
+  auth          as plain behind Basic authentication (user "u", password "p w")
+
+Each request is logged on stderr as "MODE NAME RANGE".
+"""
+import base64
+import email.utils
+import gzip
+import hashlib
+import http.server
+import os
+import socketserver
+import sys
+import threading
+import time
+
+ROOT = None
+SEEN = {}
+SEEN_LOCK = threading.Lock()
+
+
+def first_time(key):
+    with SEEN_LOCK:
+        n = SEEN.get(key, 0)
+        SEEN[key] = n + 1
+        return n == 0
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def send_body(self, data, limit=None):
+        try:
+            self.wfile.write(data if limit is None else data[:limit])
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def drop(self):
+        self.close_connection = True
+        try:
+            self.wfile.flush()
+            self.connection.shutdown(2)
+        except OSError:
+            pass
+
+    def do_GET(self):
+        parts = self.path.split("/", 2)
+        if len(parts) != 3:
+            self.send_error(404)
+            return
+        mode, name = parts[1], parts[2]
+        rng = self.headers.get("Range")
+        sys.stderr.write("%s %s %s\n" % (mode, name, rng or "-"))
+        sys.stderr.flush()
+        if mode == "loop":
+            self.send_response(302)
+            self.send_header("Location", self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if mode == "redirect":
+            self.send_response(302)
+            self.send_header("Location", "/plain/" + name)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if mode.startswith("status"):
+            code = int(mode[6:])
+            body = b"error page\n"
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.send_body(body)
+            return
+        path = os.path.join(ROOT, os.path.basename(name))
+        if not os.path.isfile(path):
+            self.send_error(404)
+            return
+        with open(path, "rb") as f:
+            data = f.read()
+        if mode == "auth":
+            want = "Basic " + base64.b64encode(b"u:p w").decode()
+            if self.headers.get("Authorization") != want:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="t"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            mode = "plain"
+        etag = '"%s"' % hashlib.sha1(data).hexdigest()[:16]
+        mtime = email.utils.formatdate(os.path.getmtime(path), usegmt=True)
+        key = (mode, name)
+        fresh = first_time(key)
+        if mode in ("drop", "stall") and not fresh:
+            mode = "plain"
+        if mode == "drop-change" and not fresh:
+            self.send_range(data, rng, '"changed"', mtime, validators=True, ignore_if_range=True)
+            return
+        if mode == "drop-ifrange" and not fresh:
+            mode = "plain"
+            etag = '"changed"'
+        if mode == "drop-always":
+            self.send_range(data, rng, etag, mtime, validators=True, cut=True)
+            return
+        if mode in ("plain", "lm") or (mode == "drop-noval" and not fresh):
+            self.send_range(data, rng, None if mode == "lm" else etag, mtime,
+                            validators=mode != "drop-noval")
+            return
+        if mode in ("drop", "drop-noval", "drop-change", "drop-ifrange", "stall"):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            if mode != "drop-noval":
+                self.send_header("ETag", etag)
+                self.send_header("Last-Modified", mtime)
+            self.end_headers()
+            if mode == "stall":
+                self.send_body(data, 100)
+                time.sleep(30)
+            else:
+                self.send_body(data, len(data) // 2)
+            self.drop()
+            return
+        if mode == "chunked":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            step = 4096
+            for i in range(0, len(data), step):
+                piece = data[i:i + step]
+                self.send_body(b"%x\r\n" % len(piece) + piece + b"\r\n")
+            self.send_body(b"0\r\n\r\n")
+            return
+        if mode in ("close", "forever"):
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.send_body(data)
+            if mode == "forever":
+                zeros = bytes(65536)
+                try:
+                    while True:
+                        self.wfile.write(zeros)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+            self.drop()
+            return
+        if mode in ("lie-long", "lie-short"):
+            n = len(data) + (100 if mode == "lie-long" else -100)
+            self.send_response(200)
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            self.send_body(data, n)
+            self.drop()
+            return
+        if mode == "drip":
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            try:
+                for i in range(len(data)):
+                    self.wfile.write(data[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(0.002)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return
+        if mode == "gzip":
+            body = gzip.compress(data)
+            self.send_response(200)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.send_body(body)
+            return
+        self.send_error(404)
+
+    def send_range(self, data, rng, etag, mtime, validators, cut=False, ignore_if_range=False):
+        start = 0
+        if rng and rng.startswith("bytes=") and rng.endswith("-"):
+            start = int(rng[6:-1])
+        if_range = self.headers.get("If-Range")
+        if not ignore_if_range and if_range is not None and if_range not in (etag, mtime):
+            start = 0  # the validator failed: the whole (changed) file
+        if start > 0 and start >= len(data):
+            self.send_response(416)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        body = data[start:]
+        self.send_response(206 if start > 0 else 200)
+        self.send_header("Content-Length", str(len(body)))
+        if start > 0:
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (start, len(data) - 1, len(data)))
+        self.send_header("Accept-Ranges", "bytes")
+        if validators:
+            if etag:
+                self.send_header("ETag", etag)
+            self.send_header("Last-Modified", mtime)
+        self.end_headers()
+        if cut:
+            self.send_body(body, len(body) // 2)
+            self.drop()
+        else:
+            self.send_body(body)
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def main():
+    global ROOT
+    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if len(sys.argv) == 2 else 2
+    ROOT = sys.argv[1]
+    srv = Server(("127.0.0.1", 0), Handler)
+    print("port %d" % srv.server_address[1], flush=True)
+    srv.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,470 @@
+#!/usr/bin/env python3
+"""Tests of lds_load_url and URLs in the CLI, against real servers on 127.0.0.1.
+
+usage: test_url.py LODESTAR URL_CLIENT FIXTURE_DIR [--nginx [--glove FILE]]
+
+Starts tests/http_fault_server.py (standard library) on a free loopback port and
+stops it at the end; with --nginx, runs the nginx cases instead (nginx started the
+same way; every test skips, and the script exits 77, when /usr/sbin/nginx is
+missing). URL_CLIENT is tests/url_client.c: it loads one URL from a pool of its own
+and prints the status, message, field, pool rents/returns and peak RSS. If the
+library was built without libcurl, every case checks the LDS_E_UNSUPPORTED answer
+instead. --glove FILE (suite 'slow'): also the full GloVe index through nginx, compared
+with the file (skipped when FILE is missing).
+"""
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lds_testrun import check, run_tests, skip  # noqa: E402
+
+LODESTAR = os.path.abspath(sys.argv[1])
+CLIENT = os.path.abspath(sys.argv[2])
+FIXTURES = os.path.abspath(sys.argv[3])
+NGINX_MODE = "--nginx" in sys.argv[4:]
+GLOVE = sys.argv[sys.argv.index("--glove") + 1] if "--glove" in sys.argv[4:] else None
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORK = tempfile.mkdtemp(prefix="lodestar-test-url-")
+SERVE = os.path.join(WORK, "serve")
+os.mkdir(SERVE)
+NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sh(*args, **kw):
+    p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120, **kw)
+    check(p.returncode == 0, f"{args}: {p.returncode}\n{p.stderr.decode()}")
+    return p.stdout.decode()
+
+
+def make_fixtures():
+    """tiny (7 rows), big (3000 x 64 f32, 768 KiB: many reads and callbacks), big.zst,
+    and unknown (tiny's payload after a header that declares no length)."""
+    tiny = os.path.join(SERVE, "tiny.ldsi")
+    sh(LODESTAR, "pack", "--format", "glove", os.path.join(FIXTURES, "tiny.glove.txt"), tiny)
+    rnd = random.Random(17)
+    text = os.path.join(WORK, "big.txt")
+    with open(text, "w") as f:
+        for r in range(3000):
+            f.write("w%d " % r + " ".join("%.5f" % rnd.uniform(-1, 1) for _ in range(64)) + "\n")
+    big = os.path.join(SERVE, "big.ldsi")
+    sh(LODESTAR, "pack", "--format", "glove", text, big)
+    sh("zstd", "-q", "-f", "-3", big, "-o", big + ".zst")
+    with open(os.path.join(FIXTURES, "length-unknown.header"), "rb") as f:
+        header = f.read()
+    with open(tiny, "rb") as f:
+        payload = f.read()[64:]
+    with open(os.path.join(SERVE, "unknown.ldsi"), "wb") as f:
+        f.write(header + payload)
+
+
+make_fixtures()
+SUPPORTED = None
+
+
+def client(url, *opts, timeout=60):
+    """Runs url_client; returns (dict of its lines, seconds)."""
+    t0 = time.monotonic()
+    p = subprocess.run([CLIENT, *opts, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=timeout)
+    secs = time.monotonic() - t0
+    check(p.returncode == 0, f"url_client exit {p.returncode}: {p.stderr.decode()}")
+    out = {}
+    for line in p.stdout.decode().splitlines():
+        k, _, v = line.partition(" ")
+        out[k] = v
+    return out, secs
+
+
+def balanced(r, what):
+    """The pool's rents equal its returns and nothing is left out on lease."""
+    check(r["rents"] == r["returns"] and r["leases"] == "0",
+          f"{what}: rents {r['rents']} returns {r['returns']} leases {r['leases']}")
+
+
+class FaultServer:
+    def __init__(self):
+        self.p = subprocess.Popen([sys.executable, os.path.join(HERE, "http_fault_server.py"),
+                                   SERVE], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        line = self.p.stdout.readline().decode()
+        check(line.startswith("port "), f"fault server did not start: {line!r}")
+        self.port = int(line.split()[1])
+
+    def url(self, mode, name):
+        return f"http://127.0.0.1:{self.port}/{mode}/{name}"
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            _, err = self.p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            _, err = self.p.communicate()
+        return err.decode()
+
+
+SERVER = None
+
+
+def server():
+    global SERVER
+    if SERVER is None:
+        SERVER = FaultServer()
+    return SERVER
+
+
+def need_curl():
+    global SUPPORTED
+    if SUPPORTED is None:
+        r, _ = client("http://127.0.0.1:1/x")
+        SUPPORTED = r["status"] != "E_UNSUPPORTED"
+    if not SUPPORTED:
+        skip("built without libcurl (tested by test_without_curl_a_url_is_unsupported)")
+
+
+def path_of(name):
+    return os.path.join(SERVE, name)
+
+
+def expect_ok(mode, name, *opts, path="pooled"):
+    need_curl()
+    r, _ = client(server().url(mode, name), "--file", path_of(name.removesuffix(".zst")), *opts)
+    check(r["status"] == "OK", f"{mode}/{name}: {r}")
+    check(r["same"] == "1", f"{mode}/{name}: differs from the file: {r}")
+    check(r["path"] == path, f"{mode}/{name}: path {r['path']}, expected {path}")
+    balanced(r, f"{mode}/{name}")
+    return r
+
+
+def expect_fail(mode, name, status, field, words, *opts):
+    need_curl()
+    url = server().url(mode, name)
+    r, secs = client(url, *opts)
+    check(r["status"] == status, f"{mode}/{name}: status {r['status']}, expected {status}: {r}")
+    check(r["field"] == field, f"{mode}/{name}: field {r['field']!r}, expected {field!r}")
+    check(url in r["message"] or url[:100] in r["message"],
+          f"{mode}/{name}: the message names the URL: {r['message']}")
+    for w in words:
+        check(w in r["message"], f"{mode}/{name}: {w!r} not in {r['message']!r}")
+    balanced(r, f"{mode}/{name}")
+    print(f"     {mode}/{name}: {status} {r['message']}")
+    return r, secs
+
+
+# ---- fault server -------------------------------------------------------------------------
+
+
+def fault_tests():
+    def test_plain_equals_the_file():
+        r = expect_ok("plain", "big.ldsi")
+        check(r["http_status"] == "200" and r["resumes"] == "0", str(r))
+        check(r["rows"] == "3000", str(r))
+        expect_ok("plain", "tiny.ldsi")
+        expect_ok("lm", "tiny.ldsi")
+
+    def test_small_chunks():
+        expect_ok("plain", "big.ldsi", "--chunk", "1000")
+
+    def test_zstd_body_decodes_on_the_fly():
+        r = expect_ok("plain", "big.ldsi.zst")
+        check(r["compressed"] == "1", str(r))
+
+    def test_no_content_length_takes_the_growable_path():
+        expect_ok("chunked", "big.ldsi", path="pooled")  # the header declares the length
+        expect_ok("close", "big.ldsi", path="pooled")
+        expect_ok("chunked", "unknown.ldsi", path="growable")
+        expect_ok("close", "unknown.ldsi", path="growable")
+
+    def test_unknown_declared_length_takes_content_length():
+        expect_ok("plain", "unknown.ldsi", path="pooled")
+
+    def test_lying_content_length():
+        size = os.path.getsize(path_of("big.ldsi"))
+        r, _ = expect_fail("lie-long", "big.ldsi", "E_TRAILING", "http.content_length",
+                           [f"Content-Length {size + 100}", f"({size})"])
+        check(r["rents"] == "0", f"refused before renting: {r}")
+        r, _ = expect_fail("lie-short", "big.ldsi", "E_TRUNCATED", "http.content_length",
+                           [f"Content-Length {size - 100}", f"({size})"])
+        check(r["rents"] == "0", f"refused before renting: {r}")
+        # Without a declared length the short body is taken at its word, then the
+        # parser refuses what it got (the checksum or the sections).
+        r, _ = client(server().url("lie-short", "unknown.ldsi"))
+        check(r["status"] not in ("OK",), str(r))
+        balanced(r, "lie-short/unknown")
+
+    def test_drip_loads():
+        expect_ok("drip", "tiny.ldsi")
+
+    def test_cancel_a_drip():
+        need_curl()
+        r, secs = client(server().url("drip", "big.ldsi"), "--cancel-after", "1", "--chunk", "64")
+        check(r["status"] == "E_CANCELLED", str(r))
+        check(secs < 10, f"cancelled in {secs:.1f} s")
+        balanced(r, "drip cancel")
+
+    def test_dropped_connection_resumes():
+        r = expect_ok("drop", "big.ldsi")
+        check(r["resumes"] == "1" and r["http_status"] == "206", str(r))
+        r = expect_ok("drop", "big.ldsi.zst")
+        check(r["resumes"] == "1", str(r))
+
+    def test_dropped_without_validator_fails():
+        expect_fail("drop-noval", "big.ldsi", "E_IO", "http",
+                    ["after", "not resumed: no ETag or Last-Modified"])
+
+    def test_resumptions_exhausted():
+        r, _ = expect_fail("drop-always", "big.ldsi", "E_IO", "http",
+                           ["resumptions exhausted"], "--resumes", "2")
+        check(r["resumes"] == "2", str(r))
+        expect_fail("drop-always", "tiny.ldsi", "E_IO", "http", ["resumption is off"],
+                    "--resumes", "0")
+
+    def test_file_changed_between_requests_is_not_spliced():
+        expect_fail("drop-change", "big.ldsi", "E_IO", "http.etag",
+                    ["changed on the server", '"changed"', "not spliced"])
+        expect_fail("drop-ifrange", "big.ldsi", "E_IO", "http.status",
+                    ["HTTP 200 to a Range request", "not spliced"])
+
+    def test_stalled_transfer_times_out_then_resumes():
+        r = expect_ok("stall", "big.ldsi", "--low-speed", "1")
+        check(r["resumes"] == "1", str(r))
+
+    def test_gzip_encoding_is_refused():
+        expect_fail("gzip", "big.ldsi", "E_UNSUPPORTED", "http.content_encoding",
+                    ["Content-Encoding gzip"])
+
+    def test_endless_response():
+        # A known declared length: the byte after it is trailing.
+        expect_fail("forever", "tiny.ldsi", "E_TRAILING", "payload.end", [], )
+        # No length anywhere: the growable path stops at max_payload_bytes, memory bounded.
+        r, secs = expect_fail("forever", "unknown.ldsi", "E_LIMIT", "payload", [],
+                              "--max-payload", str(1 << 20))
+        if not os.environ.get("LDS_SANITIZE"):  # sanitizers' shadow memory is not ours
+            check(int(r["peak_rss_kb"]) < 64 << 10, f"peak RSS {r['peak_rss_kb']} KiB")
+        check(secs < 20, f"{secs:.1f} s")
+
+    def test_http_errors_are_named():
+        expect_fail("status404", "x", "E_IO", "http.status", ["HTTP 404", "after 0 bytes"])
+        expect_fail("status500", "x", "E_IO", "http.status", ["HTTP 500"])
+        expect_fail("plain", "missing.ldsi", "E_IO", "http.status", ["HTTP 404"])
+
+    def test_redirects():
+        expect_ok("redirect", "tiny.ldsi")
+        expect_fail("loop", "tiny.ldsi", "E_IO", "http", ["redirect"])
+        expect_fail("redirect", "tiny.ldsi", "E_IO", "http.status",
+                    ["HTTP 302", "redirects are not followed"], "--redirects", "0")
+
+    def test_connection_refused():
+        need_curl()
+        r, _ = client(f"http://127.0.0.1:{free_port()}/plain/tiny.ldsi")
+        check(r["status"] == "E_IO" and "after 0 bytes" in r["message"], str(r))
+        check(r["rents"] == "0", str(r))
+
+    def test_bad_scheme():
+        r, _ = client("ftp://127.0.0.1/x")
+        check(r["status"] == "E_INVALID_ARG" and "not an http" in r["message"], str(r))
+
+    def test_credentials_never_shown():
+        need_curl()
+        url = server().url("auth", "tiny.ldsi").replace("http://", "http://u:p%20w@")
+        r, _ = client(url)
+        check(r["status"] == "OK", str(r))
+        r, _ = client(server().url("auth", "tiny.ldsi"), "--userpwd", "u:p w")
+        check(r["status"] == "OK", str(r))
+        bad = url.replace("p%20w", "s3cret")
+        r, _ = client(bad)
+        check(r["status"] == "E_IO" and "HTTP 401" in r["message"], str(r))
+        check("s3cret" not in r["message"] and "u:" not in r["message"], r["message"])
+        for cmd in (["info"], ["info", "--json"], ["verify"], ["get", "--row", "0"],
+                    ["similar", "--row", "0"]):
+            p = subprocess.run([LODESTAR, *cmd, url], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=60)
+            out = p.stdout.decode() + p.stderr.decode()
+            check(p.returncode == 0, f"{cmd}: {out}")
+            check("p%20w" not in out and "u:p" not in out, f"{cmd} shows the password: {out}")
+        p = subprocess.run([LODESTAR, "info", url], stdout=subprocess.PIPE, timeout=60)
+        text = p.stdout.decode()
+        check(f"file:       http://127.0.0.1:{server().port}/auth/tiny.ldsi" in text, text)
+        check("http:       status 200, 0 resumptions" in text, text)
+        p = subprocess.run([LODESTAR, "verify", bad], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=60)
+        err = p.stderr.decode()
+        check(p.returncode == 1 and "HTTP 401" in err and "s3cret" not in err, err)
+
+    def test_cli_url_matches_file():
+        need_curl()
+        url = server().url("plain", "tiny.ldsi")
+        for cmd in (["get", "king"], ["similar", "king"], ["verify"]):
+            a = subprocess.run([LODESTAR, *cmd[:1], url, *cmd[1:]], stdout=subprocess.PIPE,
+                               timeout=60).stdout.decode()
+            b = subprocess.run([LODESTAR, *cmd[:1], path_of("tiny.ldsi"), *cmd[1:]],
+                               stdout=subprocess.PIPE, timeout=60).stdout.decode()
+            check(a.replace(url, "F") == b.replace(path_of("tiny.ldsi"), "F") and a, f"{a}\n{b}")
+
+    return {k: v for k, v in locals().items() if k.startswith("test_")}
+
+
+# ---- nginx --------------------------------------------------------------------------------
+
+
+def nginx_tests():
+    state = {}
+
+    def start():
+        if NGINX is None:
+            skip("nginx is not installed (apt-get install nginx-light)")
+        need_curl()
+        if "port" in state:
+            return state["port"]
+        port, tls_port = free_port(), free_port()
+        prefix = os.path.join(WORK, "nginx")
+        os.makedirs(os.path.join(prefix, "logs"), exist_ok=True)
+        # A self-signed certificate for 127.0.0.1, so that TLS verification has a CA to use.
+        cert, key = os.path.join(prefix, "cert.pem"), os.path.join(prefix, "key.pem")
+        tls = shutil.which("openssl") is not None and subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+             "-keyout", key, "-out", cert], capture_output=True).returncode == 0
+        tls_server = f"""
+    server {{
+        listen 127.0.0.1:{tls_port} ssl;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        root {SERVE};
+        location = /to-http {{ return 302 http://127.0.0.1:{port}/tiny.ldsi; }}
+    }}""" if tls else ""
+        conf = os.path.join(prefix, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(f"""daemon off;
+master_process off;
+error_log {prefix}/logs/error.log;
+pid {prefix}/nginx.pid;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {prefix}/tmp;
+    proxy_temp_path {prefix}/tmp;
+    fastcgi_temp_path {prefix}/tmp;
+    uwsgi_temp_path {prefix}/tmp;
+    scgi_temp_path {prefix}/tmp;
+    types {{ application/octet-stream ldsi zst; }}
+    server {{
+        listen 127.0.0.1:{port};
+        root {SERVE};
+    }}{tls_server}
+}}
+""")
+        os.makedirs(os.path.join(prefix, "tmp"), exist_ok=True)
+        p = subprocess.Popen([NGINX, "-p", prefix, "-c", conf], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                break
+            except OSError:
+                if p.poll() is not None:
+                    skip(f"nginx did not start: {p.stderr.read().decode()}")
+                time.sleep(0.05)
+        state["port"] = port
+        state["tls_port"] = tls_port if tls else None
+        state["cert"] = cert
+        state["proc"] = p
+        return port
+
+    def url(name):
+        return f"http://127.0.0.1:{start()}/{name}"
+
+    def test_nginx_plain_and_zstd_equal_the_file():
+        for name in ("tiny.ldsi", "big.ldsi", "big.ldsi.zst", "unknown.ldsi"):
+            r, _ = client(url(name), "--file", path_of(name.removesuffix(".zst")))
+            check(r["status"] == "OK" and r["same"] == "1" and r["path"] == "pooled", str(r))
+            balanced(r, name)
+
+    def test_nginx_serves_ranges_for_resumption():
+        # nginx answers a Range request with 206 and the same ETag: what a resumption needs.
+        start()
+        if shutil.which("curl") is None:
+            skip("the curl program is not installed")
+        p = subprocess.run(["curl", "-s", "-D", "-", "-o", "/dev/null", "-r", "100-",
+                            url("big.ldsi")], stdout=subprocess.PIPE, timeout=30)
+        head = p.stdout.decode()
+        check(" 206 " in head and "ETag:" in head and "Content-Range: bytes 100-" in head, head)
+
+    def test_nginx_https_verifies_the_server():
+        start()
+        if state["tls_port"] is None:
+            skip("openssl could not make a certificate")
+        tls = f"https://127.0.0.1:{state['tls_port']}"
+        # Verification is on: a self-signed server is refused unless its CA is named.
+        r, _ = client(f"{tls}/tiny.ldsi")
+        check(r["status"] == "E_IO" and "certificate" in r["message"], str(r))
+        balanced(r, "https without CA")
+        print(f"     https without CA: {r['message']}")
+        r, _ = client(f"{tls}/big.ldsi", "--ca-file", state["cert"], "--file", path_of("big.ldsi"))
+        check(r["status"] == "OK" and r["same"] == "1", str(r))
+        balanced(r, "https")
+        # Never redirected from https down to http.
+        r, _ = client(f"{tls}/to-http", "--ca-file", state["cert"])
+        check(r["status"] == "E_IO" and "an https URL stays https" in r["message"]
+              and "after 0 bytes" in r["message"], str(r))
+        print(f"     https to http: {r['message']}")
+
+    def test_nginx_404():
+        r, _ = client(url("missing.ldsi"))
+        check(r["status"] == "E_IO" and "HTTP 404" in r["message"], str(r))
+
+    def test_nginx_glove_equals_the_file():
+        if GLOVE is None:
+            skip("no --glove FILE (suite 'slow' passes it)")
+        if not os.path.exists(GLOVE):
+            skip(f"{GLOVE} is missing (scripts/fetch-glove.sh)")
+        link = os.path.join(SERVE, "glove.ldsi")
+        if not os.path.exists(link):
+            os.symlink(os.path.abspath(GLOVE), link)
+        r, _ = client(url("glove.ldsi"), "--file", GLOVE, timeout=600)
+        check(r["status"] == "OK" and r["same"] == "1" and r["path"] == "pooled", str(r))
+        balanced(r, "glove")
+
+    tests = {k: v for k, v in locals().items() if k.startswith("test_")}
+    if GLOVE is not None:  # the slow run: only what the quick one does not
+        tests = {"test_nginx_glove_equals_the_file": test_nginx_glove_equals_the_file}
+
+    def test_nginx_stop():
+        if "proc" not in state:
+            skip("nginx was not started")
+        state["proc"].terminate()
+        state["proc"].wait(timeout=10)
+
+    tests["test_nginx_stop"] = test_nginx_stop
+    return tests
+
+
+def test_without_curl_a_url_is_unsupported():
+    r, _ = client("http://127.0.0.1:1/x")
+    if r["status"] == "E_UNSUPPORTED":
+        check("without libcurl" in r["message"], str(r))
+    else:
+        skip("built with libcurl")
+
+
+if __name__ == "__main__":
+    tests = nginx_tests() if NGINX_MODE else fault_tests()
+    tests["test_without_curl_a_url_is_unsupported"] = test_without_curl_a_url_is_unsupported
+    try:
+        rc = run_tests(tests, WORK)
+    finally:
+        if SERVER is not None:
+            SERVER.stop()
+    sys.exit(rc)
