@@ -207,6 +207,15 @@ LDS_API lds_status lds_live_reload_memory(lds_live *live, const void *bytes, siz
                                           const lds_load_options *opts, uint64_t *generation,
                                           lds_load_info *info, lds_error *err);
 
+/** Reloads from an http:// or https:// URL (lds_load_url: Content-Length
+    cross-checked before anything is rented, resumption, opts->url for the
+    transfer's settings). A server that fails, lies about the length or drops
+    the connection for good leaves the current generation serving.
+    LDS_E_UNSUPPORTED when the library was built without libcurl. */
+LDS_API lds_status lds_live_reload_url(lds_live *live, const char *url,
+                                       const lds_load_options *opts, uint64_t *generation,
+                                       lds_load_info *info, lds_error *err);
+
 /** Reloads from a user read callback (lds_load_callback). */
 LDS_API lds_status lds_live_reload_callback(lds_live *live, lds_read_fn read, void *ctx,
                                             const lds_load_options *opts, uint64_t *generation,

@@ -629,6 +629,21 @@ lds_status lds_live_reload_memory(lds_live *live, const void *bytes, size_t n, b
     return load_end(live, st, idx, inf, generation, err);
 }
 
+lds_status lds_live_reload_url(lds_live *live, const char *url, const lds_load_options *opts,
+                               uint64_t *generation, lds_load_info *info, lds_error *err)
+{
+    if (!live || !url)
+        return set_err(err, LDS_E_INVALID_ARG, "url", "reload: live or url is NULL");
+    lds_status st = reload_begin(live, err);
+    if (st != LDS_OK)
+        return st;
+    lds_load_info local;
+    lds_load_info *inf = LOAD_INFO(info, local);
+    lds_index *idx = NULL;
+    st = lds_load_url(url, opts, &idx, inf, err);
+    return load_end(live, st, idx, inf, generation, err);
+}
+
 lds_status lds_live_reload_callback(lds_live *live, lds_read_fn read, void *ctx,
                                     const lds_load_options *opts, uint64_t *generation,
                                     lds_load_info *info, lds_error *err)

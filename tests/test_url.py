@@ -174,6 +174,22 @@ def fault_tests():
         expect_ok("plain", "tiny.ldsi")
         expect_ok("lm", "tiny.ldsi")
 
+    def test_live_reload_from_url():
+        """lds_live_reload_url: a good URL becomes generation 2; a lying server leaves
+        generation 1 serving, and every rental of both tries is back in the pool."""
+        need_curl()
+        tiny = path_of("tiny.ldsi")
+        r, _ = client(server().url("plain", "big.ldsi"), "--live", tiny)
+        check(r["live_status"] == "OK", str(r))
+        check(r["live_generation"] == "2" and r["live_rows"] == "3000", str(r))
+        balanced(r, "live plain/big.ldsi")
+        tiny_rows = client(server().url("plain", "tiny.ldsi"))[0]["rows"]
+        for mode, status in (("lie-short", "E_TRUNCATED"), ("lie-long", "E_TRAILING")):
+            r, _ = client(server().url(mode, "big.ldsi"), "--live", tiny)
+            check(r["live_status"] == status and r["field"] == "http.content_length", str(r))
+            check(r["live_generation"] == "1" and r["live_rows"] == tiny_rows, str(r))
+            balanced(r, f"live {mode}/big.ldsi")
+
     def test_small_chunks():
         expect_ok("plain", "big.ldsi", "--chunk", "1000")
 

@@ -5,11 +5,14 @@
  *
  *   url_client [--file PATH] [--max-payload N] [--low-speed S] [--resumes N]
  *              [--redirects N] [--cancel-after N] [--chunk N] [--userpwd U:P]
- *              [--ca-file PEM] URL
+ *              [--ca-file PEM] [--live FILE] URL
  *
  * --file also loads PATH from disk and prints "same 1" when both indexes hold
  * the same rows, dim, payload bytes and verified checksum (XXH3-64 of every
  * payload byte). --cancel-after N cancels once N payload bytes have arrived.
+ * --live FILE makes a live index serving FILE (generation 1), reloads it from
+ * URL with lds_live_reload_url and prints "live_status", "live_generation" and
+ * "live_rows" (what a pin sees afterwards), instead of the plain load.
  * The process always prints "status", "message", "field", "rents", "returns",
  * "leases" and "peak_rss_kb"; exit 0 whatever the status (the test judges).
  */
@@ -38,6 +41,44 @@ static void progress(uint64_t done, uint64_t total, void *ctx)
     ((cancel_ctx *)ctx)->done = done;
 }
 
+static void print_pool(lds_pool *pool)
+{
+    lds_pool_stats ps;
+    lds_pool_stats_init(&ps);
+    lds_pool_get_stats(pool, &ps);
+    printf("rents %" PRIu64 "\nreturns %" PRIu64 "\nleases %" PRIu64 "\n", ps.rents, ps.returns,
+           ps.leases_current);
+}
+
+/* --live: generation 1 from `file`, then a reload from `url`; what a pin sees after. */
+static int live_reload(const char *file, const char *url, const lds_load_options *opts,
+                       lds_pool *pool)
+{
+    lds_live *live = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    if (lds_live_create(NULL, &live, &err) != LDS_OK ||
+        lds_live_reload_path(live, file, opts, NULL, NULL, &err) != LDS_OK) {
+        fprintf(stderr, "url_client: %s\n", err.message);
+        return 1;
+    }
+    uint64_t gen = 0;
+    lds_status st = lds_live_reload_url(live, url, opts, &gen, NULL, &err);
+    lds_pin pin;
+    if (lds_live_pin(live, &pin) != LDS_OK)
+        return 1;
+    printf("live_status %s\n", lds_status_name(st));
+    printf("message %s\n", st == LDS_OK ? "" : err.message);
+    printf("field %s\n", st != LDS_OK && err.field != NULL ? err.field : "");
+    printf("live_generation %" PRIu64 "\n", pin.generation);
+    printf("live_rows %" PRIu64 "\n", lds_index_rows(pin.index));
+    lds_live_unpin(live, &pin);
+    lds_live_free(live);
+    print_pool(pool);
+    lds_pool_free(pool);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     lds_load_options opts;
@@ -46,7 +87,7 @@ int main(int argc, char **argv)
     lds_url_options_default(&uo);
     opts.url = &uo;
     cancel_ctx cc = {0, 0};
-    const char *file = NULL, *url = NULL;
+    const char *file = NULL, *url = NULL, *live_file = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -56,6 +97,8 @@ int main(int argc, char **argv)
         }
         if (strcmp(a, "--file") == 0)
             file = v;
+        else if (strcmp(a, "--live") == 0)
+            live_file = v;
         else if (strcmp(a, "--max-payload") == 0)
             opts.max_payload_bytes = strtoull(v, NULL, 10);
         else if (strcmp(a, "--low-speed") == 0)
@@ -95,6 +138,8 @@ int main(int argc, char **argv)
     lds_load_info_init(&info);
     lds_error err;
     lds_error_init(&err);
+    if (live_file != NULL)
+        return live_reload(live_file, url, &opts, pool);
     lds_status st = lds_load_url(url, &opts, &idx, &info, &err);
     printf("status %s\n", lds_status_name(st));
     printf("message %s\n", st == LDS_OK ? "" : err.message);
@@ -124,11 +169,7 @@ int main(int argc, char **argv)
         lds_index_free(ref);
     }
     lds_index_free(idx);
-    lds_pool_stats ps;
-    lds_pool_stats_init(&ps);
-    lds_pool_get_stats(pool, &ps);
-    printf("rents %" PRIu64 "\nreturns %" PRIu64 "\nleases %" PRIu64 "\n", ps.rents, ps.returns,
-           ps.leases_current);
+    print_pool(pool);
     lds_pool_free(pool);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
