@@ -1421,10 +1421,10 @@ typedef struct gate_reader {
     mem_reader m;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    bool at_gate;   /* the reader is waiting (set by the reader) */
-    bool open;      /* the test let it go on */
-    bool cancel;    /* the cancel flag the loader polls */
-    bool returned;  /* the load call returned */
+    bool at_gate;  /* the reader is waiting (set by the reader) */
+    bool open;     /* the test let it go on */
+    bool cancel;   /* the cancel flag the loader polls */
+    bool returned; /* the load call returned */
     lds_status st;
     lds_index *idx;
     lds_load_options o;
