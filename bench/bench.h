@@ -38,6 +38,10 @@ typedef struct bench_opts {
     const char *mode;              /* --mode NAME (heap-warmth child) */
     int loads;                     /* --loads N (heap-warmth child) */
     const char *touch;             /* --touch page|full (pool-cost) */
+    bool acquire;                  /* --acquire: pool-cost prices acquisition only */
+    int processes;                 /* --processes N: pool-cost re-run in N fresh processes */
+    int argc;                      /* the program's own arguments, for re-running it */
+    char **argv;
 } bench_opts;
 
 /* How a row's samples are expressed. */

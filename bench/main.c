@@ -25,7 +25,8 @@ static const subcommand subcommands[] = {
     {"capacity", bench_capacity,
      "32..65,536 retained buffers: warm rent/return, rent from empty, drain and refill"},
     {"pool-cost", bench_pool_cost,
-     "diagnostic: rent vs malloc vs mmap per call, per size; allocation, residency, time"},
+     "diagnostic: allocate / rent / rent+clear / owner on the whole operation (fill, "
+     "consume, checksum, return), same thread and a consumer thread"},
     {"load", bench_load,
      "load an index: bare read, pooled copy/adopt, mapped, growable; hash while reading vs "
      "two passes"},
@@ -58,7 +59,11 @@ static void usage(FILE *out)
             "  --rows N --dim N   shape of the generated reference index\n"
             "  --dir DIR          where generated indexes are written (default $TMPDIR or /tmp)\n"
             "  --cycles N         reload cycles (default 100)\n"
-            "  --touch page|full  pool-cost: write one byte per page (default) or every byte\n"
+            "  --acquire          pool-cost: price acquisition only (the earlier tables)\n"
+            "  --processes N      pool-cost: run the measurement in N fresh processes; report\n"
+            "                     the median of the per-process medians and their range\n"
+            "  --touch page|full  pool-cost --acquire: write one byte per page (default) or\n"
+            "                     every byte\n"
             "  --mode fresh|warm|none --loads N   heap-warmth child process mode\n"
             "  --list             print the subcommand names, one a line\n"
             "  --help             this text\n");
@@ -130,6 +135,9 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--full") == 0) {
             o.full = true;
             takes = false;
+        } else if (strcmp(a, "--acquire") == 0) {
+            o.acquire = true;
+            takes = false;
         } else if (strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
@@ -163,6 +171,9 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--cycles") == 0) {
             bad = parse_int(v, 1, 1000000, &n);
             o.cycles = (int)n;
+        } else if (strcmp(a, "--processes") == 0) {
+            bad = parse_int(v, 1, 1000, &n);
+            o.processes = (int)n;
         } else if (strcmp(a, "--loads") == 0) {
             bad = parse_int(v, 0, 1000000, &n);
             o.loads = (int)n;
@@ -184,6 +195,8 @@ int main(int argc, char **argv)
         if (takes)
             i++;
     }
+    o.argc = argc;
+    o.argv = argv;
     int rc = sub->run(&o);
     return rc == 0 ? 0 : 1;
 }
