@@ -699,10 +699,11 @@ static int whole_cost_processes(const bench_opts *o, const size_t *sizes, size_t
     if (!rep || n > BENCH_MAX_SIZES)
         return -1;
     static bench_row *rows[BENCH_MAX_SIZES][NALT];
-    static double bytes[BENCH_MAX_SIZES][NALT];
+    static double bytes[BENCH_MAX_SIZES][NALT]; /* zero: static */
     char procs[64];
     snprintf(procs, sizeof procs, "%d fresh processes, one sample each", o->processes);
     bench_param(rep, "processes", procs);
+    bench_param(rep, "allocated/op", "the mean over the processes of each one's count");
     for (size_t si = 0; si < n; si++) {
         char title[200], size_s[32];
         bench_fmt_bytes((double)sizes[si], size_s, sizeof size_s);
@@ -765,7 +766,7 @@ static int whole_cost_processes(const bench_opts *o, const size_t *sizes, size_t
             for (size_t si = 0; si < n; si++)
                 if (sizes[si] == size && alt >= 0 && alt < NALT) {
                     bench_row_sample(rows[si][alt], med, faults, 0);
-                    bytes[si][alt] = b;
+                    bytes[si][alt] += b / (double)o->processes; /* the mean over processes */
                 }
         }
         fclose(f);
