@@ -111,8 +111,9 @@ build_one() { # $1 label, $2 commit
         mkdir -p "$tree"
         git -C "$top" archive "$2" | tar -x -C "$tree"
         echo "bench-compare.sh: building $1 = $2 (release) in $tree/build" >&2
-        (cd "$tree" && meson setup build -Dbuildtype=release >/dev/null && ninja -C build >/dev/null) || {
-            echo "bench-compare.sh: building $2 failed" >&2
+        (cd "$tree" && meson setup build -Dbuildtype=release >build.log 2>&1 &&
+            ninja -C build >>build.log 2>&1) || {
+            echo "bench-compare.sh: building $2 failed (see $tree/build.log)" >&2
             exit 1
         }
     fi
