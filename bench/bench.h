@@ -39,6 +39,10 @@ typedef struct bench_opts {
     int loads;                     /* --loads N (heap-warmth child) */
     const char *touch;             /* --touch page|full (pool-cost) */
     int interval_ms;               /* --interval MS between reloads (live); 0 = default */
+    bool acquire;                  /* --acquire: pool-cost prices acquisition only */
+    int processes;                 /* --processes N: pool-cost re-run in N fresh processes */
+    int argc;                      /* the program's own arguments, for re-running it */
+    char **argv;
 } bench_opts;
 
 /* How a row's samples are expressed. */

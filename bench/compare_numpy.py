@@ -29,10 +29,12 @@ scripts/fetch-glove.sh) uses that index's vectors and keys; otherwise random row
 GloVe shape, 341,479 x 100, keys w0, w1, ... (--rows, --dim to change it).
 
 usage: /usr/bin/python3 bench/compare_numpy.py [--dry] [--index FILE] [--rows N] [--dim N]
-       [--rounds N] [--queries N] [--dir DIR]
+       [--rounds N] [--queries N] [--dir DIR] [--json FILE]
+  --json FILE  also write the load rows' per-round samples (ms) as JSON (scripts/adr-check.sh)
 env:   LODESTAR_LIB (default build/liblodestar.so) when the package is not installed.
 """
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -173,7 +175,7 @@ def table(rows, header):
         print("  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(r)))
 
 
-def run_loads(alts, rounds, warmup, v):
+def run_loads(alts, rounds, warmup, v, jrows):
     samples = {name: [] for name, _, _ in alts}
     for i in range(warmup + rounds):
         for name, fn, _ in alts:
@@ -195,6 +197,8 @@ def run_loads(alts, rounds, warmup, v):
         m = statistics.median(s)
         rows.append((name, "%.2f" % m, "%.2f" % min(s), "%.2f" % max(s), "%.3fx" % (m / base),
                      what))
+        jrows.append({"table": "load + touch one element per page", "name": name, "unit": "ms",
+                      "median": m, "min": min(s), "max": max(s), "samples": s})
     table(rows, ("load + touch one element per page", "median ms", "min", "max",
                  "/ numpy.load", "what it gives"))
 
@@ -251,6 +255,7 @@ def main():
     ap.add_argument("--dim", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--queries", type=int, default=20)
+    ap.add_argument("--json", help="also write the load rows' samples (ms) as JSON to this file")
     ap.add_argument("--dir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"),
                                                   "lodestar-compare-numpy"))
     args = ap.parse_args()
@@ -269,7 +274,14 @@ def main():
     print("vectors: %s; page cache filled the same way for every file; %d warm-up + %d "
           "measured rounds" % (args.index or "random, keys w0..", warmup, args.rounds))
     print()
-    run_loads(load_alternatives(files, v), args.rounds, warmup, v)
+    jrows = []
+    run_loads(load_alternatives(files, v), args.rounds, warmup, v, jrows)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"subcommand": "compare-numpy", "lodestar_version": lodestar.__version__,
+                       "dry": args.dry, "machine": "%s, %d cpus | Linux %s | numpy %s" % (
+                           machine(), os.cpu_count(), platform.release(), np.__version__),
+                       "rows": jrows}, f, indent=1)
     print()
     run_search(files, v, metric, args.queries, max(2, args.rounds // 2) if not args.dry else 1)
     return 0

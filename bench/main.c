@@ -16,30 +16,110 @@ typedef struct subcommand {
     const char *name;
     int (*run)(const bench_opts *o);
     const char *summary;
+    const char *help; /* its options, their defaults and its typical run time */
 } subcommand;
 
 static const subcommand subcommands[] = {
     {"rent-return", bench_rent_return,
-     "warm rent+return pairs per size class, one thread, against malloc/free"},
-    {"contention", bench_contention, "rent+return throughput at 1..N threads, ratio to 1 thread"},
+     "warm rent+return pairs per size class, one thread, against malloc/free",
+     "warm rent+return pairs of a private pool against malloc+free of the same size, one\n"
+     "thread, interleaved; then the checked modes (off, canary, poison, guard, bypass) at 4 KiB.\n"
+     "\noptions:\n"
+     "  --size LIST        sizes (default 64, 256, 1K, 4K, 16K, 64K, 256K, 1M, 4M, 16M, 64M)\n"
+     "  --iterations N     measured rounds (default 15), --warmup N (default 2)\n"
+     "typical run time: a few seconds\n"},
+    {"contention", bench_contention, "rent+return throughput at 1..N threads, ratio to 1 thread",
+     "rent+return throughput of one pool at 1..N threads (with and without thread caches)\n"
+     "and malloc+free as the control, interleaved; the ratio to one thread.\n"
+     "\noptions:\n"
+     "  --threads N        highest thread count (default twice the online cpus)\n"
+     "  --iterations N     measured rounds (default 11), --warmup N (default 2)\n"
+     "typical run time: a few seconds to half a minute (more threads, longer)\n"},
     {"capacity", bench_capacity,
-     "32..65,536 retained buffers: warm rent/return, rent from empty, drain and refill"},
+     "32..65,536 retained buffers: warm rent/return, rent from empty, drain and refill",
+     "32 to 65,536 retained buffers: warm rent/return, rent from an empty pool, drain and\n"
+     "refill, against malloc.\n"
+     "\noptions:\n"
+     "  --iterations N     measured rounds (default 15; 9 above 4,096 buffers),\n"
+     "                     --warmup N (default 2)\n"
+     "typical run time: about ten seconds\n"},
     {"pool-cost", bench_pool_cost,
-     "diagnostic: rent vs malloc vs mmap per call, per size; allocation, residency, time"},
+     "diagnostic: allocate / rent / rent+clear / owner on the whole operation (fill, "
+     "consume, checksum, return), same thread and a consumer thread",
+     "the whole operation per size: acquire, fill the logical length with a pattern, a\n"
+     "consumer reads every byte into a checksum (checked per batch), end the lease; for\n"
+     "allocate (malloc), rent, rent + clear on return and owner (the consumer returns the\n"
+     "lease), with the consumer on the same thread and on a consumer thread over a queue.\n"
+     "Columns: bytes allocated per op (counted), the first op, faults, RSS and time.\n"
+     "\noptions:\n"
+     "  --size LIST        sizes (default 64, 4K, 64K, 1M, 20589008, 128M)\n"
+     "  --full             64 B to 1 GiB\n"
+     "  --processes N      N fresh processes; the median and range of their medians\n"
+     "  --acquire          price acquisition only (stack, malloc, rent, rent + clear, mmap\n"
+     "                     per call; default sizes 64, 1K, 4K, 64K, 1M, 20589008, 128M)\n"
+     "  --touch page|full  with --acquire: one byte per page (default) or every byte\n"
+     "  --iterations N     measured rounds (default 15; 9 from 64 MiB, 5 from 512 MiB),\n"
+     "                     --warmup N (default 2)\n"
+     "typical run time: tens of seconds (the default sizes); --full, minutes\n"},
     {"load", bench_load,
      "load an index: bare read, pooled copy/adopt, mapped, growable; hash while reading vs "
-     "two passes"},
+     "two passes",
+     "every load path on a generated 10,000 x 512 f32 reference index with keys (and on\n"
+     ".cache/glove/glove-100d.ldsi when present): bare read, pooled copy and adopt, hash\n"
+     "while reading vs a second pass, unverified, mapped (and populate), growable.\n"
+     "\noptions:\n"
+     "  --index FILE       load this index instead\n"
+     "  --rows N --dim N   shape of the generated index (default 10000 x 512)\n"
+     "  --dir DIR          where it is written (default $TMPDIR or /tmp)\n"
+     "  --iterations N     measured rounds (default 21), --warmup N (default 3)\n"
+     "typical run time: about ten seconds, a minute with GloVe\n"},
     {"reload", bench_reload,
-     "diagnostic: 100 cycles of load-then-free-previous, pooled vs plain malloc"},
+     "diagnostic: 100 cycles of load-then-free-previous, pooled vs plain malloc",
+     "100 cycles of load-then-free-the-previous: time, faults per cycle and RSS across the\n"
+     "cycles, pooled adopt, pooled copy and plain malloc; then each alone in a fresh process.\n"
+     "\noptions:\n"
+     "  --cycles N         cycles (default 100)\n"
+     "  --index FILE, --rows N --dim N, --dir DIR   as for load\n"
+     "typical run time: tens of seconds\n"},
     {"heap-warmth", bench_heap_warmth,
-     "diagnostic: a fresh process's first load vs a warmed process's (see heap-warmth.sh)"},
+     "diagnostic: a fresh process's first load vs a warmed process's (see heap-warmth.sh)",
+     "a fresh process's first load against a warmed process's, each load in its own child\n"
+     "process, with and without huge pages (see bench/heap-warmth.sh for hyperfine).\n"
+     "\noptions:\n"
+     "  --loads N          loads before the measured one in a warmed process (default 6)\n"
+     "  --index FILE, --rows N --dim N, --dir DIR   as for load\n"
+     "  --iterations N     processes per row (default 21), --warmup N (default 2)\n"
+     "  --mode fresh|warm|none   (internal: the child's role)\n"
+     "typical run time: tens of seconds\n"},
     {"live", bench_live,
      "the service reload loop: query threads on pinned generations while one thread reloads; "
-     "pooled adopt/copy, malloc, mapped"},
+     "pooled adopt/copy, malloc, mapped",
+     "T query threads (key lookups plus exact top-k) on whatever generation they pin while\n"
+     "one thread reloads the index every R ms, per strategy (pooled-adopt, pooled-copy,\n"
+     "malloc, mapped), interleaved; every query checks its result against its own pinned\n"
+     "generation (wrong_results).\n"
+     "\noptions:\n"
+     "  --index FILE       reload this index (default: a generated one of tens of MB)\n"
+     "  --threads N        query threads (default: cores - 1, at least 1)\n"
+     "  --cycles N         reloads per strategy (default 12)\n"
+     "  --interval MS      ms between reloads (default 120, 250 with --index)\n"
+     "  --json FILE        rows with p50_us, p99_us, p99_during_reload_us, reload_ms, ...\n"
+     "typical run time: under a minute (a few minutes with GloVe)\n"},
     {"pin-cost", bench_pin_cost,
-     "diagnostic: one pin+unpin of the live index vs a shared refcount, rwlock, liburcu, libck"},
+     "diagnostic: one pin+unpin of the live index vs a shared refcount, rwlock, liburcu, libck",
+     "one pin+unpin of lds_live against a shared atomic refcount, a pthread rwlock, liburcu\n"
+     "(memb, bp) and libck, one reader alone and two at once, interleaved.\n"
+     "\noptions:\n"
+     "  --iterations N     measured rounds, --warmup N, --json FILE\n"
+     "typical run time: a few seconds\n"},
     {"read-offset", bench_read_offset,
-     "diagnostic: read() of a cached file into buffers at page+0/16/64/256/2048"},
+     "diagnostic: read() of a cached file into buffers at page+0/16/64/256/2048",
+     "read() of a file in the page cache into buffers at page+0, +16, +64, +256\n"
+     "(LDS_POOL_MAP_OFFSET) and +2048, interleaved: the evidence for the pool's map offset.\n"
+     "\noptions:\n"
+     "  --size LIST        file sizes (default 1M, 16M, 64M)\n"
+     "  --iterations N     measured rounds (default 31), --warmup N (default 3)\n"
+     "typical run time: a few seconds\n"},
 };
 
 #define N_SUBCOMMANDS (sizeof subcommands / sizeof subcommands[0])
@@ -49,26 +129,40 @@ static void usage(FILE *out)
     fprintf(out, "usage: lodestar-bench SUBCOMMAND [options]\n\nsubcommands:\n");
     for (size_t i = 0; i < N_SUBCOMMANDS; i++)
         fprintf(out, "  %-12s %s\n", subcommands[i].name, subcommands[i].summary);
-    fprintf(
-        out,
-        "\noptions:\n"
-        "  --json FILE        write raw samples and the summary as JSON\n"
-        "  --plot FILE.png    draw the sample distributions (gnuplot)\n"
-        "  --dry              quick mode: tiny sizes, 2 iterations\n"
-        "  --full             the full sweep (pool-cost: 64 B to 1 GiB)\n"
-        "  --iterations N     measured rounds (after warm-up)\n"
-        "  --warmup N         rounds dropped before measuring\n"
-        "  --size LIST        sizes, e.g. 4K or 64,4KiB,20589008,1G (K/M/G/T: 1024^n)\n"
-        "  --threads N        highest thread count (contention); query threads (live)\n"
-        "  --index FILE       load this index (load, reload, heap-warmth, live)\n"
-        "  --rows N --dim N   shape of the generated reference index\n"
-        "  --dir DIR          where generated indexes are written (default $TMPDIR or /tmp)\n"
-        "  --cycles N         reload cycles (reload: default 100; live: per strategy, default 12)\n"
-        "  --touch page|full  pool-cost: write one byte per page (default) or every byte\n"
-        "  --interval MS      live: ms between reloads (default 120, 250 with --index)\n"
-        "  --mode fresh|warm|none --loads N   heap-warmth child process mode\n"
-        "  --list             print the subcommand names, one a line\n"
-        "  --help             this text\n");
+    fprintf(out,
+            "\noptions:\n"
+            "  --json FILE        write raw samples and the summary as JSON\n"
+            "  --plot FILE.png    draw the sample distributions (gnuplot)\n"
+            "  --dry              quick mode: tiny sizes, 2 iterations\n"
+            "  --full             the full sweep (pool-cost: 64 B to 1 GiB)\n"
+            "  --iterations N     measured rounds (after warm-up)\n"
+            "  --warmup N         rounds dropped before measuring\n"
+            "  --size LIST        sizes, e.g. 4K or 64,4KiB,20589008,1G (K/M/G/T: 1024^n)\n"
+            "  --threads N        highest thread count (contention); query threads (live)\n"
+            "  --index FILE       load this index (load, reload, heap-warmth, live)\n"
+            "  --rows N --dim N   shape of the generated reference index\n"
+            "  --dir DIR          where generated indexes are written (default $TMPDIR or /tmp)\n"
+            "  --cycles N         reload cycles (reload: default 100; live: per strategy, default 12)\n"
+            "  --interval MS      live: ms between reloads (default 120, 250 with --index)\n"
+            "  --acquire          pool-cost: price acquisition only (the earlier tables)\n"
+            "  --processes N      pool-cost: run the measurement in N fresh processes; report\n"
+            "                     the median of the per-process medians and their range\n"
+            "  --touch page|full  pool-cost --acquire: write one byte per page (default) or\n"
+            "                     every byte\n"
+            "  --mode fresh|warm|none --loads N   heap-warmth child process mode\n"
+            "  --list             print the subcommand names, one a line\n"
+            "  --help             this text\n");
+}
+
+/* `lodestar-bench SUBCOMMAND --help`: that subcommand's options, defaults, run time. */
+static void sub_usage(const subcommand *sub)
+{
+    printf("usage: lodestar-bench %s [options]\n\n%s\n\n%s", sub->name, sub->summary, sub->help);
+    printf("\ncommon options:\n"
+           "  --json FILE        write raw samples and the summary as JSON\n"
+           "  --plot FILE.png    draw the sample distributions (gnuplot)\n"
+           "  --dry              quick mode: tiny sizes, 2 iterations\n"
+           "  --help             this text; `lodestar-bench --help` lists every subcommand\n");
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out)
@@ -137,8 +231,11 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--full") == 0) {
             o.full = true;
             takes = false;
-        } else if (strcmp(a, "--help") == 0) {
-            usage(stdout);
+        } else if (strcmp(a, "--acquire") == 0) {
+            o.acquire = true;
+            takes = false;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            sub_usage(sub);
             return 0;
         } else if (!v) {
             bad = 1;
@@ -173,6 +270,9 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--interval") == 0) {
             bad = parse_int(v, 1, 600000, &n);
             o.interval_ms = (int)n;
+        } else if (strcmp(a, "--processes") == 0) {
+            bad = parse_int(v, 1, 1000, &n);
+            o.processes = (int)n;
         } else if (strcmp(a, "--loads") == 0) {
             bad = parse_int(v, 0, 1000000, &n);
             o.loads = (int)n;
@@ -194,6 +294,8 @@ int main(int argc, char **argv)
         if (takes)
             i++;
     }
+    o.argc = argc;
+    o.argv = argv;
     int rc = sub->run(&o);
     return rc == 0 ? 0 : 1;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Re-runs `lodestar-bench pool-cost` under four allocators and prints one table:
+# Re-runs `lodestar-bench pool-cost --acquire` (acquisition only) under four allocators and prints one table:
 #   glibc (default; its mmap threshold adapts), glibc with a fixed MALLOC_MMAP_THRESHOLD_
 #   (which turns the adaptation off), jemalloc and mimalloc (Debian's libjemalloc2 and
 #   libmimalloc2.0, by LD_PRELOAD). Per size and allocator: malloc against rent, time and
@@ -35,7 +35,7 @@ run() { # name, then env assignments
     local name=$1
     shift
     echo "pool-cost-allocators: running under $name" >&2
-    env "$@" "$bench" pool-cost --json "$out/$name.json" "${args[@]}" >"$out/$name.txt"
+    env "$@" "$bench" pool-cost --acquire --json "$out/$name.json" "${args[@]}" >"$out/$name.txt"
     runs+=("$name")
 }
 args=("$@")

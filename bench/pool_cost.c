@@ -1,24 +1,44 @@
 /*
  * pool-cost (a diagnostic): what does renting cost against allocating the same
- * payload? Strategies per size: the stack (small sizes only), malloc (never
- * calloc: the read path does not zero, so the rival is not charged a memset),
- * rent, rent with clear-on-return, and mmap per call. Every strategy touches
- * every page of its buffer the same way, as the read path would.
+ * payload, priced on the operation a user pays for?
  *
- * Three separate column groups, never inferred from each other: allocation
- * (bytes requested, capacity), residency (bytes kept after the free or return,
- * RSS) and time (with page faults beside it). A second table reports the
- * rounding waste of the pool's size classes.
+ * The default tables price the whole operation (seed 000's lesson): each op
+ * acquires a buffer of the logical length, fills exactly that length with a
+ * deterministic pattern, hands a view of exactly that length to a consumer that
+ * reads every byte into a checksum, and ends the lease. The checksums of each
+ * batch are checked against the pattern's, so no strategy wins by doing less.
+ * Strategies: allocate (malloc, uninitialized, then free), rent, rent + clear
+ * on return, and owner (the lease is handed to the consumer, which returns it:
+ * the C analogue of IMemoryOwner). Consumers: the same thread (a call), or a
+ * consumer thread reached over a queue, where the lease ends only when that
+ * consumer is done (for owner, the consumer ends it itself, so the producer
+ * goes on to the next op at once, up to 4 ops in flight). Columns: bytes
+ * allocated per op, counted (the allocate strategy's malloc calls, the pool's
+ * misses times the class capacity: the bytes each asks of an allocator or of
+ * the kernel), the first op after an empty pool or heap, faults, RSS and time.
+ *
+ * --acquire prints the earlier tables instead, which price acquisition only:
+ * the stack (small sizes only), malloc (never calloc: the read path does not
+ * zero, so the rival is not charged a memset), rent, rent with clear-on-return,
+ * and mmap per call, every strategy touching each page of its buffer the same
+ * way, as the read path would. Three separate column groups, never inferred from
+ * each other: allocation (bytes requested, capacity), residency (bytes kept
+ * after the free or return, RSS) and time (with page faults beside it).
+ *
+ * Both end with the rounding waste of the pool's size classes.
  */
 #include "bench.h"
 
 #include "lodestar.h"
 
 #include <malloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define STACK_MAX ((size_t)65536)
 
@@ -248,7 +268,7 @@ static void waste_table(bench_report *rep, const size_t *sizes, size_t n)
                     "threshold rounding costs address space, not memory");
 }
 
-int bench_pool_cost(const bench_opts *o)
+static int acquire_cost(const bench_opts *o)
 {
     static const size_t defaults[] = {64, 1024, 4096, 65536, 1 << 20, 20589008, 128u << 20};
     static const size_t full[] = {64,       256,       1024,       4096,     16384,
@@ -411,4 +431,529 @@ int bench_pool_cost(const bench_opts *o)
     lds_pool_free(hpool);
     bench_report_free(rep);
     return rc;
+}
+
+/* ==== the whole operation: fill, consume every byte, checksum, end the lease ==== */
+
+enum wstrategy { W_ALLOC, W_RENT, W_RENT_CLEAR, W_OWNER, W_COUNT };
+enum wconsumer { C_SYNC, C_THREAD, C_COUNT };
+
+static const char *const wstrategy_names[W_COUNT] = {"allocate (malloc, uninitialized)", "rent",
+                                                     "rent + clear on return",
+                                                     "owner (consumer returns)"};
+static const char *const wconsumer_names[C_COUNT] = {"same thread", "consumer thread"};
+
+#define QUEUE_DEPTH 4
+
+/* An owning handle: the lease and the pool it goes back to. Whoever holds it ends it. */
+typedef struct owner {
+    lds_pool *pool;
+    lds_lease lease;
+    unsigned flags;
+} owner;
+
+typedef struct work {
+    const unsigned char *view; /* exactly `len` bytes */
+    size_t len;
+    bool owned; /* the consumer returns `own` when done */
+    owner own;
+} work;
+
+/* The consumer thread and its queue (one per consumer-thread row). */
+typedef struct consumer {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    work q[QUEUE_DEPTH];
+    uint64_t submitted, completed; /* under lock */
+    uint64_t sum;                  /* checksums of completed ops, under lock */
+    uint64_t return_failures;
+    bool stop;
+} consumer;
+
+typedef struct wctx {
+    enum wstrategy s;
+    enum wconsumer cm;
+    size_t size;
+    uint64_t seed;
+    uint64_t expect; /* the checksum of one op's view */
+    lds_pool *pool;
+    consumer *cons;
+    uint64_t sum;          /* same-thread checksums of the current batch */
+    uint64_t bytes_malloc; /* bytes the allocate strategy asked of malloc */
+    uint64_t mallocs;
+    bool bad; /* a checksum or a return failed */
+} wctx;
+
+#define PATTERN_STEP 0x9E3779B97F4A7C15ull
+
+static void fill(unsigned char *p, size_t n, uint64_t seed)
+{
+    size_t words = n / 8;
+    uint64_t *w = (uint64_t *)(void *)p;
+    for (size_t j = 0; j < words; j++)
+        w[j] = seed + (uint64_t)j * PATTERN_STEP;
+    for (size_t j = words * 8; j < n; j++)
+        p[j] = (unsigned char)(seed + j);
+}
+
+/* Reads every byte of the view. */
+static uint64_t checksum(const unsigned char *p, size_t n)
+{
+    size_t words = n / 8;
+    const uint64_t *w = (const uint64_t *)(const void *)p;
+    uint64_t s = 0, x = 0;
+    for (size_t j = 0; j < words; j++) {
+        s += w[j];
+        x ^= w[j];
+    }
+    for (size_t j = words * 8; j < n; j++)
+        s += (uint64_t)p[j] << (8 * (j & 7));
+    return s ^ ((x << 17) | (x >> 47));
+}
+
+static void *consumer_main(void *arg)
+{
+    consumer *c = arg;
+    pthread_mutex_lock(&c->lock);
+    for (;;) {
+        while (!c->stop && c->completed == c->submitted)
+            pthread_cond_wait(&c->cond, &c->lock);
+        if (c->completed == c->submitted && c->stop)
+            break;
+        work w = c->q[c->completed % QUEUE_DEPTH];
+        pthread_mutex_unlock(&c->lock);
+        uint64_t h = checksum(w.view, w.len);
+        bool failed = w.owned && lds_pool_return(w.own.pool, &w.own.lease, w.own.flags) != LDS_OK;
+        pthread_mutex_lock(&c->lock);
+        c->sum += h;
+        c->return_failures += failed;
+        c->completed++;
+        pthread_cond_broadcast(&c->cond);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+/* Queues one op; waits while the queue is full. */
+static void consumer_submit(consumer *c, const work *w)
+{
+    pthread_mutex_lock(&c->lock);
+    while (c->submitted - c->completed == QUEUE_DEPTH)
+        pthread_cond_wait(&c->cond, &c->lock);
+    c->q[c->submitted % QUEUE_DEPTH] = *w;
+    c->submitted++;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Waits until every queued op is done. */
+static void consumer_drain(consumer *c)
+{
+    pthread_mutex_lock(&c->lock);
+    while (c->completed != c->submitted)
+        pthread_cond_wait(&c->cond, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static int consumer_start(consumer *c)
+{
+    memset(c, 0, sizeof *c);
+    if (pthread_mutex_init(&c->lock, NULL) != 0)
+        return -1;
+    if (pthread_cond_init(&c->cond, NULL) != 0) {
+        pthread_mutex_destroy(&c->lock);
+        return -1;
+    }
+    if (pthread_create(&c->thread, NULL, consumer_main, c) != 0) {
+        pthread_cond_destroy(&c->cond);
+        pthread_mutex_destroy(&c->lock);
+        return -1;
+    }
+    return 0;
+}
+
+static void consumer_stop(consumer *c)
+{
+    pthread_mutex_lock(&c->lock);
+    c->stop = true;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+    pthread_join(c->thread, NULL);
+    pthread_cond_destroy(&c->cond);
+    pthread_mutex_destroy(&c->lock);
+}
+
+/* The same-thread consumer of an owning handle: reads the view, then ends the lease. */
+static uint64_t consume_owned(owner *own, size_t len, bool *failed)
+{
+    uint64_t h = checksum(own->lease.ptr, len);
+    *failed = lds_pool_return(own->pool, &own->lease, own->flags) != LDS_OK;
+    return h;
+}
+
+/* One op's view and who ends it; the lease ends in `finish` unless the consumer owns it. */
+static int whole_op(wctx *c)
+{
+    unsigned char *p = NULL;
+    owner own = {c->pool, {0}, c->s == W_RENT_CLEAR ? LDS_RETURN_CLEAR : 0};
+    if (c->s == W_ALLOC) {
+        p = malloc(c->size);
+        if (!p)
+            return -1;
+        c->bytes_malloc += c->size;
+        c->mallocs++;
+    } else {
+        if (lds_pool_rent(c->pool, c->size, &own.lease) != LDS_OK) {
+            fprintf(stderr, "pool-cost: rent of %zu bytes failed\n", c->size);
+            return -1;
+        }
+        p = own.lease.ptr;
+    }
+    fill(p, c->size, c->seed);
+    if (c->cm == C_SYNC) {
+        bool failed = false;
+        if (c->s == W_OWNER)
+            c->sum += consume_owned(&own, c->size, &failed);
+        else
+            c->sum += checksum(p, c->size);
+        c->bad |= failed;
+    } else {
+        work w = {p, c->size, c->s == W_OWNER, own};
+        consumer_submit(c->cons, &w);
+        if (c->s != W_OWNER)
+            consumer_drain(c->cons); /* the lease ends only when the consumer is done */
+    }
+    if (c->s == W_ALLOC)
+        free(p);
+    else if (c->s != W_OWNER && lds_pool_return(c->pool, &own.lease, own.flags) != LDS_OK)
+        c->bad = true;
+    return 0;
+}
+
+static int whole_run(void *p, uint64_t ops, uint64_t *elapsed)
+{
+    wctx *c = p;
+    (void)elapsed;
+    c->sum = 0;
+    uint64_t before = 0;
+    if (c->cm == C_THREAD) {
+        pthread_mutex_lock(&c->cons->lock);
+        before = c->cons->sum;
+        pthread_mutex_unlock(&c->cons->lock);
+    }
+    for (uint64_t i = 0; i < ops; i++)
+        if (whole_op(c) != 0)
+            return -1;
+    uint64_t got = c->sum;
+    if (c->cm == C_THREAD) {
+        consumer_drain(c->cons);
+        pthread_mutex_lock(&c->cons->lock);
+        got = c->cons->sum - before;
+        c->bad |= c->cons->return_failures != 0;
+        pthread_mutex_unlock(&c->cons->lock);
+    }
+    if (got != c->expect * ops || c->bad) {
+        fprintf(stderr, "pool-cost: %s, %s at %zu bytes: %s\n", wstrategy_names[c->s],
+                wconsumer_names[c->cm], c->size,
+                c->bad ? "a return was refused" : "the batch's checksum is wrong");
+        return -1;
+    }
+    return 0;
+}
+
+static uint64_t whole_ops_for(const bench_opts *o, size_t size)
+{
+    if (o->dry)
+        return size <= STACK_MAX ? 20 : 1;
+    if (size <= 4096)
+        return 1000;
+    if (size <= STACK_MAX)
+        return 200;
+    if (size <= ((size_t)1 << 20))
+        return 20;
+    if (size <= ((size_t)32 << 20))
+        return 2;
+    return 1;
+}
+
+static uint64_t pool_allocations(lds_pool *pool)
+{
+    lds_pool_stats st;
+    lds_pool_stats_init(&st);
+    lds_pool_get_stats(pool, &st);
+    return st.misses_cold + st.misses_exhausted + st.misses_oversize;
+}
+
+/* --processes N: the parent re-runs this program N times (the same arguments without
+ * --processes, --json and --plot), each child writing its per-row medians to a file named
+ * by CHILD_ENV; the parent's table has one sample per process, so its median, min and max
+ * are the median and range of the per-process medians (seed 000's table of process
+ * samples). */
+#define CHILD_ENV "LDS_POOL_COST_CHILD_OUT"
+
+static int whole_cost_processes(const bench_opts *o, const size_t *sizes, size_t n)
+{
+    enum { NALT = W_COUNT * C_COUNT };
+    bench_report *rep = bench_report_new(o);
+    if (!rep || n > BENCH_MAX_SIZES)
+        return -1;
+    static bench_row *rows[BENCH_MAX_SIZES][NALT];
+    static double bytes[BENCH_MAX_SIZES][NALT]; /* zero: static */
+    char procs[64];
+    snprintf(procs, sizeof procs, "%d fresh processes, one sample each", o->processes);
+    bench_param(rep, "processes", procs);
+    bench_param(rep, "allocated/op", "the mean over the processes of each one's count");
+    for (size_t si = 0; si < n; si++) {
+        char title[200], size_s[32];
+        bench_fmt_bytes((double)sizes[si], size_s, sizeof size_s);
+        snprintf(title, sizeof title,
+                 "%s (%zu bytes): fill, consume every byte, checksum, end; median and range "
+                 "of %d process medians",
+                 size_s, sizes[si], o->processes);
+        bench_table(rep, title, true);
+        bench_scale scale = sizes[si] >= ((size_t)32 << 20)   ? BENCH_MS
+                            : sizes[si] >= ((size_t)64 << 10) ? BENCH_US
+                                                              : BENCH_NS_PER_OP;
+        const char *unit = scale == BENCH_MS ? "ms/op" : scale == BENCH_US ? "us/op" : "ns/op";
+        for (int i = 0; i < NALT; i++) {
+            char name[96];
+            snprintf(name, sizeof name, "%s, %s", wstrategy_names[i / C_COUNT],
+                     wconsumer_names[i % C_COUNT]);
+            rows[si][i] = bench_row_new(rep, name, unit);
+        }
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/lodestar-pool-cost-%ld.tsv", bench_work_dir(o), (long)getpid());
+    char **args = calloc((size_t)o->argc + 1, sizeof *args);
+    int rc = args ? 0 : -1;
+    int k = 0;
+    for (int i = 0; rc == 0 && i < o->argc; i++) {
+        if (i > 0 && (strcmp(o->argv[i], "--processes") == 0 || strcmp(o->argv[i], "--json") == 0 ||
+                      strcmp(o->argv[i], "--plot") == 0)) {
+            i++;
+            continue;
+        }
+        args[k++] = o->argv[i];
+    }
+    for (int p = 0; rc == 0 && p < o->processes; p++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0) {
+            rc = -1;
+            break;
+        }
+        if (pid == 0) {
+            setenv(CHILD_ENV, path, 1);
+            execv("/proc/self/exe", args);
+            _exit(127);
+        }
+        int status = 0;
+        if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "pool-cost: process %d of %d failed\n", p + 1, o->processes);
+            rc = -1;
+            break;
+        }
+        FILE *f = fopen(path, "r");
+        if (!f) {
+            rc = -1;
+            break;
+        }
+        size_t size;
+        int alt;
+        double med, faults, b;
+        while (fscanf(f, "%zu\t%d\t%lg\t%lg\t%lg\n", &size, &alt, &med, &faults, &b) == 5) {
+            for (size_t si = 0; si < n; si++)
+                if (sizes[si] == size && alt >= 0 && alt < NALT) {
+                    bench_row_sample(rows[si][alt], med, faults, 0);
+                    bytes[si][alt] += b / (double)o->processes; /* the mean over processes */
+                }
+        }
+        fclose(f);
+    }
+    unlink(path);
+    free(args);
+    for (size_t si = 0; rc == 0 && si < n; si++)
+        for (int i = 0; i < NALT; i++)
+            bench_row_set(rows[si][i], "allocated per op", "bytes_allocated_per_op", BENCH_NUM,
+                          bytes[si][i]);
+    if (rc == 0)
+        rc = bench_report_finish(rep);
+    bench_report_free(rep);
+    return rc;
+}
+
+static int whole_cost(const bench_opts *o)
+{
+    static const size_t defaults[] = {64, 4096, 65536, 1 << 20, 20589008, 128u << 20};
+    static const size_t full[] = {64,       256,       1024,       4096,     16384,
+                                  65536,    262144,    1u << 20,   4u << 20, 16u << 20,
+                                  20589008, 64u << 20, 256u << 20, 1u << 30};
+    static const size_t dry[] = {64, 4096, 1u << 20};
+    const size_t *sizes = o->full ? full : o->dry ? dry : defaults;
+    size_t n = o->full  ? sizeof full / sizeof full[0]
+               : o->dry ? sizeof dry / sizeof dry[0]
+                        : sizeof defaults / sizeof defaults[0];
+    if (o->n_sizes) {
+        sizes = o->sizes;
+        n = o->n_sizes;
+    }
+    enum { NALT = W_COUNT * C_COUNT };
+    if (o->processes > 0)
+        return whole_cost_processes(o, sizes, n);
+    FILE *child_out = NULL;
+    const char *child_path = getenv(CHILD_ENV);
+    if (child_path && *child_path) {
+        child_out = fopen(child_path, "w");
+        if (!child_out) {
+            perror(child_path);
+            return -1;
+        }
+    }
+    bench_report *rep = bench_report_new(o);
+    lds_pool *pools[NALT] = {0};
+    consumer cons[NALT];
+    bool started[NALT] = {0};
+    int rc = rep ? 0 : -1;
+    for (int i = 0; i < NALT && rc == 0; i++) {
+        rc = lds_pool_create(NULL, &pools[i]) == LDS_OK ? 0 : -1;
+        if (rc == 0 && i % C_COUNT == C_THREAD) {
+            rc = consumer_start(&cons[i]);
+            started[i] = rc == 0;
+        }
+    }
+    if (rep) {
+        bench_param(rep, "operation",
+                    "acquire, fill the logical length with a pattern, hand exactly that view "
+                    "to the consumer, which reads every byte into a checksum (checked per "
+                    "batch), end the lease");
+        bench_param(rep, "consumers",
+                    "same thread: a call; consumer thread: over a queue of 4, the lease ends "
+                    "when the consumer is done (owner: the consumer returns it)");
+        bench_param(rep, "pools", "one private pool per row, default options");
+        bench_param(rep, "allocated/op",
+                    "counted: malloc'd bytes (allocate), pool misses x class capacity (rent, "
+                    "owner); first op = the first after an empty pool / malloc_trim");
+    }
+    for (size_t si = 0; si < n && rc == 0; si++) {
+        size_t size = sizes[si];
+        char title[160], size_s[32];
+        bench_fmt_bytes((double)size, size_s, sizeof size_s);
+        snprintf(title, sizeof title, "%s (%zu bytes): fill, consume every byte, checksum, end",
+                 size_s, size);
+        bench_table(rep, title, true);
+        wctx ctx[NALT];
+        bench_alt alts[NALT];
+        uint64_t seed = 0x1d5ull + size;
+        unsigned char *ref = malloc(size);
+        if (!ref) {
+            rc = -1;
+            break;
+        }
+        fill(ref, size, seed);
+        uint64_t expect = checksum(ref, size);
+        free(ref);
+        bench_scale scale = size >= ((size_t)32 << 20)   ? BENCH_MS
+                            : size >= ((size_t)64 << 10) ? BENCH_US
+                                                         : BENCH_NS_PER_OP;
+        const char *unit = scale == BENCH_MS ? "ms/op" : scale == BENCH_US ? "us/op" : "ns/op";
+        double first_us[NALT];
+        uint64_t alloc0[NALT];
+        for (int i = 0; i < NALT; i++) {
+            lds_pool_trim(pools[i], LDS_POOL_TRIM_ALL, NULL);
+            ctx[i] = (wctx){.s = (enum wstrategy)(i / C_COUNT),
+                            .cm = (enum wconsumer)(i % C_COUNT),
+                            .size = size,
+                            .seed = seed,
+                            .expect = expect,
+                            .pool = pools[i],
+                            .cons = started[i] ? &cons[i] : NULL};
+            char name[96];
+            snprintf(name, sizeof name, "%s, %s", wstrategy_names[ctx[i].s],
+                     wconsumer_names[ctx[i].cm]);
+            alts[i] = (bench_alt){.name = NULL,
+                                  .scale = scale,
+                                  .unit = unit,
+                                  .run = whole_run,
+                                  .ctx = &ctx[i],
+                                  .ops = whole_ops_for(o, size),
+                                  .row = bench_row_new(rep, name, unit)};
+            alts[i].name = wstrategy_names[ctx[i].s];
+        }
+        /* First use: one op each from an empty pool and a trimmed heap. */
+        for (int i = 0; i < NALT && rc == 0; i++) {
+            if (strcmp(bench_allocator_name(), "glibc") == 0)
+                malloc_trim(0);
+            uint64_t t0 = bench_now_ns();
+            rc = whole_run(&ctx[i], 1, NULL);
+            first_us[i] = (double)(bench_now_ns() - t0) / 1e3;
+        }
+        for (int i = 0; i < NALT; i++) {
+            alloc0[i] = pool_allocations(pools[i]);
+            ctx[i].bytes_malloc = ctx[i].mallocs = 0;
+        }
+        if (rc == 0)
+            rc = bench_interleave(alts, NALT, bench_warmup(o, 2), iters_for(o, size));
+        if (rc != 0)
+            break;
+        uint64_t total_ops = 0;
+        double bpo[NALT];
+        for (int i = 0; i < NALT; i++) {
+            bench_row *row = alts[i].row;
+            /* ops run since the counters were zeroed: warm-up and measured rounds */
+            uint64_t ops = alts[i].ops * (uint64_t)(bench_warmup(o, 2) + iters_for(o, size));
+            total_ops = ops;
+            uint64_t misses = pool_allocations(pools[i]) - alloc0[i];
+            double bytes = ctx[i].s == W_ALLOC
+                               ? (double)ctx[i].bytes_malloc
+                               : (double)misses * (double)lds_pool_class_capacity(size);
+            double allocs = ctx[i].s == W_ALLOC ? (double)ctx[i].mallocs : (double)misses;
+            bpo[i] = ops ? bytes / (double)ops : 0;
+            bench_row_set(row, "allocated per op", "bytes_allocated_per_op", BENCH_NUM, bpo[i]);
+            bench_row_set(row, "allocated per op", "allocations_per_op", BENCH_NUM,
+                          ops ? allocs / (double)ops : 0);
+            bench_row_set(row, "first use", "first_op_us", BENCH_NUM, first_us[i]);
+            bench_row_set(row, "residency", "rss", BENCH_BYTES, (double)bench_row_rss_max(row));
+        }
+        double m[NALT];
+        for (int i = 0; i < NALT; i++)
+            m[i] = bench_row_median(alts[i].row);
+        for (int cm = 0; cm < C_COUNT; cm++) {
+            double alloc = m[W_ALLOC * C_COUNT + cm], rent = m[W_RENT * C_COUNT + cm];
+            double clear = m[W_RENT_CLEAR * C_COUNT + cm], own = m[W_OWNER * C_COUNT + cm];
+            bench_note(rep,
+                       "%s: allocate / rent %.2fx, rent + clear / rent %.2fx, owner / rent "
+                       "%.2fx (medians; above 1 the rent is faster)",
+                       wconsumer_names[cm], rent > 0 ? alloc / rent : 0,
+                       rent > 0 ? clear / rent : 0, rent > 0 ? own / rent : 0);
+        }
+        bench_note(rep, "checksums checked after each batch of %llu ops: all agree",
+                   (unsigned long long)alts[0].ops);
+        if (child_out) {
+            for (int i = 0; i < NALT; i++) {
+                const bench_row *row = alts[i].row;
+                fprintf(child_out, "%zu\t%d\t%.17g\t%.17g\t%.17g\n", size, i, m[i],
+                        bench_row_faults(row), bpo[i]);
+            }
+        }
+        (void)total_ops;
+    }
+    if (rc == 0 && !child_out)
+        waste_table(rep, sizes, n);
+    if (rc == 0 && !child_out)
+        rc = bench_report_finish(rep);
+    if (child_out && fclose(child_out) != 0)
+        rc = -1;
+    for (int i = 0; i < NALT; i++) {
+        if (started[i])
+            consumer_stop(&cons[i]);
+        lds_pool_free(pools[i]);
+    }
+    bench_report_free(rep);
+    return rc;
+}
+
+int bench_pool_cost(const bench_opts *o)
+{
+    return o->acquire ? acquire_cost(o) : whole_cost(o);
 }

@@ -8,11 +8,15 @@ lds_index_key of a row. Prints per-call median, min and max (ns) per binding and
 ratio cffi / ctypes of the medians. The index is written by the package itself.
 
 usage: /usr/bin/python3 bench/python_binding.py [--dry] [--rounds N] [--rows N] [--dim N]
+                                                [--json FILE]
+  --json FILE  also write the samples (ns per call, per round) as JSON: one row per call and
+               binding, in a table named after the call (scripts/adr-check.sh reads it)
 env:   LODESTAR_LIB (default build/liblodestar.so) when the package is not installed.
 Needs numpy and cffi (Debian python3-numpy, python3-cffi).
 """
 import argparse
 import ctypes
+import json
 import os
 import platform
 import statistics
@@ -59,6 +63,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--rows", type=int, default=20000)
     ap.add_argument("--dim", type=int, default=100)
+    ap.add_argument("--json", help="write the samples as JSON to this file")
     a = ap.parse_args()
     if a.dry:
         a.rounds, a.rows, a.dim = 1, 200, 8
@@ -110,6 +115,7 @@ def main():
     print("machine: " + machine())
     print("%-24s %-7s %10s %10s %10s %8s" % ("call", "binding", "median ns", "min ns", "max ns",
                                              "cffi/ct"))
+    jrows = []
     for name, reps, fc, ff in cases:
         fc(), ff()
         times = {"ctypes": [], "cffi": []}
@@ -124,6 +130,12 @@ def main():
             print("%-24s %-7s %10.0f %10.0f %10.0f %8s" % (
                 name, b, med[b], min(times[b]), max(times[b]),
                 "%.2fx" % (med["cffi"] / med["ctypes"]) if b == "cffi" else ""))
+            jrows.append({"table": name, "name": b, "unit": "ns/call", "median": med[b],
+                          "min": min(times[b]), "max": max(times[b]), "samples": times[b]})
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump({"subcommand": "python-binding", "lodestar_version": lodestar.__version__,
+                       "dry": a.dry, "machine": machine(), "rows": jrows}, f, indent=1)
     index.close()
     os.remove(path)
     os.rmdir(work)

@@ -127,8 +127,10 @@ typedef struct lds_load_options {
      *  false leaves the hashing to the parser, a second pass over the payload.
      *  Both exist so that the benchmark can price them. */
     bool hash_while_reading;
-    /** Called before each chunk is read (never during a read); returning true stops
-     *  the load with LDS_E_CANCELLED. NULL (default) = never cancelled. A blocking
+    /** Called once after the header, before the payload's buffer is rented (a load
+     *  cancelled then rents nothing), and before each chunk is read (never during a
+     *  read); returning true stops the load with LDS_E_CANCELLED, every rental
+     *  returned first. NULL (default) = never cancelled. A blocking
      *  fd cannot be cancelled while read() blocks in it (the check comes when the
      *  read returns); an O_NONBLOCK fd with no data is polled every 100 ms and
      *  cancel is called each time. */

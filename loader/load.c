@@ -581,6 +581,13 @@ static lds_status load_stream(load_ctx *c, lds__source *src, const transport *t)
     if (st != LDS_OK)
         return st;
 
+    /* Cancelled before the payload: stop here, so that a load cancelled before it began
+     * never rents (a rental taken only to be handed back would warm the pool's counters
+     * and, for a new size class, map memory for nothing). */
+    if (cancelled(c))
+        return lds__load_fail(c->err, LDS_E_CANCELLED, "payload", c->base + LDS_HEADER_SIZE, 0,
+                              NULL, "cancelled before the payload was read");
+
     payload_buf b = {0};
     if (t->no_pool) {
         b.growable = true;

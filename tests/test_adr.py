@@ -13,14 +13,19 @@ Checks that:
   block (the table) and the machine, and every command it cites that runs a benchmark
   (starting with build/bench/lodestar-bench, bench/ or a python running bench/) is a command
   of bench-map.json: the same program and subcommand, or the same script, plus options only;
-- every docs/measurements/ file a record names exists.
+- every docs/measurements/ file a record names exists;
+- every record has exactly one '- Holds-if:' line in its header that scripts/adr_check.py can
+  parse (syntax in docs/adr/README.md), naming a bench-map.json row by its name, with options
+  only added to its command; with --build-root DIR (a build holding build/bench/lodestar-bench),
+  every condition is also evaluated in --dry mode, which fails if a command does not run or
+  does not print the rows the condition names.
 
 With --strict-figures, every line of a fenced block in a Measurements section (except the
 "..." elisions) must also appear verbatim in one of the docs/measurements/ files, so that no
 figure is copied wrong. By default a miss is only reported, since a re-run of a benchmark
 rewrites its file before the records are refreshed.
 
-usage: test_adr.py [--source-root DIR] [--strict-figures] [--and-self-test]
+usage: test_adr.py [--source-root DIR] [--strict-figures] [--and-self-test] [--build-root DIR]
        test_adr.py --self-test [--source-root DIR]
   --self-test copies the records into a temporary directory, breaks them one way at a time
   (a section removed, a bad status, a record missing from the README, a command not in
@@ -40,6 +45,9 @@ SECTIONS = ["Context", "Decision", "Measurements", "Consequences", "What would r
 STATUS_RE = re.compile(r"^(proposed|accepted|superseded by (\d{4})|amends (\d{4}))$")
 RECORD_RE = re.compile(r"^(\d{4})-[a-z0-9]+(?:-[a-z0-9]+)*\.md$")
 BENCH_PROGRAM = "build/bench/lodestar-bench"
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "scripts"))
+import adr_check  # noqa: E402
 
 
 def command_head(argv):
@@ -152,6 +160,10 @@ def check(root, strict_figures=False, quiet=False):
     except (OSError, ValueError, KeyError) as e:
         return fails + ["bench-map.json: %s" % e]
     figures = measurement_lines(root)
+    try:
+        names_in_map = adr_check.bench_map(root)
+    except (OSError, ValueError, KeyError) as e:
+        return fails + ["bench-map.json: %s" % e]
 
     statuses = {}
     for num, n in sorted(records.items()):
@@ -176,6 +188,24 @@ def check(root, strict_figures=False, quiet=False):
                     fails.append("%s: status names record %s, which does not exist" % (n, ref))
         if not re.search(r"^- Date: \d{4}-\d{2}-\d{2}$", text, re.M):
             fails.append("%s: no '- Date: YYYY-MM-DD' line" % n)
+        conds = adr_check.HOLDS_RE.findall(text)
+        header = text.split("\n## ", 1)[0]
+        if len(conds) != 1:
+            fails.append("%s: %d '- Holds-if:' lines; a record states exactly one condition "
+                         "(docs/adr/README.md)" % (n, len(conds)))
+        elif not adr_check.HOLDS_RE.search(header):
+            fails.append("%s: the '- Holds-if:' line belongs in the header, beside Status and "
+                         "Date" % n)
+        else:
+            try:
+                cond = adr_check.parse_condition(conds[0])
+                if cond["name"] not in names_in_map:
+                    fails.append("%s: Holds-if names %r, which is not a name in bench-map.json"
+                                 % (n, cond["name"]))
+                elif not options_only(cond["options"]):
+                    fails.append("%s: Holds-if adds more than options to %r" % (n, cond["name"]))
+            except adr_check.ConditionError as e:
+                fails.append("%s: Holds-if cannot be evaluated: %s" % (n, e))
         body, order = split_sections(text)
         present = [s for s in order if s in SECTIONS]
         for s in SECTIONS:
@@ -328,6 +358,18 @@ def self_test(root):
         edit(os.path.join(adr(t), first), f)
     breakage("a record cites a command that is not in bench-map.json", bad_command)
 
+    breakage("a record has no Holds-if line",
+             lambda t: edit(os.path.join(adr(t), first),
+                            lambda x: re.sub(r"^- Holds-if: .*\n", "", x, 1, re.M)))
+    breakage("a Holds-if names a command that is not in bench-map.json",
+             lambda t: edit(os.path.join(adr(t), first),
+                            lambda x: re.sub(r"^- Holds-if: \S+", "- Holds-if: no-such-bench",
+                                             x, 1, re.M)))
+    breakage("a Holds-if has no comparison",
+             lambda t: edit(os.path.join(adr(t), first),
+                            lambda x: re.sub(r"^(- Holds-if: .*) (<|<=|>|>=|==) \S+$", r"\1",
+                                             x, 1, re.M)))
+
     def extra_record(t):
         with open(os.path.join(adr(t), first), encoding="utf-8") as f:
             text = f.read()
@@ -344,6 +386,8 @@ def main():
     ap.add_argument("--source-root",
                     default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     ap.add_argument("--strict-figures", action="store_true")
+    ap.add_argument("--build-root", help="evaluate every Holds-if condition (--dry) with this "
+                    "build's lodestar-bench")
     ap.add_argument("--self-test", action="store_true")
     ap.add_argument("--and-self-test", action="store_true",
                     help="check the records, then run the self-test (what the suite runs)")
@@ -358,6 +402,36 @@ def main():
         print("FAIL " + f)
     n = len([x for x in os.listdir(os.path.join(root, "docs", "adr")) if RECORD_RE.match(x)])
     print("%d records checked: %s" % (n, "FAILED" if fails else "ok"))
+    if args.build_root:
+        bench = os.path.join(args.build_root, "bench", "lodestar-bench")
+        if not os.path.exists(bench):
+            print("skip: no %s, conditions not evaluated" % bench)
+        else:
+            only = []
+            bmap = adr_check.bench_map(root)
+            for num, _, _, line, _ in adr_check.read_records(root):
+                cmd = bmap[adr_check.parse_condition(line)["name"]]["command"]
+                if os.environ.get("LDS_SANITIZE") and ".py" in cmd:
+                    # a sanitizer-built liblodestar cannot be loaded by a plain python
+                    print("skip: %s's condition (a Python script) under LDS_SANITIZE" % num)
+                    continue
+                only.append(num)
+            with tempfile.TemporaryDirectory(prefix="lodestar-adr-dry-") as tmp:
+                env_tmp = os.environ.get("TMPDIR")
+                os.environ["TMPDIR"] = tmp
+                try:
+                    rc = adr_check.main(["--dry", "--strict", "--source-root", root,
+                                         "--build", os.path.abspath(args.build_root),
+                                         "--only", ",".join(only)])
+                finally:
+                    if env_tmp is None:
+                        del os.environ["TMPDIR"]
+                    else:
+                        os.environ["TMPDIR"] = env_tmp
+            if rc != 0:
+                print("FAIL a condition cannot be evaluated (above)")
+                return 1
+            print("%d conditions evaluated (dry): ok" % len(only))
     if args.and_self_test and not fails:
         ok = self_test(root)
         print("self-test: %s" % ("passed" if ok else "FAILED"))

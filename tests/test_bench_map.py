@@ -55,6 +55,13 @@ def main():
     covered = {e.get("subcommand") for e in entries}
     for s in subs:
         check(s in covered, "subcommand %s is listed in bench-map.json" % s)
+        # Its own help: usage naming it, its options and a typical run time, on stdout.
+        r = subprocess.run([bench, s, "--help"], capture_output=True, text=True)
+        check(r.returncode == 0 and r.stdout.startswith("usage: lodestar-bench %s " % s)
+              and "\noptions:\n" in r.stdout and "typical run time:" in r.stdout
+              and "subcommands:" not in r.stdout,
+              "'%s --help' prints that subcommand's options and run time" % s,
+              "exit %d\n%s" % (r.returncode, r.stdout[-500:]))
 
     with tempfile.TemporaryDirectory(prefix="lodestar-bench-map-") as tmp:
         env = dict(os.environ)

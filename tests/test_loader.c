@@ -4,6 +4,7 @@
  * writer in the test itself.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -1327,7 +1328,9 @@ static void test_cancel_returns_the_rental(void **state)
     o.chunk_bytes = 4096;
     o.cancel = cancel_cb;
     o.progress = progress_cb;
-    cb_state s = {.cancel_at = 3, .monotone = true};
+    /* The first poll comes before the rental (nothing read yet), then one per chunk: the
+       4th poll is the one before the third chunk. */
+    cb_state s = {.cancel_at = 4, .monotone = true};
     o.callback_ctx = &s;
     lds_index *idx = NULL;
     lds_error err;
@@ -1355,6 +1358,170 @@ static void test_cancel_returns_the_rental(void **state)
     s = (cb_state){.cancel_at = 5, .monotone = true};
     assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, NULL, NULL), LDS_E_CANCELLED);
     assert_pool_clear(pool);
+    lds_pool_free(pool);
+    free(b.p);
+}
+
+static bool always_cancelled(void *ctx)
+{
+    unsigned *calls = ctx;
+    (*calls)++;
+    return true;
+}
+
+/* A load cancelled before it starts rents nothing: no rental taken and handed back, on
+   the path, fd and callback transports alike. */
+static void test_precancelled_load_rents_nothing(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 300, .dim = 16};
+    bytes b = make_index(&c);
+    const char *path = tmp_path("precancel.lds");
+    write_file(path, b.p, b.n);
+    lds_pool *pool = sentinel_pool();
+    lds_load_options o = opts_for(pool);
+    unsigned calls = 0;
+    o.cancel = always_cancelled;
+    o.callback_ctx = &calls;
+    for (int how = 0; how < 3; how++) {
+        lds_index *idx = NULL;
+        lds_error err;
+        lds_error_init(&err);
+        lds_status st;
+        mem_reader m = reader_over(&b);
+        int fd = -1;
+        if (how == 0) {
+            st = lds_load_path(path, &o, &idx, NULL, &err);
+        } else if (how == 1) {
+            fd = open(path, O_RDONLY);
+            assert_true(fd >= 0);
+            st = lds_load_fd(fd, &o, &idx, NULL, &err);
+            close(fd);
+        } else {
+            st = lds_load_callback(mem_read, &m, &o, &idx, NULL, &err);
+        }
+        assert_int_equal(st, LDS_E_CANCELLED);
+        assert_null(idx);
+        lds_pool_stats ps = pool_stats(pool);
+        assert_int_equal(ps.rents, 0);
+        assert_int_equal(ps.returns, 0);
+        assert_int_equal(ps.leases_current, 0);
+    }
+    assert_true(calls >= 3);
+    lds_pool_free(pool);
+    free(b.p);
+}
+
+/* The ordering of a cancellation, not only its end: the read callback (the consumer of the
+   loader's buffer) is held at a gate after its first chunk; the test requests the cancel and
+   sees that the load has not returned, that the rental is still out and that nothing has
+   been returned; then it opens the gate and sees the load end cancelled with exactly one
+   return. */
+typedef struct gate_reader {
+    mem_reader m;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool at_gate;  /* the reader is waiting (set by the reader) */
+    bool open;     /* the test let it go on */
+    bool cancel;   /* the cancel flag the loader polls */
+    bool returned; /* the load call returned */
+    lds_status st;
+    lds_index *idx;
+    lds_load_options o;
+} gate_reader;
+
+static lds_status gate_read(void *ctx, void *buf, size_t cap, size_t *got)
+{
+    gate_reader *g = ctx;
+    if (g->m.pos > 0) { /* after the first chunk, wait at the gate once */
+        pthread_mutex_lock(&g->lock);
+        if (!g->open) {
+            g->at_gate = true;
+            pthread_cond_broadcast(&g->cond);
+            while (!g->open)
+                pthread_cond_wait(&g->cond, &g->lock);
+        }
+        pthread_mutex_unlock(&g->lock);
+    }
+    return mem_read(&g->m, buf, cap, got);
+}
+
+static bool gate_cancel(void *ctx)
+{
+    gate_reader *g = ctx;
+    pthread_mutex_lock(&g->lock);
+    bool c = g->cancel;
+    pthread_mutex_unlock(&g->lock);
+    return c;
+}
+
+static void *gate_load(void *arg)
+{
+    gate_reader *g = arg;
+    lds_index *idx = NULL;
+    lds_status st = lds_load_callback(gate_read, g, &g->o, &idx, NULL, NULL);
+    pthread_mutex_lock(&g->lock);
+    g->st = st;
+    g->idx = idx;
+    g->returned = true;
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+    return NULL;
+}
+
+static void test_cancel_ordering_at_a_gate(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 1000, .dim = 32};
+    bytes b = make_index(&c);
+    lds_pool *pool = sentinel_pool();
+    gate_reader g;
+    memset(&g, 0, sizeof g);
+    g.m = reader_over(&b);
+    g.m.max_read = 4096;
+    assert_int_equal(pthread_mutex_init(&g.lock, NULL), 0);
+    assert_int_equal(pthread_cond_init(&g.cond, NULL), 0);
+    g.o = opts_for(pool);
+    g.o.chunk_bytes = 4096;
+    g.o.hash_thread = false;
+    g.o.cancel = gate_cancel;
+    g.o.callback_ctx = &g;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, gate_load, &g), 0);
+
+    pthread_mutex_lock(&g.lock);
+    while (!g.at_gate)
+        pthread_cond_wait(&g.cond, &g.lock);
+    g.cancel = true; /* requested while the consumer is held */
+    bool returned = g.returned;
+    pthread_mutex_unlock(&g.lock);
+    assert_false(returned);
+    lds_pool_stats ps = pool_stats(pool);
+    assert_int_equal(ps.rents, 1);
+    assert_int_equal(ps.leases_current, 1);
+    assert_int_equal(ps.returns, 0);
+    /* Still held: nothing moves while the gate is shut. */
+    usleep(20000);
+    pthread_mutex_lock(&g.lock);
+    returned = g.returned;
+    pthread_mutex_unlock(&g.lock);
+    assert_false(returned);
+    assert_int_equal(pool_stats(pool).returns, 0);
+
+    pthread_mutex_lock(&g.lock);
+    g.open = true;
+    pthread_cond_broadcast(&g.cond);
+    pthread_mutex_unlock(&g.lock);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_true(g.returned);
+    assert_int_equal(g.st, LDS_E_CANCELLED);
+    assert_null(g.idx);
+    ps = pool_stats(pool);
+    assert_int_equal(ps.rents, 1);
+    assert_int_equal(ps.returns, 1);
+    assert_int_equal(ps.leases_current, 0);
+    pthread_cond_destroy(&g.cond);
+    pthread_mutex_destroy(&g.lock);
     lds_pool_free(pool);
     free(b.p);
 }
@@ -1759,6 +1926,8 @@ int main(void)
         cmocka_unit_test(test_zstd_claim_above_max_is_refused_from_the_frame_header),
         cmocka_unit_test(test_memory_path_never_touches_the_pool),
         cmocka_unit_test(test_cancel_returns_the_rental),
+        cmocka_unit_test(test_precancelled_load_rents_nothing),
+        cmocka_unit_test(test_cancel_ordering_at_a_gate),
         cmocka_unit_test(test_hash_thread),
         cmocka_unit_test(test_checksum_both_ways),
         cmocka_unit_test(test_default_ownership_is_adopt),

@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""Evaluates each decision record's `Holds-if:` condition on this machine.
+
+A record's header carries one line (syntax in docs/adr/README.md, "Conditions"):
+
+    - Holds-if: NAME [OPTIONS] | REF [FIELD] [/ REF [FIELD]] OP NUMBER
+
+NAME is the "name" of a bench-map.json row; OPTIONS are added to its command. REF is a quoted
+row name, optionally "ROW @ TABLE", where TABLE is a substring of the row's table title. With
+no FIELD a REF stands for the row's time samples; a ratio of two such REFs is taken round by
+round (the rows ran interleaved, so round i of A and round i of B shared the machine's
+state). FIELD is median, min, max, faults (page faults per op, per round) or a named column
+of the row (as in the JSON: vs_bare_read, ratio_to_1_thread, ...). OP is one of < <= > >= ==.
+
+The verdict: the condition is tested on every round's value (or on the one value a FIELD
+gives). "holds" when the median value satisfies it and at least 3 rounds in 4 do; "flips"
+when the median does not and at most 1 round in 4 does; otherwise "too noisy to say".
+
+usage: adr_check.py [--build DIR] [--source-root DIR] [--dry] [--only NNNN[,NNNN...]]
+                    [--list] [--keep DIR] [--strict]
+  --build DIR   the build whose build/bench/lodestar-bench and liblodestar.so are run
+                (default: build)
+  --dry         run every command with --dry (tiny sizes): checks that each condition's rows
+                exist, says nothing about the decision
+  --only LIST   only these records
+  --list        print each record's parsed condition and the command it runs, run nothing
+  --keep DIR    keep each command's JSON and text output in DIR
+  --strict      exit 1 if a condition cannot be evaluated (a command failed, a row is missing)
+Exit status 0 whatever the verdicts (it informs, it is not a test), 2 on a usage error.
+Called by scripts/adr-check.sh, which builds a release build first.
+"""
+import argparse
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HOLDS_RE = re.compile(r"^- Holds-if: (.+)$", re.M)
+OPS = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b,
+}
+FIELDS_SPECIAL = ("median", "min", "max", "faults")
+
+
+class ConditionError(ValueError):
+    pass
+
+
+def parse_condition(line):
+    """The parsed `Holds-if:` text: {name, options, refs: [(row, table, field)], op, value}.
+    Raises ConditionError naming what is wrong."""
+    if "|" not in line:
+        raise ConditionError("no '|' between the command and the comparison")
+    cmd, expr = line.split("|", 1)
+    try:
+        cargv = shlex.split(cmd)
+        toks = shlex.split(expr)
+    except ValueError as e:
+        raise ConditionError("cannot split: %s" % e)
+    if not cargv:
+        raise ConditionError("no bench-map name before '|'")
+    name, options = cargv[0], cargv[1:]
+    for t in options:
+        if not (t.startswith("-") or re.match(r"^[A-Za-z0-9_.,/=:+-]+$", t)):
+            raise ConditionError("option %r is not an option or a value" % t)
+    if options and not options[0].startswith("-"):
+        raise ConditionError("%r after the name is not an option" % options[0])
+    if len(toks) < 3:
+        raise ConditionError("the comparison needs REF [FIELD] [/ REF [FIELD]] OP NUMBER")
+    op, num = toks[-2], toks[-1]
+    if op not in OPS:
+        raise ConditionError("comparison %r is not one of %s" % (op, " ".join(OPS)))
+    try:
+        value = float(num)
+    except ValueError:
+        raise ConditionError("%r is not a number" % num)
+    body = toks[:-2]
+    parts = []
+    cur = []
+    for t in body:
+        if t == "/":
+            parts.append(cur)
+            cur = []
+        else:
+            cur.append(t)
+    parts.append(cur)
+    if len(parts) > 2 or any(not p or len(p) > 2 for p in parts):
+        raise ConditionError("the comparison needs REF [FIELD] [/ REF [FIELD]] OP NUMBER")
+    refs = []
+    for p in parts:
+        row = p[0]
+        table = None
+        if " @ " in row:
+            row, table = (s.strip() for s in row.split(" @ ", 1))
+        field = p[1] if len(p) == 2 else None
+        if field is not None and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", field):
+            raise ConditionError("field %r is not a name" % field)
+        if not row:
+            raise ConditionError("an empty row name")
+        refs.append((row, table, field))
+    if len(refs) == 2 and (refs[0][2] is None) != (refs[1][2] is None):
+        raise ConditionError("a ratio takes both rows' samples or both rows' fields")
+    return {"name": name, "options": options, "refs": refs, "op": op, "value": value}
+
+
+def read_records(root):
+    """[(number, file name, title, Holds-if text or None, count of Holds-if lines)]."""
+    adr = os.path.join(root, "docs", "adr")
+    out = []
+    for n in sorted(os.listdir(adr)):
+        m = re.match(r"^(\d{4})-.*\.md$", n)
+        if not m:
+            continue
+        with open(os.path.join(adr, n), encoding="utf-8") as f:
+            text = f.read()
+        title = text.splitlines()[0].split(". ", 1)[-1] if text else n
+        found = HOLDS_RE.findall(text)
+        out.append((m.group(1), n, title, found[0].strip() if found else None, len(found)))
+    return out
+
+
+def bench_map(root):
+    with open(os.path.join(root, "bench-map.json"), encoding="utf-8") as f:
+        bmap = json.load(f)
+    return {e["name"]: e for e in bmap.get("nightly", []) + bmap.get("diagnostics", [])}
+
+
+def command_for(entry, cond, build, json_path, dry):
+    """argv that runs the bench-map row with the condition's options and writes JSON."""
+    argv = shlex.split(entry["command"])
+    out = []
+    skip = False
+    for i, t in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if t == "--json":  # the map's own --json FILE is replaced by ours
+            skip = True
+            continue
+        if t.startswith("build/"):
+            t = os.path.join(build, t[len("build/"):])
+        out.append(t)
+    out += cond["options"] + ["--json", json_path]
+    if dry:
+        out.append("--dry")
+    return out
+
+
+def find_row(doc, row, table):
+    hits = [r for r in doc.get("rows", [])
+            if r.get("name") == row and (table is None or table in r.get("table", ""))]
+    if not hits:
+        raise ConditionError("no row %r%s in the output" % (
+            row, "" if table is None else " in a table titled '...%s...'" % table))
+    if len(hits) > 1:
+        raise ConditionError("row %r matches %d rows; name the table with ' @ TABLE'"
+                             % (row, len(hits)))
+    return hits[0]
+
+
+def ref_values(r, field):
+    """Per-round values (list) of a row, or a one-item list for a single-valued field."""
+    if field is None:
+        return [float(x) for x in r.get("samples", []) if x is not None]
+    if field == "faults":
+        s = r.get("page_fault_samples")
+        if s:
+            return [float(x) for x in s if x is not None]
+        return [float(r["page_faults"])]
+    if field not in r or not isinstance(r[field], (int, float)):
+        raise ConditionError("row %r has no numeric column %r" % (r.get("name"), field))
+    return [float(r[field])]
+
+
+def evaluate(cond, doc):
+    """(value, lo, hi, verdict, rounds) of a condition against a command's JSON output."""
+    vals = []
+    for row, table, field in cond["refs"]:
+        vals.append(ref_values(find_row(doc, row, table), field))
+    if len(vals) == 1:
+        per = vals[0]
+    else:
+        a, b = vals
+        if len(a) != len(b):
+            if len(a) == 1 or len(b) == 1:
+                a = a * len(b) if len(a) == 1 else a
+                b = b * len(a) if len(b) == 1 else b
+            else:
+                raise ConditionError("the two rows have %d and %d rounds" % (len(a), len(b)))
+        if any(y == 0 for y in b):
+            raise ConditionError("the divisor row has a zero value")
+        per = [x / y for x, y in zip(a, b)]
+    if not per:
+        raise ConditionError("no samples")
+    test = OPS[cond["op"]]
+    med = statistics.median(per)
+    share = sum(1 for v in per if test(v, cond["value"])) / len(per)
+    if test(med, cond["value"]) and share >= 0.75:
+        verdict = "holds"
+    elif not test(med, cond["value"]) and share <= 0.25:
+        verdict = "flips"
+    else:
+        verdict = "too noisy to say"
+    return med, min(per), max(per), verdict, len(per)
+
+
+def fmt(v):
+    if v == int(v) and abs(v) < 1e15:
+        return "%d" % v
+    return "%.3g" % v if abs(v) >= 0.001 else "%.3e" % v
+
+
+def machine_line(docs):
+    for d in docs:
+        m = d.get("machine")
+        if isinstance(m, dict):
+            return "%s, %s cpus | %s | %s %s | lodestar %s (%s build)" % (
+                m.get("cpu"), m.get("cpus"), m.get("kernel"), m.get("allocator"),
+                m.get("allocator_version"), d.get("lodestar_version"), m.get("build"))
+        if isinstance(m, str):
+            return m
+    return "unknown"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(add_help=True, description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--source-root", default=os.path.join(os.path.dirname(
+        os.path.abspath(__file__)), os.pardir))
+    ap.add_argument("--dry", action="store_true")
+    ap.add_argument("--only")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--keep")
+    ap.add_argument("--strict", action="store_true")
+    try:
+        a = ap.parse_args(argv)
+    except SystemExit as e:
+        return 2 if e.code else 0
+    root = os.path.abspath(a.source_root)
+    build = os.path.abspath(a.build)
+    records = read_records(root)
+    if a.only:
+        want = set(a.only.split(","))
+        records = [r for r in records if r[0] in want]
+        if not records:
+            print("adr_check: no record numbered %s" % a.only, file=sys.stderr)
+            return 2
+    bmap = bench_map(root)
+    env = dict(os.environ)
+    env.setdefault("LODESTAR_LIB", os.path.join(build, "liblodestar.so"))
+    workdir = a.keep or tempfile.mkdtemp(prefix="lodestar-adr-check-")
+    os.makedirs(workdir, exist_ok=True)
+    cache = {}  # the same command runs once for all records that name it
+    docs = []
+    held = total = 0
+    broken = 0
+    print("decision records checked on this machine%s" % (" (dry: rows only)" if a.dry else ""))
+    print("load average: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
+    print()
+    for num, fname, title, line, count in records:
+        print("%s  %s" % (num, title))
+        if line is None:
+            print("      condition: none (no '- Holds-if:' line)")
+            broken += 1
+            print()
+            continue
+        print("      condition: %s" % line)
+        try:
+            cond = parse_condition(line)
+            if cond["name"] not in bmap:
+                raise ConditionError("%r is not a name in bench-map.json" % cond["name"])
+            key = (cond["name"], tuple(cond["options"]))
+            jpath = os.path.join(workdir, "%s-%s.json" % (num, cond["name"]))
+            argv_ = command_for(bmap[cond["name"]], cond, build, jpath, a.dry)
+            if a.list:
+                print("      runs: %s" % " ".join(shlex.quote(t) for t in argv_))
+                print()
+                continue
+            if key not in cache:
+                p = subprocess.run(argv_, cwd=root, env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+                with open(jpath[:-5] + ".txt", "w", encoding="utf-8") as f:
+                    f.write(p.stdout)
+                if p.returncode != 0:
+                    tail = p.stdout.strip().splitlines()[-3:]
+                    raise ConditionError("`%s` exited %d: %s" % (
+                        " ".join(argv_), p.returncode, " / ".join(tail)))
+                with open(jpath, encoding="utf-8") as f:
+                    cache[key] = json.load(f)
+                docs.append(cache[key])
+            med, lo, hi, verdict, rounds = evaluate(cond, cache[key])
+        except (ConditionError, OSError, ValueError) as e:
+            print("      cannot evaluate: %s" % e)
+            broken += 1
+            print()
+            continue
+        total += 1
+        if verdict == "holds":
+            held += 1
+        print("      here: %s (min-max %s-%s over %d %s) -> %s" % (
+            fmt(med), fmt(lo), fmt(hi), rounds, "round" if rounds == 1 else "rounds",
+            verdict if not a.dry else "evaluable (dry run: no verdict)"))
+        print()
+    if a.list:
+        return 0
+    print("machine: %s" % machine_line(docs))
+    if a.dry:
+        print("%d of %d conditions evaluable (dry run)" % (total, total + broken))
+    else:
+        print("%d of %d decisions hold on this machine" % (held, total + broken))
+    if broken:
+        print("(%d could not be evaluated)" % broken)
+    return 1 if broken and a.strict else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
