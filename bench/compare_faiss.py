@@ -56,6 +56,9 @@ ap.add_argument("--sections", default="main,extras",
                 help="main: the comparison table; extras: cosine norms (first search vs later) "
                      "and single-query threads 1 vs all")
 ap.add_argument("--single", type=int, default=10, help="queries timed one at a time")
+ap.add_argument("--json", help="also write every row's per-round samples (wall ms per query) as "
+                               "JSON to this file (scripts/adr-check.sh); rows are named "
+                               "'CONTENDER @ batch B k K'")
 args = ap.parse_args()
 THREADS = args.threads or os.cpu_count()
 os.environ["OPENBLAS_NUM_THREADS"] = str(THREADS)
@@ -330,6 +333,20 @@ def main():
                 print("%-28s %5d %5d %10.3f (%6.3f-%7.3f) %8.3f %8.4f" % (
                     c.name, b, k, statistics.median(v), min(v), max(v),
                     statistics.median(cpu[(c.name, b, k)]), recalls[(c.name, k)]))
+    if args.json:
+        import json
+        rows = [{"table": "batch %d k %d" % (b, k), "name": c.name, "unit": "ms/query",
+                 "median": statistics.median(times[(c.name, b, k)]),
+                 "min": min(times[(c.name, b, k)]), "max": max(times[(c.name, b, k)]),
+                 "samples": times[(c.name, b, k)], "cpu_samples": cpu[(c.name, b, k)],
+                 "recall": recalls[(c.name, k)]}
+                for c in contenders for b in (1, NQ) for k in ks]
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"subcommand": "compare-faiss", "dry": args.dry,
+                       "machine": "%s, %d cpus | numpy %s | faiss %s" % (
+                           cpu_model(), os.cpu_count(), np.__version__,
+                           faiss.__version__ if faiss else "absent"),
+                       "rows": rows}, f, indent=1)
     med = {key: statistics.median(v) for key, v in times.items()}
     cmed = {key: statistics.median(v) for key, v in cpu.items()}
 

@@ -22,6 +22,7 @@ env: LODESTAR_BUILD (default build/) for the lodestar program, LODESTAR_LIB (def
 build/liblodestar.so) when the package is not installed.
 """
 import argparse
+import json
 import os
 import random
 import shutil
@@ -121,6 +122,8 @@ def main():
     ap.add_argument("--index")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--rows", type=int, default=20000)
+    ap.add_argument("--json", help="also write the rows' per-round samples (ms) as JSON to this "
+                                   "file (scripts/adr-check.sh)")
     a = ap.parse_args()
     if not os.access(GNU_TIME, os.X_OK):
         raise SystemExit("bench/load_url.py needs GNU time (apt-get install time)")
@@ -196,6 +199,21 @@ def main():
             rss = statistics.median(x[2] for x in xs)
             print(f"  {k:16s} {m * 1e3:9.2f} {lo * 1e3:9.2f} {hi * 1e3:9.2f}  x{m / base:.2f}"
                   f"  faults {flt:8.0f}  rss {rss:8.0f}")
+        if a.json:
+            rows = [{"table": "in one process", "name": "lodestar.load(%s)" % k, "unit": "ms",
+                     "median": statistics.median(xs) * 1e3, "min": min(xs) * 1e3,
+                     "max": max(xs) * 1e3, "samples": [x * 1e3 for x in xs]}
+                    for k, xs in inproc.items()]
+            rows += [{"table": "whole processes", "name": k, "unit": "ms",
+                      "median": statistics.median(x[0] for x in xs) * 1e3,
+                      "min": min(x[0] for x in xs) * 1e3, "max": max(x[0] for x in xs) * 1e3,
+                      "samples": [x[0] * 1e3 for x in xs],
+                      "page_fault_samples": [x[1] for x in xs]}
+                     for k, xs in procs.items()]
+            with open(a.json, "w", encoding="utf-8") as f:
+                json.dump({"subcommand": "load-url", "dry": a.dry,
+                           "machine": "%s, %d cpus" % (cpu, os.cpu_count()), "rows": rows}, f,
+                          indent=1)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
