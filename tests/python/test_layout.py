@@ -78,8 +78,17 @@ def test_a_drifted_mirror_is_caught(layout):
     class Info(ctypes.Structure):  # a field the header does not have yet
         _fields_ = _capi.LoadInfo._fields_ + [("newer", ctypes.c_uint64)]
 
-    found = mismatches({"lds_hit": Hit, "lds_writer_options": Writer, "lds_load_info": Info},
-                       *layout)
+    class Pin(ctypes.Structure):  # one internal word where the header has two
+        _fields_ = [("index", ctypes.c_void_p), ("generation", ctypes.c_uint64),
+                    ("internal_", ctypes.c_void_p * 1)]
+
+    class Stats(ctypes.Structure):  # last_status (an enum) as a 64-bit field, in its padding
+        _fields_ = [(n, ctypes.c_uint64 if n == "last_status" else t)
+                    for n, t in _capi.LiveStats._fields_]
+
+    found = mismatches({"lds_hit": Hit, "lds_writer_options": Writer, "lds_load_info": Info,
+                        "lds_pin": Pin, "lds_live_stats": Stats}, *layout)
     assert [m.split(" ")[0] for m in found] == [
         "lds_hit.score", "lds_writer_options.unique_keys", "sizeof(lds_load_info):",
-        "lds_load_info.newer"], found
+        "lds_load_info.newer", "sizeof(lds_pin):", "lds_pin.internal_",
+        "lds_live_stats.last_status"], found
