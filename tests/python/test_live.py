@@ -275,3 +275,20 @@ def test_a_reader_pinning_during_reloads_sees_whole_generations(gens):
         assert s["retired_pinned_peak"] <= 2
         assert _leases(live) == 1
 
+
+
+def test_more_pins_in_one_thread_than_it_has_slots(gens):
+    """A thread has 6 fast slots per live index; pins beyond them are counted (slower,
+    just as correct)."""
+    with lodestar.Live(gens[1][0]) as live:
+        held = [live.pin() for _ in range(9)]
+        assert live.reload(gens[2][0]) == 2
+        s = live.stats()
+        assert (s["retired_pinned"], s["pins_on_retired"]) == (1, 9)
+        for n, index in enumerate(held):
+            assert _is_gen(index, 1)
+            index.close()
+            assert live.stats()["pins_on_retired"] == 8 - n
+        s = live.stats()
+        assert (s["retired_pinned"], s["generations_freed"]) == (0, 1)
+        assert _leases(live) == 1
