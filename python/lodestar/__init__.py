@@ -6,6 +6,10 @@
         scores, rows = index.search(v[:2], k=5)   # like faiss: (nq, k) arrays
         print(index.most_similar("king", k=3))    # like gensim: [(key, score), ...]
 
+    live = lodestar.Live("glove-100d.ldsi")      # a service's index, reloaded in place
+    with live.pin() as index: ...              # the current generation, never freed while pinned
+    live.reload("glove-100d.ldsi")             # swapped in once loaded and verified
+
 The package's own liblodestar is loaded from beside this file (docs/adr/0016).
 Loads and searches release the GIL, so threads can share one Index.
 """
@@ -13,9 +17,10 @@ from ._capi import library, library_path
 from ._errors import *  # noqa: F401,F403 (lodestar.Error and its subclasses)
 from ._errors import __all__ as _error_names
 from ._index import Index, Keys, load
+from ._live import Live
 from ._write import pool_stats, write
 
 __version__ = library().lds_version().decode()
 
-__all__ = ["Index", "Keys", "load", "write", "pool_stats", "library", "library_path",
+__all__ = ["Index", "Keys", "Live", "load", "write", "pool_stats", "library", "library_path",
            "__version__"] + _error_names

@@ -75,10 +75,35 @@ def hit_dtype():
 
 
 class SearchOptions(_c.Structure):
-    """lds_search_options of lds_index_search_batch, when the library has it: the fields
-    this binding sets. Used only if the loaded library exports lds_index_search_batch;
-    the layout test checks it against the header whenever the header declares it."""
-    _fields_ = [("size", SZ), ("threads", U32)]
+    """lds_search_options of lds_index_search_batch."""
+    _fields_ = [("size", SZ), ("threads", _c.c_uint)]
+
+
+class PoolOptions(_c.Structure):
+    """lds_pool_options (check and huge_pages: enums)."""
+    _fields_ = [("size", SZ), ("check", I), ("fill_on_rent", I), ("max_retained_bytes", SZ),
+                ("max_per_class", U32), ("thread_cache_count", U32),
+                ("thread_cache_bytes", SZ), ("mmap_threshold", SZ), ("max_idle_ns", U64),
+                ("guard_quarantine", U32), ("huge_pages", I)]
+
+
+class LiveOptions(_c.Structure):
+    """lds_live_options."""
+    _fields_ = [("size", SZ), ("max_retired", U32)]
+
+
+class Pin(_c.Structure):
+    """lds_pin (internal_: the library's two words)."""
+    _fields_ = [("index", P), ("generation", U64), ("internal_", P * 2)]
+
+
+class LiveStats(_c.Structure):
+    """lds_live_stats."""
+    _fields_ = [("size", SZ), ("generation", U64), ("reloads_done", U64),
+                ("reloads_failed", U64), ("reloads_refused", U64), ("retired_pinned", U64),
+                ("retired_pinned_peak", U64), ("pins_on_retired", U64),
+                ("bytes_retired", U64), ("bytes_current", U64), ("generations_freed", U64),
+                ("last_status", I), ("last_load", LoadInfo)]
 
 
 # name in the C headers -> mirror; the layout test walks this.
@@ -90,6 +115,10 @@ MIRRORS = {
     "lds_writer_options": WriterOptions,
     "lds_hit": Hit,
     "lds_search_options": SearchOptions,
+    "lds_pool_options": PoolOptions,
+    "lds_live_options": LiveOptions,
+    "lds_pin": Pin,
+    "lds_live_stats": LiveStats,
 }
 
 READ_FN = _c.CFUNCTYPE(I, P, P, SZ, _c.POINTER(SZ))
@@ -139,6 +168,8 @@ SIGNATURES = {
     "lds_index_meta_at": (I, [P, SZ, _PS, _PS]),
     "lds_index_meta": (S, [P, S]),
     "lds_index_search": (I, [P, P, SZ, SZ, P, _PSZ, P]),
+    "lds_index_search_batch": (I, [P, P, SZ, SZ, SZ, P, P, _PSZ, P]),
+    "lds_search_options_default": (None, [P]),
     "lds_writer_options_default": (None, [P]),
     "lds_writer_open_path": (I, [S, P, _c.POINTER(P), P]),
     "lds_writer_add_row": (I, [P, P, SZ, U64, S, SZ, P]),
@@ -149,11 +180,23 @@ SIGNATURES = {
     "lds_pool_stats_init": (None, [P]),
     "lds_pool_get_stats": (I, [P, P]),
     "lds_pool_stats_json": (I, [P, P, SZ, _PSZ]),
-}
-# Declared only when the library exports them (a newer library than this binding needs).
-OPTIONAL_SIGNATURES = {
-    "lds_index_search_batch": (I, [P, P, SZ, SZ, SZ, P, P, _PSZ, P]),
-    "lds_search_options_default": (None, [P]),
+    "lds_pool_options_default": (None, [P]),
+    "lds_pool_create": (I, [P, _c.POINTER(P)]),
+    "lds_pool_free": (None, [P]),
+    "lds_pool_class_capacity": (SZ, [SZ]),
+    "lds_live_options_default": (None, [P]),
+    "lds_live_create": (I, [P, _c.POINTER(P), P]),
+    "lds_live_free": (None, [P]),
+    "lds_live_pin": (I, [P, P]),
+    "lds_live_unpin": (None, [P, P]),
+    "lds_live_reload_path": (I, [P, S, P, _PU64, P, P]),
+    "lds_live_reload_url": (I, [P, S, P, _PU64, P, P]),
+    "lds_live_reload_fd": (I, [P, I, P, _PU64, P, P]),
+    "lds_live_reload_memory": (I, [P, P, SZ, B, P, _PU64, P, P]),
+    "lds_live_reload_callback": (I, [P, READ_FN, P, P, _PU64, P, P]),
+    "lds_live_stats_init": (None, [P]),
+    "lds_live_get_stats": (I, [P, P]),
+    "lds_live_stats_json": (I, [P, P, SZ, _PSZ]),
 }
 
 _lib = None
@@ -187,10 +230,6 @@ def library():
             for name, (res, args) in SIGNATURES.items():
                 fn = getattr(lib, name)
                 fn.restype, fn.argtypes = res, args
-            for name, (res, args) in OPTIONAL_SIGNATURES.items():
-                if hasattr(lib, name):
-                    fn = getattr(lib, name)
-                    fn.restype, fn.argtypes = res, args
             _lib_path = os.path.abspath(path)
             _lib = lib
     return _lib

@@ -1,6 +1,5 @@
 """lodestar.load and lodestar.Index."""
 import collections.abc
-import concurrent.futures
 import ctypes
 import io
 import operator
@@ -76,10 +75,12 @@ class Index:
     from several threads at once; the C calls release the GIL.
     """
 
-    def __init__(self, handle, info, keepalive=None):
+    def __init__(self, handle, info, keepalive=None, release=None, generation=None):
         self._h = handle
         self._info = info
         self._keepalive = keepalive  # the caller's bytes, for a borrowed memory load
+        self._release = release  # instead of lds_index_free (a Live's pin: its unpin)
+        self._generation = generation
         self._closed = False  # closed for the caller; the handle may outlive it (views)
         self._views = []  # weak references to the buffers under zero-copy arrays
         self._busy = 0  # C calls in flight
@@ -111,7 +112,10 @@ class Index:
         with self._lock:
             h, self._h = self._h, None
         if h and _capi._lib is not None:
-            _capi._lib.lds_index_free(h)
+            if self._release is not None:
+                self._release()
+            else:
+                _capi._lib.lds_index_free(h)
         self._keepalive = None
 
     def _view(self, address, nbytes, dtype, shape):
@@ -127,6 +131,12 @@ class Index:
     @property
     def closed(self):
         return self._closed or not self._h
+
+    @property
+    def generation(self):
+        """The generation number of an Index from Live.pin() (1 for the first
+        successful reload), None for one from lodestar.load."""
+        return self._generation
 
     def close(self):
         """Frees the index now (RuntimeError while an array views it or a call runs)."""
@@ -381,8 +391,11 @@ class Index:
         returns (scores, rows), float32 and int64 arrays shaped (nq, k), best first (for
         l2 the smallest distances). `queries` is an array (nq, dim) or one query (dim,)
         of any real dtype (converted to float32). Where the index has fewer than k rows
-        the tail is rows -1 and scores -inf (+inf for l2). threads: None for the
-        library's choice, or the number of threads to spread the queries over.
+        the tail is rows -1 and scores -inf (+inf for l2). All queries go to one
+        lds_index_search_batch call, which releases the GIL; its results are those of
+        lds_index_search one query at a time. threads: None for the library's choice
+        (lds_search_options.threads 0), or the most threads to split the rows over (the
+        library caps it by the index's size; results are identical for every count).
         TypeError / ValueError for bad arguments; lodestar.BadValueError for a
         non-finite query or a zero query under cosine."""
         q = np.asarray(queries)
@@ -413,10 +426,7 @@ class Index:
             rows = np.full((nq, k), -1, dtype=np.int64)
             kk = min(k, lib.lds_index_rows(h))  # what the library can return
             if nq and kk:
-                if hasattr(lib, "lds_index_search_batch"):
-                    _search_batch(lib, h, q, kk, threads, scores, rows)
-                else:
-                    _search_each(lib, h, q, kk, threads, scores, rows)
+                _search_batch(lib, h, q, kk, threads, scores, rows)
             return scores, rows
         finally:
             self._leave()
@@ -436,50 +446,21 @@ class Index:
             query = np.asarray(key_or_vector)
             if query.ndim != 1:
                 raise ValueError("most_similar takes one vector (dim,), not %d-D" % query.ndim)
-        scores, rows = self.search(query, k + (own is not None), threads=1)
+        scores, rows = self.search(query, k + (own is not None))
         pairs = [(int(r), float(s)) for r, s in zip(rows[0], scores[0])
                  if r >= 0 and r != own][:k]
         has_keys = self._get(library().lds_index_has_keys)
         return [(self.key(r) if has_keys else r, s) for r, s in pairs]
 
 
-def _search_rows(lib, h, q, lo, hi, k, scores, rows):
-    """Queries [lo, hi) through lds_index_search, one call each (the GIL is released)."""
-    hits = np.zeros(k, dtype=_capi.hit_dtype())
-    n = ctypes.c_size_t()
-    dim = q.shape[1]
-    base, stride = q.ctypes.data, q.strides[0]
-    for i in range(lo, hi):
-        err = _capi.new_error()
-        check(lib.lds_index_search(h, base + i * stride, dim, k, hits.ctypes.data,
-                                   ctypes.byref(n), ctypes.byref(err)), err)
-        rows[i, :n.value] = hits["row"][:n.value]
-        scores[i, :n.value] = hits["score"][:n.value]
-
-
-def _search_each(lib, h, q, k, threads, scores, rows):
-    nq = q.shape[0]
-    t = min(threads or 1, nq)
-    if t == 1:
-        _search_rows(lib, h, q, 0, nq, k, scores, rows)
-        return
-    bounds = [nq * i // t for i in range(t + 1)]
-    with concurrent.futures.ThreadPoolExecutor(t) as pool:
-        jobs = [pool.submit(_search_rows, lib, h, q, bounds[i], bounds[i + 1], k, scores, rows)
-                for i in range(t)]
-        for j in jobs:
-            j.result()
-
-
 def _search_batch(lib, h, q, k, threads, scores, rows):
-    """All queries in one lds_index_search_batch call (a library that has it)."""
+    """All queries in one lds_index_search_batch call (the GIL is released during it):
+    threads None leaves lds_search_options_default's 0, the library's choice."""
     nq = q.shape[0]
     opts = _capi.SearchOptions()
-    if hasattr(lib, "lds_search_options_default"):
-        lib.lds_search_options_default(ctypes.byref(opts))
-    opts.size = ctypes.sizeof(opts)
+    lib.lds_search_options_default(ctypes.byref(opts))
     if threads is not None:
-        opts.threads = threads
+        opts.threads = min(threads, 0xFFFFFFFF)  # unsigned; the library caps it far lower
     hits = np.zeros(nq * k, dtype=_capi.hit_dtype())
     n_hits = np.zeros(nq, dtype=np.uintp)  # room for a count per query; every query has min(k, rows)
     err = _capi.new_error()
@@ -573,42 +554,58 @@ def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, p
     lib.lds_load_info_init(ctypes.byref(info))
     err = _capi.new_error()
     h = ctypes.c_void_p()
-    keep = None
     tail = (ctypes.byref(opts), ctypes.byref(h), ctypes.byref(info), ctypes.byref(err))
-    if isinstance(source, str) and source.lower().startswith(("http://", "https://")):
-        st = lib.lds_load_url(_cstr(source, "url"), *tail)
-    elif isinstance(source, (str, os.PathLike)):
-        st = lib.lds_load_path(_cstr(source, "path"), *tail)
-    elif hasattr(source, "read") or hasattr(source, "readinto"):
-        fd = _usable_fd(source)
-        if fd is not None:
-            start = source.tell() if source.seekable() else None
-            if start is not None:  # the fd may be ahead of a buffered reader's position
-                os.lseek(fd, start, os.SEEK_SET)
-            st = lib.lds_load_fd(fd, *tail)
-            if start is not None:  # after what the load took (a mapped load moves no fd)
-                source.seek(start + info.stream_bytes if st == 0 else
-                            os.lseek(fd, 0, os.SEEK_CUR))
-        else:
-            failure = []
-            cb = _readinto_callback(source, failure)
-            st = lib.lds_load_callback(cb, None, *tail)
-            if failure:
-                raise failure[0]
-    else:
-        try:
-            view = memoryview(source)
-        except TypeError:
-            raise TypeError("source must be a path, a bytes-like object or a binary file "
-                            "object, not %s" % type(source).__name__) from None
-        if mmap:
-            raise ValueError("mmap applies to a path or a file, not to bytes in memory")
-        arr = np.frombuffer(view, dtype=np.uint8) if view.nbytes else np.zeros(1, np.uint8)
-        borrow = type(source) is bytes
-        keep = arr if borrow else None
-        st = lib.lds_load_memory(arr.ctypes.data, view.nbytes, not borrow, *tail)
+    st, keep = from_source(
+        source, mmap, info, True,
+        path=lambda p: lib.lds_load_path(p, *tail),
+        url=lambda u: lib.lds_load_url(u, *tail),
+        fd=lambda fd: lib.lds_load_fd(fd, *tail),
+        memory=lambda address, n, copy: lib.lds_load_memory(address, n, copy, *tail),
+        callback=lambda cb: lib.lds_load_callback(cb, None, *tail))
     check(st, err)
     return Index(h.value, info, keep)
+
+
+def from_source(source, mmap, info, borrow_bytes, *, path, url, fd, memory, callback):
+    """Runs the load (or reload) call that fits `source`, as lodestar.load describes:
+    url(c_url) for an http:// or https:// str, path(c_path), fd(fd),
+    memory(address, n, copy) or callback(read_fn), each returning
+    a status. `info` is the lds_load_info the call fills (a file object is left
+    positioned after what the load took). A `bytes` source is borrowed (copy false)
+    when borrow_bytes, else every memory source is copied. Returns (status, what to
+    keep alive: the borrowed array, or None); an exception raised by a file object's
+    read is raised again here."""
+    if isinstance(source, str) and source.lower().startswith(("http://", "https://")):
+        return url(_cstr(source, "url")), None
+    if isinstance(source, (str, os.PathLike)):
+        return path(_cstr(source, "path")), None
+    if hasattr(source, "read") or hasattr(source, "readinto"):
+        fdn = _usable_fd(source)
+        if fdn is not None:
+            start = source.tell() if source.seekable() else None
+            if start is not None:  # the fd may be ahead of a buffered reader's position
+                os.lseek(fdn, start, os.SEEK_SET)
+            st = fd(fdn)
+            if start is not None:  # after what the load took (a mapped load moves no fd)
+                source.seek(start + info.stream_bytes if st == 0 else
+                            os.lseek(fdn, 0, os.SEEK_CUR))
+            return st, None
+        failure = []
+        st = callback(_readinto_callback(source, failure))
+        if failure:
+            raise failure[0]
+        return st, None
+    try:
+        view = memoryview(source)
+    except TypeError:
+        raise TypeError("source must be a path, a bytes-like object or a binary file "
+                        "object, not %s" % type(source).__name__) from None
+    if mmap:
+        raise ValueError("mmap applies to a path or a file, not to bytes in memory")
+    arr = np.frombuffer(view, dtype=np.uint8) if view.nbytes else np.zeros(1, np.uint8)
+    borrow = borrow_bytes and type(source) is bytes
+    st = memory(arr.ctypes.data, view.nbytes, not borrow)
+    return st, (arr if borrow else None)
 
 
 def _usable_fd(f):

@@ -77,10 +77,45 @@ int main(void)
     FIELD(lds_hit, row);
     FIELD(lds_hit, score);
 
-#ifdef LDS_HAVE_SEARCH_OPTIONS /* lds_index_search_batch's options, once the header has them */
     SIZE(lds_search_options);
     FIELD(lds_search_options, size);
     FIELD(lds_search_options, threads);
-#endif
+
+    SIZE(lds_pool_options);
+    FIELD(lds_pool_options, size);
+    FIELD(lds_pool_options, check);
+    FIELD(lds_pool_options, fill_on_rent);
+    FIELD(lds_pool_options, max_retained_bytes);
+    FIELD(lds_pool_options, max_per_class);
+    FIELD(lds_pool_options, thread_cache_count);
+    FIELD(lds_pool_options, thread_cache_bytes);
+    FIELD(lds_pool_options, mmap_threshold);
+    FIELD(lds_pool_options, max_idle_ns);
+    FIELD(lds_pool_options, guard_quarantine);
+    FIELD(lds_pool_options, huge_pages);
+
+    SIZE(lds_live_options);
+    FIELD(lds_live_options, size);
+    FIELD(lds_live_options, max_retired);
+
+    SIZE(lds_pin);
+    FIELD(lds_pin, index);
+    FIELD(lds_pin, generation);
+    FIELD(lds_pin, internal_);
+
+    SIZE(lds_live_stats);
+    FIELD(lds_live_stats, size);
+    FIELD(lds_live_stats, generation);
+    FIELD(lds_live_stats, reloads_done);
+    FIELD(lds_live_stats, reloads_failed);
+    FIELD(lds_live_stats, reloads_refused);
+    FIELD(lds_live_stats, retired_pinned);
+    FIELD(lds_live_stats, retired_pinned_peak);
+    FIELD(lds_live_stats, pins_on_retired);
+    FIELD(lds_live_stats, bytes_retired);
+    FIELD(lds_live_stats, bytes_current);
+    FIELD(lds_live_stats, generations_freed);
+    FIELD(lds_live_stats, last_status);
+    FIELD(lds_live_stats, last_load);
     return 0;
 }

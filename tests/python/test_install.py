@@ -23,6 +23,8 @@ print(lodestar.__version__, importlib.metadata.version("lodestar"))
 lodestar.write("t.ldsi", np.eye(3), keys=["a", "b", "c"])
 with lodestar.load("t.ldsi") as index:
     print(index.most_similar("a", k=1), index.search(np.eye(3)[1], k=1)[1].tolist())
+with lodestar.Live("t.ldsi") as live, live.pin() as index:
+    print(live.reload(b"".join(open("t.ldsi", "rb"))), index.generation, index.key(2))
 """
 
 
@@ -63,3 +65,4 @@ def test_fresh_clone_installs_into_a_venv_and_imports_anywhere(tmp_path):
     assert out[0] == os.path.join(site, "lodestar", "liblodestar.so")
     assert out[1] == "%s %s" % (_meson_version(), _meson_version())
     assert out[2] == "[('b', 0.0)] [[1]]"
+    assert out[3] == "2 1 c"

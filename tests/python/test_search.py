@@ -1,4 +1,5 @@
 """search and most_similar: against numpy brute force and the C program, threads too."""
+import ctypes
 import json
 import subprocess
 import threading
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 import lodestar
-from lodestar import _index
+from lodestar import _capi
 
 
 def _numpy_topk(v, q, k, metric):
@@ -153,17 +154,50 @@ def test_close_refuses_while_another_thread_searches(random_index):
     assert index._h is None
 
 
-@pytest.mark.skipif(not hasattr(lodestar.library(), "lds_index_search_batch"),
-                    reason="the library has no lds_index_search_batch yet")
-def test_batch_search_agrees_with_one_query_at_a_time(random_index):
-    path, v, _ = random_index
-    q = np.ascontiguousarray(v[:9] * 0.5)
+def _one_at_a_time(index, q, k):
+    """lds_index_search for each query separately (the C call, not the package's path)."""
+    lib = lodestar.library()
+    hits = np.zeros(k, dtype=_capi.hit_dtype())
+    n = ctypes.c_size_t()
+    scores, rows = np.zeros((len(q), k), np.float32), np.zeros((len(q), k), np.int64)
+    for i, one in enumerate(np.ascontiguousarray(q, dtype=np.float32)):
+        err = _capi.new_error()
+        st = lib.lds_index_search(index._h, one.ctypes.data, len(one), k, hits.ctypes.data,
+                                  ctypes.byref(n), ctypes.byref(err))
+        assert st == 0 and n.value == k, err.message
+        scores[i], rows[i] = hits["score"], hits["row"]
+    return scores, rows
+
+
+@pytest.mark.parametrize("metric", ["cosine", "dot", "l2"])
+def test_batch_search_equals_one_query_at_a_time(tmp_path, random_index, metric):
+    _, v, _ = random_index
+    path = str(tmp_path / ("%s.ldsi" % metric))
+    lodestar.write(path, v, metric=metric)
+    q = np.random.default_rng(7).standard_normal((70, v.shape[1]))  # more than one chunk of 64
     with lodestar.load(path) as index:
-        h = index._enter()
-        try:
-            out = [(np.zeros((9, 5), np.float32), np.zeros((9, 5), np.int64)) for _ in (0, 1)]
-            _index._search_each(lodestar.library(), h, q, 5, None, *out[0])
-            _index._search_batch(lodestar.library(), h, q, 5, 2, *out[1])
-        finally:
-            index._leave()
-        assert np.array_equal(out[0][0], out[1][0]) and np.array_equal(out[0][1], out[1][1])
+        want = _one_at_a_time(index, q, 9)
+        for threads in (None, 1, 2, 3):
+            got = index.search(q, k=9, threads=threads)
+            assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), threads
+
+
+def test_threads_one_and_two_are_identical(random_index):
+    path, v, _ = random_index
+    q = np.random.default_rng(8).standard_normal((33, v.shape[1])).astype(np.float32)
+    with lodestar.load(path) as index:
+        one = index.search(q, k=7, threads=1)
+        two = index.search(q, k=7, threads=2)
+        assert np.array_equal(one[0], two[0]) and np.array_equal(one[1], two[1])
+        big = index.search(q, k=7, threads=2 ** 40)  # capped, not wrapped to 0 or refused
+        assert np.array_equal(one[1], big[1])
+
+
+def test_search_releases_the_gil():
+    """ctypes releases the GIL around a call of a CDLL function, never of a PyDLL one
+    (_FUNCFLAG_PYTHONAPI): the search and load calls must be the former."""
+    lib = lodestar.library()
+    assert isinstance(lib, ctypes.CDLL) and not isinstance(lib, ctypes.PyDLL)
+    for name in ("lds_index_search_batch", "lds_index_search", "lds_load_path",
+                 "lds_live_pin", "lds_live_reload_path"):
+        assert not getattr(lib, name)._flags_ & ctypes._FUNCFLAG_PYTHONAPI, name

@@ -1,0 +1,292 @@
+"""lodestar.Live: the live index of include/lodestar_live.h (pin, reload, retire)."""
+import ctypes
+import json
+import operator
+import os
+import threading
+
+from . import _capi
+from ._capi import library
+from ._errors import check, from_status
+from ._index import Index, _options, from_source
+
+DEFAULT_MAX_RETIRED = 2  # LDS_LIVE_DEFAULT_MAX_RETIRED
+_DEFAULT_MAX_RETAINED = 256 << 20  # LDS_POOL_DEFAULT_MAX_RETAINED_BYTES
+
+
+class Live:
+    """A live index: readers pin the current generation, reload() swaps a new one in.
+
+        live = lodestar.Live("index.ldsi")
+        with live.pin() as index:      # an Index of the generation current now
+            scores, rows = index.search(queries, k=10)
+        live.reload("index.ldsi")      # readers pinning from now on get the new one
+
+    source: None (nothing to pin until the first reload), or the first generation's
+    source, as reload() takes it. max_retired: how many retired generations may still be
+    pinned (1 to 64; None = 2); a reload beyond it raises lodestar.LimitError (field
+    "live.max_retired") at once and loads nothing. mmap, verify, ownership, max_payload,
+    populate: as lodestar.load's, for every reload.
+
+    Pool: generations are loaded from a private pool without thread caches, as
+    lodestar_live.h advises (a generation is freed by the thread that releases its
+    last pin; a thread cache would keep its buffer from the reloader). The pool is
+    created at the first reload and retains max_retained_bytes; None means the larger
+    of 256 MiB and (2 + max_retired) x the pool's size class of the first source's
+    byte count (a file's size, a bytes object's length), enough for the current
+    generation, the one loading and the retired ones to be reused warm while the
+    index does not grow past it (a compressed first source underestimates: give
+    max_retained_bytes then).
+
+    Lifetime: an Index from pin() holds its pin until it is closed *and* the last
+    numpy array taken from it is gone, exactly as an Index from lodestar.load holds
+    its memory (so an array kept after the `with` block keeps that generation pinned,
+    and counts against max_retired until it goes). A retired generation is freed when
+    its last pin is released. Live.close() frees at once and refuses (RuntimeError)
+    while a pin is held or a reload runs; leaving a `with` block closes for callers
+    and frees after the last pin. Every method may be called from several threads at
+    once; the C calls release the GIL.
+    """
+
+    def __init__(self, source=None, *, max_retired=None, max_retained_bytes=None,
+                 mmap=False, verify=True, ownership=None, max_payload=None, populate=False):
+        lib = library()
+        lo = _capi.LiveOptions()
+        lib.lds_live_options_default(ctypes.byref(lo))
+        if max_retired is not None:
+            m = operator.index(max_retired)
+            if m < 1:
+                raise ValueError("max_retired must be >= 1, not %d" % m)
+            lo.max_retired = min(m, 0xFFFFFFFF)  # above 64: the library refuses it
+        self._max_retired = lo.max_retired or DEFAULT_MAX_RETIRED
+        if max_retained_bytes is not None:
+            max_retained_bytes = operator.index(max_retained_bytes)
+            if max_retained_bytes < 0:
+                raise ValueError("max_retained_bytes must be >= 0, not %d"
+                                 % max_retained_bytes)
+        self._max_retained = max_retained_bytes
+        self._mmap = bool(mmap)
+        self._opts = _options(mmap, populate, verify, ownership, max_payload)
+        self._h = None
+        self._pool = None
+        self._holds = 0  # pins held and calls in flight
+        self._closed = False
+        self._infos = {}  # generation -> its lds_load_info (the recent ones)
+        self._lock = threading.Lock()
+        err = _capi.new_error()
+        h = ctypes.c_void_p()
+        check(lib.lds_live_create(ctypes.byref(lo), ctypes.byref(h), ctypes.byref(err)), err)
+        self._h = h.value
+        if source is not None:
+            try:
+                self.reload(source)
+            except BaseException:
+                self._free()
+                raise
+
+    # ---- lifetime
+
+    def _enter(self):
+        with self._lock:
+            if self._closed or not self._h:
+                raise ValueError("live index is closed")
+            self._holds += 1
+            return self._h
+
+    def _leave(self):
+        with self._lock:
+            self._holds -= 1
+            free = self._closed and not self._holds
+        if free:
+            self._free()
+
+    def _free(self):
+        with self._lock:
+            h, self._h = self._h, None
+            pool, self._pool = self._pool, None
+        if _capi._lib is not None:
+            if h:
+                _capi._lib.lds_live_free(h)
+            if pool:
+                _capi._lib.lds_pool_free(pool)
+
+    @property
+    def closed(self):
+        return self._closed or not self._h
+
+    def close(self):
+        """Frees the live index and every generation now (RuntimeError while a pin is
+        held, an array of a pinned Index lives, or a reload runs)."""
+        with self._lock:
+            if self._closed or not self._h:
+                self._closed = True
+                return
+            if self._holds:
+                raise RuntimeError("live index still pinned (%d pins or calls); close the "
+                                   "pinned indexes and drop their arrays first" % self._holds)
+            self._closed = True
+        self._free()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self._closed = True
+            free = not self._holds
+        if free:
+            self._free()
+
+    def __del__(self):
+        # Pins hold a reference to their Live, so this runs with none held, except when
+        # the garbage collector finalizes a cycle holding both: then the last unpin frees.
+        if getattr(self, "_h", None):
+            self.__exit__(None, None, None)
+
+    def __repr__(self):
+        if self.closed:
+            return "<lodestar.Live (closed)>"
+        return "<lodestar.Live generation %d>" % self.generation
+
+    # ---- readers
+
+    def pin(self):
+        """Pins the current generation and returns it as an Index (with `generation`
+        set). The generation is never freed while the Index is open or an array from it
+        lives (see the class). lodestar.StateError if nothing was loaded yet."""
+        lib = library()
+        h = self._enter()
+        pin = _capi.Pin()
+        try:
+            st = lib.lds_live_pin(h, ctypes.byref(pin))
+        except BaseException:
+            self._leave()
+            raise
+        if st != 0:
+            self._leave()
+            raise from_status(st)
+        info = self._infos.get(pin.generation)
+        if info is None:  # a generation older than the recent ones kept
+            info = _capi.LoadInfo()
+            lib.lds_load_info_init(ctypes.byref(info))
+
+        def release():
+            lib.lds_live_unpin(h, ctypes.byref(pin))
+            self._leave()
+
+        return Index(pin.index, info, release=release, generation=pin.generation)
+
+    # ---- the reloader
+
+    def _pool_for(self, source):
+        """The private pool, created at the first reload (see the class)."""
+        with self._lock:
+            if self._pool:
+                return self._pool
+            lib = library()
+            cap = self._max_retained
+            if cap is None:
+                n = _source_bytes(source)
+                cap = max(_DEFAULT_MAX_RETAINED,
+                          (2 + self._max_retired) * lib.lds_pool_class_capacity(n))
+            po = _capi.PoolOptions()
+            lib.lds_pool_options_default(ctypes.byref(po))
+            po.thread_cache_count = 0
+            po.max_retained_bytes = cap
+            pool = ctypes.c_void_p()
+            check(lib.lds_pool_create(ctypes.byref(po), ctypes.byref(pool)))
+            self._pool = pool.value
+            return self._pool
+
+    def reload(self, source):
+        """Loads `source` (a path, a bytes-like object, a binary file object, as
+        lodestar.load takes them; bytes are always copied here, since the library may
+        free a generation in any thread) as the next generation, and swaps it in only
+        once it has loaded and validated completely. Returns the new generation number.
+        On failure nothing changes and the current generation keeps serving; raises the
+        load's lodestar.Error (TruncatedError, ChecksumError, ...), lodestar.StateError
+        (field "live.reload") when another reload of this live index is running (refused
+        at once, never queued), lodestar.LimitError (field "live.max_retired") when
+        max_retired retired generations are still pinned (refused at once)."""
+        lib = library()
+        h = self._enter()
+        try:
+            opts = _capi.LoadOptions.from_buffer_copy(self._opts)
+            opts.pool = self._pool_for(source)
+            info = _capi.LoadInfo()
+            lib.lds_load_info_init(ctypes.byref(info))
+            err = _capi.new_error()
+            gen = ctypes.c_uint64()
+            tail = (ctypes.byref(opts), ctypes.byref(gen), ctypes.byref(info),
+                    ctypes.byref(err))
+            st, _ = from_source(
+                source, self._mmap, info, False,
+                path=lambda p: lib.lds_live_reload_path(h, p, *tail),
+                url=lambda u: lib.lds_live_reload_url(h, u, *tail),
+                fd=lambda fd: lib.lds_live_reload_fd(h, fd, *tail),
+                memory=lambda address, n, copy: lib.lds_live_reload_memory(
+                    h, address, n, copy, *tail),
+                callback=lambda cb: lib.lds_live_reload_callback(h, cb, None, *tail))
+            check(st, err)
+            with self._lock:
+                self._infos[gen.value] = info
+                for g in [g for g in self._infos if g + 2 * _LIMIT < gen.value]:
+                    del self._infos[g]
+            return gen.value
+        finally:
+            self._leave()
+
+    # ---- observability
+
+    def _stats_struct(self):
+        lib = library()
+        h = self._enter()
+        try:
+            s = _capi.LiveStats()
+            lib.lds_live_stats_init(ctypes.byref(s))
+            check(lib.lds_live_get_stats(h, ctypes.byref(s)))
+            return s
+        finally:
+            self._leave()
+
+    def stats(self):
+        """A snapshot (lds_live_get_stats, through lds_live_stats_json) as a dict:
+        generation, reloads_done, reloads_failed, reloads_refused, retired_pinned,
+        retired_pinned_peak, pins_on_retired, bytes_retired, bytes_current,
+        generations_freed, last_status ("OK", "E_CHECKSUM", ...) and last_load (the
+        last reload that loaded: a dict as Index.info's)."""
+        lib = library()
+        s = self._stats_struct()
+        need = ctypes.c_size_t()
+        lib.lds_live_stats_json(ctypes.byref(s), None, 0, ctypes.byref(need))
+        buf = ctypes.create_string_buffer(need.value + 1)
+        check(lib.lds_live_stats_json(ctypes.byref(s), buf, len(buf), None))
+        return json.loads(buf.value.decode())
+
+    @property
+    def generation(self):
+        """The number of the serving generation: 0 before the first successful reload,
+        then 1, 2, ... (one per successful reload)."""
+        return self._stats_struct().generation
+
+    @property
+    def max_retired(self):
+        return self._max_retired
+
+
+_LIMIT = 64  # LDS_LIVE_MAX_RETIRED_LIMIT: generations whose load info is kept, twice
+
+
+def _source_bytes(source):
+    """The byte count of `source` where it is cheap to know, else 0."""
+    try:
+        if isinstance(source, (str, os.PathLike)):
+            return os.stat(source).st_size
+        if hasattr(source, "fileno"):
+            st = os.fstat(source.fileno())
+            return max(0, st.st_size - source.tell())
+        if not hasattr(source, "read") and not hasattr(source, "readinto"):
+            return memoryview(source).nbytes
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass
+    return 0
