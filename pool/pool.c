@@ -370,48 +370,23 @@ static void tc_flush(lds__tcache *tc, int destroy, size_t *freed)
     }
 }
 
-static void tally_fold(lds_pool *pool, const lds__tcache *tc)
+static void remote_collect(lds_pool *pool, lds__tcache *tc, lds__tcache *cache);
+
+/* Abandons `tc`, whose thread is gone (its exit, or a forked child's other threads):
+ * its cached buffers go to the shared stacks, then its remote-return list is collected.
+ * The cache stays with its pool (a slot's `owner` may name it) until a new thread adopts
+ * it or the pool is freed. Under lds__g_lock. `abandoned` is set before the list is taken
+ * (both sequentially consistent), and a pusher reads it after its push (remote_push): so
+ * either this collection sees the push, or the pusher sees the flag and collects. */
+static void tc_abandon(lds__tcache *tc)
 {
-    lds__tally t;
-    lds__tally_of(tc, &t);
-#define FOLD(f) pool->retired.f += t.f
-    FOLD(rents);
-    FOLD(hits_thread);
-    FOLD(returns);
-    FOLD(bytes_out);
-    FOLD(bytes_in);
-    FOLD(waste_out);
-    FOLD(waste_in);
-    FOLD(requested);
-#undef FOLD
+    tc_flush(tc, 0, NULL);
+    atomic_store(&tc->abandoned, 1);
+    remote_collect(tc->pool, tc, NULL);
 }
 
-static void tc_unlink(lds__tcache *tc)
-{
-    if (tc->prev_in_pool)
-        tc->prev_in_pool->next_in_pool = tc->next_in_pool;
-    else
-        tc->pool->tcaches = tc->next_in_pool;
-    if (tc->next_in_pool)
-        tc->next_in_pool->prev_in_pool = tc->prev_in_pool;
-}
-
-/* Publishes the thread's unflushed leased bytes (|pending| <= 64 KiB stays local: the
- * documented accuracy of the peak). A shared read-modify-write, so kept off the warm path:
- * a warm pair of 64 KiB or less never gets here. */
-__attribute__((noinline, cold)) static void peak_flush(lds_pool *pool, lds__tcache *tc)
-{
-    int64_t cur = atomic_fetch_add_explicit(&pool->leased_flushed, tc->pending, RLX) + tc->pending;
-    tc->pending = 0;
-    if (cur <= 0)
-        return;
-    uint64_t peak = atomic_load_explicit(&pool->leased_peak, RLX);
-    while ((uint64_t)cur > peak && !atomic_compare_exchange_weak_explicit(
-                                       &pool->leased_peak, &peak, (uint64_t)cur, RLX, RLX)) {
-    }
-}
-
-/* Thread exit: give every cache's buffers and tallies back to its pool. */
+/* Thread exit: every cache of the thread is abandoned to its pool (or freed, when its
+ * pool is gone). */
 static void tc_destructor(void *arg)
 {
     tls_root *root = arg;
@@ -420,12 +395,12 @@ static void tc_destructor(void *arg)
     while (tc) {
         lds__tcache *next = tc->next_in_thread;
         if (!tc->dead) {
-            tc_flush(tc, 0, NULL);
-            peak_flush(tc->pool, tc);
-            tally_fold(tc->pool, tc);
-            tc_unlink(tc);
+            tc->next_in_thread = NULL;
+            tc->owner = NULL;
+            tc_abandon(tc);
+        } else {
+            free(tc);
         }
-        free(tc);
         tc = next;
     }
     pthread_mutex_unlock(&lds__g_lock);
@@ -458,6 +433,23 @@ static lds__tcache *tc_slow(lds_pool *pool)
             found = tc;
         pp = &tc->next_in_thread;
     }
+    int adopted = 0;
+    if (!found) {
+        /* A cache abandoned by an exited thread is taken over, with its leases. */
+        for (lds__tcache *tc = pool->tcaches; tc; tc = tc->next_in_pool) {
+            if (atomic_load_explicit(&tc->abandoned, RLX)) {
+                found = tc;
+                atomic_store(&tc->abandoned, 0);
+                tc->owner = tls_self;
+                tc->stamp = atomic_load_explicit(&pool->stamp, memory_order_acquire) &
+                            ~(uint64_t)LDS__POOL_STAMP_SLOW;
+                tc->next_in_thread = tls_self->list;
+                tls_self->list = tc;
+                adopted = 1;
+                break;
+            }
+        }
+    }
     if (!found) {
         /* Whole cache lines of its own: nothing another thread writes shares them. */
         found = aligned_alloc(64, sizeof *found);
@@ -479,6 +471,8 @@ static lds__tcache *tc_slow(lds_pool *pool)
     pthread_mutex_unlock(&lds__g_lock);
     if (found)
         tls_last = found;
+    if (adopted)
+        remote_collect(pool, found, found); /* pushed since its last collection */
     return found;
 }
 
@@ -761,31 +755,35 @@ static inline int stamp_ok(const lds__tcache *tc, lds_pool *pool)
     return tc->stamp == atomic_load_explicit(&pool->stamp, memory_order_acquire);
 }
 
-static inline void tally_out(lds_pool *pool, lds__tcache *tc, size_t cap, size_t len)
+/* Leased bytes and their high-water, in the renting cache: plain loads and stores (one
+ * writer), no shared cache line. */
+static inline void tally_out(lds__tcache *tc, size_t cap, size_t len)
 {
     tally_add(&tc->requested, len);
-    tc->pending += (int64_t)cap;
-    if (UNLIKELY(tc->pending > LDS__POOL_PEAK_BATCH))
-        peak_flush(pool, tc);
+    uint64_t now = atomic_load_explicit(&tc->leased, RLX) + cap;
+    atomic_store_explicit(&tc->leased, now, RLX);
+    if (now > atomic_load_explicit(&tc->leased_top, RLX))
+        atomic_store_explicit(&tc->leased_top, now, RLX);
 }
 
-static inline void tally_in(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t cap, size_t len)
+static inline void tally_in(lds__tcache *tc, uint32_t cls, size_t cap, size_t len)
 {
     tally_add(&tc->in[cls], 1);
     tally_add(&tc->len_in, len);
-    tc->pending -= (int64_t)cap;
-    if (UNLIKELY(tc->pending < -LDS__POOL_PEAK_BATCH))
-        peak_flush(pool, tc);
+    atomic_store_explicit(&tc->leased, atomic_load_explicit(&tc->leased, RLX) - cap, RLX);
 }
 
-/* Hands out slot `s` (owned by the caller: just taken from a cache or created). Its
- * generation becomes odd; a plain store suffices, no other thread can end a lease the
- * slot does not have yet (a racing stale return fails its compare-and-swap). A cached
- * slot's generation is below LDS__POOL_GEN_RETIRE (a slot retires at the return that
- * reaches it), so the handle never has LDS__POOL_RETIRED set. */
-static inline void lease_out(lds__slot *s, void *p, size_t len, lds_lease *out)
+/* Hands out slot `s` (owned by the caller: just taken from a cache or created) as a lease
+ * of cache `tc`. Its generation becomes odd; plain stores suffice, no other thread can end
+ * a lease the slot does not have yet (a racing stale return is refused, at once or when
+ * collected: see remote_collect). `owner` is stored before the word (release), so a thread
+ * that reads the new word reads this owner. A cached slot's generation is below
+ * LDS__POOL_GEN_RETIRE (a slot retires at the return that reaches it), so the handle never
+ * has LDS__POOL_RETIRED set. */
+static inline void lease_out(lds__tcache *tc, lds__slot *s, void *p, size_t len, lds_lease *out)
 {
     uint64_t w = atomic_load_explicit(&s->word, RLX) + LDS__POOL_GEN_STEP;
+    atomic_store_explicit(&s->owner, tc, RLX);
     atomic_store_explicit(&s->length, len, RLX);
     atomic_store_explicit(&s->word, w, memory_order_release);
     out->ptr = p;
@@ -793,6 +791,118 @@ static inline void lease_out(lds__slot *s, void *p, size_t len, lds_lease *out)
     out->capacity = s->cap;
     out->handle = w;
 }
+
+__attribute__((noinline, cold)) static lds_status refuse(lds_pool *pool, lds_pool_refusal why)
+{
+    count(&pool->refused[why], 1);
+    return LDS_E_POOL_REFUSED;
+}
+
+/* ==== cross-thread returns ================================================ */
+
+/* The protocol (docs/pool-protocol.md has the argument):
+ * - the word of a leased slot is written only by its owner cache's thread (an abandoned
+ *   cache's: whoever holds lds__g_lock), and only after reading it equal to the lease's
+ *   handle, so each lease ends once;
+ * - another thread claims a lease by moving the slot's `remote` from 0 to the handle (or
+ *   from a stale, smaller handle to it) and, when it was 0, pushes the slot on the owner's
+ *   list; the owner collects the list and ends each claimed lease that is still live.
+ * `r` is the handle | LDS__POOL_CLAIM_CLEAR; `owner` was read after the slot's word was
+ * read equal to the handle. LDS_OK (the claim is queued) or LDS_E_POOL_REFUSED. */
+static void remote_push(lds_pool *pool, lds__tcache *owner, lds__slot *s, int locked);
+static lds_status recycle(lds_pool *pool, lds__tcache *tc, lds__slot *s, unsigned flags);
+
+static lds_status remote_claim(lds_pool *pool, lds__tcache *owner, lds__slot *s, uint64_t r,
+                               int locked)
+{
+    uint64_t h = r & ~LDS__POOL_CLAIM_CLEAR;
+    uint64_t cur = atomic_load_explicit(&s->remote, memory_order_acquire);
+    for (;;) {
+        uint64_t c = cur & ~LDS__POOL_CLAIM_CLEAR;
+        /* c == h: another thread's return of this lease is queued (a double return);
+         * c > h: a later lease of the slot is, so this one has ended (a stale handle). */
+        if (c >= h && cur != 0)
+            return refuse(pool, LDS_POOL_REFUSED_STALE);
+        if (atomic_compare_exchange_weak_explicit(&s->remote, &cur, r, memory_order_acq_rel,
+                                                  memory_order_acquire)) {
+            if (cur == 0)
+                remote_push(pool, owner, s, locked);
+            else /* the slot was queued with a stale claim: it is refused in its place */
+                (void)refuse(pool, LDS_POOL_REFUSED_STALE);
+            return LDS_OK;
+        }
+    }
+}
+
+/* Collects the remote-return list of abandoned cache `tc`, if it is still abandoned. */
+static void collect_abandoned(lds_pool *pool, lds__tcache *tc, int locked)
+{
+    if (!locked)
+        pthread_mutex_lock(&lds__g_lock);
+    if (atomic_load_explicit(&tc->abandoned, RLX) && !tc->dead)
+        remote_collect(pool, tc, NULL);
+    if (!locked)
+        pthread_mutex_unlock(&lds__g_lock);
+}
+
+static void remote_push(lds_pool *pool, lds__tcache *owner, lds__slot *s, int locked)
+{
+    uint32_t link = slot_idx(s) + 1;
+    uint32_t head = atomic_load_explicit(&owner->remote_head, RLX);
+    do {
+        atomic_store_explicit(&s->remote_next, head, RLX);
+    } while (!atomic_compare_exchange_weak_explicit(&owner->remote_head, &head, link,
+                                                    memory_order_seq_cst, RLX));
+    /* Read after the push (both sequentially consistent; see tc_abandon). */
+    if (atomic_load(&owner->abandoned))
+        collect_abandoned(pool, owner, locked);
+}
+
+/* Takes the whole remote-return list of `tc` and ends each claimed lease that is still
+ * live and `tc`'s: the buffer is recycled into `cache` (tc itself, or NULL for an
+ * abandoned cache: then to the shared stacks) and the return tallied in tc. A claim of a
+ * lease no longer live is refused (counted) here; one of a live lease of another cache
+ * (its claim took the place of a stale one) is passed on to that cache. Called by tc's
+ * thread, or under lds__g_lock for an abandoned tc. */
+static void remote_collect(lds_pool *pool, lds__tcache *tc, lds__tcache *cache)
+{
+    uint32_t link = atomic_exchange_explicit(&tc->remote_head, 0, memory_order_seq_cst);
+    while (link != 0) {
+        lds__slot *s = slot_at(pool, link - 1);
+        link = atomic_load_explicit(&s->remote_next, RLX);
+        /* After this exchange another thread may claim (and push) the slot again: its
+         * link was read before. */
+        uint64_t r = atomic_exchange_explicit(&s->remote, 0, memory_order_acq_rel);
+        uint64_t h = r & ~LDS__POOL_CLAIM_CLEAR;
+        if (atomic_load_explicit(&s->word, memory_order_acquire) != h) {
+            (void)refuse(pool, LDS_POOL_REFUSED_STALE); /* ended before it was collected */
+            continue;
+        }
+        lds__tcache *owner = atomic_load_explicit(&s->owner, RLX);
+        if (owner != tc) {
+            (void)remote_claim(pool, owner, s, r, cache == NULL);
+            continue;
+        }
+        atomic_store_explicit(&s->word, h + LDS__POOL_GEN_STEP, memory_order_release);
+        tally_in(tc, s->cls, s->cap, atomic_load_explicit(&s->length, RLX));
+        (void)recycle(pool, cache, s, (r & LDS__POOL_CLAIM_CLEAR) ? LDS_RETURN_CLEAR : 0);
+    }
+}
+
+void lds__pool_collect_mine(lds_pool *pool)
+{
+    lds__tcache *tc = tls_last;
+    if (!tc || tc->pool_id != pool->id) {
+        tc = NULL;
+        for (lds__tcache *t = tls_self ? tls_self->list : NULL; t; t = t->next_in_thread)
+            if (!t->dead && t->pool_id == pool->id)
+                tc = t;
+    }
+    if (tc && atomic_load_explicit(&tc->remote_head, RLX) != 0)
+        remote_collect(pool, tc, tc);
+}
+
+/* ==== rent and return ===================================================== */
 
 __attribute__((noinline, cold)) static lds_status rent_full(lds_pool *pool, size_t min_bytes,
                                                             lds_lease *out)
@@ -807,6 +917,8 @@ __attribute__((noinline, cold)) static lds_status rent_full(lds_pool *pool, size
     lds__tcache *tc = tc_sync(pool);
     if (!tc)
         return LDS_E_NOMEM;
+    if (atomic_load_explicit(&tc->remote_head, RLX) != 0)
+        remote_collect(pool, tc, tc);
     uint32_t cls = class_of(min_bytes);
     size_t cap = lds__class_capacity(cls);
     uint32_t idx;
@@ -834,8 +946,8 @@ __attribute__((noinline, cold)) static lds_status rent_full(lds_pool *pool, size
         buffer_destroy(pool, idx);
     }
     tally_add(hit ? &tc->hits[cls] : &tc->misses[cls], 1);
-    tally_out(pool, tc, cap, min_bytes);
-    lease_out(s, p, min_bytes, out);
+    tally_out(tc, cap, min_bytes);
+    lease_out(tc, s, p, min_bytes, out);
     return LDS_OK;
 }
 
@@ -844,7 +956,8 @@ lds_status lds_pool_rent(lds_pool *pool, size_t min_bytes, lds_lease *out)
     lds__tcache *tc = tls_last;
     if (UNLIKELY(!pool))
         pool = atomic_load_explicit(&g_shared, memory_order_acquire);
-    if (UNLIKELY(!tc || !pool || !out || min_bytes > LDS_POOL_MAX_REQUEST || !stamp_ok(tc, pool)))
+    if (UNLIKELY(!tc || !pool || !out || min_bytes > LDS_POOL_MAX_REQUEST || !stamp_ok(tc, pool) ||
+                 atomic_load_explicit(&tc->remote_head, RLX) != 0))
         return rent_full(pool, min_bytes, out);
     uint32_t cls = class_of(min_bytes);
     uint8_t n = atomic_load_explicit(&tc->n[cls], RLX);
@@ -855,19 +968,14 @@ lds_status lds_pool_rent(lds_pool *pool, size_t min_bytes, lds_lease *out)
     void *p = (void *)atomic_load_explicit(&s->ptr, RLX);
     lds__asan_unpoison(p, s->cap);
     tally_add(&tc->hits[cls], 1);
-    tally_out(pool, tc, s->cap, min_bytes);
-    lease_out(s, p, min_bytes, out);
+    tally_out(tc, s->cap, min_bytes);
+    lease_out(tc, s, p, min_bytes, out);
     return LDS_OK;
 }
 
-__attribute__((noinline, cold)) static lds_status refuse(lds_pool *pool, lds_pool_refusal why)
-{
-    count(&pool->refused[why], 1);
-    return LDS_E_POOL_REFUSED;
-}
-
 /* Keeps or frees the buffer of slot `s`, whose lease this thread has just ended (and
- * tallied). `tc` is the calling thread's cache for `pool`. */
+ * tallied). `tc` is the calling thread's cache for `pool`, or NULL (an abandoned cache's
+ * lease: the buffer goes to the shared stacks). */
 __attribute__((noinline)) static lds_status recycle(lds_pool *pool, lds__tcache *tc, lds__slot *s,
                                                     unsigned flags)
 {
@@ -895,12 +1003,12 @@ __attribute__((noinline)) static lds_status recycle(lds_pool *pool, lds__tcache 
         memset(p, LDS_POOL_FREED_BYTE, cap);
     lds__asan_poison(p, cap);
 
-    uint8_t n = atomic_load_explicit(&tc->n[cls], RLX);
+    uint8_t n = tc ? atomic_load_explicit(&tc->n[cls], RLX) : 0;
     if (mode == LDS_POOL_CHECK_GUARD) {
         idx = quarantine_push(pool, idx);
         if (idx == LDS__POOL_NO_SLOT)
             return LDS_OK;
-    } else if (n < pool->tc_limit[cls] && mode == LDS_POOL_CHECK_OFF) {
+    } else if (tc && n < pool->tc_limit[cls] && mode == LDS_POOL_CHECK_OFF) {
         tc->items[cls][n] = s;
         atomic_store_explicit(&tc->n[cls], (uint8_t)(n + 1), RLX);
         return LDS_OK;
@@ -931,20 +1039,25 @@ __attribute__((noinline, cold)) static lds_status return_full(lds_pool *pool, ld
         return refuse(pool, LDS_POOL_REFUSED_POINTER);
     if (lease->capacity != s->cap || lease->length != atomic_load_explicit(&s->length, RLX))
         return refuse(pool, LDS_POOL_REFUSED_SIZE);
-    uint64_t expect = h;
-    if (!atomic_compare_exchange_strong_explicit(&s->word, &expect, h + LDS__POOL_GEN_STEP,
-                                                 memory_order_acq_rel, RLX))
-        return refuse(pool, LDS_POOL_REFUSED_STALE);
-
+    /* Read after the word: the owner of lease h (lease_out stores it first). */
+    lds__tcache *owner = atomic_load_explicit(&s->owner, RLX);
     lds__tcache *tc = tc_sync(pool);
-    if (!tc) {
-        /* Nowhere to tally: free the buffer (the lease did end). */
-        buffer_destroy(pool, idx);
-        count(&pool->drops, 1);
-        memset(lease, 0, sizeof *lease);
-        return LDS_OK;
+    if (tc && atomic_load_explicit(&tc->remote_head, RLX) != 0)
+        remote_collect(pool, tc, tc);
+    if (!tc || owner != tc) {
+        /* Another thread's lease: claimed here, ended when its owner collects it. */
+        lds_status st = remote_claim(
+            pool, owner, s, h | ((flags & LDS_RETURN_CLEAR) ? LDS__POOL_CLAIM_CLEAR : 0), 0);
+        if (st == LDS_OK)
+            memset(lease, 0, sizeof *lease);
+        return st;
     }
-    tally_in(pool, tc, s->cls, s->cap, lease->length);
+    /* Our own lease; the collection above may just have ended it (claimed elsewhere). */
+    if (atomic_load_explicit(&s->word, RLX) != h ||
+        (atomic_load_explicit(&s->remote, memory_order_acquire) & ~LDS__POOL_CLAIM_CLEAR) == h)
+        return refuse(pool, LDS_POOL_REFUSED_STALE); /* another thread's return of it is queued */
+    atomic_store_explicit(&s->word, h + LDS__POOL_GEN_STEP, memory_order_release);
+    tally_in(tc, s->cls, s->cap, lease->length);
     memset(lease, 0, sizeof *lease);
     return recycle(pool, tc, s, flags);
 }
@@ -972,23 +1085,25 @@ lds_status lds_pool_return(lds_pool *pool, lds_lease *lease, unsigned flags)
             return return_full(pool, lease, flags);
         s = &chunk[idx & (LDS__POOL_CHUNK_SLOTS - 1)];
     }
-    /* Anything amiss (including an even generation: h == 0, or a cached or retired slot's
-     * word) is sorted out, and refused by cause, on the full path. */
+    /* Anything amiss (an even generation: h == 0, or a cached or retired slot's word;
+     * another cache's lease; a claimed return queued on the slot) is sorted out, and
+     * refused by cause, on the full path. */
     void *p = lease->ptr;
     size_t len = lease->length, cap = s->cap;
     if (UNLIKELY((h & LDS__POOL_GEN_STEP) == 0 ||
                  atomic_load_explicit(&s->word, memory_order_acquire) != h ||
+                 atomic_load_explicit(&s->owner, RLX) != tc ||
                  atomic_load_explicit(&s->ptr, RLX) != (uintptr_t)p || lease->capacity != cap ||
-                 atomic_load_explicit(&s->length, RLX) != len))
+                 atomic_load_explicit(&s->length, RLX) != len ||
+                 atomic_load_explicit(&s->remote, RLX) != 0))
         return return_full(pool, lease, flags);
-    /* The one read-modify-write of a pair: of two threads returning this lease at once,
-     * exactly one moves the generation on. */
-    uint64_t expect = h, next = h + LDS__POOL_GEN_STEP;
-    if (UNLIKELY(!atomic_compare_exchange_strong_explicit(&s->word, &expect, next,
-                                                          memory_order_acq_rel, RLX)))
-        return refuse(pool, LDS_POOL_REFUSED_STALE);
+    /* Only this thread ends its leases: a plain store, no read-modify-write. A return of
+     * this lease racing on another thread has claimed it, or will; its claim is refused
+     * when this thread collects it (the word has moved on). */
+    uint64_t next = h + LDS__POOL_GEN_STEP;
+    atomic_store_explicit(&s->word, next, memory_order_release);
     uint32_t cls = s->cls;
-    tally_in(pool, tc, cls, cap, len);
+    tally_in(tc, cls, cap, len);
     memset(lease, 0, sizeof *lease);
     uint8_t n = atomic_load_explicit(&tc->n[cls], RLX);
     /* A slot whose generation this return spent (LDS__POOL_RETIRED) retires in recycle. */
@@ -1026,6 +1141,7 @@ lds_status lds_pool_trim(lds_pool *pool, lds_pool_trim_mode mode, size_t *freed_
     if (!pool && !(pool = lds_pool_shared()))
         return LDS_E_NOMEM;
     if (mode == LDS_POOL_TRIM_IDLE) {
+        lds__pool_collect_mine(pool);
         trim_idle(pool, lds__now_ns(), &freed);
     } else {
         /* Other threads empty their caches at their next call (they see the new epoch);
@@ -1035,6 +1151,8 @@ lds_status lds_pool_trim(lds_pool *pool, lds_pool_trim_mode mode, size_t *freed_
         lds__tcache *tc = tc_get(pool);
         if (tc) {
             tc->stamp = st & ~(uint64_t)LDS__POOL_STAMP_SLOW;
+            if (atomic_load_explicit(&tc->remote_head, RLX) != 0)
+                remote_collect(pool, tc, tc);
             tc_flush(tc, 1, &freed);
         }
         for (uint32_t c = 0; c < LDS__POOL_CLASSES; c++) {
@@ -1085,13 +1203,16 @@ static void fork_release(void)
 
 /* In the child only the forking thread lives on. The other threads' caches would keep
  * their buffers forever (and count them as retained): their buffers are valid memory in
- * the child, so each such cache is handled as at a thread's exit: its buffers go to the
- * shared stacks (or are freed when there is no room), its tallies to `retired`, and it is
- * unlinked and freed. A thread caught inside a warm rent or return leaves its cache at
- * most one entry short: a buffer it had popped (or not yet pushed) is then in no list and
- * stays unused in the child; a buffer it was about to pop is still listed, and goes to the
- * shared stacks, never to two owners, since that thread never runs again. Its leases stay
- * counted as out. The forking thread's own caches (owner == tls_self) are kept. */
+ * the child, so each such cache is handled as at a thread's exit: it is abandoned (its
+ * buffers go to the shared stacks, or are freed when there is no room; its remote-return
+ * list is collected; a new thread of the child may adopt it). A thread caught inside a
+ * warm rent or return leaves its cache at most one entry short: a buffer it had popped
+ * (or not yet pushed) is then in no list and stays unused in the child; a buffer it was
+ * about to pop is still listed, and goes to the shared stacks, never to two owners, since
+ * that thread never runs again. A thread caught inside a collection of its remote list
+ * leaves the leases of the part it had taken out, and never ended. Its leases stay
+ * counted as out; returned in the child, they are collected from the abandoned cache.
+ * The forking thread's own caches (owner == tls_self) are kept. */
 static void fork_child(void)
 {
     fork_release();
@@ -1100,12 +1221,10 @@ static void fork_child(void)
         lds__tcache *tc = p->tcaches;
         while (tc) {
             lds__tcache *next = tc->next_in_pool;
-            if (tls_self == NULL || tc->owner != tls_self) {
-                tc_flush(tc, 0, NULL);
-                peak_flush(p, tc);
-                tally_fold(p, tc);
-                tc_unlink(tc);
-                free(tc);
+            if ((tls_self == NULL || tc->owner != tls_self) &&
+                !atomic_load_explicit(&tc->abandoned, RLX)) {
+                tc->owner = NULL;
+                tc_abandon(tc);
             }
             tc = next;
         }
@@ -1240,8 +1359,15 @@ void lds_pool_free(lds_pool *pool)
     if (!pool || pool->is_shared)
         return;
     pthread_mutex_lock(&lds__g_lock);
-    for (lds__tcache *tc = pool->tcaches; tc; tc = tc->next_in_pool)
-        tc->dead = 1;
+    /* A live thread's cache is freed by that thread (tc_slow, its exit); an abandoned one,
+     * which no thread lists, here. */
+    for (lds__tcache *tc = pool->tcaches, *next; tc; tc = next) {
+        next = tc->next_in_pool;
+        if (atomic_load_explicit(&tc->abandoned, RLX))
+            free(tc);
+        else
+            tc->dead = 1;
+    }
     pool->tcaches = NULL;
     if (pool->registered) {
         if (pool->prev_live)
