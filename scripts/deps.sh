@@ -27,6 +27,7 @@ PACKAGES=(
     python3-pytest python3-cffi            # the Python package's suite; bench/python_binding.py
     hyperfine gnuplot-nox                  # lodestar-bench: whole-process runs, --plot
     libjemalloc2 libmimalloc2.0            # pool-cost-allocators.sh preloads each
+    spin                                   # slow suite: the pool protocol's model check
 )
 PACKAGES+=("$@")
 
