@@ -742,11 +742,13 @@ static void quarantine_drain(lds_pool *pool, size_t *freed)
 /* ==== rent and return ===================================================== */
 
 /* The warm path is lds_pool_rent and lds_pool_return themselves: a thread-cache hit on
- * rent, a thread-cache push on return, on a pool in the default mode. It reads the
- * thread's cache, the pool's stamp, one slot and one cache row, does one atomic
- * read-modify-write (the compare-and-swap that ends a lease), and leaves everything else
- * (the shared pool, errors, refusals, trims, checked modes, misses, full caches) to the
- * out-of-line functions below, which keep the whole logic. */
+ * rent, a thread-cache push on return of a lease this thread rented, on a pool in the
+ * default mode. It reads the thread's cache, the pool's stamp, one slot and one cache row,
+ * does no atomic read-modify-write (the renting thread alone ends its leases, with a plain
+ * store: docs/pool-protocol.md), and leaves everything else (the shared pool, errors,
+ * refusals, trims, checked modes, misses, full caches, other threads' leases, collecting
+ * returns queued by other threads) to the out-of-line functions, which keep the whole
+ * logic. */
 
 /* One comparison: `tc` belongs to `pool`, has seen the pool's last trim, and the pool is
  * in the default mode (see LDS__POOL_STAMP_SLOW). */

@@ -72,7 +72,9 @@ static void assert_consistent(lds_pool *p)
 
 /* ==== multi-threaded tests (also the TSan suite) ========================== */
 
-/* Two threads return copies of the same lease at the same instant; exactly one wins. */
+/* Two threads (neither the renter) return copies of the same lease at the same instant;
+ * exactly one wins at the call here, as the renter does not collect during the race (its
+ * next rent comes after both calls); see test_own_and_cross_return_race for the renter. */
 typedef struct race_ctx {
     lds_pool *pool;
     pthread_barrier_t start, done;
