@@ -128,7 +128,7 @@ typedef struct lds__tcache {
     /* Slow paths only. */
     lds_pool *pool __attribute__((aligned(64)));
     uint64_t pool_id;
-    const void *owner; /* the owning thread's cache list (pool.c), to tell its caches apart
+    const void *owner; /* the owning thread's cache list (tcache.c), to tell its caches apart
                           from other threads' in a forked child */
     struct lds__tcache *next_in_thread;
     struct lds__tcache *next_in_pool, *prev_in_pool; /* under lds__g_lock */
@@ -272,7 +272,101 @@ static inline int lds__asan_is_poisoned(const void *p)
 }
 #endif
 
-/* pool.c helpers used by stats.c */
+/* ==== shared by the files of pool/ ===================================================== */
+
+static inline void lds__tally_add(_Atomic uint64_t *c, uint64_t v)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+                          memory_order_relaxed);
+}
+
+static inline void lds__count(_Atomic uint64_t *c, uint64_t v)
+{
+    atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+/* Branch-free: requests up to the minimum class count as the minimum class; then, with
+ * m = request - 1 and 2^k <= m < 2^(k+1), the class is 4 per doubling above 2^6 plus the
+ * two bits of m below its top bit. Valid for min_bytes <= LDS_POOL_MAX_REQUEST. */
+static inline uint32_t lds__pool_class(size_t min_bytes)
+{
+    uint64_t m = (min_bytes > LDS_POOL_MIN_CLASS ? (uint64_t)min_bytes : LDS_POOL_MIN_CLASS) - 1;
+    unsigned k = 63u - (unsigned)__builtin_clzll(m);
+    return 4u * k + (uint32_t)(m >> (k - 2)) - (4u * LDS__POOL_MIN_SHIFT + 3u);
+}
+
+/* The slot's index, the low bits of its handle word (which never change). */
+static inline uint32_t lds__slot_idx(const lds__slot *s)
+{
+    return (uint32_t)(atomic_load_explicit(&s->word, memory_order_relaxed) & LDS__POOL_IDX_MASK);
+}
+
+static inline lds__slot *lds__slot_at(lds_pool *pool, uint32_t idx)
+{
+    if (idx >= atomic_load_explicit(&pool->slot_count, memory_order_acquire))
+        return NULL;
+    lds__slot *chunk =
+        atomic_load_explicit(&pool->chunks[idx >> LDS__POOL_CHUNK_SHIFT], memory_order_acquire);
+    return chunk ? &chunk[idx & (LDS__POOL_CHUNK_SLOTS - 1)] : NULL;
+}
+
+/* Leased bytes and their high-water, in the renting cache: plain loads and stores (one
+ * writer), no shared cache line. */
+static inline void lds__tally_out(lds__tcache *tc, size_t cap, size_t len)
+{
+    lds__tally_add(&tc->requested, len);
+    uint64_t now = atomic_load_explicit(&tc->leased, memory_order_relaxed) + cap;
+    atomic_store_explicit(&tc->leased, now, memory_order_relaxed);
+    if (now > atomic_load_explicit(&tc->leased_top, memory_order_relaxed))
+        atomic_store_explicit(&tc->leased_top, now, memory_order_relaxed);
+}
+
+static inline void lds__tally_in(lds__tcache *tc, uint32_t cls, size_t cap, size_t len)
+{
+    lds__tally_add(&tc->in[cls], 1);
+    lds__tally_add(&tc->len_in, len);
+    atomic_store_explicit(&tc->leased,
+                          atomic_load_explicit(&tc->leased, memory_order_relaxed) - cap,
+                          memory_order_relaxed);
+}
+
+/* The calling thread's most recently used cache (tcache.c); the warm path's only TLS. */
+extern _Thread_local lds__tcache *lds__tls_last __attribute__((tls_model("initial-exec")));
+
+/* buffers.c */
+void lds__os_failed(lds_pool *pool, const char *call, int err, size_t bytes, const char *outcome);
+uint32_t lds__buffer_create(lds_pool *pool, uint32_t cls, int pooled);
+int lds__buffer_release_memory(lds_pool *pool, lds__slot *s);
+void lds__buffer_forget(lds_pool *pool, uint32_t idx);
+void lds__buffer_destroy(lds_pool *pool, uint32_t idx);
+void lds__trimmed(lds_pool *pool, size_t cap, size_t *freed);
+/* checks.c */
+void lds__canary_apply(const lds_pool *pool, uint32_t idx, char *p, size_t cap, int write,
+                       int *bad);
+int lds__on_rent(lds_pool *pool, uint32_t idx, char *p, size_t len, size_t cap);
+uint32_t lds__quarantine_push(lds_pool *pool, uint32_t idx);
+void lds__quarantine_drain(lds_pool *pool, size_t *freed);
+/* shared.c */
+void lds__shared_push(lds_pool *pool, uint32_t idx, uint64_t now);
+uint32_t lds__shared_pop(lds_pool *pool, uint32_t cls);
+void lds__trim_idle(lds_pool *pool, uint64_t now, size_t *freed);
+void lds__maybe_age(lds_pool *pool);
+uint32_t lds__rent_slow(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t cap);
+/* tcache.c */
+void lds__tc_flush(lds__tcache *tc, int destroy, size_t *freed);
+void lds__tc_abandon(lds__tcache *tc);
+/* Abandons every cache of `pool` not owned by the calling thread (a forked child). */
+void lds__tc_abandon_others(lds_pool *pool);
+lds__tcache *lds__tc_get(lds_pool *pool);
+lds__tcache *lds__tc_sync(lds_pool *pool);
+lds_status lds__remote_claim(lds_pool *pool, lds__tcache *owner, lds__slot *s, uint64_t r,
+                             int locked);
+void lds__remote_collect(lds_pool *pool, lds__tcache *tc, lds__tcache *cache);
+/* pool.c */
+lds_status lds__refuse(lds_pool *pool, lds_pool_refusal why);
+lds_status lds__recycle(lds_pool *pool, lds__tcache *tc, lds__slot *s, unsigned flags);
+
+/* buffers.c and tcache.c helpers used by stats.c */
 size_t lds__class_capacity(uint32_t cls);
 uint32_t lds__class_of(size_t min_bytes);
 /* Collects the calling thread's remote-return list for `pool`, if it has a cache there
