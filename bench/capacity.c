@@ -115,7 +115,7 @@ static int run_malloc(void *p, uint64_t ops, uint64_t *elapsed)
 
 int bench_capacity(const bench_opts *o)
 {
-    static const size_t counts_full[] = {32, 256, 2048, 16384, 65536};
+    static const size_t counts_full[] = {32, 256, 2048, 4096, 16384, 65536};
     static const size_t counts_dry[] = {32, 256};
     const size_t *counts = o->dry ? counts_dry : counts_full;
     size_t n_counts = o->dry ? 2 : sizeof counts_full / sizeof counts_full[0];

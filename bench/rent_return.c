@@ -1,4 +1,5 @@
-/* rent-return: warm rent+return pairs per size class, one thread, against malloc/free. */
+/* rent-return: warm rent+return pairs per size class, one thread, against malloc/free and
+ * against the same pair through LDS_SCOPED_LEASE. */
 #include "bench.h"
 
 #include "lodestar.h"
@@ -27,6 +28,22 @@ static int run_pool(void *p, uint64_t ops, uint64_t *elapsed)
             fprintf(stderr, "rent-return: return refused\n");
             return -1;
         }
+    }
+    return 0;
+}
+
+/* The same pair through LDS_SCOPED_LEASE: the return is the scope's cleanup. */
+static int run_scoped(void *p, uint64_t ops, uint64_t *elapsed)
+{
+    rr_ctx *c = p;
+    (void)elapsed;
+    for (uint64_t i = 0; i < ops; i++) {
+        LDS_SCOPED_LEASE(buf, c->pool);
+        if (lds_pool_rent(buf.pool, c->size, &buf.lease) != LDS_OK) {
+            fprintf(stderr, "rent-return: scoped rent of %zu bytes failed\n", c->size);
+            return -1;
+        }
+        bench_escape(buf.lease.ptr);
     }
     return 0;
 }
@@ -141,7 +158,7 @@ int bench_rent_return(const bench_opts *o)
         rr_ctx ctx = {pool, sizes[s]};
         char name[64], size_s[32];
         bench_fmt_bytes((double)sizes[s], size_s, sizeof size_s);
-        bench_alt alts[2];
+        bench_alt alts[3];
         snprintf(name, sizeof name, "rent+return %s", size_s);
         alts[0] = (bench_alt){.name = "pool",
                               .scale = BENCH_NS_PER_OP,
@@ -158,11 +175,19 @@ int bench_rent_return(const bench_opts *o)
                               .ctx = &ctx,
                               .ops = ops_for(o, sizes[s]),
                               .row = bench_row_new(rep, name, "ns/pair")};
+        snprintf(name, sizeof name, "scoped rent %s", size_s);
+        alts[2] = (bench_alt){.name = "scoped",
+                              .scale = BENCH_NS_PER_OP,
+                              .unit = "ns/pair",
+                              .run = run_scoped,
+                              .ctx = &ctx,
+                              .ops = ops_for(o, sizes[s]),
+                              .row = bench_row_new(rep, name, "ns/pair")};
         lds_pool_stats before, after;
         lds_pool_stats_init(&before);
         lds_pool_stats_init(&after);
         lds_pool_get_stats(pool, &before);
-        rc = bench_interleave(alts, 2, bench_warmup(o, 2), bench_iters(o, 15));
+        rc = bench_interleave(alts, 3, bench_warmup(o, 2), bench_iters(o, 15));
         lds_pool_get_stats(pool, &after);
         if (rc != 0)
             break;
@@ -176,6 +201,9 @@ int bench_rent_return(const bench_opts *o)
         bench_row_set(alts[0].row, "pool", "vs_malloc", BENCH_RATIO,
                       bench_row_median(alts[1].row) / bench_row_median(alts[0].row));
         bench_row_set(alts[1].row, "allocation", "requested", BENCH_BYTES, (double)sizes[s]);
+        bench_row_set(alts[2].row, "allocation", "requested", BENCH_BYTES, (double)sizes[s]);
+        bench_row_set(alts[2].row, "pool", "vs_malloc", BENCH_RATIO,
+                      bench_row_median(alts[1].row) / bench_row_median(alts[2].row));
         double med = bench_row_median(alts[0].row);
         if (med > worst)
             worst = med;
@@ -186,7 +214,8 @@ int bench_rent_return(const bench_opts *o)
         bench_note(rep, "%zu of %zu size classes meet the 5 ns target (worst median %.2f ns)",
                    n - missed, n, worst);
         bench_note(rep, "vs malloc = malloc+free median / rent+return median (above 1: the pool "
-                        "is faster)");
+                        "is faster); scoped rent = the same pair with LDS_SCOPED_LEASE returning "
+                        "at the end of the scope");
         rc = check_modes(o, rep);
     }
     if (rc == 0)

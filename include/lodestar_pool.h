@@ -11,10 +11,22 @@
  * malloc. Every buffer is 64-byte aligned.
  *
  * Each thread keeps a small cache per pool in front of per-class shared
- * stacks, so a warm rent+return takes no lock, makes no system call and
- * faults no page. Every lease carries a generation; a double return, a stale
- * handle or a pointer or size the pool never gave is refused with
- * LDS_E_POOL_REFUSED and counted, never reused.
+ * stacks, so a warm rent+return on one thread takes no lock, no locked (atomic
+ * read-modify-write) instruction, makes no system call and faults no page. Every
+ * lease carries a generation; a double return, a stale handle or a pointer or size
+ * the pool never gave is refused with LDS_E_POOL_REFUSED and counted, never reused.
+ *
+ * Returns on another thread (docs/pool-protocol.md, docs/adr/0017). A lease belongs
+ * to the thread that rented it. Returned on another thread, it is checked there
+ * (pointer, size, handle) and queued for the renting thread, which ends it at its next
+ * lds_pool_rent, lds_pool_trim or lds_pool_get_stats on that pool, at a return that
+ * takes the slow path, or at its exit; until then it counts as leased (leases_current,
+ * bytes_leased) and its buffer is neither reused nor freed, and the checked modes'
+ * treatment of a returned buffer (canary, poison fill, guard quarantine) waits for it
+ * too. A thread that rents a large buffer, hands it to another thread and then makes
+ * no further call on the pool keeps it until it exits: let it call
+ * lds_pool_trim(pool, LDS_POOL_TRIM_IDLE, NULL) now and then. A thread that exits
+ * hands its leases to the pool: their returns are then ended at once.
  *
  * Thread safety: every function taking an lds_pool * may be called from any
  * number of threads at once, except lds_pool_free (no other call on that pool
@@ -262,8 +274,17 @@ LDS_API lds_status lds_pool_rent(lds_pool *pool, size_t min_bytes, lds_lease *ou
  * (double return, stale handle), names a pointer the pool never gave, or its length or
  * capacity were altered: the refusal is counted by cause in the statistics, the buffer is
  * not touched, and *lease is left as it was. LDS_E_INVALID_ARG for lease NULL or
- * unknown flags. When several threads return the same lease at once, exactly one gets
- * LDS_OK. Thread-safe.
+ * unknown flags. Thread-safe.
+ *
+ * What is refused at the call, and what later. On the renting thread every misuse is
+ * refused at the call. On another thread (the lease is then queued for the renting
+ * thread, see the top of this header): a pointer, size or handle the pool never gave, a
+ * lease whose return already took effect, and a second return of a lease whose return
+ * is queued (from any thread, the renting one included) are refused at the call; a
+ * return that races with the lease's end elsewhere may get LDS_OK and is then refused,
+ * and counted in refused[LDS_POOL_REFUSED_STALE], when the renting thread collects it.
+ * Under every interleaving a lease ends once: its buffer never has two owners, and
+ * after the renting thread has collected, returns + refused_total counts each call once.
  */
 LDS_API lds_status lds_pool_return(lds_pool *pool, lds_lease *lease, unsigned flags);
 
@@ -328,8 +349,12 @@ typedef struct lds_pool_stats {
     uint64_t trimmed_bytes;           /* bytes freed by those trims */
     uint64_t leases_current;          /* current: leases out */
     uint64_t bytes_leased;            /* current: capacity bytes out on lease */
-    uint64_t bytes_leased_peak;       /* high-water of bytes_leased (exact to within 64 KiB per
-                                         thread: small leases are tallied in batches) */
+    uint64_t bytes_leased_peak;       /* high-water of bytes_leased, as the sum over threads of
+                                         each thread's own high-water (bytes it rented and had
+                                         out at once): never below the true peak, exact when
+                                         one thread does all the renting, at most (threads
+                                         that rented) x the true peak. Kept without any shared
+                                         write on the warm path. */
     uint64_t bytes_retained;          /* current: bytes cached for reuse, all threads */
     uint64_t buffers_retained;        /* current: buffers cached for reuse */
     uint64_t bytes_resident_estimate; /* current: upper bound of resident bytes held by the
@@ -391,6 +416,11 @@ LDS_API void lds_scoped_lease_end(lds_scoped_lease *s);
  * Returning it by hand earlier is fine (the return zeroes the handle).
  * The pool must outlive the scope: do not lds_pool_free it before `name` leaves scope
  * (the cleanup would return the lease to a freed pool).
+ * Handing the lease to another thread: copy `name.lease` out and set `name.lease.handle`
+ * to 0 (the cleanup then does nothing); the receiver returns its copy with
+ * lds_pool_return, as a cross-thread return. Without that, the scope's end returns the
+ * lease under the receiver's feet (its own return is then refused, at the call or at
+ * collection, and the buffer may already be another lease's).
  * GCC and Clang only (the cleanup attribute).
  */
 #define LDS_SCOPED_LEASE(name, pool_)                                                              \

@@ -1,11 +1,12 @@
 /*
- * pool.c: size classes, slots and generations, thread caches, shared stacks,
- * retention, checked modes and trimming. See pool_internal.h for the layout and
- * docs/adr for the measured choices (mapping threshold, mapped-buffer offset).
+ * pool.c: rent and return (the warm path and its full paths), trimming, fork handling,
+ * options, creation and the shared pool. The other jobs live beside it: buffers.c (size
+ * classes, slots, buffers), checks.c (checked modes, guard quarantine), shared.c (shared
+ * stacks, retention, idle trimming), tcache.c (thread caches, cross-thread returns),
+ * stats.c (statistics), os.c (system calls). See pool_internal.h for the layout.
  */
 #include "pool_internal.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,742 +18,23 @@ static _Atomic uint64_t g_next_pool_id = 1;
 static _Atomic uint64_t g_next_stamp = 1;
 static _Atomic(lds_pool *) g_shared;
 static pthread_mutex_t g_shared_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
-static pthread_key_t g_key;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 static lds_pool *g_pools; /* the registry of live pools, under lds__g_lock */
-
-/* The calling thread's caches, one per pool it used. Heap-allocated so the pthread key
- * destructor can flush them whatever the order in which the thread's TLS is torn down. */
-typedef struct tls_root {
-    lds__tcache *list;
-} tls_root;
-
-static _Thread_local tls_root *tls_self __attribute__((tls_model("initial-exec")));
-static _Thread_local lds__tcache *tls_last __attribute__((tls_model("initial-exec")));
 
 #define RLX         memory_order_relaxed
 #define LIKELY(x)   __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-static inline void tally_add(_Atomic uint64_t *c, uint64_t v)
-{
-    atomic_store_explicit(c, atomic_load_explicit(c, RLX) + v, RLX);
-}
-
-static inline void count(_Atomic uint64_t *c, uint64_t v)
-{
-    atomic_fetch_add_explicit(c, v, RLX);
-}
-
-/* ==== size classes ======================================================== */
-
-/* Branch-free: requests up to the minimum class count as the minimum class; then, with
- * m = request - 1 and 2^k <= m < 2^(k+1), the class is 4 per doubling above 2^6 plus the
- * two bits of m below its top bit. Valid for min_bytes <= LDS_POOL_MAX_REQUEST. */
-static inline uint32_t class_of(size_t min_bytes)
-{
-    uint64_t m = (min_bytes > LDS_POOL_MIN_CLASS ? (uint64_t)min_bytes : LDS_POOL_MIN_CLASS) - 1;
-    unsigned k = 63u - (unsigned)__builtin_clzll(m);
-    return 4u * k + (uint32_t)(m >> (k - 2)) - (4u * LDS__POOL_MIN_SHIFT + 3u);
-}
-
-uint32_t lds__class_of(size_t min_bytes)
-{
-    return class_of(min_bytes);
-}
-
-size_t lds__class_capacity(uint32_t cls)
-{
-    if (cls == 0)
-        return LDS_POOL_MIN_CLASS;
-    uint32_t j = cls - 1;
-    unsigned k = LDS__POOL_MIN_SHIFT + j / 4;
-    return (size_t)(5u + j % 4) << (k - 2);
-}
-
-size_t lds_pool_class_capacity(size_t min_bytes)
-{
-    if (min_bytes > LDS_POOL_MAX_REQUEST)
-        return 0;
-    return lds__class_capacity(lds__class_of(min_bytes));
-}
-
-/* ==== slots =============================================================== */
-
-/* The slot's index, the low bits of its handle word (which never change). */
-static inline uint32_t slot_idx(const lds__slot *s)
-{
-    return (uint32_t)(atomic_load_explicit(&s->word, RLX) & LDS__POOL_IDX_MASK);
-}
-
-static inline lds__slot *slot_at(lds_pool *pool, uint32_t idx)
-{
-    if (idx >= atomic_load_explicit(&pool->slot_count, memory_order_acquire))
-        return NULL;
-    lds__slot *chunk =
-        atomic_load_explicit(&pool->chunks[idx >> LDS__POOL_CHUNK_SHIFT], memory_order_acquire);
-    return chunk ? &chunk[idx & (LDS__POOL_CHUNK_SLOTS - 1)] : NULL;
-}
-
-static uint32_t slot_alloc(lds_pool *pool)
-{
-    uint32_t idx = LDS__POOL_NO_SLOT;
-    pthread_mutex_lock(&pool->slot_lock);
-    if (pool->free_slots != LDS__POOL_NO_SLOT) {
-        idx = pool->free_slots;
-        pool->free_slots = slot_at(pool, idx)->next_free;
-    } else {
-        uint32_t n = atomic_load_explicit(&pool->slot_count, RLX);
-        uint32_t c = n >> LDS__POOL_CHUNK_SHIFT;
-        if (c < LDS__POOL_MAX_CHUNKS) {
-            lds__slot *chunk = atomic_load_explicit(&pool->chunks[c], RLX);
-            if (!chunk) {
-                chunk = aligned_alloc(64, LDS__POOL_CHUNK_SLOTS * sizeof *chunk);
-                if (chunk) {
-                    memset(chunk, 0, LDS__POOL_CHUNK_SLOTS * sizeof *chunk);
-                    atomic_store_explicit(&pool->chunks[c], chunk, memory_order_release);
-                }
-            }
-            if (chunk) {
-                idx = n;
-                /* A new slot: generation 0. A slot from the free list keeps its word, so its
-                 * generation goes on growing from where its last buffer left it. */
-                atomic_store_explicit(&chunk[n & (LDS__POOL_CHUNK_SLOTS - 1)].word, n, RLX);
-                atomic_store_explicit(&pool->slot_count, n + 1, memory_order_release);
-            }
-        }
-    }
-    pthread_mutex_unlock(&pool->slot_lock);
-    return idx;
-}
-
-static void slot_release(lds_pool *pool, uint32_t idx, lds__slot *s)
-{
-    pthread_mutex_lock(&pool->slot_lock);
-    s->next_free = pool->free_slots;
-    pool->free_slots = idx;
-    pthread_mutex_unlock(&pool->slot_lock);
-}
-
-/* ==== buffers ============================================================= */
-
-static int use_map(const lds_pool *pool, size_t cap)
-{
-    return cap >= pool->opts.mmap_threshold || pool->opts.check == LDS_POOL_CHECK_GUARD ||
-           pool->opts.check == LDS_POOL_CHECK_BYPASS;
-}
-
-/* Reports a failed system call of the pool on stderr, once per pool (`guard_failures`
- * and `bytes_mapped` in the statistics keep the count). */
-__attribute__((noinline, cold)) static void os_failed(lds_pool *pool, const char *call, int err,
-                                                      size_t bytes, const char *outcome)
-{
-    if (atomic_exchange_explicit(&pool->os_warned, 1, RLX))
-        return;
-    fprintf(stderr,
-            "lodestar: pool: %s of %zu bytes failed: %s (errno %d)%s; %s (reported once per "
-            "pool)\n",
-            call, bytes, lds__os_errno_name(err), err,
-            err == ENOMEM ? ", e.g. vm.max_map_count reached" : "", outcome);
-}
-
-/* Allocates a buffer of class `cls` into a fresh slot; the slot's generation is even. */
-static uint32_t buffer_create(lds_pool *pool, uint32_t cls, int pooled)
-{
-    size_t cap = lds__class_capacity(cls);
-    uint32_t idx = slot_alloc(pool);
-    if (idx == LDS__POOL_NO_SLOT)
-        return idx;
-    lds__slot *s = slot_at(pool, idx);
-    void *base;
-    char *ptr;
-    size_t bytes;
-    int mapped = use_map(pool, cap);
-    if (mapped) {
-        size_t page = lds__page_size();
-        bytes = (LDS_POOL_MAP_OFFSET + cap + page - 1) / page * page;
-        /* Huge pages: the mapping starts on a huge-page boundary, the buffer 256 bytes in
-         * (LDS_POOL_MAP_OFFSET keeps read() fast); the tail past the last whole huge page
-         * stays in 4 KiB pages. A failed map is the rent's LDS_E_NOMEM. */
-        if (pool->opts.check == LDS_POOL_CHECK_GUARD) {
-            /* Fenced by a PROT_NONE page on each side, so that the return's mprotect
-             * never splits a map entry (see lds__map_guarded). */
-            int protect_failed = 0;
-            int err = lds__map_guarded(bytes, &base, &protect_failed);
-            if (err && protect_failed) {
-                count(&pool->guard_failures, 1);
-                os_failed(pool, "mprotect(PROT_READ|PROT_WRITE)", err, bytes,
-                          "guard mode could not map a new buffer: the rent fails with "
-                          "LDS_E_NOMEM");
-            }
-            bytes += 2 * page;
-            ptr = base ? (char *)base + page + LDS_POOL_MAP_OFFSET : NULL;
-        } else {
-            if (pool->opts.huge_pages == LDS_POOL_HUGE_PAGES_ON && cap >= LDS_POOL_HUGE_MIN &&
-                cap >= lds__huge_page_size())
-                (void)lds__map_huge(bytes, &base);
-            else
-                (void)lds__map(bytes, &base);
-            ptr = base ? (char *)base + LDS_POOL_MAP_OFFSET : NULL;
-        }
-    } else {
-        bytes = (cap + 63u) & ~(size_t)63u;
-        base = aligned_alloc(64, bytes);
-        ptr = base;
-    }
-    if (!base) {
-        slot_release(pool, idx, s);
-        return LDS__POOL_NO_SLOT;
-    }
-    s->cls = (uint8_t)cls;
-    s->cap = cap;
-    s->base = base;
-    s->alloc_bytes = bytes;
-    s->mapped = (uint8_t)mapped;
-    s->pooled = (uint8_t)pooled;
-    s->idle_since = 0;
-    s->armed = 0;
-    atomic_store_explicit(&s->length, 0, RLX);
-    atomic_store_explicit(&s->ptr, (uintptr_t)ptr, memory_order_release);
-    if (mapped)
-        count(&pool->bytes_mapped, bytes);
-    atomic_fetch_add_explicit(&pool->classes[cls].live, 1, RLX);
-    return idx;
-}
-
-/* Unmaps (or frees) the memory of slot `s`. 0, or the errno of a failed munmap: then the
- * mapping stays, counted in bytes_mapped, and is reported. */
-static int buffer_release_memory(lds_pool *pool, lds__slot *s)
-{
-    lds__asan_unpoison(s->base, s->alloc_bytes);
-    if (!s->mapped) {
-        free(s->base);
-        return 0;
-    }
-    int err = lds__unmap(s->base, s->alloc_bytes);
-    if (err) {
-        os_failed(pool, "munmap", err, s->alloc_bytes, "the mapping stays in place");
-        return err;
-    }
-    atomic_fetch_sub_explicit(&pool->bytes_mapped, s->alloc_bytes, RLX);
-    return 0;
-}
-
-/* Forgets the buffer of slot `idx`, whose memory is released, and gives the slot back,
- * unless the slot is retired: then it is never used again. */
-static void buffer_forget(lds_pool *pool, uint32_t idx)
-{
-    lds__slot *s = slot_at(pool, idx);
-    size_t cap = lds__class_capacity(s->cls);
-    lds__class *c = &pool->classes[s->cls];
-    atomic_fetch_sub_explicit(&c->live, 1, RLX);
-    if (s->pooled) {
-        atomic_fetch_sub_explicit(&c->pooled, 1, RLX);
-        atomic_fetch_sub_explicit(&pool->pooled_bytes, cap, RLX);
-    }
-    s->base = NULL;
-    atomic_store_explicit(&s->ptr, 0, RLX);
-    if (atomic_load_explicit(&s->word, RLX) & LDS__POOL_RETIRED)
-        count(&pool->slots_retired, 1);
-    else
-        slot_release(pool, idx, s);
-}
-
-/* Frees the buffer held by slot `idx` (which the caller owns: cached or just returned)
- * and gives the slot back, unless the slot is retired: then it is never used again. */
-static void buffer_destroy(lds_pool *pool, uint32_t idx)
-{
-    (void)buffer_release_memory(pool, slot_at(pool, idx));
-    buffer_forget(pool, idx);
-}
-
-static void trimmed(lds_pool *pool, size_t cap, size_t *freed)
-{
-    count(&pool->trims, 1);
-    count(&pool->trimmed_bytes, cap);
-    if (freed)
-        *freed += cap;
-}
-
-/* ==== checked modes ======================================================= */
-
-static inline uint64_t canary_word(const lds_pool *pool, uint32_t idx, size_t at)
-{
-    return pool->canary_key ^ ((uint64_t)idx << 32) ^ (uint64_t)at;
-}
-
-/* Canary words cover the whole of a small buffer; for larger ones, the first 64 bytes of
- * every 4 KiB and the last 64 bytes (a full fill would fault in every page of a map). */
-#define CANARY_STRIDE 4096u
-#define CANARY_SPAN   64u
-
-static void canary_words(const lds_pool *pool, uint32_t idx, char *p, size_t from, size_t to,
-                         int write, int *bad)
-{
-    for (size_t w = from; w + 8 <= to; w += 8) {
-        uint64_t v = canary_word(pool, idx, w);
-        if (write) {
-            memcpy(p + w, &v, 8);
-        } else {
-            uint64_t got;
-            memcpy(&got, p + w, 8);
-            if (got != v)
-                *bad = 1;
-        }
-    }
-}
-
-/* Writes (write = 1) or verifies the canary words of a buffer; sets *bad on a mismatch. */
-static void canary_apply(const lds_pool *pool, uint32_t idx, char *p, size_t cap, int write,
-                         int *bad)
-{
-    if (cap <= CANARY_STRIDE) {
-        canary_words(pool, idx, p, 0, cap, write, bad);
-        return;
-    }
-    for (size_t at = 0; at < cap; at += CANARY_STRIDE)
-        canary_words(pool, idx, p, at, at + CANARY_SPAN, write, bad);
-    canary_words(pool, idx, p, cap - CANARY_SPAN, cap, write, bad);
-}
-
-/* Prepares a cached buffer for handing out. Returns 0 if it must be discarded. */
-static int on_rent(lds_pool *pool, uint32_t idx, char *p, size_t len, size_t cap)
-{
-    lds__slot *s = slot_at(pool, idx);
-    lds__asan_unpoison(p, cap);
-    if (s->armed) {
-        int bad = 0;
-        s->armed = 0;
-        canary_apply(pool, idx, p, cap, 0, &bad);
-        if (bad)
-            return 0;
-    }
-    if (pool->opts.fill_on_rent >= 0)
-        memset(p, pool->opts.fill_on_rent, cap);
-    if (pool->opts.check == LDS_POOL_CHECK_POISON)
-        memset(p + len, LDS_POOL_POISON_BYTE, cap - len);
-    /* [length, capacity) is usable by contract; only a checked mode makes it off-limits. */
-    if (pool->opts.check != LDS_POOL_CHECK_OFF)
-        lds__asan_poison(p + len, cap - len);
-    return 1;
-}
-
-/* ==== thread caches ======================================================= */
-
-static void shared_push(lds_pool *pool, uint32_t idx, uint64_t now);
-
-static void tc_destructor(void *arg);
-
-static void key_init(void)
-{
-    pthread_key_create(&g_key, tc_destructor);
-}
-
-/* Moves every buffer of `tc` to the shared stacks (or frees it when there is no room). */
-static void tc_flush(lds__tcache *tc, int destroy, size_t *freed)
-{
-    lds_pool *pool = tc->pool;
-    uint64_t now = lds__now_ns();
-    for (uint32_t c = 0; c < LDS__POOL_CLASSES; c++) {
-        size_t cap = lds__class_capacity(c);
-        uint8_t n = atomic_load_explicit(&tc->n[c], RLX);
-        while (n > 0) {
-            uint32_t idx = slot_idx(tc->items[c][--n]);
-            atomic_store_explicit(&tc->n[c], n, RLX);
-            if (destroy) {
-                buffer_destroy(pool, idx);
-                trimmed(pool, cap, freed);
-            } else {
-                shared_push(pool, idx, now);
-            }
-        }
-    }
-}
-
-static void tally_fold(lds_pool *pool, const lds__tcache *tc)
-{
-    lds__tally t;
-    lds__tally_of(tc, &t);
-#define FOLD(f) pool->retired.f += t.f
-    FOLD(rents);
-    FOLD(hits_thread);
-    FOLD(returns);
-    FOLD(bytes_out);
-    FOLD(bytes_in);
-    FOLD(waste_out);
-    FOLD(waste_in);
-    FOLD(requested);
-#undef FOLD
-}
-
-static void tc_unlink(lds__tcache *tc)
-{
-    if (tc->prev_in_pool)
-        tc->prev_in_pool->next_in_pool = tc->next_in_pool;
-    else
-        tc->pool->tcaches = tc->next_in_pool;
-    if (tc->next_in_pool)
-        tc->next_in_pool->prev_in_pool = tc->prev_in_pool;
-}
-
-/* Publishes the thread's unflushed leased bytes (|pending| <= 64 KiB stays local: the
- * documented accuracy of the peak). A shared read-modify-write, so kept off the warm path:
- * a warm pair of 64 KiB or less never gets here. */
-__attribute__((noinline, cold)) static void peak_flush(lds_pool *pool, lds__tcache *tc)
-{
-    int64_t cur = atomic_fetch_add_explicit(&pool->leased_flushed, tc->pending, RLX) + tc->pending;
-    tc->pending = 0;
-    if (cur <= 0)
-        return;
-    uint64_t peak = atomic_load_explicit(&pool->leased_peak, RLX);
-    while ((uint64_t)cur > peak && !atomic_compare_exchange_weak_explicit(
-                                       &pool->leased_peak, &peak, (uint64_t)cur, RLX, RLX)) {
-    }
-}
-
-/* Thread exit: give every cache's buffers and tallies back to its pool. */
-static void tc_destructor(void *arg)
-{
-    tls_root *root = arg;
-    pthread_mutex_lock(&lds__g_lock);
-    lds__tcache *tc = root->list;
-    while (tc) {
-        lds__tcache *next = tc->next_in_thread;
-        if (!tc->dead) {
-            tc_flush(tc, 0, NULL);
-            peak_flush(tc->pool, tc);
-            tally_fold(tc->pool, tc);
-            tc_unlink(tc);
-        }
-        free(tc);
-        tc = next;
-    }
-    pthread_mutex_unlock(&lds__g_lock);
-    free(root);
-    tls_self = NULL;
-    tls_last = NULL;
-}
-
-static lds__tcache *tc_slow(lds_pool *pool)
-{
-    if (!tls_self) {
-        pthread_once(&g_key_once, key_init);
-        tls_self = calloc(1, sizeof *tls_self);
-        if (!tls_self)
-            return NULL;
-        pthread_setspecific(g_key, tls_self);
-    }
-    lds__tcache *found = NULL;
-    pthread_mutex_lock(&lds__g_lock);
-    for (lds__tcache **pp = &tls_self->list; *pp;) {
-        lds__tcache *tc = *pp;
-        if (tc->dead) {
-            *pp = tc->next_in_thread;
-            if (tls_last == tc)
-                tls_last = NULL;
-            free(tc);
-            continue;
-        }
-        if (tc->pool_id == pool->id)
-            found = tc;
-        pp = &tc->next_in_thread;
-    }
-    if (!found) {
-        /* Whole cache lines of its own: nothing another thread writes shares them. */
-        found = aligned_alloc(64, sizeof *found);
-        if (found) {
-            memset(found, 0, sizeof *found);
-            found->pool = pool;
-            found->pool_id = pool->id;
-            found->owner = tls_self;
-            found->stamp = atomic_load_explicit(&pool->stamp, memory_order_acquire) &
-                           ~(uint64_t)LDS__POOL_STAMP_SLOW;
-            found->next_in_thread = tls_self->list;
-            tls_self->list = found;
-            found->next_in_pool = pool->tcaches;
-            if (pool->tcaches)
-                pool->tcaches->prev_in_pool = found;
-            pool->tcaches = found;
-        }
-    }
-    pthread_mutex_unlock(&lds__g_lock);
-    if (found)
-        tls_last = found;
-    return found;
-}
-
-static lds__tcache *tc_get(lds_pool *pool)
-{
-    lds__tcache *tc = tls_last;
-    if (tc != NULL && tc->pool_id == pool->id)
-        return tc;
-    return tc_slow(pool);
-}
-
-/* The calling thread's cache for `pool`, emptied first if the pool was trimmed since the
- * cache last looked (its stamp changed); NULL when out of memory. */
-static lds__tcache *tc_sync(lds_pool *pool)
-{
-    lds__tcache *tc = tc_get(pool);
-    if (!tc)
-        return NULL;
-    uint64_t st =
-        atomic_load_explicit(&pool->stamp, memory_order_acquire) & ~(uint64_t)LDS__POOL_STAMP_SLOW;
-    if (st != tc->stamp) {
-        tc->stamp = st;
-        tc_flush(tc, 1, NULL);
-    }
-    return tc;
-}
-
-/* ==== shared stacks, retention, idle trimming ============================= */
-
-static void shared_push(lds_pool *pool, uint32_t idx, uint64_t now)
-{
-    lds__slot *s = slot_at(pool, idx);
-    lds__class *c = &pool->classes[s->cls];
-    size_t cap = lds__class_capacity(s->cls);
-    s->idle_since = now;
-    pthread_mutex_lock(&c->lock);
-    int room = c->count < pool->opts.max_per_class;
-    if (room) {
-        c->stack[c->count++] = idx;
-        count(&pool->shared_bytes, cap);
-        count(&pool->shared_count, 1);
-    }
-    pthread_mutex_unlock(&c->lock);
-    if (!room) {
-        buffer_destroy(pool, idx);
-        count(&pool->drops, 1);
-    }
-}
-
-static uint32_t shared_pop(lds_pool *pool, uint32_t cls)
-{
-    lds__class *c = &pool->classes[cls];
-    uint32_t idx = LDS__POOL_NO_SLOT;
-    pthread_mutex_lock(&c->lock);
-    if (c->count > 0) {
-        idx = c->stack[--c->count];
-        atomic_fetch_sub_explicit(&pool->shared_bytes, lds__class_capacity(cls), RLX);
-        atomic_fetch_sub_explicit(&pool->shared_count, 1, RLX);
-    }
-    pthread_mutex_unlock(&c->lock);
-    return idx;
-}
-
-/* Pops the oldest buffer of class `cls` if it has been idle since before `cutoff`. */
-static uint32_t shared_pop_idle(lds_pool *pool, uint32_t cls, uint64_t cutoff)
-{
-    lds__class *c = &pool->classes[cls];
-    uint32_t idx = LDS__POOL_NO_SLOT;
-    pthread_mutex_lock(&c->lock);
-    if (c->count > 0 && slot_at(pool, c->stack[0])->idle_since < cutoff) {
-        idx = c->stack[0];
-        memmove(c->stack, c->stack + 1, (c->count - 1) * sizeof *c->stack);
-        c->count--;
-        atomic_fetch_sub_explicit(&pool->shared_bytes, lds__class_capacity(cls), RLX);
-        atomic_fetch_sub_explicit(&pool->shared_count, 1, RLX);
-    }
-    pthread_mutex_unlock(&c->lock);
-    return idx;
-}
-
-static void trim_idle(lds_pool *pool, uint64_t now, size_t *freed)
-{
-    if (pool->opts.max_idle_ns == UINT64_MAX || now < pool->opts.max_idle_ns)
-        return;
-    uint64_t cutoff = now - pool->opts.max_idle_ns;
-    for (uint32_t c = 0; c < LDS__POOL_CLASSES; c++) {
-        uint32_t idx;
-        while ((idx = shared_pop_idle(pool, c, cutoff)) != LDS__POOL_NO_SLOT) {
-            buffer_destroy(pool, idx);
-            trimmed(pool, lds__class_capacity(c), freed);
-        }
-    }
-}
-
-/* Slow-path hook: trims idle buffers at most every max_idle_ns / 4. */
-static void maybe_age(lds_pool *pool)
-{
-    if (pool->opts.max_idle_ns == UINT64_MAX)
-        return;
-    uint64_t now = lds__now_ns();
-    uint64_t next = atomic_load_explicit(&pool->next_age_check, RLX);
-    if (now < next)
-        return;
-    uint64_t step = pool->opts.max_idle_ns / 4 + 1;
-    if (!atomic_compare_exchange_strong_explicit(&pool->next_age_check, &next, now + step, RLX,
-                                                 RLX))
-        return;
-    trim_idle(pool, now, NULL);
-}
-
-/* Frees cached buffers (own thread cache first, then shared stacks, largest classes
- * first) until `need` more bytes fit under max_retained_bytes. */
-static void evict_for(lds_pool *pool, lds__tcache *tc, size_t need)
-{
-    size_t max = pool->opts.max_retained_bytes;
-    for (uint32_t c = LDS__POOL_CLASSES; c-- > 0;) {
-        size_t cap = lds__class_capacity(c);
-        while (atomic_load_explicit(&pool->pooled_bytes, RLX) + need > max) {
-            uint32_t idx = LDS__POOL_NO_SLOT;
-            uint8_t n = tc ? atomic_load_explicit(&tc->n[c], RLX) : 0;
-            if (n > 0) {
-                idx = slot_idx(tc->items[c][n - 1]);
-                atomic_store_explicit(&tc->n[c], (uint8_t)(n - 1), RLX);
-            } else {
-                idx = shared_pop(pool, c);
-            }
-            if (idx == LDS__POOL_NO_SLOT)
-                break;
-            buffer_destroy(pool, idx);
-            trimmed(pool, cap, NULL);
-        }
-        if (atomic_load_explicit(&pool->pooled_bytes, RLX) + need <= max)
-            return;
-    }
-}
-
-/* Decides at birth whether a new buffer counts against the retention caps (and so is
- * kept on return) or is freed on return. */
-static int admit(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t cap)
-{
-    lds__class *c = &pool->classes[cls];
-    uint32_t n = atomic_load_explicit(&c->pooled, RLX);
-    do {
-        if (n >= pool->opts.max_per_class)
-            return 0;
-    } while (!atomic_compare_exchange_weak_explicit(&c->pooled, &n, n + 1, RLX, RLX));
-    size_t max = pool->opts.max_retained_bytes;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        uint64_t b = atomic_load_explicit(&pool->pooled_bytes, RLX);
-        while (b + cap <= max) {
-            if (atomic_compare_exchange_weak_explicit(&pool->pooled_bytes, &b, b + cap, RLX, RLX))
-                return 1;
-        }
-        if (attempt == 0)
-            evict_for(pool, tc, cap);
-    }
-    atomic_fetch_sub_explicit(&c->pooled, 1, RLX);
-    return 0;
-}
-
-static uint32_t rent_slow(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t cap)
-{
-    maybe_age(pool);
-    if (pool->opts.check != LDS_POOL_CHECK_BYPASS) {
-        uint32_t idx = shared_pop(pool, cls);
-        if (idx != LDS__POOL_NO_SLOT) {
-            count(&pool->hits_shared, 1);
-            return idx;
-        }
-    }
-    int pooled = 0;
-    if (cap > pool->opts.max_retained_bytes || pool->opts.check == LDS_POOL_CHECK_BYPASS) {
-        count(&pool->misses_oversize, 1);
-    } else {
-        if (atomic_load_explicit(&pool->classes[cls].live, RLX) == 0)
-            count(&pool->misses_cold, 1);
-        else
-            count(&pool->misses_exhausted, 1);
-        pooled = admit(pool, tc, cls, cap);
-    }
-    uint32_t idx = buffer_create(pool, cls, pooled);
-    if (idx == LDS__POOL_NO_SLOT && pooled) {
-        atomic_fetch_sub_explicit(&pool->classes[cls].pooled, 1, RLX);
-        atomic_fetch_sub_explicit(&pool->pooled_bytes, cap, RLX);
-    }
-    return idx;
-}
-
-/* ==== guard quarantine ==================================================== */
-
-/* Protects a returned buffer and queues it; returns the slot that leaves the quarantine
- * (made accessible again), or LDS__POOL_NO_SLOT.
- *
- * The buffer's accessible part is a map entry of its own (lds__map_guarded), so making it
- * PROT_NONE splits nothing and cannot fail at vm.max_map_count. Should mprotect fail all
- * the same, the guard never goes off in silence: the failure is counted in guard_failures
- * and reported on stderr (once per pool), and the buffer is unmapped instead of
- * quarantined, so a late access still faults (unless the kernel maps something else there
- * in the meantime). Should the munmap fail as well, the buffer waits in the quarantine
- * unprotected: reported, never lost. Making a buffer accessible again at the quarantine's
- * exit may need a split (its PROT_NONE entry has merged with its fences and neighbours):
- * when that fails, the buffer is unmapped, never handed out. */
-static uint32_t quarantine_push(lds_pool *pool, uint32_t idx)
-{
-    lds__slot *s = slot_at(pool, idx);
-    size_t cap = lds__class_capacity(s->cls);
-    int err = lds__protect(s->base, s->alloc_bytes, 0);
-    if (err) {
-        count(&pool->guard_failures, 1);
-        os_failed(pool, "mprotect(PROT_NONE)", err, s->alloc_bytes,
-                  "guard mode unmaps the returned buffer instead of quarantining it");
-        if (buffer_release_memory(pool, s) == 0) {
-            buffer_forget(pool, idx);
-            return LDS__POOL_NO_SLOT;
-        }
-    }
-    uint32_t out = LDS__POOL_NO_SLOT;
-    uint32_t qn = pool->opts.guard_quarantine;
-    pthread_mutex_lock(&pool->guard_lock);
-    if (pool->q_count == qn) {
-        out = pool->quarantine[pool->q_head];
-        pool->q_head = (pool->q_head + 1) % qn;
-        pool->q_count--;
-    }
-    pool->quarantine[(pool->q_head + pool->q_count) % qn] = idx;
-    pool->q_count++;
-    count(&pool->q_bytes, cap);
-    if (out != LDS__POOL_NO_SLOT)
-        atomic_fetch_sub_explicit(&pool->q_bytes, lds__class_capacity(slot_at(pool, out)->cls),
-                                  RLX);
-    pthread_mutex_unlock(&pool->guard_lock);
-    if (out != LDS__POOL_NO_SLOT) {
-        lds__slot *o = slot_at(pool, out);
-        err = lds__protect(o->base, o->alloc_bytes, 1);
-        if (err) {
-            count(&pool->guard_failures, 1);
-            os_failed(pool, "mprotect(PROT_READ|PROT_WRITE)", err, o->alloc_bytes,
-                      "guard mode unmaps the buffer leaving the quarantine instead of reusing it");
-            buffer_destroy(pool, out);
-            out = LDS__POOL_NO_SLOT;
-        }
-    }
-    return out;
-}
-
-static void quarantine_drain(lds_pool *pool, size_t *freed)
-{
-    for (;;) {
-        uint32_t idx = LDS__POOL_NO_SLOT;
-        pthread_mutex_lock(&pool->guard_lock);
-        if (pool->q_count > 0) {
-            idx = pool->quarantine[pool->q_head];
-            pool->q_head = (pool->q_head + 1) % pool->opts.guard_quarantine;
-            pool->q_count--;
-            atomic_fetch_sub_explicit(&pool->q_bytes, lds__class_capacity(slot_at(pool, idx)->cls),
-                                      RLX);
-        }
-        pthread_mutex_unlock(&pool->guard_lock);
-        if (idx == LDS__POOL_NO_SLOT)
-            return;
-        size_t cap = lds__class_capacity(slot_at(pool, idx)->cls);
-        buffer_destroy(pool, idx);
-        trimmed(pool, cap, freed);
-    }
-}
-
 /* ==== rent and return ===================================================== */
 
 /* The warm path is lds_pool_rent and lds_pool_return themselves: a thread-cache hit on
- * rent, a thread-cache push on return, on a pool in the default mode. It reads the
- * thread's cache, the pool's stamp, one slot and one cache row, does one atomic
- * read-modify-write (the compare-and-swap that ends a lease), and leaves everything else
- * (the shared pool, errors, refusals, trims, checked modes, misses, full caches) to the
- * out-of-line functions below, which keep the whole logic. */
+ * rent, a thread-cache push on return of a lease this thread rented, on a pool in the
+ * default mode. It reads the thread's cache, the pool's stamp, one slot and one cache row,
+ * does no atomic read-modify-write (the renting thread alone ends its leases, with a plain
+ * store: docs/pool-protocol.md), and leaves everything else (the shared pool, errors,
+ * refusals, trims, checked modes, misses, full caches, other threads' leases, collecting
+ * returns queued by other threads) to the out-of-line functions, which keep the whole
+ * logic. */
 
 /* One comparison: `tc` belongs to `pool`, has seen the pool's last trim, and the pool is
  * in the default mode (see LDS__POOL_STAMP_SLOW). */
@@ -761,31 +43,17 @@ static inline int stamp_ok(const lds__tcache *tc, lds_pool *pool)
     return tc->stamp == atomic_load_explicit(&pool->stamp, memory_order_acquire);
 }
 
-static inline void tally_out(lds_pool *pool, lds__tcache *tc, size_t cap, size_t len)
-{
-    tally_add(&tc->requested, len);
-    tc->pending += (int64_t)cap;
-    if (UNLIKELY(tc->pending > LDS__POOL_PEAK_BATCH))
-        peak_flush(pool, tc);
-}
-
-static inline void tally_in(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t cap, size_t len)
-{
-    tally_add(&tc->in[cls], 1);
-    tally_add(&tc->len_in, len);
-    tc->pending -= (int64_t)cap;
-    if (UNLIKELY(tc->pending < -LDS__POOL_PEAK_BATCH))
-        peak_flush(pool, tc);
-}
-
-/* Hands out slot `s` (owned by the caller: just taken from a cache or created). Its
- * generation becomes odd; a plain store suffices, no other thread can end a lease the
- * slot does not have yet (a racing stale return fails its compare-and-swap). A cached
- * slot's generation is below LDS__POOL_GEN_RETIRE (a slot retires at the return that
- * reaches it), so the handle never has LDS__POOL_RETIRED set. */
-static inline void lease_out(lds__slot *s, void *p, size_t len, lds_lease *out)
+/* Hands out slot `s` (owned by the caller: just taken from a cache or created) as a lease
+ * of cache `tc`. Its generation becomes odd; plain stores suffice, no other thread can end
+ * a lease the slot does not have yet (a racing stale return is refused, at once or when
+ * collected: see remote_collect). `owner` is stored before the word (release), so a thread
+ * that reads the new word reads this owner. A cached slot's generation is below
+ * LDS__POOL_GEN_RETIRE (a slot retires at the return that reaches it), so the handle never
+ * has LDS__POOL_RETIRED set. */
+static inline void lease_out(lds__tcache *tc, lds__slot *s, void *p, size_t len, lds_lease *out)
 {
     uint64_t w = atomic_load_explicit(&s->word, RLX) + LDS__POOL_GEN_STEP;
+    atomic_store_explicit(&s->owner, tc, RLX);
     atomic_store_explicit(&s->length, len, RLX);
     atomic_store_explicit(&s->word, w, memory_order_release);
     out->ptr = p;
@@ -793,6 +61,14 @@ static inline void lease_out(lds__slot *s, void *p, size_t len, lds_lease *out)
     out->capacity = s->cap;
     out->handle = w;
 }
+
+__attribute__((noinline, cold)) lds_status lds__refuse(lds_pool *pool, lds_pool_refusal why)
+{
+    lds__count(&pool->refused[why], 1);
+    return LDS_E_POOL_REFUSED;
+}
+
+/* ==== rent and return ===================================================== */
 
 __attribute__((noinline, cold)) static lds_status rent_full(lds_pool *pool, size_t min_bytes,
                                                             lds_lease *out)
@@ -804,10 +80,12 @@ __attribute__((noinline, cold)) static lds_status rent_full(lds_pool *pool, size
         return LDS_E_LIMIT;
     if (!pool && !(pool = lds_pool_shared()))
         return LDS_E_NOMEM;
-    lds__tcache *tc = tc_sync(pool);
+    lds__tcache *tc = lds__tc_sync(pool);
     if (!tc)
         return LDS_E_NOMEM;
-    uint32_t cls = class_of(min_bytes);
+    if (atomic_load_explicit(&tc->remote_head, RLX) != 0)
+        lds__remote_collect(pool, tc, tc);
+    uint32_t cls = lds__pool_class(min_bytes);
     size_t cap = lds__class_capacity(cls);
     uint32_t idx;
     lds__slot *s;
@@ -818,35 +96,36 @@ __attribute__((noinline, cold)) static lds_status rent_full(lds_pool *pool, size
         hit = n > 0;
         if (hit) {
             s = tc->items[cls][n - 1];
-            idx = slot_idx(s);
+            idx = lds__slot_idx(s);
             atomic_store_explicit(&tc->n[cls], (uint8_t)(n - 1), RLX);
         } else {
-            idx = rent_slow(pool, tc, cls, cap);
+            idx = lds__rent_slow(pool, tc, cls, cap);
             if (idx == LDS__POOL_NO_SLOT)
                 return LDS_E_NOMEM;
-            s = slot_at(pool, idx);
+            s = lds__slot_at(pool, idx);
         }
         p = (char *)atomic_load_explicit(&s->ptr, RLX);
-        if (on_rent(pool, idx, p, min_bytes, cap))
+        if (lds__on_rent(pool, idx, p, min_bytes, cap))
             break;
-        count(&pool->canary_failures, 1);
-        count(&pool->drops, 1);
-        buffer_destroy(pool, idx);
+        lds__count(&pool->canary_failures, 1);
+        lds__count(&pool->drops, 1);
+        lds__buffer_destroy(pool, idx);
     }
-    tally_add(hit ? &tc->hits[cls] : &tc->misses[cls], 1);
-    tally_out(pool, tc, cap, min_bytes);
-    lease_out(s, p, min_bytes, out);
+    lds__tally_add(hit ? &tc->hits[cls] : &tc->misses[cls], 1);
+    lds__tally_out(tc, cap, min_bytes);
+    lease_out(tc, s, p, min_bytes, out);
     return LDS_OK;
 }
 
 lds_status lds_pool_rent(lds_pool *pool, size_t min_bytes, lds_lease *out)
 {
-    lds__tcache *tc = tls_last;
+    lds__tcache *tc = lds__tls_last;
     if (UNLIKELY(!pool))
         pool = atomic_load_explicit(&g_shared, memory_order_acquire);
-    if (UNLIKELY(!tc || !pool || !out || min_bytes > LDS_POOL_MAX_REQUEST || !stamp_ok(tc, pool)))
+    if (UNLIKELY(!tc || !pool || !out || min_bytes > LDS_POOL_MAX_REQUEST || !stamp_ok(tc, pool) ||
+                 atomic_load_explicit(&tc->remote_head, RLX) != 0))
         return rent_full(pool, min_bytes, out);
-    uint32_t cls = class_of(min_bytes);
+    uint32_t cls = lds__pool_class(min_bytes);
     uint8_t n = atomic_load_explicit(&tc->n[cls], RLX);
     if (UNLIKELY(n == 0))
         return rent_full(pool, min_bytes, out);
@@ -854,59 +133,54 @@ lds_status lds_pool_rent(lds_pool *pool, size_t min_bytes, lds_lease *out)
     atomic_store_explicit(&tc->n[cls], (uint8_t)(n - 1), RLX);
     void *p = (void *)atomic_load_explicit(&s->ptr, RLX);
     lds__asan_unpoison(p, s->cap);
-    tally_add(&tc->hits[cls], 1);
-    tally_out(pool, tc, s->cap, min_bytes);
-    lease_out(s, p, min_bytes, out);
+    lds__tally_add(&tc->hits[cls], 1);
+    lds__tally_out(tc, s->cap, min_bytes);
+    lease_out(tc, s, p, min_bytes, out);
     return LDS_OK;
 }
 
-__attribute__((noinline, cold)) static lds_status refuse(lds_pool *pool, lds_pool_refusal why)
-{
-    count(&pool->refused[why], 1);
-    return LDS_E_POOL_REFUSED;
-}
-
 /* Keeps or frees the buffer of slot `s`, whose lease this thread has just ended (and
- * tallied). `tc` is the calling thread's cache for `pool`. */
-__attribute__((noinline)) static lds_status recycle(lds_pool *pool, lds__tcache *tc, lds__slot *s,
-                                                    unsigned flags)
+ * tallied). `tc` is the calling thread's cache for `pool`, or NULL (an abandoned cache's
+ * lease: the buffer goes to the shared stacks). */
+__attribute__((noinline)) lds_status lds__recycle(lds_pool *pool, lds__tcache *tc, lds__slot *s,
+                                                  unsigned flags)
 {
-    uint32_t idx = slot_idx(s), cls = s->cls;
+    uint32_t idx = lds__slot_idx(s), cls = s->cls;
     size_t cap = s->cap;
     char *p = (char *)atomic_load_explicit(&s->ptr, RLX);
     lds_pool_check mode = pool->opts.check;
     if (atomic_load_explicit(&s->word, RLX) & LDS__POOL_RETIRED) {
         /* Its generation is spent: the buffer goes, the slot stays out of use for good. */
-        buffer_destroy(pool, idx);
+        lds__buffer_destroy(pool, idx);
         return LDS_OK;
     }
     if (!s->pooled || mode == LDS_POOL_CHECK_BYPASS) {
-        buffer_destroy(pool, idx);
-        count(&pool->drops, 1);
+        lds__buffer_destroy(pool, idx);
+        lds__count(&pool->drops, 1);
         return LDS_OK;
     }
     lds__asan_unpoison(p, cap);
     if (flags & LDS_RETURN_CLEAR)
         memset(p, 0, cap);
     if (mode == LDS_POOL_CHECK_CANARY) {
-        canary_apply(pool, idx, p, cap, 1, NULL);
+        lds__canary_apply(pool, idx, p, cap, 1, NULL);
         s->armed = 1;
     } else if (mode == LDS_POOL_CHECK_POISON)
         memset(p, LDS_POOL_FREED_BYTE, cap);
     lds__asan_poison(p, cap);
 
-    uint8_t n = atomic_load_explicit(&tc->n[cls], RLX);
+    uint8_t n = tc ? atomic_load_explicit(&tc->n[cls], RLX) : 0;
     if (mode == LDS_POOL_CHECK_GUARD) {
-        idx = quarantine_push(pool, idx);
+        idx = lds__quarantine_push(pool, idx);
         if (idx == LDS__POOL_NO_SLOT)
             return LDS_OK;
-    } else if (n < pool->tc_limit[cls] && mode == LDS_POOL_CHECK_OFF) {
+    } else if (tc && n < pool->tc_limit[cls] && mode == LDS_POOL_CHECK_OFF) {
         tc->items[cls][n] = s;
         atomic_store_explicit(&tc->n[cls], (uint8_t)(n + 1), RLX);
         return LDS_OK;
     }
-    maybe_age(pool);
-    shared_push(pool, idx, lds__now_ns());
+    lds__maybe_age(pool);
+    lds__shared_push(pool, idx, lds__now_ns());
     return LDS_OK;
 }
 
@@ -920,38 +194,44 @@ __attribute__((noinline, cold)) static lds_status return_full(lds_pool *pool, ld
     uint64_t h = lease->handle;
     uint32_t idx = (uint32_t)(h & LDS__POOL_IDX_MASK);
     if (h == 0)
-        return refuse(pool, LDS_POOL_REFUSED_STALE); /* zeroed by an earlier return */
-    lds__slot *s = slot_at(pool, idx);
+        return lds__refuse(pool, LDS_POOL_REFUSED_STALE); /* zeroed by an earlier return */
+    lds__slot *s = lds__slot_at(pool, idx);
     /* Never a handle: an even generation, or one with the retired bit. */
     if (!s || (h & LDS__POOL_GEN_STEP) == 0 || (h & LDS__POOL_RETIRED))
-        return refuse(pool, LDS_POOL_REFUSED_UNKNOWN);
+        return lds__refuse(pool, LDS_POOL_REFUSED_UNKNOWN);
     if (atomic_load_explicit(&s->word, memory_order_acquire) != h)
-        return refuse(pool, LDS_POOL_REFUSED_STALE);
+        return lds__refuse(pool, LDS_POOL_REFUSED_STALE);
     if (atomic_load_explicit(&s->ptr, RLX) != (uintptr_t)lease->ptr || lease->ptr == NULL)
-        return refuse(pool, LDS_POOL_REFUSED_POINTER);
+        return lds__refuse(pool, LDS_POOL_REFUSED_POINTER);
     if (lease->capacity != s->cap || lease->length != atomic_load_explicit(&s->length, RLX))
-        return refuse(pool, LDS_POOL_REFUSED_SIZE);
-    uint64_t expect = h;
-    if (!atomic_compare_exchange_strong_explicit(&s->word, &expect, h + LDS__POOL_GEN_STEP,
-                                                 memory_order_acq_rel, RLX))
-        return refuse(pool, LDS_POOL_REFUSED_STALE);
-
-    lds__tcache *tc = tc_sync(pool);
-    if (!tc) {
-        /* Nowhere to tally: free the buffer (the lease did end). */
-        buffer_destroy(pool, idx);
-        count(&pool->drops, 1);
-        memset(lease, 0, sizeof *lease);
-        return LDS_OK;
+        return lds__refuse(pool, LDS_POOL_REFUSED_SIZE);
+    /* Read after the word: the owner of lease h (lease_out stores it first). */
+    lds__tcache *owner = atomic_load_explicit(&s->owner, RLX);
+    lds__tcache *tc = lds__tc_sync(pool);
+    if (tc && atomic_load_explicit(&tc->remote_head, RLX) != 0)
+        lds__remote_collect(pool, tc, tc);
+    if (!tc || owner != tc) {
+        /* Another thread's lease: claimed here, ended when its owner collects it. */
+        lds_status st = lds__remote_claim(
+            pool, owner, s, h | ((flags & LDS_RETURN_CLEAR) ? LDS__POOL_CLAIM_CLEAR : 0), 0);
+        if (st == LDS_OK)
+            memset(lease, 0, sizeof *lease);
+        return st;
     }
-    tally_in(pool, tc, s->cls, s->cap, lease->length);
+    /* Our own lease; the collection above may just have ended it (claimed elsewhere). */
+    if (atomic_load_explicit(&s->word, RLX) != h ||
+        (atomic_load_explicit(&s->remote, memory_order_acquire) & ~LDS__POOL_CLAIM_CLEAR) == h)
+        return lds__refuse(pool,
+                           LDS_POOL_REFUSED_STALE); /* another thread's return of it is queued */
+    atomic_store_explicit(&s->word, h + LDS__POOL_GEN_STEP, memory_order_release);
+    lds__tally_in(tc, s->cls, s->cap, lease->length);
     memset(lease, 0, sizeof *lease);
-    return recycle(pool, tc, s, flags);
+    return lds__recycle(pool, tc, s, flags);
 }
 
 lds_status lds_pool_return(lds_pool *pool, lds_lease *lease, unsigned flags)
 {
-    lds__tcache *tc = tls_last;
+    lds__tcache *tc = lds__tls_last;
     if (UNLIKELY(!pool))
         pool = atomic_load_explicit(&g_shared, memory_order_acquire);
     if (UNLIKELY(!tc || !pool || !lease || flags != 0 || !stamp_ok(tc, pool)))
@@ -972,28 +252,30 @@ lds_status lds_pool_return(lds_pool *pool, lds_lease *lease, unsigned flags)
             return return_full(pool, lease, flags);
         s = &chunk[idx & (LDS__POOL_CHUNK_SLOTS - 1)];
     }
-    /* Anything amiss (including an even generation: h == 0, or a cached or retired slot's
-     * word) is sorted out, and refused by cause, on the full path. */
+    /* Anything amiss (an even generation: h == 0, or a cached or retired slot's word;
+     * another cache's lease; a claimed return queued on the slot) is sorted out, and
+     * refused by cause, on the full path. */
     void *p = lease->ptr;
     size_t len = lease->length, cap = s->cap;
     if (UNLIKELY((h & LDS__POOL_GEN_STEP) == 0 ||
                  atomic_load_explicit(&s->word, memory_order_acquire) != h ||
+                 atomic_load_explicit(&s->owner, RLX) != tc ||
                  atomic_load_explicit(&s->ptr, RLX) != (uintptr_t)p || lease->capacity != cap ||
-                 atomic_load_explicit(&s->length, RLX) != len))
+                 atomic_load_explicit(&s->length, RLX) != len ||
+                 atomic_load_explicit(&s->remote, RLX) != 0))
         return return_full(pool, lease, flags);
-    /* The one read-modify-write of a pair: of two threads returning this lease at once,
-     * exactly one moves the generation on. */
-    uint64_t expect = h, next = h + LDS__POOL_GEN_STEP;
-    if (UNLIKELY(!atomic_compare_exchange_strong_explicit(&s->word, &expect, next,
-                                                          memory_order_acq_rel, RLX)))
-        return refuse(pool, LDS_POOL_REFUSED_STALE);
+    /* Only this thread ends its leases: a plain store, no read-modify-write. A return of
+     * this lease racing on another thread has claimed it, or will; its claim is refused
+     * when this thread collects it (the word has moved on). */
+    uint64_t next = h + LDS__POOL_GEN_STEP;
+    atomic_store_explicit(&s->word, next, memory_order_release);
     uint32_t cls = s->cls;
-    tally_in(pool, tc, cls, cap, len);
+    lds__tally_in(tc, cls, cap, len);
     memset(lease, 0, sizeof *lease);
     uint8_t n = atomic_load_explicit(&tc->n[cls], RLX);
     /* A slot whose generation this return spent (LDS__POOL_RETIRED) retires in recycle. */
     if (UNLIKELY(!s->pooled || n >= pool->tc_limit[cls] || (next & LDS__POOL_RETIRED)))
-        return recycle(pool, tc, s, 0);
+        return lds__recycle(pool, tc, s, 0);
     lds__asan_poison(p, cap);
     tc->items[cls][n] = s;
     atomic_store_explicit(&tc->n[cls], (uint8_t)(n + 1), RLX);
@@ -1026,25 +308,28 @@ lds_status lds_pool_trim(lds_pool *pool, lds_pool_trim_mode mode, size_t *freed_
     if (!pool && !(pool = lds_pool_shared()))
         return LDS_E_NOMEM;
     if (mode == LDS_POOL_TRIM_IDLE) {
-        trim_idle(pool, lds__now_ns(), &freed);
+        lds__pool_collect_mine(pool);
+        lds__trim_idle(pool, lds__now_ns(), &freed);
     } else {
         /* Other threads empty their caches at their next call (they see the new epoch);
          * the calling thread's cache is emptied here. */
         uint64_t st = fresh_stamp(pool);
         atomic_store_explicit(&pool->stamp, st, memory_order_release);
-        lds__tcache *tc = tc_get(pool);
+        lds__tcache *tc = lds__tc_get(pool);
         if (tc) {
             tc->stamp = st & ~(uint64_t)LDS__POOL_STAMP_SLOW;
-            tc_flush(tc, 1, &freed);
+            if (atomic_load_explicit(&tc->remote_head, RLX) != 0)
+                lds__remote_collect(pool, tc, tc);
+            lds__tc_flush(tc, 1, &freed);
         }
         for (uint32_t c = 0; c < LDS__POOL_CLASSES; c++) {
             uint32_t idx;
-            while ((idx = shared_pop(pool, c)) != LDS__POOL_NO_SLOT) {
-                buffer_destroy(pool, idx);
-                trimmed(pool, lds__class_capacity(c), &freed);
+            while ((idx = lds__shared_pop(pool, c)) != LDS__POOL_NO_SLOT) {
+                lds__buffer_destroy(pool, idx);
+                lds__trimmed(pool, lds__class_capacity(c), &freed);
             }
         }
-        quarantine_drain(pool, &freed);
+        lds__quarantine_drain(pool, &freed);
     }
     if (freed_bytes)
         *freed_bytes = freed;
@@ -1085,31 +370,22 @@ static void fork_release(void)
 
 /* In the child only the forking thread lives on. The other threads' caches would keep
  * their buffers forever (and count them as retained): their buffers are valid memory in
- * the child, so each such cache is handled as at a thread's exit: its buffers go to the
- * shared stacks (or are freed when there is no room), its tallies to `retired`, and it is
- * unlinked and freed. A thread caught inside a warm rent or return leaves its cache at
- * most one entry short: a buffer it had popped (or not yet pushed) is then in no list and
- * stays unused in the child; a buffer it was about to pop is still listed, and goes to the
- * shared stacks, never to two owners, since that thread never runs again. Its leases stay
- * counted as out. The forking thread's own caches (owner == tls_self) are kept. */
+ * the child, so each such cache is handled as at a thread's exit: it is abandoned (its
+ * buffers go to the shared stacks, or are freed when there is no room; its remote-return
+ * list is collected; a new thread of the child may adopt it). A thread caught inside a
+ * warm rent or return leaves its cache at most one entry short: a buffer it had popped
+ * (or not yet pushed) is then in no list and stays unused in the child; a buffer it was
+ * about to pop is still listed, and goes to the shared stacks, never to two owners, since
+ * that thread never runs again. A thread caught inside a collection of its remote list
+ * leaves the leases of the part it had taken out, and never ended. Its leases stay
+ * counted as out; returned in the child, they are collected from the abandoned cache.
+ * The forking thread's own caches (owner == tls_self) are kept. */
 static void fork_child(void)
 {
     fork_release();
     pthread_mutex_lock(&lds__g_lock);
-    for (lds_pool *p = g_pools; p; p = p->next_live) {
-        lds__tcache *tc = p->tcaches;
-        while (tc) {
-            lds__tcache *next = tc->next_in_pool;
-            if (tls_self == NULL || tc->owner != tls_self) {
-                tc_flush(tc, 0, NULL);
-                peak_flush(p, tc);
-                tally_fold(p, tc);
-                tc_unlink(tc);
-                free(tc);
-            }
-            tc = next;
-        }
-    }
+    for (lds_pool *p = g_pools; p; p = p->next_live)
+        lds__tc_abandon_others(p);
     pthread_mutex_unlock(&lds__g_lock);
 }
 
@@ -1240,8 +516,15 @@ void lds_pool_free(lds_pool *pool)
     if (!pool || pool->is_shared)
         return;
     pthread_mutex_lock(&lds__g_lock);
-    for (lds__tcache *tc = pool->tcaches; tc; tc = tc->next_in_pool)
-        tc->dead = 1;
+    /* A live thread's cache is freed by that thread (tc_slow, its exit); an abandoned one,
+     * which no thread lists, here. */
+    for (lds__tcache *tc = pool->tcaches, *next; tc; tc = next) {
+        next = tc->next_in_pool;
+        if (atomic_load_explicit(&tc->abandoned, RLX))
+            free(tc);
+        else
+            tc->dead = 1;
+    }
     pool->tcaches = NULL;
     if (pool->registered) {
         if (pool->prev_live)
@@ -1252,14 +535,14 @@ void lds_pool_free(lds_pool *pool)
             pool->next_live->prev_live = pool->prev_live;
     }
     pthread_mutex_unlock(&lds__g_lock);
-    if (tls_last && tls_last->pool_id == pool->id)
-        tls_last = NULL;
+    if (lds__tls_last && lds__tls_last->pool_id == pool->id)
+        lds__tls_last = NULL;
     /* Every slot that still holds a buffer (cached, quarantined or leased) is freed. */
     uint32_t n = atomic_load_explicit(&pool->slot_count, RLX);
     for (uint32_t i = 0; i < n; i++) {
-        lds__slot *s = slot_at(pool, i);
+        lds__slot *s = lds__slot_at(pool, i);
         if (s && atomic_load_explicit(&s->ptr, RLX) != 0)
-            (void)buffer_release_memory(pool, s); /* munmap needs no access to the pages */
+            (void)lds__buffer_release_memory(pool, s); /* munmap needs no access to the pages */
     }
     for (uint32_t c = 0; c < LDS__POOL_MAX_CHUNKS; c++)
         free(atomic_load_explicit(&pool->chunks[c], RLX));
@@ -1293,7 +576,7 @@ lds_pool *lds_pool_shared(void)
 
 lds_status lds__pool_test_set_generation(lds_pool *pool, uint64_t handle, uint64_t gen)
 {
-    lds__slot *s = pool ? slot_at(pool, (uint32_t)(handle & LDS__POOL_IDX_MASK)) : NULL;
+    lds__slot *s = pool ? lds__slot_at(pool, (uint32_t)(handle & LDS__POOL_IDX_MASK)) : NULL;
     if (!s || (gen & 1u) || gen >= LDS__POOL_GEN_RETIRE ||
         (atomic_load_explicit(&s->word, RLX) & (LDS__POOL_GEN_STEP | LDS__POOL_RETIRED)))
         return LDS_E_INVALID_ARG;

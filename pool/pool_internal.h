@@ -4,18 +4,27 @@
  * Layout: every buffer the pool has allocated owns one *slot* (its allocation,
  * size class and generation). A slot's handle word is (generation << 22 | slot index),
  * and a lease's handle is the word while leased; the generation is odd while leased and
- * even while cached, and only a successful compare-and-swap on the word ends a lease, so
- * at most one return of a lease succeeds. The generation only grows: a slot whose
- * generation reaches 2^41 (after 2^40 rent/return cycles) is retired, its buffer freed
- * and the slot never used again, so no handle word repeats in the life of a pool
- * (docs/adr/0011).
+ * even while cached. The generation only grows: a slot whose generation reaches 2^41
+ * (after 2^40 rent/return cycles) is retired, its buffer freed and the slot never used
+ * again, so no handle word repeats in the life of a pool (docs/adr/0011).
  * Free buffers sit in a per-thread cache (slot pointers; no lock) or a per-class
  * shared stack (slot indices; one mutex per class).
  *
+ * Ownership (docs/adr/0017, docs/pool-protocol.md): a leased slot records the thread
+ * cache that rented it (`owner`), and only that cache's thread ends the lease, with a
+ * plain load and store of the word (no read-modify-write), so a same-thread warm pair
+ * has no locked instruction. A return on another thread *claims* the lease (a
+ * compare-and-swap of the slot's `remote` word from 0 to the handle) and pushes the slot
+ * on the owner's remote-return list (a lock-free stack of slot indices); the owner
+ * collects the list at its next rent, return slow path, trim or statistics snapshot, or
+ * its exit, and ends each claimed lease then, if it is still live (else the claim is
+ * refused and counted). A cache whose thread has exited is *abandoned*: it stays with
+ * the pool, its list is collected under lds__g_lock by whoever pushes to it, and a new
+ * thread adopts it.
+ *
  * The warm pair (pool.c: lds_pool_rent, lds_pool_return) is a cache pop and a cache
- * push guarded by one comparison of stamps (LDS__POOL_STAMP_SLOW) and ending with one
- * compare-and-swap on the generation; statistics on it are per-class counts in the
- * thread's cache, summed when a snapshot is taken (stats.c).
+ * push guarded by one comparison of stamps (LDS__POOL_STAMP_SLOW); statistics on it are
+ * per-class counts in the thread's cache, summed when a snapshot is taken (stats.c).
  */
 #ifndef LDS_POOL_INTERNAL_H
 #define LDS_POOL_INTERNAL_H
@@ -51,29 +60,38 @@ _Static_assert((uint64_t)LDS__POOL_MAX_CHUNKS *LDS__POOL_CHUNK_SLOTS <= LDS__POO
 
 /* Most buffers one thread caches per class (the option is clamped to this). */
 #define LDS__POOL_TC_MAX 16
-/* Thread-local tallies of leased bytes are folded into the pool's peak beyond this (so
- * the peak is exact to within this many bytes per thread). */
-#define LDS__POOL_PEAK_BATCH ((int64_t)64 << 10)
+/* In a slot's `remote` claim word: the claimed return asked for LDS_RETURN_CLEAR. Bit 63 of a
+ * handle is never set (LDS__POOL_RETIRED), so the claim carries the flag beside the handle. */
+#define LDS__POOL_CLAIM_CLEAR (UINT64_C(1) << 63)
+
+struct lds__tcache;
 
 typedef struct lds__slot {
-    /* Read on every warm rent and return: */
+    /* First cache line: read on every warm rent and return. */
     _Atomic uint64_t word; /* generation << 22 | index; generation odd: leased, even:
-                              cached or unused; LDS__POOL_RETIRED set: retired */
+                              cached or unused; LDS__POOL_RETIRED set: retired. Written
+                              only by the lease's owner (or the slow paths, while no
+                              lease is out) */
     _Atomic uintptr_t ptr; /* the lease pointer; 0 when the slot holds no buffer */
     _Atomic size_t length; /* requested length of the current lease */
     size_t cap;            /* capacity of the size class; fixed while the slot holds a buffer */
-    /* Slow paths only: */
-    void *base;          /* allocation start (mapping or malloc block) */
-    size_t alloc_bytes;  /* bytes mapped or allocated at base */
-    uint64_t idle_since; /* ns (CLOCK_MONOTONIC) when pushed to a shared stack */
-    uint32_t next_free;  /* free-slot list link */
-    uint8_t cls;         /* size class; fixed while the slot holds a buffer */
-    uint8_t mapped;      /* from mmap (else malloc) */
-    uint8_t pooled;      /* counted against the retention caps; else freed on return */
-    uint8_t armed;       /* canary words written at return, to verify at rent */
-} __attribute__((aligned(64))) lds__slot; /* one cache line: no false sharing between leases */
+    _Atomic(struct lds__tcache *) owner; /* the cache that rented the current lease */
+    _Atomic uint64_t remote;             /* 0, or the handle (| LDS__POOL_CLAIM_CLEAR) of a claimed
+                                            return from another thread: then the slot is on one
+                                            remote-return list (or being collected from it) */
+    _Atomic uint32_t remote_next;        /* remote-return list link: index + 1, 0 ends the list */
+    uint8_t cls;                         /* size class; fixed while the slot holds a buffer */
+    uint8_t pooled; /* counted against the retention caps; else freed on return */
+    uint8_t mapped; /* from mmap (else malloc) */
+    uint8_t armed;  /* canary words written at return, to verify at rent */
+    /* Second cache line: slow paths only. */
+    void *base __attribute__((aligned(64))); /* allocation start (mapping or malloc block) */
+    size_t alloc_bytes;                      /* bytes mapped or allocated at base */
+    uint64_t idle_since;                  /* ns (CLOCK_MONOTONIC) when pushed to a shared stack */
+    uint32_t next_free;                   /* free-slot list link */
+} __attribute__((aligned(64))) lds__slot; /* two cache lines of its own: no false sharing */
 
-_Static_assert(sizeof(lds__slot) == 64, "a slot is one cache line");
+_Static_assert(sizeof(lds__slot) == 128, "a slot is two cache lines");
 _Static_assert(LDS__POOL_CLASSES <= 256, "a class fits in a byte");
 
 typedef struct lds__class {
@@ -84,25 +102,33 @@ typedef struct lds__class {
     _Atomic uint32_t pooled; /* of which counted against the caps */
 } __attribute__((aligned(64))) lds__class;
 
-/* A thread's cache for one pool. Only the owning thread writes it; statistics read the
- * counters (relaxed atomics: plain moves on x86). Rents and returns are counted per
- * class, so a warm pair bumps two counters per side and the byte figures are derived
- * (bytes out = sum of rents x class capacity). Allocated on its own cache lines. */
+/* A thread's cache for one pool. Only the owning thread writes it (an abandoned cache's,
+ * whoever holds lds__g_lock); statistics read the counters (relaxed atomics: plain moves
+ * on x86). Rents and returns are counted per class in the cache that rented the lease
+ * (a cross-thread return is tallied by the owner when it collects it), so a warm pair
+ * bumps two counters per side and the byte figures are derived (bytes out = sum of
+ * rents x class capacity). Allocated on its own cache lines. A cache lives as long as its
+ * pool: at its thread's exit it is abandoned (emptied, kept), then adopted by a new thread. */
 typedef struct lds__tcache {
     /* The warm path touches these, the counters of one class and one items row. */
-    uint64_t stamp;  /* the pool's stamp (without LDS__POOL_STAMP_SLOW) when last synced */
-    int64_t pending; /* leased bytes not yet in the peak */
-    _Atomic uint64_t requested; /* sum of lengths rented */
-    _Atomic uint64_t len_in;    /* sum of lengths returned */
+    uint64_t stamp;          /* the pool's stamp (without LDS__POOL_STAMP_SLOW) when last synced */
+    _Atomic uint64_t leased; /* capacity bytes of this cache's leases out */
+    _Atomic uint64_t leased_top; /* high-water of `leased` */
+    _Atomic uint64_t requested;  /* sum of lengths rented */
+    _Atomic uint64_t len_in;     /* sum of lengths returned */
     _Atomic uint8_t n[LDS__POOL_CLASSES];
     _Atomic uint64_t hits[LDS__POOL_CLASSES];   /* rents served from this cache */
     _Atomic uint64_t misses[LDS__POOL_CLASSES]; /* other rents by this thread */
-    _Atomic uint64_t in[LDS__POOL_CLASSES];     /* returns by this thread */
+    _Atomic uint64_t in[LDS__POOL_CLASSES];     /* returns of this cache's leases */
     lds__slot *items[LDS__POOL_CLASSES][LDS__POOL_TC_MAX];
+    /* Written by other threads: a line of its own. */
+    _Atomic uint32_t remote_head __attribute__((aligned(64))); /* remote-return list: slot
+                                                                   index + 1, 0 when empty */
+    _Atomic int abandoned; /* its thread exited (set and cleared under lds__g_lock) */
     /* Slow paths only. */
-    lds_pool *pool;
+    lds_pool *pool __attribute__((aligned(64)));
     uint64_t pool_id;
-    const void *owner; /* the owning thread's cache list (pool.c), to tell its caches apart
+    const void *owner; /* the owning thread's cache list (tcache.c), to tell its caches apart
                           from other threads' in a forked child */
     struct lds__tcache *next_in_thread;
     struct lds__tcache *next_in_pool, *prev_in_pool; /* under lds__g_lock */
@@ -112,7 +138,7 @@ typedef struct lds__tcache {
 /* Sums of one cache's counters, as statistics want them. */
 typedef struct lds__tally {
     uint64_t rents, hits_thread, returns, bytes_out, bytes_in, waste_out, waste_in, requested;
-    uint64_t cached_bytes, cached_count;
+    uint64_t cached_bytes, cached_count, leased_top;
 } lds__tally;
 
 void lds__tally_of(const lds__tcache *tc, lds__tally *out);
@@ -148,21 +174,15 @@ struct lds_pool {
     uint32_t q_head, q_count;
     _Atomic uint64_t q_bytes;
 
-    _Atomic int64_t leased_flushed;
-    _Atomic uint64_t leased_peak;
-
     _Atomic uint64_t hits_shared, misses_cold, misses_exhausted, misses_oversize;
     _Atomic uint64_t refused[LDS_POOL_REFUSED_COUNT];
     _Atomic uint64_t canary_failures, drops, trims, trimmed_bytes;
     _Atomic uint64_t slots_retired, guard_failures;
     _Atomic int os_warned; /* a failed system call was reported on stderr (once per pool) */
 
-    lds__tcache *tcaches;                   /* under lds__g_lock */
+    lds__tcache *tcaches;                   /* every cache, live or abandoned; under lds__g_lock */
     struct lds_pool *next_live, *prev_live; /* registry of live pools, under lds__g_lock */
     int registered;                         /* linked in the registry */
-    struct {
-        uint64_t rents, hits_thread, returns, bytes_out, bytes_in, waste_out, waste_in, requested;
-    } retired; /* tallies of exited threads, under lds__g_lock */
 };
 
 /* Guards every thread-cache list (per pool and per thread), `retired`, and the registry
@@ -252,9 +272,106 @@ static inline int lds__asan_is_poisoned(const void *p)
 }
 #endif
 
-/* pool.c helpers used by stats.c */
+/* ==== shared by the files of pool/ ===================================================== */
+
+static inline void lds__tally_add(_Atomic uint64_t *c, uint64_t v)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+                          memory_order_relaxed);
+}
+
+static inline void lds__count(_Atomic uint64_t *c, uint64_t v)
+{
+    atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+/* Branch-free: requests up to the minimum class count as the minimum class; then, with
+ * m = request - 1 and 2^k <= m < 2^(k+1), the class is 4 per doubling above 2^6 plus the
+ * two bits of m below its top bit. Valid for min_bytes <= LDS_POOL_MAX_REQUEST. */
+static inline uint32_t lds__pool_class(size_t min_bytes)
+{
+    uint64_t m = (min_bytes > LDS_POOL_MIN_CLASS ? (uint64_t)min_bytes : LDS_POOL_MIN_CLASS) - 1;
+    unsigned k = 63u - (unsigned)__builtin_clzll(m);
+    return 4u * k + (uint32_t)(m >> (k - 2)) - (4u * LDS__POOL_MIN_SHIFT + 3u);
+}
+
+/* The slot's index, the low bits of its handle word (which never change). */
+static inline uint32_t lds__slot_idx(const lds__slot *s)
+{
+    return (uint32_t)(atomic_load_explicit(&s->word, memory_order_relaxed) & LDS__POOL_IDX_MASK);
+}
+
+static inline lds__slot *lds__slot_at(lds_pool *pool, uint32_t idx)
+{
+    if (idx >= atomic_load_explicit(&pool->slot_count, memory_order_acquire))
+        return NULL;
+    lds__slot *chunk =
+        atomic_load_explicit(&pool->chunks[idx >> LDS__POOL_CHUNK_SHIFT], memory_order_acquire);
+    return chunk ? &chunk[idx & (LDS__POOL_CHUNK_SLOTS - 1)] : NULL;
+}
+
+/* Leased bytes and their high-water, in the renting cache: plain loads and stores (one
+ * writer), no shared cache line. */
+static inline void lds__tally_out(lds__tcache *tc, size_t cap, size_t len)
+{
+    lds__tally_add(&tc->requested, len);
+    uint64_t now = atomic_load_explicit(&tc->leased, memory_order_relaxed) + cap;
+    atomic_store_explicit(&tc->leased, now, memory_order_relaxed);
+    if (now > atomic_load_explicit(&tc->leased_top, memory_order_relaxed))
+        atomic_store_explicit(&tc->leased_top, now, memory_order_relaxed);
+}
+
+static inline void lds__tally_in(lds__tcache *tc, uint32_t cls, size_t cap, size_t len)
+{
+    lds__tally_add(&tc->in[cls], 1);
+    lds__tally_add(&tc->len_in, len);
+    atomic_store_explicit(&tc->leased,
+                          atomic_load_explicit(&tc->leased, memory_order_relaxed) - cap,
+                          memory_order_relaxed);
+}
+
+/* The calling thread's most recently used cache (tcache.c); the warm path's only TLS. */
+extern _Thread_local lds__tcache *lds__tls_last __attribute__((tls_model("initial-exec")));
+
+/* buffers.c */
+void lds__os_failed(lds_pool *pool, const char *call, int err, size_t bytes, const char *outcome);
+uint32_t lds__buffer_create(lds_pool *pool, uint32_t cls, int pooled);
+int lds__buffer_release_memory(lds_pool *pool, lds__slot *s);
+void lds__buffer_forget(lds_pool *pool, uint32_t idx);
+void lds__buffer_destroy(lds_pool *pool, uint32_t idx);
+void lds__trimmed(lds_pool *pool, size_t cap, size_t *freed);
+/* checks.c */
+void lds__canary_apply(const lds_pool *pool, uint32_t idx, char *p, size_t cap, int write,
+                       int *bad);
+int lds__on_rent(lds_pool *pool, uint32_t idx, char *p, size_t len, size_t cap);
+uint32_t lds__quarantine_push(lds_pool *pool, uint32_t idx);
+void lds__quarantine_drain(lds_pool *pool, size_t *freed);
+/* shared.c */
+void lds__shared_push(lds_pool *pool, uint32_t idx, uint64_t now);
+uint32_t lds__shared_pop(lds_pool *pool, uint32_t cls);
+void lds__trim_idle(lds_pool *pool, uint64_t now, size_t *freed);
+void lds__maybe_age(lds_pool *pool);
+uint32_t lds__rent_slow(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t cap);
+/* tcache.c */
+void lds__tc_flush(lds__tcache *tc, int destroy, size_t *freed);
+void lds__tc_abandon(lds__tcache *tc);
+/* Abandons every cache of `pool` not owned by the calling thread (a forked child). */
+void lds__tc_abandon_others(lds_pool *pool);
+lds__tcache *lds__tc_get(lds_pool *pool);
+lds__tcache *lds__tc_sync(lds_pool *pool);
+lds_status lds__remote_claim(lds_pool *pool, lds__tcache *owner, lds__slot *s, uint64_t r,
+                             int locked);
+void lds__remote_collect(lds_pool *pool, lds__tcache *tc, lds__tcache *cache);
+/* pool.c */
+lds_status lds__refuse(lds_pool *pool, lds_pool_refusal why);
+lds_status lds__recycle(lds_pool *pool, lds__tcache *tc, lds__slot *s, unsigned flags);
+
+/* buffers.c and tcache.c helpers used by stats.c */
 size_t lds__class_capacity(uint32_t cls);
 uint32_t lds__class_of(size_t min_bytes);
+/* Collects the calling thread's remote-return list for `pool`, if it has a cache there
+ * (statistics call it first, so a snapshot shows this thread's cross-thread returns). */
+void lds__pool_collect_mine(lds_pool *pool);
 
 /* Test hook: sets the generation of the slot named by `handle` (its index bits) to `gen`,
  * so a test can take a slot to the edge without 2^40 real cycles. The slot must exist and

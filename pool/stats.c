@@ -2,8 +2,10 @@
  * stats.c: statistics snapshots and their JSON form.
  *
  * Hot-path counters live in each thread's cache (written by that thread only, per
- * size class); a snapshot sums them with the tallies of exited threads and the
- * pool's own slow-path counters, under the thread-cache registry lock.
+ * size class; a cache outlives its thread, abandoned to its pool); a snapshot sums
+ * them with the pool's own slow-path counters, under the thread-cache registry lock.
+ * The peak of leased bytes is the sum of the caches' own high-waters: never below the
+ * true peak, equal to it when one thread does the renting (lodestar_pool.h).
  */
 #include "pool_internal.h"
 
@@ -32,6 +34,7 @@ void lds__tally_of(const lds__tcache *tc, lds__tally *t)
     /* Lengths are read after the counts, so a rent in flight may show its length only:
      * clamp rather than wrap. */
     t->requested = LOAD(tc->requested);
+    t->leased_top = LOAD(tc->leased_top);
     uint64_t len_in = LOAD(tc->len_in);
     t->waste_out = t->bytes_out > t->requested ? t->bytes_out - t->requested : 0;
     t->waste_in = t->bytes_in > len_in ? t->bytes_in - len_in : 0;
@@ -56,16 +59,10 @@ lds_status lds_pool_get_stats(lds_pool *pool, lds_pool_stats *out)
     st.size = out->size < sizeof st ? out->size : sizeof st;
 
     uint64_t bytes_out, bytes_in, waste_out, waste_in, returns;
-    uint64_t cached_bytes = 0, cached_count = 0;
+    uint64_t cached_bytes = 0, cached_count = 0, peak = 0;
+    lds__pool_collect_mine(pool);
+    bytes_out = bytes_in = waste_out = waste_in = returns = 0;
     pthread_mutex_lock(&lds__g_lock);
-    st.rents = pool->retired.rents;
-    st.hits_thread = pool->retired.hits_thread;
-    returns = pool->retired.returns;
-    bytes_out = pool->retired.bytes_out;
-    bytes_in = pool->retired.bytes_in;
-    waste_out = pool->retired.waste_out;
-    waste_in = pool->retired.waste_in;
-    st.bytes_requested_total = pool->retired.requested;
     for (const lds__tcache *tc = pool->tcaches; tc; tc = tc->next_in_pool) {
         lds__tally t;
         lds__tally_of(tc, &t);
@@ -79,6 +76,7 @@ lds_status lds_pool_get_stats(lds_pool *pool, lds_pool_stats *out)
         st.bytes_requested_total += t.requested;
         cached_bytes += t.cached_bytes;
         cached_count += t.cached_count;
+        peak += t.leased_top;
     }
     pthread_mutex_unlock(&lds__g_lock);
 
@@ -99,7 +97,6 @@ lds_status lds_pool_get_stats(lds_pool *pool, lds_pool_stats *out)
     st.guard_failures = LOAD(pool->guard_failures);
     st.leases_current = st.rents >= returns ? st.rents - returns : 0;
     st.bytes_leased = bytes_out >= bytes_in ? bytes_out - bytes_in : 0;
-    uint64_t peak = LOAD(pool->leased_peak);
     st.bytes_leased_peak = peak > st.bytes_leased ? peak : st.bytes_leased;
     uint64_t q_bytes = LOAD(pool->q_bytes);
     st.bytes_retained = cached_bytes + LOAD(pool->shared_bytes) + q_bytes;

@@ -31,6 +31,7 @@ PACKAGES=(
     hyperfine gnuplot-nox                  # lodestar-bench: whole-process runs, --plot
     libjemalloc2 libmimalloc2.0            # pool-cost-allocators.sh, live-allocators.sh preload each
     liburcu-dev libck-dev                  # lodestar-bench pin-cost compares lds_live pins with them
+    spin                                   # slow suite: the pool protocol's model check
 )
 PACKAGES+=("$@")
 
