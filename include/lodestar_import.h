@@ -62,8 +62,20 @@ typedef enum lds_import_format {
     LDS_IMPORT_W2V_TEXT,   /* "word2vec" */
     LDS_IMPORT_W2V_BINARY, /* "word2vec-bin" */
     LDS_IMPORT_NPY,        /* "npy" */
-    LDS_IMPORT_FVECS       /* "fvecs" */
+    LDS_IMPORT_FVECS,      /* "fvecs" */
+    LDS_IMPORT_NPZ,        /* "npz": one .npy array of a NumPy .npz (zip) file */
+    LDS_IMPORT_FASTTEXT    /* "fasttext": fastText .vec, word2vec text with its header */
 } lds_import_format;
+
+/** What a key seen on an earlier row does (lds_import_options.on_duplicate). */
+typedef enum lds_import_dup {
+    LDS_IMPORT_DUP_ERROR = 0, /* LDS_E_DUP_KEY naming both places (default) */
+    LDS_IMPORT_DUP_FIRST,     /* the later row is skipped: the first vector stays */
+    LDS_IMPORT_DUP_LAST       /* the later vector replaces the earlier one, in its place */
+} lds_import_dup;
+
+/** Default of lds_import_options.max_decoded_bytes: 64 GiB. */
+#define LDS_IMPORT_DEFAULT_MAX_DECODED (UINT64_C(64) << 30)
 
 /**
  * Options of lds_import_file. Initialise with lds_import_options_default();
@@ -120,6 +132,25 @@ typedef struct lds_import_options {
      * shorter struct get the default.
      */
     float i8_scale;
+    /**
+     * LDS_DTYPE_I8 only: choose i8_scale = max |x| / 127 over the input (after
+     * normalisation), read in a first pass; the input must then be a file that can be
+     * opened twice (not standard input: LDS_E_INVALID_ARG). Default false.
+     */
+    bool i8_scale_auto;
+    /**
+     * Compressed input (gzip, zstd or xz, detected by their magic bytes for every format;
+     * an .npz entry of method deflate): the most bytes it may decode to, LDS_E_LIMIT
+     * beyond, so a small file that expands without end is refused after this many bytes
+     * of work and with the importer's usual bounded memory. 0 (default):
+     * LDS_IMPORT_DEFAULT_MAX_DECODED.
+     */
+    uint64_t max_decoded_bytes;
+    /** LDS_IMPORT_NPZ: the array to read, "name" or "name.npy" as np.savez names it.
+        NULL (default): the file must hold exactly one array. */
+    const char *array;
+    /** A repeated key: refused (default), first kept, or last kept. */
+    lds_import_dup on_duplicate;
 } lds_import_options;
 
 /** Smallest lds_import_options.size accepted: the struct as first shipped. */

@@ -20,6 +20,7 @@ done
 PACKAGES=(
     meson ninja-build pkg-config gcc clang # build (gcc and clang both build -Werror clean)
     libzstd-dev libxxhash-dev libjson-c-dev # libraries (dependency() in meson)
+    zlib1g-dev liblzma-dev                  # gzip/.npz deflate and xz inputs of pack
     libcmocka-dev                          # unit tests
     zstd                                   # the shipped sample is zstd-compressed
     python3 python3-numpy                  # test scripts, fixtures and comparisons
