@@ -555,6 +555,10 @@ lds_status lds__imp_sink_open(lds__imp_sink *s, uint32_t dim, bool with_keys, ld
     wo.unique_keys = with_keys;
     s->dim = dim;
     s->with_keys = with_keys;
+    if (s->scan) {
+        s->i8_scale = 0.0f; /* lds__imp_narrow: binary32 only */
+        return LDS_OK;
+    }
     lds_status st = lds_writer_open_path(s->output_path, &wo, &s->writer, err);
     if (st != LDS_OK)
         return st;
@@ -590,6 +594,8 @@ float lds__imp_narrow(const lds__imp_sink *s, double v)
     case LDS_DTYPE_I8: {
         /* The writer stores rintf(x / scale); give it q * scale for the q of v itself. */
         double scale = (double)s->i8_scale;
+        if (!(scale > 0.0))
+            return (float)v;
         double q = nearbyint(v / scale);
         if (fabs(q) > 127.0)
             return (float)v; /* the writer refuses it, naming the value */
@@ -664,10 +670,38 @@ lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key
                                  nf, (unsigned long long)shown, (unsigned long long)(offset + bad),
                                  why, bad + 1);
     }
+    if (s->scan) {
+        /* i8_scale_auto's first pass: the largest |x| the writer will see. */
+        double ss = 0.0, m = 0.0;
+        for (uint32_t k = 0; k < s->dim; k++) {
+            ss += (double)vec[k] * (double)vec[k];
+            if (fabs((double)vec[k]) > m)
+                m = fabs((double)vec[k]);
+        }
+        if (s->opts->normalize && ss > 0.0)
+            m /= sqrt(ss);
+        if (m > s->max_abs)
+            s->max_abs = m;
+        s->rows++;
+        return LDS_OK;
+    }
     /* The writer refuses a repeated key (unique_keys): one key table in the
        pack, not a second copy of every key here (ADR 0010). */
-    lds_status st =
-        lds_writer_add_row(s->writer, vec, s->dim, 0, key, s->with_keys ? key_len : 0, err);
+    bool skip_dup = s->with_keys && s->opts->on_duplicate == LDS_IMPORT_DUP_FIRST;
+    lds_error scratch;
+    lds_error_init(&scratch);
+    lds_status st = lds_writer_add_row(s->writer, vec, s->dim, 0, key, s->with_keys ? key_len : 0,
+                                       skip_dup && err ? &scratch : err);
+    if (skip_dup && st == LDS_E_DUP_KEY) {
+        s->rows++;
+        s->skipped++;
+        return LDS_OK;
+    }
+    if (skip_dup && st != LDS_OK && err) {
+        size_t keep = err->size, n = keep < sizeof scratch ? keep : sizeof scratch;
+        memcpy(err, &scratch, n);
+        err->size = keep;
+    }
     if (st == LDS_E_DUP_KEY) {
         /* Rows reach the writer in input order, so its row r is our row r. */
         uint64_t other = lds__writer_dup_row(s->writer);
@@ -770,6 +804,52 @@ static void result_write(lds_import_result *res, const lds_import_result *r)
     res->size = keep;
 }
 
+/* Opens the input and looks through its compression: gzip, zstd and xz are decoded
+   whatever the format (an .npz is a zip of .npy entries, opened by its own importer). */
+static lds_status open_input(lds__imp_ctx *c, const char *path, size_t max_line, lds_error *err)
+{
+    const lds_import_options *o = c->opts;
+    lds_status st = lds__imp_reader_open(&c->in, path, "line", max_line, err);
+    if (st != LDS_OK)
+        return st;
+    c->in.progress = o->progress;
+    c->in.progress_ctx = o->progress_ctx;
+    c->in.max_decoded =
+        o->max_decoded_bytes ? o->max_decoded_bytes : LDS_IMPORT_DEFAULT_MAX_DECODED;
+    return lds__imp_reader_detect(&c->in, err);
+}
+
+/* Runs the importer of `format` over c->in into c->sink. */
+static lds_status run_format(lds__imp_ctx *c, lds_import_format format, lds_error *err)
+{
+    lds_status st = LDS_E_INVALID_ARG;
+    switch (format) {
+    case LDS_IMPORT_GLOVE:
+        st = lds__import_text(c, false, err);
+        break;
+    case LDS_IMPORT_W2V_TEXT:
+    case LDS_IMPORT_FASTTEXT:
+        st = lds__import_text(c, true, err);
+        break;
+    case LDS_IMPORT_NPZ:
+        st = lds__import_npz(c, err);
+        break;
+    case LDS_IMPORT_W2V_BINARY:
+        st = lds__import_w2v_binary(c, err);
+        break;
+    case LDS_IMPORT_NPY:
+        st = lds__import_npy(c, err);
+        break;
+    case LDS_IMPORT_FVECS:
+        st = lds__import_fvecs(c, err);
+        break;
+    case LDS_IMPORT_AUTO:
+        st = LDS_E_INVALID_ARG;
+        break;
+    }
+    return st;
+}
+
 lds_status lds_import_file(const char *input_path, const char *output_path,
                            const lds_import_options *options, lds_import_result *res,
                            lds_error *err)
@@ -834,15 +914,7 @@ lds_status lds_import_file(const char *input_path, const char *output_path,
         __builtin_add_overflow(max_line64, key_part + 2, &max_line64))
         max_line64 = UINT64_MAX;
     size_t max_line = max_line64 > SIZE_MAX / 4 ? SIZE_MAX / 4 : (size_t)max_line64;
-    st = lds__imp_reader_open(&c.in, input_path, "line", max_line, err);
-    if (st != LDS_OK)
-        goto out;
-    c.in.progress = o.progress;
-    c.in.progress_ctx = o.progress_ctx;
-    c.in.max_decoded = o.max_decoded_bytes ? o.max_decoded_bytes : LDS_IMPORT_DEFAULT_MAX_DECODED;
-    /* gzip, zstd and xz are decoded whatever the format; an .npz is a zip of .npy
-       entries, opened by its own importer. */
-    if ((st = lds__imp_reader_detect(&c.in, err)) != LDS_OK)
+    if ((st = open_input(&c, input_path, max_line, err)) != LDS_OK)
         goto out;
 
     lds_import_format format = o.format;
@@ -880,30 +952,31 @@ lds_status lds_import_file(const char *input_path, const char *output_path,
         }
     }
 
-    switch (format) {
-    case LDS_IMPORT_GLOVE:
-        st = lds__import_text(&c, false, err);
-        break;
-    case LDS_IMPORT_W2V_TEXT:
-    case LDS_IMPORT_FASTTEXT:
-        st = lds__import_text(&c, true, err);
-        break;
-    case LDS_IMPORT_NPZ:
-        st = lds__import_npz(&c, err);
-        break;
-    case LDS_IMPORT_W2V_BINARY:
-        st = lds__import_w2v_binary(&c, err);
-        break;
-    case LDS_IMPORT_NPY:
-        st = lds__import_npy(&c, err);
-        break;
-    case LDS_IMPORT_FVECS:
-        st = lds__import_fvecs(&c, err);
-        break;
-    case LDS_IMPORT_AUTO:
-        st = LDS_E_INVALID_ARG;
-        break;
+    if (o.i8_scale_auto && o.dtype == LDS_DTYPE_I8) {
+        /* A first pass for max |x|, then the input is opened again from its start. */
+        if (c.in.file_size == UINT64_MAX) {
+            st = lds__imp_fail(err, LDS_E_INVALID_ARG, "options.i8_scale_auto", 0, 0,
+                               "i8_scale_auto reads the input twice, so it must be a regular "
+                               "file, not a pipe or standard input; give the scale instead");
+            goto out;
+        }
+        c.sink.scan = true;
+        if ((st = run_format(&c, format, err)) != LDS_OK)
+            goto out;
+        if (c.sink.max_abs > 0.0)
+            o.i8_scale = (float)(c.sink.max_abs / 127.0);
+        lds__imp_reader_close(&c.in);
+        lds__imp_reader_close(&c.keys);
+        memset(&c.sink, 0, sizeof c.sink);
+        c.sink.opts = &o;
+        c.sink.output_path = output_path;
+        if ((st = open_input(&c, input_path, max_line, err)) != LDS_OK)
+            goto out;
+        if (o.keys_path && (st = lds__imp_reader_open(&c.keys, o.keys_path, "keys_path",
+                                                      (size_t)key_part + 1, err)) != LDS_OK)
+            goto out;
     }
+    st = run_format(&c, format, err);
     if (st != LDS_OK)
         goto out;
     st = lds_writer_finish(c.sink.writer, err);
@@ -913,7 +986,9 @@ lds_status lds_import_file(const char *input_path, const char *output_path,
     lds_import_result r;
     memset(&r, 0, sizeof r);
     r.size = sizeof r;
-    r.rows = c.sink.rows;
+    r.rows = c.sink.rows - c.sink.skipped;
+    r.duplicates_skipped = c.sink.skipped;
+    r.i8_scale = o.dtype == LDS_DTYPE_I8 ? c.sink.i8_scale : 0.0f;
     r.dim = c.sink.dim;
     r.format = format;
     r.input_bytes = c.in.file_size == UINT64_MAX ? c.in.raw_read : c.in.file_size;

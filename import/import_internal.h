@@ -73,7 +73,10 @@ typedef struct lds__imp_sink {
     uint32_t dim;
     float i8_scale; /* the scale the writer was opened with */
     bool with_keys;
-    uint64_t rows;
+    uint64_t rows;          /* input rows taken, skipped ones included */
+    uint64_t skipped;       /* rows skipped as repeated keys (LDS_IMPORT_DUP_FIRST) */
+    bool scan;              /* first pass of i8_scale_auto: no writer, max |x| only */
+    double max_abs;         /* the scan's result */
     uint64_t line_base;     /* line (or row number) of row r is r + line_base */
     const char *line_field; /* "line", "row" or "keys_path" */
 } lds__imp_sink;

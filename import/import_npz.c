@@ -172,12 +172,14 @@ lds_status lds__import_npz(lds__imp_ctx *c, lds_error *err)
         goto out;
     const char *want = c->opts->array;
     entry pick, e;
+    memset(&pick, 0, sizeof pick);
+    memset(&e, 0, sizeof e);
     bool found = false;
     uint64_t seen = 0;
     char names[160] = "";
     size_t i = 0;
     for (uint64_t k = 0; k < count; k++) {
-        size_t next;
+        size_t next = 0;
         if ((st = parse_entry(cd, (size_t)cd_size, i, cd_off, &e, &next, err)) != LDS_OK)
             goto out;
         i = next;

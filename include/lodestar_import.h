@@ -70,8 +70,7 @@ typedef enum lds_import_format {
 /** What a key seen on an earlier row does (lds_import_options.on_duplicate). */
 typedef enum lds_import_dup {
     LDS_IMPORT_DUP_ERROR = 0, /* LDS_E_DUP_KEY naming both places (default) */
-    LDS_IMPORT_DUP_FIRST,     /* the later row is skipped: the first vector stays */
-    LDS_IMPORT_DUP_LAST       /* the later vector replaces the earlier one, in its place */
+    LDS_IMPORT_DUP_FIRST      /* the later row is skipped: the first vector stays */
 } lds_import_dup;
 
 /** Default of lds_import_options.max_decoded_bytes: 64 GiB. */
@@ -149,7 +148,8 @@ typedef struct lds_import_options {
     /** LDS_IMPORT_NPZ: the array to read, "name" or "name.npy" as np.savez names it.
         NULL (default): the file must hold exactly one array. */
     const char *array;
-    /** A repeated key: refused (default), first kept, or last kept. */
+    /** A repeated key: refused (default) or the first row kept and the later skipped
+        (counted in lds_import_result.duplicates_skipped). */
     lds_import_dup on_duplicate;
 } lds_import_options;
 
@@ -173,10 +173,15 @@ typedef struct lds_import_result {
     uint64_t input_bytes;
     /** True when the index carries keys. */
     bool has_keys;
+    /** Input rows skipped as repeated keys (LDS_IMPORT_DUP_FIRST). */
+    uint64_t duplicates_skipped;
+    /** LDS_DTYPE_I8: the scale stored (chosen from the data with i8_scale_auto); else 0. */
+    float i8_scale;
 } lds_import_result;
 
-/** Smallest lds_import_result.size accepted (see "Struct sizes" in lodestar.h). */
-#define LDS_IMPORT_RESULT_MIN_SIZE sizeof(lds_import_result)
+/** Smallest lds_import_result.size accepted (see "Struct sizes" in lodestar.h): the
+    struct before duplicates_skipped; a shorter-sized caller gets the fields that fit. */
+#define LDS_IMPORT_RESULT_MIN_SIZE offsetof(lds_import_result, duplicates_skipped)
 
 /**
  * Reads `input_path` in `options->format` and writes a lodestar index to
