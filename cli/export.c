@@ -148,6 +148,21 @@ static const char *key_refusal(const char *k, size_t n, xformat x)
     }
     if (k[0] == ' ' || k[n - 1] == ' ')
         return "starts or ends with a space";
+    /* pack reads a spaced key back only if its last word is not a number. */
+    const char *sp = memrchr(k, ' ', n);
+    if (sp) {
+        char word[64];
+        size_t w = n - (size_t)(sp + 1 - k);
+        if (w < sizeof word) {
+            memcpy(word, sp + 1, w);
+            word[w] = '\0';
+            char *end = NULL;
+            (void)strtod(word, &end);
+            if (end == word + w)
+                return "ends in a number after a space, which would be read back as part of "
+                       "the vector";
+        }
+    }
     return NULL;
 }
 

@@ -1,8 +1,9 @@
 /* The reader's byte source: the file as it is, or gzip (zlib), zstd or xz (liblzma)
    decoded as it is read, detected by magic. Memory is bounded by the decoders' own
    limits (zstd's default window cap of 2^27 bytes, xz's memlimit below) plus one chunk
-   of undecoded bytes; the decoded total is bounded by options.max_decoded_bytes, so a
-   small file that decodes to terabytes (a "bomb") is refused, never read to its end. */
+   of undecoded bytes; the decoded total is bounded by options.max_decoded_bytes and by
+   RATIO below, so a small file that decodes to terabytes (a "bomb") is refused early,
+   never read to its end (ADR 0018). */
 #include "import_internal.h"
 
 #include <errno.h>
@@ -13,6 +14,12 @@
 #include <zlib.h>
 #include <zstd.h>
 #include <zstd_errors.h>
+
+/* Beyond the first RATIO_FREE decoded bytes, a stream may decode to at most RATIO times
+   the compressed bytes read so far: embeddings (floats, decimal text) compress 1.1 to 4
+   times, a bomb of zeros 1,000 (deflate's most) to 100,000 times (zstd, xz). */
+#define RATIO      4096u
+#define RATIO_FREE ((uint64_t)64 << 20)
 
 /* Memory an .xz stream may ask of liblzma (xz -9e needs 674 MiB to compress, 65 MiB to
    decode); a stream that needs more is LDS_E_LIMIT. */
@@ -288,5 +295,11 @@ count:
         return dec_fail(r, err, LDS_E_LIMIT, "decodes to more bytes than allowed", limit);
     }
     d->decoded += *n;
+    if (d->decoded > RATIO_FREE && d->decoded / RATIO > r->raw_read) {
+        char why[96];
+        snprintf(why, sizeof why, "%llu bytes from %llu: more than %u to 1",
+                 (unsigned long long)d->decoded, (unsigned long long)r->raw_read, RATIO);
+        return dec_fail(r, err, LDS_E_LIMIT, "expands like a decompression bomb", why);
+    }
     return LDS_OK;
 }

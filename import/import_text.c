@@ -9,6 +9,19 @@ static bool is_space(char ch)
     return ch == ' ' || ch == '\t';
 }
 
+/* Whether tok[0, n) reads whole as a decimal number (C locale). */
+static bool looks_numeric(lds__imp_ctx *c, const char *tok, size_t n)
+{
+    char buf[LDS__IMP_MAX_TOKEN + 1];
+    if (n == 0 || n > LDS__IMP_MAX_TOKEN)
+        return false;
+    memcpy(buf, tok, n);
+    buf[n] = '\0';
+    char *end = NULL;
+    (void)strtod_l(buf, &end, c->c_locale);
+    return end == buf + n;
+}
+
 /* Number of separator-delimited tokens in line[from, len). */
 static size_t count_tokens(const char *line, size_t from, size_t len)
 {
@@ -139,6 +152,25 @@ lds_status lds__import_text(lds__imp_ctx *c, bool w2v_header, lds_error *err)
         while (klen < len && !is_space(line[klen]))
             klen++;
         uint64_t found = ntok - 1;
+        /* Once D is known, a line of more fields holds a key with spaces in it (GloVe
+           840B has such keys): the last D fields are the vector and everything before
+           them the key, provided the field just before the vector is not a number (then
+           the line has a number too many, refused below). */
+        if (vec && found > dim) {
+            size_t i = 0, last_start = 0, last_end = 0;
+            for (uint64_t t = 0; t < ntok - dim; t++) {
+                while (is_space(line[i]))
+                    i++;
+                last_start = i;
+                while (i < len && !is_space(line[i]))
+                    i++;
+                last_end = i;
+            }
+            if (!looks_numeric(c, line + last_start, last_end - last_start)) {
+                klen = last_end;
+                found = dim;
+            }
+        }
         if (!vec) {
             /* GloVe: the first row fixes D. */
             if (found == 0) {

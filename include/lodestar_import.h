@@ -142,7 +142,11 @@ typedef struct lds_import_options {
      * an .npz entry of method deflate): the most bytes it may decode to, LDS_E_LIMIT
      * beyond, so a small file that expands without end is refused after this many bytes
      * of work and with the importer's usual bounded memory. 0 (default):
-     * LDS_IMPORT_DEFAULT_MAX_DECODED.
+     * LDS_IMPORT_DEFAULT_MAX_DECODED. Independently, past the first 64 MiB a stream may
+     * not decode to more than 4096 times the compressed bytes read so far (LDS_E_LIMIT,
+     * "expands like a decompression bomb"; ADR 0018). Offsets in messages about a
+     * compressed input count decoded bytes, except those of field "compressed", which
+     * count the file's own.
      */
     uint64_t max_decoded_bytes;
     /** LDS_IMPORT_NPZ: the array to read, "name" or "name.npy" as np.savez names it.
