@@ -922,9 +922,10 @@ lds_status lds_import_file(const char *input_path, const char *output_path,
         goto out;
     if (o.keys_path) {
         if (format != LDS_IMPORT_NPY && format != LDS_IMPORT_FVECS && format != LDS_IMPORT_NPZ) {
-            st = lds__imp_fail(err, LDS_E_INVALID_ARG, "options.keys_path", 0, 0,
-                               "keys_path is for .npy and .fvecs input; %s input has its own keys",
-                               lds_import_format_name(format));
+            st = lds__imp_fail(
+                err, LDS_E_INVALID_ARG, "options.keys_path", 0, 0,
+                "keys_path is for .npy, .npz and .fvecs input; %s input has its own keys",
+                lds_import_format_name(format));
             goto out;
         }
         size_t key_line = (size_t)key_part + 1;

@@ -359,6 +359,24 @@ def test_export_round_trip_every_format():
     same_bits(h.astype(np.float32), a.astype(np.float16).astype(np.float32), "export f16")
 
 
+def test_compressed_standard_input():
+    """pack - --format FMT reads a pipe, compressed or not; .npy (C order) included."""
+    a = RNG.standard_normal((9, 3)).astype(np.float32)
+    np.save(path("pipe.npy"), a)
+    raw = open(path("pipe.npy"), "rb").read()
+    for name, data in [("plain", raw), ("gzip", gzip.compress(raw)), ("xz", lzma.compress(raw))]:
+        p = subprocess.run([LODESTAR, "pack", "-", path("pipe.ldsi"), "--format", "npy"],
+                           input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        check(p.returncode == 0, f"{name}: {p.stderr.decode()}")
+        same_bits(vectors(path("pipe.ldsi")), a, "stdin " + name)
+    # A pipe shorter than its header promises, and one longer.
+    for cut, want in [(raw[:-4], "ends inside the row"), (raw + b"x", "data after the 9 rows")]:
+        p = subprocess.run([LODESTAR, "pack", "-", path("pipe.ldsi"), "--format", "npy"],
+                           input=gzip.compress(cut), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=60)
+        check(p.returncode == 1 and want in p.stderr.decode(), p.stderr.decode())
+
+
 def test_export_refusals():
     np.save(path("nk.npy"), np.ones((2, 2), np.float32))
     ok("pack", path("nk.npy"), path("nk.ldsi"))

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Expansion ratios (decoded bytes / compressed bytes) of embedding files and of bombs under
+gzip -9, xz -6 and zstd -19: the evidence for the importer's 4096:1 cap (docs/adr/0018).
+
+usage: bench/compression_ratios.py [--dry] [-h]
+Run from the repository's top; needs numpy and the zstd program. --dry: the first 500
+lines of the GloVe sample and 1 MiB bombs (for tests/test_bench_map.py).
+"""
+import gzip
+import io
+import lzma
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+
+def main():
+    if "-h" in sys.argv or "--help" in sys.argv:
+        print(__doc__.strip())
+        return 0
+    dry = "--dry" in sys.argv
+    text = subprocess.run(["zstd", "-q", "-d", "-c", "data/glove-100d-20k.txt.zst"],
+                          stdout=subprocess.PIPE, check=True).stdout
+    if dry:
+        text = b"".join(text.splitlines(keepends=True)[:500])
+    a = np.array([[float(x) for x in line.split(" ")[1:]] for line in text.decode().splitlines()],
+                 dtype=np.float32)
+
+    def npy(x):
+        b = io.BytesIO()
+        np.save(b, x)
+        return b.getvalue()
+
+    def zst(d):
+        return subprocess.run(["zstd", "-q", "-c", "-19", "-"], input=d, stdout=subprocess.PIPE,
+                              check=True).stdout
+
+    bomb = (1 if dry else 64) << 20
+    rows = [("GloVe 20k text", text), ("npy f32", npy(a)), ("npy f64", npy(a.astype(np.float64))),
+            ("npy i8 (x*40)", npy(np.rint(a * 40).clip(-127, 127).astype(np.int8))),
+            (f"zeros {bomb >> 20} MiB", bytes(bomb)), (f"newlines {bomb >> 20} MiB", b"\n" * bomb)]
+    print(f"{'input':24s} {'bytes':>10s} {'gzip -9':>9s} {'xz -6':>9s} {'zstd -19':>9s}")
+    for name, d in rows:
+        r = [len(d) / len(f(d)) for f in (lambda x: gzip.compress(x, 9), lzma.compress, zst)]
+        print(f"{name:24s} {len(d):>10d} {r[0]:>8.1f}x {r[1]:>8.1f}x {r[2]:>8.1f}x")
+    load = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else []
+    cpu = ""
+    try:
+        cpu = [l.split(":", 1)[1].strip() for l in subprocess.run(
+            ["lscpu"], stdout=subprocess.PIPE, text=True).stdout.splitlines()
+            if l.startswith("Model name")][0]
+    except (OSError, IndexError):
+        pass
+    print(f"machine: {cpu}, {os.cpu_count()} cpus | load average {' '.join(load)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
