@@ -28,6 +28,8 @@ static const char pack_usage[] =
     "                 .npz, .fvecs; a .gz, .zst or .xz after it is looked through)\n"
     "                 gzip, zstd and xz input is decoded whatever its name\n"
     "  --array NAME   npz: the array to read (default: the only one)\n"
+    "  --dim D        glove: D numbers per line, so that the first line's key may\n"
+    "                 hold spaces too (default: the first line's field count - 1)\n"
     "  --keys FILE    keys for npy/npz/fvecs rows, one per line (default: no keys);\n"
     "                 text formats carry their own keys\n"
     "  --on-duplicate error|first\n"
@@ -162,7 +164,8 @@ int cli_pack(int argc, char **argv)
         OPT_I8_SCALE,
         OPT_ARRAY,
         OPT_ON_DUP,
-        OPT_MAX_DECODED
+        OPT_MAX_DECODED,
+        OPT_DIM
     };
     static const struct option longopts[] = {
         {"format", required_argument, NULL, OPT_FORMAT},
@@ -176,6 +179,7 @@ int cli_pack(int argc, char **argv)
         {"array", required_argument, NULL, OPT_ARRAY},
         {"on-duplicate", required_argument, NULL, OPT_ON_DUP},
         {"max-decoded", required_argument, NULL, OPT_MAX_DECODED},
+        {"dim", required_argument, NULL, OPT_DIM},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -223,6 +227,11 @@ int cli_pack(int argc, char **argv)
                 opts.on_duplicate = LDS_IMPORT_DUP_FIRST;
             else
                 return cli_usage_error(prog, "--on-duplicate is error or first, not '%s'", optarg);
+            break;
+        case OPT_DIM:
+            if (!cli_parse_u64(optarg, &opts.dim) || opts.dim == 0)
+                return cli_usage_error(prog, "--dim wants a whole number above 0, not '%s'",
+                                       optarg);
             break;
         case OPT_MAX_DECODED:
             if (!cli_parse_size(optarg, &opts.max_decoded_bytes))

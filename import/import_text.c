@@ -109,6 +109,19 @@ lds_status lds__import_text(lds__imp_ctx *c, bool w2v_header, lds_error *err)
         if ((st = lds__imp_sink_open(s, (uint32_t)dim, true, err)) != LDS_OK)
             goto out;
     }
+    if (!w2v_header && c->opts->dim > 0) {
+        /* D given: every line, the first too, may have a key with spaces. */
+        dim = c->opts->dim;
+        if (dim > lim->max_dim || dim > UINT32_MAX)
+            return lds__imp_fail(err, LDS_E_LIMIT, "options.dim", 0, 0,
+                                 "dim = %llu is above max_dim = %llu", (unsigned long long)dim,
+                                 (unsigned long long)lim->max_dim);
+        vec = malloc((size_t)dim * sizeof *vec);
+        if (!vec)
+            return lds__imp_fail(err, LDS_E_NOMEM, "line", 0, 1, "out of memory (one row)");
+        if ((st = lds__imp_sink_open(s, (uint32_t)dim, true, err)) != LDS_OK)
+            goto out;
+    }
     uint64_t blank_line = 0, blank_off = 0; /* first blank line not yet followed by a row */
     for (;;) {
         char *line;

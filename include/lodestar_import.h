@@ -179,6 +179,10 @@ typedef struct lds_import_options {
     /** A repeated key: refused (default) or the first row kept and the later skipped
         (counted in lds_import_result.duplicates_skipped). */
     lds_import_dup on_duplicate;
+    /** LDS_IMPORT_GLOVE: D, the numbers per row, so that even the first line's key may
+        hold spaces; 0 (default): D is the first line's field count less one. Above
+        limits.max_dim: LDS_E_LIMIT. Ignored by the other formats. */
+    uint64_t dim;
 } lds_import_options;
 
 /** Smallest lds_import_options.size accepted: the struct as first shipped. */

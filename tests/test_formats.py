@@ -278,6 +278,17 @@ def test_glove_840b_keys_with_spaces():
         f.write("a 1 2 3\nb 0.5 1 2 3\n")
     refused(1, "line 2 (byte 8): expected 3 numbers, found 4", "pack", path("g840bad.txt"),
             path("t.ldsi"))
+    # With --dim the first line's key may have spaces too.
+    with open(path("g840first.txt"), "w") as f:
+        f.write(". . . 1 2\nb 3 4\n")
+    refused(1, 'line 1 (byte 2): element 0, ".", is not a decimal number', "pack",
+            path("g840first.txt"),
+            path("t.ldsi"))
+    ok("pack", path("g840first.txt"), path("g840first.ldsi"), "--dim", "2")
+    check(keys(path("g840first.ldsi")) == [". . .", "b"], keys(path("g840first.ldsi")))
+    same_bits(vectors(path("g840first.ldsi")), np.array([[1, 2], [3, 4]]), "--dim")
+    refused(1, "above max_dim", "pack", path("g840first.txt"), path("t.ldsi"), "--dim",
+            "70000")
     # Round trip through GloVe text keeps the spaced keys.
     ok("export", path("g840.ldsi"), path("g840.out.txt"))
     ok("pack", path("g840.out.txt"), path("g840b.ldsi"))
