@@ -21,6 +21,8 @@ int cli_info(int argc, char **argv);
 int cli_verify(int argc, char **argv);
 int cli_get(int argc, char **argv);
 int cli_similar(int argc, char **argv);
+int cli_export(int argc, char **argv);
+int cli_keys(int argc, char **argv);
 
 /* Prints "lodestar: <what>: <detail>" where the detail is the error's message
    (which names field and offset) or, without one, the status text. <what> is escaped

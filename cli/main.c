@@ -1,4 +1,4 @@
-/* The `lodestar` program: pack, info, get, similar, verify. */
+/* The `lodestar` program: pack, export, keys, info, get, similar, verify. */
 #include "cli.h"
 
 #include <getopt.h>
@@ -11,7 +11,10 @@ static const char usage_text[] =
     "Build, inspect and query lodestar embedding indexes.\n"
     "\n"
     "commands:\n"
-    "  pack     build an index from GloVe, word2vec, .npy or .fvecs embeddings\n"
+    "  pack     build an index from GloVe, word2vec, fastText, .npy, .npz or .fvecs\n"
+    "           embeddings (gzip, zstd or xz compressed too)\n"
+    "  export   write an index back out as .npy, .fvecs, GloVe or word2vec\n"
+    "  keys     print the keys of an index, one per line\n"
     "  info     load an index and print its shape, metadata and how it was loaded\n"
     "  get      print the row, id and vector of a key\n"
     "  similar  print the nearest neighbours of a key's vector\n"
@@ -24,8 +27,8 @@ static const struct command {
     const char *name;
     int (*run)(int argc, char **argv);
 } commands[] = {
-    {"pack", cli_pack},       {"info", cli_info},     {"get", cli_get},
-    {"similar", cli_similar}, {"verify", cli_verify},
+    {"pack", cli_pack},     {"info", cli_info},     {"get", cli_get},   {"similar", cli_similar},
+    {"verify", cli_verify}, {"export", cli_export}, {"keys", cli_keys},
 };
 
 int main(int argc, char **argv)

@@ -16,21 +16,33 @@ static const char pack_usage[] =
     "Build the index OUT from the embeddings in IN. OUT is written to a temporary\n"
     "file that replaces OUT only once complete, so a failed pack leaves OUT as it was.\n"
     "Malformed input is refused with its line (1-based) or row (0-based) number.\n"
-    "IN - reads standard input (name the format with --format; npy needs a regular\n"
-    "file, so redirect one rather than pipe it); OUT - writes the index to standard\n"
-    "output once it is complete, and the summary line to standard error.\n"
+    "IN - reads standard input (name the format with --format; npz, a Fortran-order\n"
+    "npy and --i8-scale auto need a regular file, so redirect one rather than pipe\n"
+    "it); OUT - writes the index to standard output once it is complete, and the\n"
+    "summary line to standard error.\n"
     "\n"
     "options:\n"
-    "  --format FMT   input format: glove, word2vec, word2vec-bin, npy, fvecs\n"
-    "                 (default: from the extension: .txt/.vec are word2vec text when\n"
-    "                 the first line is \"N D\", else GloVe; .bin, .npy, .fvecs)\n"
-    "  --keys FILE    keys for npy/fvecs rows, one per line (default: no keys);\n"
+    "  --format FMT   input format: glove, word2vec, fasttext, word2vec-bin, npy,\n"
+    "                 npz, fvecs (default: from the extension: .txt/.vec are word2vec\n"
+    "                 text when the first line is \"N D\", else GloVe; .bin, .npy,\n"
+    "                 .npz, .fvecs; a .gz, .zst or .xz after it is looked through)\n"
+    "                 gzip, zstd and xz input is decoded whatever its name\n"
+    "  --array NAME   npz: the array to read (default: the only one)\n"
+    "  --dim D        glove: D numbers per line, so that the first line's key may\n"
+    "                 hold spaces too (default: the first line's field count - 1)\n"
+    "  --keys FILE    keys for npy/npz/fvecs rows, one per line (default: no keys);\n"
     "                 text formats carry their own keys\n"
+    "  --on-duplicate error|first\n"
+    "                 a key seen before: refused, naming both lines (default), or\n"
+    "                 the later row skipped\n"
+    "  --max-decoded SIZE\n"
+    "                 the most bytes a compressed input may decode to (default 64G)\n"
     "  --dtype T      stored element type: f32 (default), f16, bf16, i8\n"
     "  --i8-scale S   with --dtype i8: value = stored int8 x S, so values must lie\n"
     "                 in [-127 S, 127 S]; a value outside is refused, naming its\n"
     "                 row (default 1/127, i.e. [-1, 1], which fits --normalize;\n"
-    "                 otherwise use S = max |x| / 127)\n"
+    "                 otherwise use S = max |x| / 127); auto: that S, from a first\n"
+    "                 pass over IN (a file, not standard input)\n"
     "  --metric M     metric recorded in the index: cosine (default), dot, l2\n"
     "  --normalize    L2-normalize every row before storing it\n"
     "  --model NAME   metadata \"model\"\n"
@@ -109,9 +121,17 @@ static int pack_failed(const char *prog, const char *in, const char *keys, const
 {
     const char *field = err->status == st ? err->field : NULL;
     if (st == LDS_E_UNSUPPORTED && field && strcmp(field, "format") == 0)
+        return cli_usage_error(
+            prog,
+            "%s: the format cannot be told from the extension; name it with "
+            "--format FMT (glove, word2vec, fasttext, word2vec-bin, npy, npz, fvecs)",
+            in);
+    if (st == LDS_E_INVALID_ARG && field && strcmp(field, "options.array") == 0)
+        return cli_usage_error(prog, "%s: %s", in, err->message);
+    if (st == LDS_E_INVALID_ARG && field && strcmp(field, "options.i8_scale_auto") == 0)
         return cli_usage_error(prog,
-                               "%s: the format cannot be told from the extension; name it with "
-                               "--format FMT (glove, word2vec, word2vec-bin, npy, fvecs)",
+                               "--i8-scale auto reads IN twice; %s cannot be read twice: "
+                               "give the scale",
                                in);
     if (st == LDS_E_INVALID_ARG && field && strcmp(field, "options.keys_path") == 0)
         return cli_usage_error(prog,
@@ -141,7 +161,11 @@ int cli_pack(int argc, char **argv)
         OPT_NORMALIZE,
         OPT_MODEL,
         OPT_SOURCE,
-        OPT_I8_SCALE
+        OPT_I8_SCALE,
+        OPT_ARRAY,
+        OPT_ON_DUP,
+        OPT_MAX_DECODED,
+        OPT_DIM
     };
     static const struct option longopts[] = {
         {"format", required_argument, NULL, OPT_FORMAT},
@@ -152,6 +176,10 @@ int cli_pack(int argc, char **argv)
         {"model", required_argument, NULL, OPT_MODEL},
         {"source", required_argument, NULL, OPT_SOURCE},
         {"i8-scale", required_argument, NULL, OPT_I8_SCALE},
+        {"array", required_argument, NULL, OPT_ARRAY},
+        {"on-duplicate", required_argument, NULL, OPT_ON_DUP},
+        {"max-decoded", required_argument, NULL, OPT_MAX_DECODED},
+        {"dim", required_argument, NULL, OPT_DIM},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -189,7 +217,32 @@ int cli_pack(int argc, char **argv)
         case OPT_SOURCE:
             opts.source = optarg;
             break;
+        case OPT_ARRAY:
+            opts.array = optarg;
+            break;
+        case OPT_ON_DUP:
+            if (strcmp(optarg, "error") == 0)
+                opts.on_duplicate = LDS_IMPORT_DUP_ERROR;
+            else if (strcmp(optarg, "first") == 0)
+                opts.on_duplicate = LDS_IMPORT_DUP_FIRST;
+            else
+                return cli_usage_error(prog, "--on-duplicate is error or first, not '%s'", optarg);
+            break;
+        case OPT_DIM:
+            if (!cli_parse_u64(optarg, &opts.dim) || opts.dim == 0)
+                return cli_usage_error(prog, "--dim wants a whole number above 0, not '%s'",
+                                       optarg);
+            break;
+        case OPT_MAX_DECODED:
+            if (!cli_parse_size(optarg, &opts.max_decoded_bytes))
+                return cli_usage_error(prog, "--max-decoded wants a size (64G, 100M), not '%s'",
+                                       optarg);
+            break;
         case OPT_I8_SCALE: {
+            if (strcmp(optarg, "auto") == 0) {
+                opts.i8_scale_auto = true;
+                break;
+            }
             char *end = NULL;
             errno = 0;
             float scale = strtof(optarg, &end);
@@ -209,7 +262,7 @@ int cli_pack(int argc, char **argv)
                                argc - optind == 1 ? "" : "s");
     const char *in = argv[optind];
     const char *out = argv[optind + 1];
-    if (opts.i8_scale != 0 && opts.dtype != LDS_DTYPE_I8)
+    if ((opts.i8_scale != 0 || opts.i8_scale_auto) && opts.dtype != LDS_DTYPE_I8)
         return cli_usage_error(prog, "--i8-scale is for --dtype i8");
     /* "-": standard input or output. The importer reads a path, so IN - is the process's
        own descriptor 0 by name; OUT - is a temporary file copied out once complete. */
@@ -218,7 +271,7 @@ int cli_pack(int argc, char **argv)
     if (strcmp(in, "-") == 0) {
         if (opts.format == LDS_IMPORT_AUTO)
             return cli_usage_error(prog, "reading standard input needs --format FMT (glove, "
-                                         "word2vec, word2vec-bin, npy, fvecs)");
+                                         "word2vec, fasttext, word2vec-bin, npy, fvecs)");
         if (isatty(STDIN_FILENO))
             return cli_failf("standard input is a terminal; redirect or pipe the embeddings "
                              "into it");
@@ -262,10 +315,18 @@ int cli_pack(int argc, char **argv)
     if (rc != CLI_OK)
         return rc;
     /* With the index on standard output, the summary goes to standard error. */
-    fprintf(to_stdout ? stderr : stdout,
-            "packed %llu rows x %u dims (%s, %s, %s%s) from %s into %s in %.2f s\n",
+    FILE *sum = to_stdout ? stderr : stdout;
+    fprintf(sum, "packed %llu rows x %u dims (%s, %s, %s%s) from %s into %s in %.2f s\n",
             (unsigned long long)res.rows, (unsigned)res.dim, lds_import_format_name(res.format),
             lds_dtype_name(opts.dtype), lds_metric_name(opts.metric),
             opts.normalize ? ", normalized" : "", in, out, now_seconds() - progress.start);
+    if (res.duplicates_skipped > 0)
+        fprintf(sum, "skipped %llu rows whose key was seen before (--on-duplicate first)\n",
+                (unsigned long long)res.duplicates_skipped);
+    if (opts.i8_scale_auto) {
+        char scale[48];
+        cli_format_float(scale, sizeof scale, res.i8_scale);
+        fprintf(sum, "i8 scale %s (max |x| / 127)\n", scale);
+    }
     return CLI_OK;
 }

@@ -32,6 +32,7 @@ static const struct {
     {LDS_IMPORT_AUTO, "auto"},         {LDS_IMPORT_GLOVE, "glove"},
     {LDS_IMPORT_W2V_TEXT, "word2vec"}, {LDS_IMPORT_W2V_BINARY, "word2vec-bin"},
     {LDS_IMPORT_NPY, "npy"},           {LDS_IMPORT_FVECS, "fvecs"},
+    {LDS_IMPORT_NPZ, "npz"},           {LDS_IMPORT_FASTTEXT, "fasttext"},
 };
 
 const char *lds_import_format_name(lds_import_format format)
@@ -73,6 +74,8 @@ const char *lds__imp_noun(const char *field)
 }
 
 /* ---- the reader --------------------------------------------------------- */
+
+static lds_status reader_fill(lds__imp_reader *r, lds_error *err);
 
 /* What a file that is not a regular one is, for messages. */
 static const char *file_kind(mode_t m)
@@ -124,6 +127,65 @@ lds_status lds__imp_reader_open(lds__imp_reader *r, const char *path, const char
     if (!r->buf)
         return lds__imp_fail(err, LDS_E_NOMEM, field, 0, 0, "out of memory (read buffer)");
     r->next_report = LDS__IMP_PROGRESS_STEP;
+    r->raw_left = UINT64_MAX;
+    r->file_size = r->size;
+    r->max_decoded = UINT64_MAX;
+    return LDS_OK;
+}
+
+lds_status lds__imp_reader_detect(lds__imp_reader *r, lds_error *err)
+{
+    while (r->len < 6 && !r->eof) {
+        lds_status st = reader_fill(r, err);
+        if (st != LDS_OK)
+            return st;
+    }
+    const unsigned char *b = r->buf;
+    lds__imp_codec codec = LDS__CODEC_NONE;
+    if (r->len >= 2 && b[0] == 0x1f && b[1] == 0x8b)
+        codec = LDS__CODEC_GZIP; /* RFC 1952 2.3.1 ID1 ID2 */
+    else if (lds__is_zstd(b, r->len))
+        codec = LDS__CODEC_ZSTD;
+    else if (r->len >= 6 && memcmp(b,
+                                   "\xFD"
+                                   "7zXZ\0",
+                                   6) == 0)
+        codec = LDS__CODEC_XZ; /* .xz file format 2.1.1.1 header magic */
+    if (codec == LDS__CODEC_NONE)
+        return LDS_OK;
+    lds_status st = lds__imp_codec_start(r, codec, err);
+    if (st != LDS_OK)
+        return st;
+    /* The bytes already read are the decoder's first input. */
+    memcpy(r->zbuf, r->buf, r->len);
+    r->zpos = 0;
+    r->zlen = r->len;
+    r->zeof = r->eof;
+    r->pos = r->len = 0;
+    r->base = 0;
+    r->eof = false;
+    r->size = UINT64_MAX;
+    return LDS_OK;
+}
+
+lds_status lds__imp_reader_restart(lds__imp_reader *r, uint64_t offset, uint64_t length,
+                                   lds__imp_codec codec, lds_error *err)
+{
+    if (offset > (uint64_t)INT64_MAX || lseek(r->fd, (off_t)offset, SEEK_SET) < 0)
+        return lds__imp_fail(err, LDS_E_IO, r->field, offset, 0, "cannot seek to byte %llu: %s",
+                             (unsigned long long)offset, strerror(errno));
+    lds_status st = lds__imp_codec_start(r, codec, err);
+    if (st != LDS_OK)
+        return st;
+    r->pos = r->len = 0;
+    r->base = 0;
+    r->eof = false;
+    r->zpos = r->zlen = 0;
+    r->zeof = false;
+    r->raw_left = length;
+    r->raw_read = 0;
+    r->file_base = offset;
+    r->size = codec == LDS__CODEC_NONE ? length : UINT64_MAX;
     return LDS_OK;
 }
 
@@ -131,6 +193,8 @@ void lds__imp_reader_close(lds__imp_reader *r)
 {
     if (r->fd >= 0)
         close(r->fd);
+    lds__imp_codec_end(r);
+    free(r->zbuf);
     free(r->buf);
     memset(r, 0, sizeof *r);
     r->fd = -1;
@@ -163,19 +227,16 @@ static lds_status reader_fill(lds__imp_reader *r, lds_error *err)
         r->cap = cap;
     }
     size_t n = 0;
-    int e = lds__os_read(r->fd, r->buf + r->len, r->cap - 1 - r->len, &n);
-    if (e != 0) {
-        errno = e;
-        return lds__imp_fail(err, LDS_E_IO, r->field, r->base + r->len, 0,
-                             "read failed at byte %llu: %s", (unsigned long long)(r->base + r->len),
-                             strerror(e));
-    }
+    lds_status st = lds__imp_source_read(r, r->buf + r->len, r->cap - 1 - r->len, &n, err);
+    if (st != LDS_OK)
+        return st;
     if (n == 0)
         r->eof = true;
     r->len += n;
-    uint64_t done = r->base + r->len;
+    /* Progress counts the file's bytes (compressed ones when it is compressed). */
+    uint64_t done = r->raw_read;
     if (r->progress && done >= r->next_report) {
-        r->progress(done, r->size == UINT64_MAX ? 0 : r->size, r->progress_ctx);
+        r->progress(done, r->file_size == UINT64_MAX ? 0 : r->file_size, r->progress_ctx);
         r->next_report = done + LDS__IMP_PROGRESS_STEP;
     }
     return LDS_OK;
@@ -183,9 +244,9 @@ static lds_status reader_fill(lds__imp_reader *r, lds_error *err)
 
 void lds__imp_reader_progress_done(lds__imp_reader *r)
 {
-    uint64_t done = r->base + r->len;
+    uint64_t done = r->raw_read;
     if (r->progress)
-        r->progress(done, r->size == UINT64_MAX ? done : r->size, r->progress_ctx);
+        r->progress(done, r->file_size == UINT64_MAX ? done : r->file_size, r->progress_ctx);
 }
 
 lds_status lds__imp_reader_line(lds__imp_reader *r, uint64_t lineno, char **line, size_t *len,
@@ -488,11 +549,16 @@ lds_status lds__imp_sink_open(lds__imp_sink *s, uint32_t dim, bool with_keys, ld
     wo.normalize = s->opts->normalize;
     if (s->opts->i8_scale > 0.0f)
         wo.i8_scale = s->opts->i8_scale;
+    s->i8_scale = wo.i8_scale;
     wo.with_ids = false;
     wo.with_keys = with_keys;
     wo.unique_keys = with_keys;
     s->dim = dim;
     s->with_keys = with_keys;
+    if (s->scan) {
+        s->i8_scale = 0.0f; /* lds__imp_narrow: binary32 only */
+        return LDS_OK;
+    }
     lds_status st = lds_writer_open_path(s->output_path, &wo, &s->writer, err);
     if (st != LDS_OK)
         return st;
@@ -501,6 +567,43 @@ lds_status lds__imp_sink_open(lds__imp_sink *s, uint32_t dim, bool with_keys, ld
     if (s->opts->source && (st = lds_writer_set_meta(s->writer, "source", s->opts->source, err)))
         return st;
     return LDS_OK;
+}
+
+/* v rounded to nearest, ties to even, to a binary format of p significand bits whose
+   smallest normal exponent is emin (so subnormals keep fewer bits), exponent unbounded. */
+static double round_to_format(double v, int p, int emin)
+{
+    if (v == 0.0 || !isfinite(v))
+        return v;
+    int e;
+    (void)frexp(v, &e); /* |v| = m 2^e, 0.5 <= m < 1: the leading bit is 2^(e-1) */
+    int lead = e - 1 < emin ? emin : e - 1;
+    int q = lead - (p - 1); /* exponent of the last kept bit */
+    return ldexp(nearbyint(ldexp(v, -q)), q);
+}
+
+float lds__imp_narrow(const lds__imp_sink *s, double v)
+{
+    if (s->opts->normalize)
+        return (float)v;
+    switch (s->opts->dtype) {
+    case LDS_DTYPE_F16:
+        return (float)round_to_format(v, 11, -14); /* IEEE binary16 */
+    case LDS_DTYPE_BF16:
+        return (float)round_to_format(v, 8, -126);
+    case LDS_DTYPE_I8: {
+        /* The writer stores rintf(x / scale); give it q * scale for the q of v itself. */
+        double scale = (double)s->i8_scale;
+        if (!(scale > 0.0))
+            return (float)v;
+        double q = nearbyint(v / scale);
+        if (fabs(q) > 127.0)
+            return (float)v; /* the writer refuses it, naming the value */
+        return (float)(q * scale);
+    }
+    default:
+        return (float)v;
+    }
 }
 
 /* The part of a writer's message that says what is wrong with a row, without the
@@ -567,17 +670,45 @@ lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key
                                  nf, (unsigned long long)shown, (unsigned long long)(offset + bad),
                                  why, bad + 1);
     }
+    if (s->scan) {
+        /* i8_scale_auto's first pass: the largest |x| the writer will see. */
+        double ss = 0.0, m = 0.0;
+        for (uint32_t k = 0; k < s->dim; k++) {
+            ss += (double)vec[k] * (double)vec[k];
+            if (fabs((double)vec[k]) > m)
+                m = fabs((double)vec[k]);
+        }
+        if (s->opts->normalize && ss > 0.0)
+            m /= sqrt(ss);
+        if (m > s->max_abs)
+            s->max_abs = m;
+        s->rows++;
+        return LDS_OK;
+    }
     /* The writer refuses a repeated key (unique_keys): one key table in the
        pack, not a second copy of every key here (ADR 0010). */
-    lds_status st =
-        lds_writer_add_row(s->writer, vec, s->dim, 0, key, s->with_keys ? key_len : 0, err);
+    bool skip_dup = s->with_keys && s->opts->on_duplicate == LDS_IMPORT_DUP_FIRST;
+    lds_error scratch;
+    lds_error_init(&scratch);
+    lds_status st = lds_writer_add_row(s->writer, vec, s->dim, 0, key, s->with_keys ? key_len : 0,
+                                       skip_dup && err ? &scratch : err);
+    if (skip_dup && st == LDS_E_DUP_KEY) {
+        s->rows++;
+        s->skipped++;
+        return LDS_OK;
+    }
+    if (skip_dup && st != LDS_OK && err) {
+        size_t keep = err->size, n = keep < sizeof scratch ? keep : sizeof scratch;
+        memcpy(err, &scratch, n);
+        err->size = keep;
+    }
     if (st == LDS_E_DUP_KEY) {
         /* Rows reach the writer in input order, so its row r is our row r. */
         uint64_t other = lds__writer_dup_row(s->writer);
         char quoted[4 * LDS__IMP_SHOWN + 8];
         return lds__imp_fail(err, LDS_E_DUP_KEY, f, offset, line,
-                             "%s %llu (byte %llu): duplicate key \"%s\", first seen on %s %llu",
-                             nf, (unsigned long long)shown, (unsigned long long)offset,
+                             "%s %llu (byte %llu): duplicate key \"%s\", first seen on %s %llu", nf,
+                             (unsigned long long)shown, (unsigned long long)offset,
                              lds__imp_quote(quoted, sizeof quoted, key, key_len), nf,
                              (unsigned long long)(by_row ? other : other + s->line_base));
     }
@@ -604,20 +735,32 @@ static void sink_free(lds__imp_sink *s)
 
 /* ---- lds_import_file ---------------------------------------------------- */
 
-static bool has_ext(const char *path, const char *ext)
+/* Whether path[0, n) ends in `ext` (case-insensitively) after a non-empty name. */
+static bool has_ext_n(const char *path, size_t n, const char *ext)
 {
-    size_t n = strlen(path), e = strlen(ext);
-    return n > e && strcasecmp(path + n - e, ext) == 0 && path[n - e - 1] != '/';
+    size_t e = strlen(ext);
+    return n > e && strncasecmp(path + n - e, ext, e) == 0 && path[n - e - 1] != '/';
 }
 
-/* Picks the format from the extension, reading the first line of .txt/.vec. */
+/* Picks the format from the extension (a .gz, .zst or .xz after it is looked through:
+   the decoder is chosen by magic, not by name), reading the first line of .txt. */
 static lds_status detect(const char *path, lds__imp_reader *in, lds_import_format *out,
                          lds_error *err)
 {
+    size_t n = strlen(path);
+    static const char *const packed[] = {".gz", ".zst", ".zstd", ".xz"};
+    for (size_t i = 0; i < sizeof packed / sizeof packed[0]; i++)
+        if (has_ext_n(path, n, packed[i])) {
+            n -= strlen(packed[i]);
+            break;
+        }
+#define has_ext(p, e) has_ext_n(p, n, e)
     if (has_ext(path, ".npy")) {
         *out = LDS_IMPORT_NPY;
     } else if (has_ext(path, ".fvecs")) {
         *out = LDS_IMPORT_FVECS;
+    } else if (has_ext(path, ".npz")) {
+        *out = LDS_IMPORT_NPZ;
     } else if (has_ext(path, ".bin")) {
         *out = LDS_IMPORT_W2V_BINARY;
     } else if (has_ext(path, ".txt") || has_ext(path, ".vec")) {
@@ -643,10 +786,12 @@ static lds_status detect(const char *path, lds__imp_reader *in, lds_import_forma
     } else {
         return lds__imp_fail(err, LDS_E_UNSUPPORTED, "format", 0, 0,
                              "cannot tell the format of %s from its extension (known: .txt, "
-                             ".vec, .bin, .npy, .fvecs); name the format",
+                             ".vec, .bin, .npy, .npz, .fvecs, each optionally followed by .gz, "
+                             ".zst or .xz); name the format",
                              path);
     }
     return LDS_OK;
+#undef has_ext
 }
 
 static void result_write(lds_import_result *res, const lds_import_result *r)
@@ -657,6 +802,52 @@ static void result_write(lds_import_result *res, const lds_import_result *r)
     size_t keep = res->size;
     memcpy(res, r, n);
     res->size = keep;
+}
+
+/* Opens the input and looks through its compression: gzip, zstd and xz are decoded
+   whatever the format (an .npz is a zip of .npy entries, opened by its own importer). */
+static lds_status open_input(lds__imp_ctx *c, const char *path, size_t max_line, lds_error *err)
+{
+    const lds_import_options *o = c->opts;
+    lds_status st = lds__imp_reader_open(&c->in, path, "line", max_line, err);
+    if (st != LDS_OK)
+        return st;
+    c->in.progress = o->progress;
+    c->in.progress_ctx = o->progress_ctx;
+    c->in.max_decoded =
+        o->max_decoded_bytes ? o->max_decoded_bytes : LDS_IMPORT_DEFAULT_MAX_DECODED;
+    return lds__imp_reader_detect(&c->in, err);
+}
+
+/* Runs the importer of `format` over c->in into c->sink. */
+static lds_status run_format(lds__imp_ctx *c, lds_import_format format, lds_error *err)
+{
+    lds_status st = LDS_E_INVALID_ARG;
+    switch (format) {
+    case LDS_IMPORT_GLOVE:
+        st = lds__import_text(c, false, err);
+        break;
+    case LDS_IMPORT_W2V_TEXT:
+    case LDS_IMPORT_FASTTEXT:
+        st = lds__import_text(c, true, err);
+        break;
+    case LDS_IMPORT_NPZ:
+        st = lds__import_npz(c, err);
+        break;
+    case LDS_IMPORT_W2V_BINARY:
+        st = lds__import_w2v_binary(c, err);
+        break;
+    case LDS_IMPORT_NPY:
+        st = lds__import_npy(c, err);
+        break;
+    case LDS_IMPORT_FVECS:
+        st = lds__import_fvecs(c, err);
+        break;
+    case LDS_IMPORT_AUTO:
+        st = LDS_E_INVALID_ARG;
+        break;
+    }
+    return st;
 }
 
 lds_status lds_import_file(const char *input_path, const char *output_path,
@@ -723,20 +914,18 @@ lds_status lds_import_file(const char *input_path, const char *output_path,
         __builtin_add_overflow(max_line64, key_part + 2, &max_line64))
         max_line64 = UINT64_MAX;
     size_t max_line = max_line64 > SIZE_MAX / 4 ? SIZE_MAX / 4 : (size_t)max_line64;
-    st = lds__imp_reader_open(&c.in, input_path, "line", max_line, err);
-    if (st != LDS_OK)
+    if ((st = open_input(&c, input_path, max_line, err)) != LDS_OK)
         goto out;
-    c.in.progress = o.progress;
-    c.in.progress_ctx = o.progress_ctx;
 
     lds_import_format format = o.format;
     if (format == LDS_IMPORT_AUTO && (st = detect(input_path, &c.in, &format, err)) != LDS_OK)
         goto out;
     if (o.keys_path) {
-        if (format != LDS_IMPORT_NPY && format != LDS_IMPORT_FVECS) {
-            st = lds__imp_fail(err, LDS_E_INVALID_ARG, "options.keys_path", 0, 0,
-                               "keys_path is for .npy and .fvecs input; %s input has its own keys",
-                               lds_import_format_name(format));
+        if (format != LDS_IMPORT_NPY && format != LDS_IMPORT_FVECS && format != LDS_IMPORT_NPZ) {
+            st = lds__imp_fail(
+                err, LDS_E_INVALID_ARG, "options.keys_path", 0, 0,
+                "keys_path is for .npy, .npz and .fvecs input; %s input has its own keys",
+                lds_import_format_name(format));
             goto out;
         }
         size_t key_line = (size_t)key_part + 1;
@@ -764,26 +953,31 @@ lds_status lds_import_file(const char *input_path, const char *output_path,
         }
     }
 
-    switch (format) {
-    case LDS_IMPORT_GLOVE:
-        st = lds__import_text(&c, false, err);
-        break;
-    case LDS_IMPORT_W2V_TEXT:
-        st = lds__import_text(&c, true, err);
-        break;
-    case LDS_IMPORT_W2V_BINARY:
-        st = lds__import_w2v_binary(&c, err);
-        break;
-    case LDS_IMPORT_NPY:
-        st = lds__import_npy(&c, err);
-        break;
-    case LDS_IMPORT_FVECS:
-        st = lds__import_fvecs(&c, err);
-        break;
-    case LDS_IMPORT_AUTO:
-        st = LDS_E_INVALID_ARG;
-        break;
+    if (o.i8_scale_auto && o.dtype == LDS_DTYPE_I8) {
+        /* A first pass for max |x|, then the input is opened again from its start. */
+        if (c.in.file_size == UINT64_MAX) {
+            st = lds__imp_fail(err, LDS_E_INVALID_ARG, "options.i8_scale_auto", 0, 0,
+                               "i8_scale_auto reads the input twice, so it must be a regular "
+                               "file, not a pipe or standard input; give the scale instead");
+            goto out;
+        }
+        c.sink.scan = true;
+        if ((st = run_format(&c, format, err)) != LDS_OK)
+            goto out;
+        if (c.sink.max_abs > 0.0)
+            o.i8_scale = (float)(c.sink.max_abs / 127.0);
+        lds__imp_reader_close(&c.in);
+        lds__imp_reader_close(&c.keys);
+        memset(&c.sink, 0, sizeof c.sink);
+        c.sink.opts = &o;
+        c.sink.output_path = output_path;
+        if ((st = open_input(&c, input_path, max_line, err)) != LDS_OK)
+            goto out;
+        if (o.keys_path && (st = lds__imp_reader_open(&c.keys, o.keys_path, "keys_path",
+                                                      (size_t)key_part + 1, err)) != LDS_OK)
+            goto out;
     }
+    st = run_format(&c, format, err);
     if (st != LDS_OK)
         goto out;
     st = lds_writer_finish(c.sink.writer, err);
@@ -793,10 +987,12 @@ lds_status lds_import_file(const char *input_path, const char *output_path,
     lds_import_result r;
     memset(&r, 0, sizeof r);
     r.size = sizeof r;
-    r.rows = c.sink.rows;
+    r.rows = c.sink.rows - c.sink.skipped;
+    r.duplicates_skipped = c.sink.skipped;
+    r.i8_scale = o.dtype == LDS_DTYPE_I8 ? c.sink.i8_scale : 0.0f;
     r.dim = c.sink.dim;
     r.format = format;
-    r.input_bytes = c.in.size == UINT64_MAX ? lds__imp_reader_offset(&c.in) : c.in.size;
+    r.input_bytes = c.in.file_size == UINT64_MAX ? c.in.raw_read : c.in.file_size;
     r.has_keys = c.sink.with_keys;
     result_write(res, &r);
 

@@ -24,6 +24,15 @@
 /* Largest .npy header accepted (NumPy writes a few hundred bytes). */
 #define LDS__IMP_MAX_NPY_HEADER ((size_t)1 << 20)
 
+/* How the reader's bytes are encoded on disk (detected by magic, import/decode.c). */
+typedef enum lds__imp_codec {
+    LDS__CODEC_NONE = 0,
+    LDS__CODEC_GZIP,    /* RFC 1952, members concatenated as gzip writes them */
+    LDS__CODEC_ZSTD,    /* RFC 8878 frames */
+    LDS__CODEC_XZ,      /* .xz streams (liblzma) */
+    LDS__CODEC_DEFLATE, /* raw RFC 1951, an .npz entry of method 8 */
+} lds__imp_codec;
+
 /* A file read in chunks. `buf[pos, len)` are read but unconsumed bytes, and
    `base` is the file offset of buf[0]; len < cap always (room for a NUL). */
 typedef struct lds__imp_reader {
@@ -40,6 +49,19 @@ typedef struct lds__imp_reader {
     void (*progress)(uint64_t done, uint64_t total, void *ctx);
     void *progress_ctx;
     uint64_t next_report;
+    /* Where the bytes come from (import/decode.c): the file as it is, or a decoder over
+       it. Offsets (base, pos) count decoded bytes; the file's own are below. */
+    lds__imp_codec codec;
+    void *dec;           /* the decoder's state, NULL for LDS__CODEC_NONE */
+    unsigned char *zbuf; /* undecoded bytes read from fd: zbuf[zpos, zlen) */
+    size_t zpos, zlen;
+    bool zeof;            /* fd (or raw_left) is exhausted */
+    bool dec_end;         /* the decoder reached the end of its last stream */
+    uint64_t raw_left;    /* bytes of fd still to read (an .npz entry); UINT64_MAX: to EOF */
+    uint64_t raw_read;    /* bytes read from fd so far */
+    uint64_t file_base;   /* file offset of decoded byte 0 when not decoded (an .npz entry) */
+    uint64_t file_size;   /* the file's own size; UINT64_MAX when not a regular file */
+    uint64_t max_decoded; /* decoded bytes allowed (options.max_decoded_bytes) */
 } lds__imp_reader;
 
 /* The key checks and the writer at the end of every importer (the writer,
@@ -49,8 +71,12 @@ typedef struct lds__imp_sink {
     const char *output_path;
     lds_writer *writer;
     uint32_t dim;
+    float i8_scale; /* the scale the writer was opened with */
     bool with_keys;
-    uint64_t rows;
+    uint64_t rows;          /* input rows taken, skipped ones included */
+    uint64_t skipped;       /* rows skipped as repeated keys (LDS_IMPORT_DUP_FIRST) */
+    bool scan;              /* first pass of i8_scale_auto: no writer, max |x| only */
+    double max_abs;         /* the scan's result */
     uint64_t line_base;     /* line (or row number) of row r is r + line_base */
     const char *line_field; /* "line", "row" or "keys_path" */
 } lds__imp_sink;
@@ -88,6 +114,20 @@ lds_status lds__imp_reader_read(lds__imp_reader *r, void *dst, size_t n, size_t 
    anywhere but at the very start. Offsets stay file offsets. */
 lds_status lds__imp_reader_skip_bom(lds__imp_reader *r, lds_error *err);
 lds_status lds__imp_reader_peek(lds__imp_reader *r, int *byte, lds_error *err);
+/* Looks at the first bytes of the input: gzip, zstd or xz magic switches the reader to
+   that decoder (then size is UINT64_MAX, and offsets count decoded bytes). */
+lds_status lds__imp_reader_detect(lds__imp_reader *r, lds_error *err);
+/* Restarts the reader on fd[offset, offset + length) decoded by `codec` (NONE or DEFLATE):
+   an .npz entry. */
+lds_status lds__imp_reader_restart(lds__imp_reader *r, uint64_t offset, uint64_t length,
+                                   lds__imp_codec codec, lds_error *err);
+/* The decoder layer (import/decode.c): up to cap decoded bytes into dst; *n == 0 only at
+   the end of the input. */
+lds_status lds__imp_source_read(lds__imp_reader *r, unsigned char *dst, size_t cap, size_t *n,
+                                lds_error *err);
+lds_status lds__imp_codec_start(lds__imp_reader *r, lds__imp_codec codec, lds_error *err);
+void lds__imp_codec_end(lds__imp_reader *r);
+const char *lds__imp_codec_name(lds__imp_codec codec);
 /* Reports progress done == total at the end of a successful import. */
 void lds__imp_reader_progress_done(lds__imp_reader *r);
 
@@ -98,6 +138,11 @@ lds_status lds__imp_sink_open(lds__imp_sink *s, uint32_t dim, bool with_keys, ld
 /* The writer's side of the one key table of a pack (ADR 0010): after lds_writer_add_row
    refused a row with LDS_E_DUP_KEY, the earlier row that holds the key (format/writer.c). */
 uint64_t lds__writer_dup_row(const lds_writer *w);
+
+/* Rounds `v` once to what the index stores (binary32, or straight to float16, bfloat16 or
+   the i8 grid of the scale), returned as the binary32 the writer then stores exactly.
+   With `normalize` set the writer rounds after normalising, so v is only made binary32. */
+float lds__imp_narrow(const lds__imp_sink *s, double v);
 
 lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key, size_t key_len,
                              uint64_t offset, lds_error *err);
@@ -136,6 +181,13 @@ lds_status lds__import_text(lds__imp_ctx *c, bool w2v_header, lds_error *err);
 lds_status lds__import_w2v_binary(lds__imp_ctx *c, lds_error *err);
 lds_status lds__import_npy(lds__imp_ctx *c, lds_error *err);
 lds_status lds__import_fvecs(lds__imp_ctx *c, lds_error *err);
+/* Reads the .npy stream of c->in (a file, a decoded file, or an .npz entry); `what`
+   names it in messages (".npy", or ".npz entry"). */
+lds_status lds__import_npy_stream(lds__imp_ctx *c, const char *what, lds_error *err);
+/* pread(2) of exactly n bytes, retrying EINTR and short reads; 0 or the errno (EIO at end). */
+int lds__imp_pread(int fd, void *buf, size_t n, uint64_t off);
+/* An .npz: finds the entry (options.array, or the only one) and reads it as .npy. */
+lds_status lds__import_npz(lds__imp_ctx *c, lds_error *err);
 
 /* Little-endian loads. */
 static inline uint32_t lds__imp_le32(const unsigned char *p)

@@ -1,7 +1,10 @@
-/* NumPy .npy (format versions 1.0, 2.0, 3.0): a 2-D little-endian float32 or float16 array. */
+/* NumPy .npy (format versions 1.0, 2.0, 3.0): a 2-D array of float16, float32, float64,
+   int8 or uint8, either byte order, C or Fortran order. */
 #include "import_internal.h"
 
+#include <errno.h>
 #include <math.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +17,9 @@
 typedef struct npy_header {
     char descr[16]; /* the first bytes of 'descr', for messages; descr_len is its length */
     size_t descr_len;
-    bool is_f4, is_f2; /* 'descr' is exactly '<f4' or '<f2' (an embedded NUL is not) */
+    char kind;       /* 'f', 'i' or 'u' when 'descr' is one of the accepted ones, else 0 */
+    size_t esize;    /* bytes per element */
+    bool big_endian; /* '>' */
     bool fortran_order;
     size_t ndim;
     uint64_t shape[NPY_MAX_NDIM];
@@ -152,9 +157,19 @@ static lds_status parse_header(cursor *c, npy_header *h)
                 return bad(c, LDS_E_UNSUPPORTED, "structured dtypes are not supported");
             if (!string(c, &s, &n))
                 return bad(c, LDS_E_PARSE, "'descr' is not a string");
-            /* Compared by length, as numpy's dtype() does: '<f4\x00junk' is no '<f4'. */
-            h->is_f4 = n == 3 && memcmp(s, "<f4", 3) == 0;
-            h->is_f2 = n == 3 && memcmp(s, "<f2", 3) == 0;
+            /* Compared by length, as numpy's dtype() does: '<f4\x00junk' is no '<f4'.
+               Accepted: [<>]f2, [<>]f4, [<>]f8, and [|<>]i1, [|<>]u1. */
+            h->kind = 0;
+            if (n == 3 && (s[0] == '<' || s[0] == '>' || s[0] == '|')) {
+                char k = s[1], w = s[2];
+                bool one = w == '1' && (k == 'i' || k == 'u');
+                bool flt = k == 'f' && (w == '2' || w == '4' || w == '8') && s[0] != '|';
+                if (one || flt) {
+                    h->kind = k;
+                    h->esize = (size_t)(w - '0');
+                    h->big_endian = s[0] == '>';
+                }
+            }
             h->descr_len = n;
             if (n >= sizeof h->descr)
                 n = sizeof h->descr - 1;
@@ -187,18 +202,65 @@ static lds_status parse_header(cursor *c, npy_header *h)
     return LDS_OK;
 }
 
-lds_status lds__import_npy(lds__imp_ctx *c, lds_error *err)
+/* Element k of a raw row as a double (exact for every accepted dtype). */
+static double element(const unsigned char *p, const npy_header *h)
+{
+    unsigned char b[8];
+    size_t n = h->esize;
+    for (size_t i = 0; i < n; i++)
+        b[i] = h->big_endian ? p[n - 1 - i] : p[i];
+    switch (h->kind) {
+    case 'i':
+        return (double)(int8_t)b[0];
+    case 'u':
+        return (double)b[0];
+    default:
+        break;
+    }
+    if (n == 2)
+        return (double)lds_f16_to_f32(lds__imp_le16(b));
+    if (n == 4) {
+        uint32_t bits = lds__imp_le32(b);
+        float f;
+        memcpy(&f, &bits, sizeof f);
+        return (double)f;
+    }
+    uint64_t bits = (uint64_t)lds__imp_le32(b) | (uint64_t)lds__imp_le32(b + 4) << 32;
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    return d;
+}
+
+int lds__imp_pread(int fd, void *buf, size_t n, uint64_t off)
+{
+    unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t k = pread(fd, p, n, (off_t)off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return errno;
+        if (k == 0)
+            return EIO;
+        p += k;
+        n -= (size_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
+
+/* Bytes of columns the Fortran-order reader holds at once (a block of rows). */
+#define NPY_F_BLOCK ((size_t)4 << 20)
+
+lds_status lds__import_npy_stream(lds__imp_ctx *c, const char *what, lds_error *err)
 {
     lds__imp_reader *in = &c->in;
     lds__imp_sink *s = &c->sink;
     const lds_limits *lim = &c->opts->limits;
     bool with_keys = c->keys.fd >= 0;
+    bool sized = in->size != UINT64_MAX;
     s->line_field = with_keys ? "keys_path" : "row";
     s->line_base = 1;
-    if (in->size == UINT64_MAX)
-        return lds__imp_fail(err, LDS_E_UNSUPPORTED, "npy", 0, 0,
-                             ".npy input must be a regular file (its size is checked against "
-                             "the header)");
     unsigned char pre[12];
     size_t got;
     lds_status st = lds__imp_reader_read(in, pre, 10, &got, err);
@@ -206,7 +268,7 @@ lds_status lds__import_npy(lds__imp_ctx *c, lds_error *err)
         return st;
     if (got < 8 || memcmp(pre, NPY_MAGIC, NPY_MAGIC_SIZE) != 0)
         return lds__imp_fail(err, LDS_E_PARSE, "npy.magic", 0, 0,
-                             "byte 0: not an .npy file (no \\x93NUMPY magic)");
+                             "byte 0: not an %s file (no \\x93NUMPY magic)", what);
     unsigned major = pre[6], minor = pre[7];
     if ((major != 1 && major != 2 && major != 3) || minor != 0)
         return lds__imp_fail(err, LDS_E_UNSUPPORTED, "npy.version", 6, 0,
@@ -223,7 +285,7 @@ lds_status lds__import_npy(lds__imp_ctx *c, lds_error *err)
         return lds__imp_fail(err, LDS_E_TRUNCATED, "npy.header_len", 8, 0,
                              "byte 8: the file ends inside the header length");
     uint64_t hlen = major == 1 ? lds__imp_le16(pre + 8) : lds__imp_le32(pre + 8);
-    if (hlen > in->size - prefix)
+    if (sized && hlen > in->size - prefix)
         return lds__imp_fail(err, LDS_E_TRUNCATED, "npy.header_len", 8, 0,
                              "byte 8: the header length %llu runs past the end of the file "
                              "(%llu bytes)",
@@ -235,10 +297,16 @@ lds_status lds__import_npy(lds__imp_ctx *c, lds_error *err)
     char *text = malloc((size_t)hlen + 1);
     if (!text)
         return lds__imp_fail(err, LDS_E_NOMEM, "npy.header", prefix, 0, "out of memory (header)");
-    unsigned char *raw = NULL;
+    unsigned char *raw = NULL, *block = NULL;
     float *vec = NULL;
     if ((st = lds__imp_reader_read(in, text, (size_t)hlen, &got, err)) != LDS_OK)
         goto out;
+    if (got < hlen) {
+        st = lds__imp_fail(err, LDS_E_TRUNCATED, "npy.header", prefix + got, 0,
+                           "byte %llu: the file ends inside the header",
+                           (unsigned long long)(prefix + got));
+        goto out;
+    }
     text[hlen] = '\0';
     npy_header h;
     memset(&h, 0, sizeof h);
@@ -246,29 +314,19 @@ lds_status lds__import_npy(lds__imp_ctx *c, lds_error *err)
     if ((st = parse_header(&cur, &h)) != LDS_OK)
         goto out;
 
-    size_t esize;
     char descr[4 * LDS__IMP_SHOWN + 8];
     lds__imp_quote(descr, sizeof descr, h.descr,
                    h.descr_len < sizeof h.descr ? h.descr_len : sizeof h.descr - 1);
-    if (h.is_f4) {
-        esize = 4;
-    } else if (h.is_f2) {
-        esize = 2;
-    } else {
+    if (!h.kind) {
         st = lds__imp_fail(err, LDS_E_UNSUPPORTED, "npy.descr", prefix, 0,
-                           "byte %llu: .npy dtype '%s%s'; '<f4' and '<f2' are supported (convert "
-                           "with arr.astype('<f4'))",
+                           "byte %llu: .npy dtype '%s%s'; supported: float16, float32, float64 "
+                           "(either byte order), int8 and uint8 (convert with "
+                           "arr.astype('<f4'))",
                            (unsigned long long)prefix, descr,
                            h.descr_len >= sizeof h.descr ? "..." : "");
         goto out;
     }
-    if (h.fortran_order) {
-        st = lds__imp_fail(err, LDS_E_UNSUPPORTED, "npy.fortran_order", prefix, 0,
-                           "byte %llu: .npy array in Fortran order; save a C-order array "
-                           "(np.ascontiguousarray)",
-                           (unsigned long long)prefix);
-        goto out;
-    }
+    size_t esize = h.esize;
     if (h.ndim != 2) {
         st = lds__imp_fail(err, LDS_E_UNSUPPORTED, "npy.shape", prefix, 0,
                            "byte %llu: .npy array of %zu dimensions; expected shape (N, D)",
@@ -305,8 +363,8 @@ lds_status lds__import_npy(lds__imp_ctx *c, lds_error *err)
                            (unsigned long long)dim, h.descr);
         goto out;
     }
-    uint64_t have = in->size - data_off;
-    if (data != have) {
+    if (sized && data != in->size - data_off) {
+        uint64_t have = in->size - data_off;
         st = lds__imp_fail(
             err, data > have ? LDS_E_TRUNCATED : LDS_E_TRAILING, "npy.shape", data_off, 0,
             "byte %llu: the header declares shape (%llu, %llu) of %s, %llu bytes "
@@ -315,22 +373,43 @@ lds_status lds__import_npy(lds__imp_ctx *c, lds_error *err)
             (unsigned long long)data, (unsigned long long)have);
         goto out;
     }
+    /* Fortran order stores column after column: rows are gathered from D places of the
+       file, which needs the bytes by offset, not a decoded stream. */
+    bool by_column = h.fortran_order && dim > 1 && rows > 1;
+    if (by_column && (in->codec != LDS__CODEC_NONE || !sized)) {
+        st = lds__imp_fail(err, LDS_E_UNSUPPORTED, "npy.fortran_order", prefix, 0,
+                           "byte %llu: a Fortran-order %s is read by column offsets, so it must "
+                           "be an uncompressed regular file (or a stored .npz entry); save a "
+                           "C-order array (np.ascontiguousarray) or decompress it first",
+                           (unsigned long long)prefix, what);
+        goto out;
+    }
     if (with_keys) {
         uint64_t lines;
         if ((st = lds__imp_keys_count(c, &lines, err)) != LDS_OK)
             goto out;
         if (lines != rows) {
             st = lds__imp_fail(err, LDS_E_LENGTH_MISMATCH, "keys_path", 0, 0,
-                               "the keys file has %llu lines but the .npy array has %llu rows",
-                               (unsigned long long)lines, (unsigned long long)rows);
+                               "the keys file has %llu lines but the %s array has %llu rows",
+                               (unsigned long long)lines, what, (unsigned long long)rows);
             goto out;
         }
     }
 
     size_t row_bytes = (size_t)dim * esize;
+    size_t block_rows = 0;
+    uint64_t block_first = 0, block_end = 0;
     raw = malloc(row_bytes);
     vec = malloc((size_t)dim * sizeof *vec);
-    if (!raw || !vec) {
+    if (by_column) {
+        block_rows = NPY_F_BLOCK / row_bytes;
+        if (block_rows == 0)
+            block_rows = 1;
+        if (block_rows > rows)
+            block_rows = (size_t)rows;
+        block = malloc(block_rows * row_bytes);
+    }
+    if (!raw || !vec || (by_column && !block)) {
         st = lds__imp_fail(err, LDS_E_NOMEM, "row", data_off, 1, "out of memory (one row)");
         goto out;
     }
@@ -338,33 +417,58 @@ lds_status lds__import_npy(lds__imp_ctx *c, lds_error *err)
         goto out;
     for (uint64_t r = 0; r < rows; r++) {
         uint64_t row = r + 1;
-        uint64_t row_off = lds__imp_reader_offset(in);
-        if ((st = lds__imp_reader_read(in, raw, row_bytes, &got, err)) != LDS_OK)
-            goto out;
-        if (got < row_bytes) {
-            /* The size was checked; the file shrank while being read. */
-            st = lds__imp_fail(err, LDS_E_TRUNCATED, "row", row_off + got, row,
-                               "row %llu (byte %llu): the file ends inside the row",
-                               (unsigned long long)(row - 1), (unsigned long long)row_off);
-            goto out;
+        uint64_t row_off = by_column ? data_off + r * esize : lds__imp_reader_offset(in);
+        if (by_column) {
+            if (r >= block_end) {
+                /* Column k of rows [r, r + nb) lies at data_off + (k * N + r) * esize. */
+                size_t nb = (size_t)(rows - r < block_rows ? rows - r : block_rows);
+                for (size_t k = 0; k < (size_t)dim; k++) {
+                    uint64_t at = in->file_base + data_off + ((uint64_t)k * rows + r) * esize;
+                    int e = lds__imp_pread(in->fd, block + k * nb * esize, nb * esize, at);
+                    if (e != 0) {
+                        errno = e;
+                        st = lds__imp_fail(
+                            err, e == EIO ? LDS_E_TRUNCATED : LDS_E_IO, "row", at, row,
+                            "column %zu (byte %llu): %s", k, (unsigned long long)at,
+                            e == EIO ? "the file ends inside the column" : strerror(e));
+                        goto out;
+                    }
+                }
+                block_first = r;
+                block_end = r + nb;
+            }
+            size_t nb = (size_t)(block_end - block_first), j = (size_t)(r - block_first);
+            for (size_t k = 0; k < (size_t)dim; k++)
+                memcpy(raw + k * esize, block + (k * nb + j) * esize, esize);
+        } else {
+            if ((st = lds__imp_reader_read(in, raw, row_bytes, &got, err)) != LDS_OK)
+                goto out;
+            if (got < row_bytes) {
+                st =
+                    lds__imp_fail(err, LDS_E_TRUNCATED, "row", row_off + got, row,
+                                  "row %llu (byte %llu): the %s ends inside the row",
+                                  (unsigned long long)(row - 1), (unsigned long long)row_off, what);
+                goto out;
+            }
         }
         for (size_t k = 0; k < (size_t)dim; k++) {
-            float v;
-            if (esize == 4) {
-                uint32_t bits = lds__imp_le32(raw + 4 * k);
-                memcpy(&v, &bits, sizeof v);
-            } else {
-                v = lds_f16_to_f32(lds__imp_le16(raw + 2 * k));
-            }
+            double v = element(raw + esize * k, &h);
+            uint64_t at =
+                by_column ? data_off + ((uint64_t)k * rows + r) * esize : row_off + esize * k;
             if (!isfinite(v)) {
-                uint64_t at = row_off + esize * k;
                 st = lds__imp_fail(err, LDS_E_BAD_VALUE, "row", at, row,
                                    "row %llu (byte %llu): element %zu is %s, not a finite number",
                                    (unsigned long long)(row - 1), (unsigned long long)at, k,
                                    isnan(v) ? "NaN" : "infinite");
                 goto out;
             }
-            vec[k] = v;
+            if (fabs(v) >= 0x1.ffffffp127) { /* rounds to infinity in binary32 */
+                st = lds__imp_fail(err, LDS_E_BAD_VALUE, "row", at, row,
+                                   "row %llu (byte %llu): element %zu is %g, beyond binary32",
+                                   (unsigned long long)(row - 1), (unsigned long long)at, k, v);
+                goto out;
+            }
+            vec[k] = lds__imp_narrow(s, v);
         }
         const char *key = NULL;
         size_t klen = 0;
@@ -377,9 +481,29 @@ lds_status lds__import_npy(lds__imp_ctx *c, lds_error *err)
         if ((st = lds__imp_sink_row(s, vec, key, klen, key_off, err)) != LDS_OK)
             goto out;
     }
+    if (!sized && !by_column) {
+        int next;
+        if ((st = lds__imp_reader_peek(in, &next, err)) != LDS_OK)
+            goto out;
+        if (next != -1) {
+            uint64_t at = lds__imp_reader_offset(in);
+            st = lds__imp_fail(err, LDS_E_TRAILING, "npy.shape", at, 0,
+                               "byte %llu: data after the %llu rows that shape (%llu, %llu) "
+                               "declares",
+                               (unsigned long long)at, (unsigned long long)rows,
+                               (unsigned long long)rows, (unsigned long long)dim);
+            goto out;
+        }
+    }
 out:
     free(text);
     free(raw);
+    free(block);
     free(vec);
     return st;
+}
+
+lds_status lds__import_npy(lds__imp_ctx *c, lds_error *err)
+{
+    return lds__import_npy_stream(c, ".npy", err);
 }

@@ -9,6 +9,19 @@ static bool is_space(char ch)
     return ch == ' ' || ch == '\t';
 }
 
+/* Whether tok[0, n) reads whole as a decimal number (C locale). */
+static bool looks_numeric(lds__imp_ctx *c, const char *tok, size_t n)
+{
+    char buf[LDS__IMP_MAX_TOKEN + 1];
+    if (n == 0 || n > LDS__IMP_MAX_TOKEN)
+        return false;
+    memcpy(buf, tok, n);
+    buf[n] = '\0';
+    char *end = NULL;
+    (void)strtod_l(buf, &end, c->c_locale);
+    return end == buf + n;
+}
+
 /* Number of separator-delimited tokens in line[from, len). */
 static size_t count_tokens(const char *line, size_t from, size_t len)
 {
@@ -96,6 +109,19 @@ lds_status lds__import_text(lds__imp_ctx *c, bool w2v_header, lds_error *err)
         if ((st = lds__imp_sink_open(s, (uint32_t)dim, true, err)) != LDS_OK)
             goto out;
     }
+    if (!w2v_header && c->opts->dim > 0) {
+        /* D given: every line, the first too, may have a key with spaces. */
+        dim = c->opts->dim;
+        if (dim > lim->max_dim || dim > UINT32_MAX)
+            return lds__imp_fail(err, LDS_E_LIMIT, "options.dim", 0, 0,
+                                 "dim = %llu is above max_dim = %llu", (unsigned long long)dim,
+                                 (unsigned long long)lim->max_dim);
+        vec = malloc((size_t)dim * sizeof *vec);
+        if (!vec)
+            return lds__imp_fail(err, LDS_E_NOMEM, "line", 0, 1, "out of memory (one row)");
+        if ((st = lds__imp_sink_open(s, (uint32_t)dim, true, err)) != LDS_OK)
+            goto out;
+    }
     uint64_t blank_line = 0, blank_off = 0; /* first blank line not yet followed by a row */
     for (;;) {
         char *line;
@@ -139,6 +165,25 @@ lds_status lds__import_text(lds__imp_ctx *c, bool w2v_header, lds_error *err)
         while (klen < len && !is_space(line[klen]))
             klen++;
         uint64_t found = ntok - 1;
+        /* Once D is known, a line of more fields holds a key with spaces in it (GloVe
+           840B has such keys): the last D fields are the vector and everything before
+           them the key, provided the field just before the vector is not a number (then
+           the line has a number too many, refused below). */
+        if (vec && found > dim) {
+            size_t i = 0, last_start = 0, last_end = 0;
+            for (uint64_t t = 0; t < ntok - dim; t++) {
+                while (is_space(line[i]))
+                    i++;
+                last_start = i;
+                while (i < len && !is_space(line[i]))
+                    i++;
+                last_end = i;
+            }
+            if (!looks_numeric(c, line + last_start, last_end - last_start)) {
+                klen = last_end;
+                found = dim;
+            }
+        }
         if (!vec) {
             /* GloVe: the first row fixes D. */
             if (found == 0) {

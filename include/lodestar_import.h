@@ -9,7 +9,8 @@
  * (to refuse duplicates), never by a size the input declares.
  *
  * Formats (the grammar each accepts is given at lds_import_format):
- *   GloVe text, word2vec text, word2vec binary, NumPy .npy, and .fvecs.
+ *   GloVe text, word2vec text (and fastText .vec), word2vec binary, NumPy .npy
+ *   and .npz, and .fvecs; each may be gzip, zstd or xz compressed.
  */
 #ifndef LODESTAR_IMPORT_H
 #define LODESTAR_IMPORT_H
@@ -40,10 +41,32 @@ extern "C" {
  * - LDS_IMPORT_W2V_BINARY: a first line "N D\n", then N rows, each: the key
  *   (bytes up to a space; leading newlines are skipped), one space, then D
  *   little-endian binary32 values, then an optional newline.
- * - LDS_IMPORT_NPY: NumPy format versions 1.0, 2.0 and 3.0; descr '<f4' or
- *   '<f2' (converted to binary32 exactly); fortran_order False; shape (N, D);
- *   the data must fill the rest of the file exactly. No keys unless
+ * - LDS_IMPORT_NPY: NumPy format versions 1.0, 2.0 and 3.0; descr '<f2',
+ *   '>f2', '<f4', '>f4', '<f8', '>f8', '|i1', '|u1' (or '<'/'>' for the
+ *   one-byte types); float64 is rounded once, to nearest even, straight to the
+ *   stored dtype (binary32, binary16, bfloat16 or the i8 grid; with normalize,
+ *   to binary32, then the writer rounds after normalising); a float64 that
+ *   rounds beyond binary32 is LDS_E_BAD_VALUE. fortran_order True is read
+ *   column by column by offset (an uncompressed regular file or a stored .npz
+ *   entry; else LDS_E_UNSUPPORTED); shape (N, D); the data must fill the rest
+ *   of the file (or the decoded stream) exactly. No keys unless
  *   options.keys_path is given.
+ * - LDS_IMPORT_NPZ: a NumPy .npz (zip, zip64 fields as numpy writes them) of
+ *   .npy entries, stored or deflated; options.array names the entry ("x" or
+ *   "x.npy"), or the file must hold exactly one (LDS_E_INVALID_ARG, field
+ *   "options.array", listing the names). Offsets in errors about the array
+ *   count from the entry's first byte. Must be a regular file.
+ * - LDS_IMPORT_FASTTEXT: fastText .vec, which is word2vec text.
+ *
+ * GloVe and word2vec text: once D is known (the first row, or the header), a
+ * line of more than D + 1 fields holds a key with spaces (glove.840B's ". . .")
+ * when the field before its last D is not a decimal number: the key is the line
+ * up to that field's end, spaces kept. Otherwise the line is refused as having
+ * too many numbers.
+ *
+ * Every format may be compressed with gzip (members concatenated), zstd or xz:
+ * the magic bytes at the start of the input choose the decoder, whatever the
+ * file's name (see max_decoded_bytes for the bounds).
  * - LDS_IMPORT_FVECS: rows of (int32 little-endian d, then d binary32); every
  *   row has the same d > 0, and the file is a whole number of rows. No keys
  *   unless options.keys_path is given.
@@ -54,7 +77,8 @@ extern "C" {
  * anywhere else is an ordinary part of a key.
  *
  * Imported indexes never carry ids (lds_index_has_ids() is false); they carry
- * keys for the text and word2vec formats, and for .npy/.fvecs with keys_path.
+ * keys for the text and word2vec formats, and for .npy/.npz/.fvecs with
+ * keys_path.
  */
 typedef enum lds_import_format {
     LDS_IMPORT_AUTO = 0,   /* detect from the extension, see lds_import_file */
@@ -62,8 +86,19 @@ typedef enum lds_import_format {
     LDS_IMPORT_W2V_TEXT,   /* "word2vec" */
     LDS_IMPORT_W2V_BINARY, /* "word2vec-bin" */
     LDS_IMPORT_NPY,        /* "npy" */
-    LDS_IMPORT_FVECS       /* "fvecs" */
+    LDS_IMPORT_FVECS,      /* "fvecs" */
+    LDS_IMPORT_NPZ,        /* "npz": one .npy array of a NumPy .npz (zip) file */
+    LDS_IMPORT_FASTTEXT    /* "fasttext": fastText .vec, word2vec text with its header */
 } lds_import_format;
+
+/** What a key seen on an earlier row does (lds_import_options.on_duplicate). */
+typedef enum lds_import_dup {
+    LDS_IMPORT_DUP_ERROR = 0, /* LDS_E_DUP_KEY naming both places (default) */
+    LDS_IMPORT_DUP_FIRST      /* the later row is skipped: the first vector stays */
+} lds_import_dup;
+
+/** Default of lds_import_options.max_decoded_bytes: 64 GiB. */
+#define LDS_IMPORT_DEFAULT_MAX_DECODED (UINT64_C(64) << 30)
 
 /**
  * Options of lds_import_file. Initialise with lds_import_options_default();
@@ -77,7 +112,7 @@ typedef struct lds_import_options {
     /** Input format; default LDS_IMPORT_AUTO. */
     lds_import_format format;
     /**
-     * NPY and FVECS only (LDS_E_INVALID_ARG with another format): a UTF-8
+     * NPY, NPZ and FVECS only (LDS_E_INVALID_ARG with another format): a UTF-8
      * text file with one key per line (LF or CRLF; the last line may lack its
      * newline). Its line count must equal the row count (checked before any
      * row is written). NULL (default): the index has no keys.
@@ -120,6 +155,34 @@ typedef struct lds_import_options {
      * shorter struct get the default.
      */
     float i8_scale;
+    /**
+     * LDS_DTYPE_I8 only: choose i8_scale = max |x| / 127 over the input (after
+     * normalisation), read in a first pass; the input must then be a file that can be
+     * opened twice (not standard input: LDS_E_INVALID_ARG). Default false.
+     */
+    bool i8_scale_auto;
+    /**
+     * Compressed input (gzip, zstd or xz, detected by their magic bytes for every format;
+     * an .npz entry of method deflate): the most bytes it may decode to, LDS_E_LIMIT
+     * beyond, so a small file that expands without end is refused after this many bytes
+     * of work and with the importer's usual bounded memory. 0 (default):
+     * LDS_IMPORT_DEFAULT_MAX_DECODED. Independently, past the first 64 MiB a stream may
+     * not decode to more than 4096 times the compressed bytes read so far (LDS_E_LIMIT,
+     * "expands like a decompression bomb"; ADR 0018). Offsets in messages about a
+     * compressed input count decoded bytes, except those of field "compressed", which
+     * count the file's own.
+     */
+    uint64_t max_decoded_bytes;
+    /** LDS_IMPORT_NPZ: the array to read, "name" or "name.npy" as np.savez names it.
+        NULL (default): the file must hold exactly one array. */
+    const char *array;
+    /** A repeated key: refused (default) or the first row kept and the later skipped
+        (counted in lds_import_result.duplicates_skipped). */
+    lds_import_dup on_duplicate;
+    /** LDS_IMPORT_GLOVE: D, the numbers per row, so that even the first line's key may
+        hold spaces; 0 (default): D is the first line's field count less one. Above
+        limits.max_dim: LDS_E_LIMIT. Ignored by the other formats. */
+    uint64_t dim;
 } lds_import_options;
 
 /** Smallest lds_import_options.size accepted: the struct as first shipped. */
@@ -142,10 +205,15 @@ typedef struct lds_import_result {
     uint64_t input_bytes;
     /** True when the index carries keys. */
     bool has_keys;
+    /** Input rows skipped as repeated keys (LDS_IMPORT_DUP_FIRST). */
+    uint64_t duplicates_skipped;
+    /** LDS_DTYPE_I8: the scale stored (chosen from the data with i8_scale_auto); else 0. */
+    float i8_scale;
 } lds_import_result;
 
-/** Smallest lds_import_result.size accepted (see "Struct sizes" in lodestar.h). */
-#define LDS_IMPORT_RESULT_MIN_SIZE sizeof(lds_import_result)
+/** Smallest lds_import_result.size accepted (see "Struct sizes" in lodestar.h): the
+    struct before duplicates_skipped; a shorter-sized caller gets the fields that fit. */
+#define LDS_IMPORT_RESULT_MIN_SIZE offsetof(lds_import_result, duplicates_skipped)
 
 /**
  * Reads `input_path` in `options->format` and writes a lodestar index to
@@ -154,11 +222,13 @@ typedef struct lds_import_result {
  * failed or interrupted import never leaves a partial file at `output_path`.
  *
  * `input_path` may name a FIFO or character device for the text, word2vec
- * binary and .fvecs formats (then the checks against the file size are
- * skipped and progress reports a total of 0); .npy input and the keys file
- * must be regular files (.npy: LDS_E_UNSUPPORTED otherwise).
+ * binary, .npy (C order) and .fvecs formats, and any compressed input (then
+ * the checks against the file size become checks while reading, and progress
+ * reports a total of 0); an .npz, a Fortran-order .npy, the keys file and
+ * input read twice (i8_scale_auto) must be regular files.
  *
- * With LDS_IMPORT_AUTO the format follows the extension, case-insensitively:
+ * With LDS_IMPORT_AUTO the format follows the extension, case-insensitively,
+ * after a final ".gz", ".zst", ".zstd" or ".xz" is set aside; ".npz" is NPZ;
  * ".txt" and ".vec" are word2vec text if the first line is exactly two
  * runs of decimal digits ("N D"; one too large for 64 bits is then refused,
  * LDS_E_LIMIT, rather than read as a GloVe key), else GloVe; ".bin" is word2vec
@@ -182,8 +252,12 @@ typedef struct lds_import_result {
  *   as `input_path` or keys_path (same device and inode, so another spelling,
  *   a symbolic link or a hard link is caught), refused before anything is
  *   written; `output_path` not a regular file (see lds_writer_open_path).
- * - LDS_E_UNSUPPORTED: undetectable format; an .npy dtype other than '<f4' or
- *   '<f2', fortran_order True, a version other than 1.0/2.0/3.0.
+ * - LDS_E_UNSUPPORTED: undetectable format; an .npy dtype not listed above, a
+ *   Fortran-order array in a compressed input, a version other than
+ *   1.0/2.0/3.0; an encrypted .npz entry or one of a method other than 0 or 8;
+ *   i8_scale_auto on input that is not a regular file is LDS_E_INVALID_ARG.
+ * - LDS_E_LIMIT also: compressed input beyond max_decoded_bytes or the 4096:1
+ *   ratio (field "compressed"); an .xz stream needing over 256 MiB to decode.
  * - LDS_E_IO: opening or reading an input failed (sys_errno set), or any
  *   writer I/O error.
  * - LDS_E_PARSE: malformed input: a bad number or integer, a row of the wrong
@@ -213,7 +287,7 @@ LDS_API lds_status lds_import_file(const char *input_path, const char *output_pa
 
 /**
  * The format's name: "auto", "glove", "word2vec", "word2vec-bin", "npy",
- * "fvecs" (one name per format, the one `lodestar pack --format` takes); a
+ * "fvecs", "npz", "fasttext" (one name per format, the one `lodestar pack --format` takes); a
  * static string, or NULL for an unknown value.
  */
 LDS_API const char *lds_import_format_name(lds_import_format format);

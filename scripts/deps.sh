@@ -20,6 +20,7 @@ done
 PACKAGES=(
     meson ninja-build pkg-config gcc clang # build (gcc and clang both build -Werror clean)
     libzstd-dev libxxhash-dev libjson-c-dev # libraries (dependency() in meson)
+    zlib1g-dev liblzma-dev                  # gzip/.npz deflate and xz inputs of pack
     libcmocka-dev                          # unit tests
     libcurl4-openssl-dev                   # lds_load_url (optional: meson -Dcurl=auto)
     nginx-light curl time                  # test_url.py --nginx; bench/load_url.py (GNU time)

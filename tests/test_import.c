@@ -1018,15 +1018,6 @@ static void test_npy_refusals(void **state)
                           "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 99999), }", data,
                           24),
                 &o, LDS_E_LIMIT, 0);
-    import_fail(write_npy("h6.npy", 1, "{'descr': '<f4', 'fortran_order': True, 'shape': (3, 2), }",
-                          data, 24),
-                &o, LDS_E_UNSUPPORTED, 0);
-    import_fail(write_npy("h7.npy", 1,
-                          "{'descr': '<f8', 'fortran_order': False, 'shape': (3, 1), }", data, 24),
-                &o, LDS_E_UNSUPPORTED, 0);
-    import_fail(write_npy("h8.npy", 1,
-                          "{'descr': '>f4', 'fortran_order': False, 'shape': (3, 2), }", data, 24),
-                &o, LDS_E_UNSUPPORTED, 0);
     import_fail(write_npy("h9.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), }",
                           data, 24),
                 &o, LDS_E_UNSUPPORTED, 0);
@@ -1063,6 +1054,116 @@ static void test_npy_refusals(void **state)
     import_fail(write_npy("h19.npy", 1,
                           "{'descr': '<f2', 'fortran_order': False, 'shape': (1, 2), }", half, 4),
                 &o, LDS_E_BAD_VALUE, 1);
+}
+
+/* Row r of idx as floats equals want[0, dim). */
+static void assert_row(const lds_index *idx, uint64_t r, const float *want, size_t dim)
+{
+    float got[8];
+    assert_true(dim <= 8);
+    assert_int_equal(lds_index_row_f32(idx, r, got, dim), LDS_OK);
+    for (size_t k = 0; k < dim; k++)
+        if (memcmp(&got[k], &want[k], sizeof got[k]) != 0)
+            fail_msg("row %llu element %zu: got %a, want %a", (unsigned long long)r, k,
+                     (double)got[k], (double)want[k]);
+}
+
+/* The .npy dtypes and layouts numpy writes: Fortran order, big-endian, float64 rounded
+   once to the stored type, int8 and uint8. */
+static void test_npy_layouts(void **state)
+{
+    (void)state;
+    lds_import_options o = opts_for(LDS_IMPORT_NPY, NULL);
+    float data[6] = {1, 2, 3, 4, 5, 6};
+    /* Fortran order: column 0 is (1, 2, 3), column 1 is (4, 5, 6). */
+    lds_index *idx =
+        import_ok(write_npy("f1.npy", 1,
+                            "{'descr': '<f4', 'fortran_order': True, 'shape': (3, 2), }", data, 24),
+                  &o, NULL);
+    assert_row(idx, 0, (const float[]){1, 4}, 2);
+    assert_row(idx, 2, (const float[]){3, 6}, 2);
+    lds_index_free(idx);
+    /* Big-endian float32. */
+    unsigned char be[24];
+    for (int i = 0; i < 6; i++) {
+        uint32_t b;
+        memcpy(&b, &data[i], 4);
+        for (int j = 0; j < 4; j++)
+            be[4 * i + j] = (unsigned char)(b >> (24 - 8 * j));
+    }
+    idx =
+        import_ok(write_npy("f2.npy", 1,
+                            "{'descr': '>f4', 'fortran_order': False, 'shape': (3, 2), }", be, 24),
+                  &o, NULL);
+    assert_row(idx, 1, (const float[]){3, 4}, 2);
+    lds_index_free(idx);
+    /* float64 to float32: 0.1 and a value 2^-40 above the f16 tie 1 + 2^-11. */
+    double d[3] = {0.1, 1.0 + 0x1p-11 + 0x1p-40, -3.0};
+    idx = import_ok(write_npy("f3.npy", 1,
+                              "{'descr': '<f8', 'fortran_order': False, 'shape': (3, 1), }", d,
+                              sizeof d),
+                    &o, NULL);
+    assert_row(idx, 0, (const float[]){0.1f}, 1);
+    assert_row(idx, 1, (const float[]){1.0f + 0x1p-11f}, 1);
+    lds_index_free(idx);
+    /* To float16 once: 1 + 2^-11 + 2^-40 is above the tie, so 1 + 2^-10; through float32
+       first it would be the tie itself, rounded to even: 1.0. */
+    lds_import_options h = o;
+    h.dtype = LDS_DTYPE_F16;
+    idx = import_ok(tmp_path("f3.npy"), &h, NULL);
+    assert_row(idx, 1, (const float[]){1.0f + 0x1p-10f}, 1);
+    assert_row(idx, 2, (const float[]){-3.0f}, 1);
+    lds_index_free(idx);
+    /* The same for bfloat16: 1 + 2^-8 + 2^-40 becomes 1 + 2^-7. */
+    double bd[1] = {1.0 + 0x1p-8 + 0x1p-40};
+    lds_import_options b = o;
+    b.dtype = LDS_DTYPE_BF16;
+    idx = import_ok(write_npy("f4.npy", 1,
+                              "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1), }", bd,
+                              sizeof bd),
+                    &b, NULL);
+    assert_row(idx, 0, (const float[]){1.0f + 0x1p-7f}, 1);
+    lds_index_free(idx);
+    /* float64 beyond binary32 is refused by its row and byte. */
+    double huge[2] = {1.0, 1e39};
+    lds_error e = import_fail(
+        write_npy("f5.npy", 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2), }", huge,
+                  sizeof huge),
+        &o, LDS_E_BAD_VALUE, 1);
+    assert_int_equal(e.offset, npy_data_off(1, "{'descr': '<f8', 'fortran_order': False, "
+                                               "'shape': (1, 2), }") +
+                                   8);
+    /* int8 and uint8, to f32 and to i8 with scale 1. */
+    int8_t i8[4] = {-127, -1, 0, 127};
+    idx = import_ok(write_npy("f6.npy", 1,
+                              "{'descr': '|i1', 'fortran_order': False, 'shape': (2, 2), }", i8, 4),
+                    &o, NULL);
+    assert_row(idx, 0, (const float[]){-127, -1}, 2);
+    assert_row(idx, 1, (const float[]){0, 127}, 2);
+    lds_index_free(idx);
+    lds_import_options q = o;
+    q.dtype = LDS_DTYPE_I8;
+    q.i8_scale = 1.0f;
+    idx = import_ok(tmp_path("f6.npy"), &q, NULL);
+    assert_int_equal(((const int8_t *)lds_index_row(idx, 0))[0], -127);
+    assert_int_equal(((const int8_t *)lds_index_row(idx, 1))[1], 127);
+    lds_index_free(idx);
+    uint8_t u8[2] = {0, 255};
+    idx = import_ok(write_npy("f7.npy", 1,
+                              "{'descr': '|u1', 'fortran_order': False, 'shape': (1, 2), }", u8, 2),
+                    &o, NULL);
+    assert_row(idx, 0, (const float[]){0, 255}, 2);
+    lds_index_free(idx);
+    /* Still refused: complex, big-endian int wider than a byte, '|f4'. */
+    import_fail(write_npy("f8.npy", 1,
+                          "{'descr': '<c8', 'fortran_order': False, 'shape': (3, 1), }", data, 24),
+                &o, LDS_E_UNSUPPORTED, 0);
+    import_fail(write_npy("f9.npy", 1,
+                          "{'descr': '>i4', 'fortran_order': False, 'shape': (3, 2), }", data, 24),
+                &o, LDS_E_UNSUPPORTED, 0);
+    import_fail(write_npy("f10.npy", 1,
+                          "{'descr': '|f4', 'fortran_order': False, 'shape': (3, 2), }", data, 24),
+                &o, LDS_E_UNSUPPORTED, 0);
 }
 
 static void test_keys_file_refusals(void **state)
@@ -1352,6 +1453,7 @@ int main(void)
         cmocka_unit_test_teardown(test_w2v_text_refusals, test_teardown),
         cmocka_unit_test_teardown(test_w2v_binary_refusals, test_teardown),
         cmocka_unit_test_teardown(test_npy_refusals, test_teardown),
+        cmocka_unit_test_teardown(test_npy_layouts, test_teardown),
         cmocka_unit_test_teardown(test_keys_file_refusals, test_teardown),
         cmocka_unit_test_teardown(test_keys_file_must_be_regular, test_teardown),
         cmocka_unit_test_teardown(test_fvecs_refusals, test_teardown),

@@ -573,10 +573,12 @@ static void import_cases(void)
         sizeof v);
     npy("npy-one-byte-more", LDS_E_TRAILING,
         "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 7), }", v, 29);
-    npy("npy-f8", LDS_E_UNSUPPORTED, "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 4), }",
+    npy("npy-complex64", LDS_E_UNSUPPORTED,
+        "{'descr': '<c8', 'fortran_order': False, 'shape': (1, 4), }", v, sizeof v);
+    npy("npy-fortran-valid", LDS_OK, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 4), }",
         v, sizeof v);
-    npy("npy-fortran", LDS_E_UNSUPPORTED,
-        "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 4), }", v, sizeof v);
+    npy("npy-f8-one-row-short", LDS_E_TRUNCATED,
+        "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 4), }", v, sizeof v);
     npy("npy-shape-1d", LDS_E_UNSUPPORTED,
         "{'descr': '<f4', 'fortran_order': False, 'shape': (8,), }", v, sizeof v);
     npy("npy-dict-unterminated", LDS_E_PARSE, "{'descr': '<f4', 'fortran_order': False, 'sha", v,

@@ -27,7 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     o.limits.max_dim = 4096;
     o.limits.max_rows = 1u << 16;
     o.limits.max_key_bytes = 64;
-    if ((ctl & 4) && (fmt == LDS_IMPORT_NPY || fmt == LDS_IMPORT_FVECS)) {
+    o.max_decoded_bytes = 1u << 24; /* a compressed input decodes to at most 16 MiB */
+    if ((ctl & 4) && (fmt == LDS_IMPORT_NPY || fmt == LDS_IMPORT_NPZ || fmt == LDS_IMPORT_FVECS)) {
         char keys[32 * 8];
         size_t kn = 0;
         for (unsigned i = 0; i < (unsigned)(ctl >> 3); i++)

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Expansion ratios (decoded bytes / compressed bytes) of embedding files and of bombs under
+gzip -9, xz -1 and zstd -3: the evidence for the importer's 4096:1 cap (docs/adr/0018).
+
+usage: bench/compression_ratios.py [--dry] [--json FILE] [-h]
+Run from the repository's top; needs numpy and the zstd program. --dry: the first 500
+lines of the GloVe sample and 1 MiB bombs (for tests/test_bench_map.py). --json FILE: the
+ratios also as JSON rows named "INPUT @ CODER" (scripts/adr-check.sh).
+"""
+import gzip
+import io
+import json
+import lzma
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+
+def main():
+    if "-h" in sys.argv or "--help" in sys.argv:
+        print(__doc__.strip())
+        return 0
+    dry = "--dry" in sys.argv
+    text = subprocess.run(["zstd", "-q", "-d", "-c", "data/glove-100d-20k.txt.zst"],
+                          stdout=subprocess.PIPE, check=True).stdout
+    if dry:
+        text = b"".join(text.splitlines(keepends=True)[:500])
+    a = np.array([[float(x) for x in line.split(" ")[1:]] for line in text.decode().splitlines()],
+                 dtype=np.float32)
+
+    def npy(x):
+        b = io.BytesIO()
+        np.save(b, x)
+        return b.getvalue()
+
+    def zst(d):
+        return subprocess.run(["zstd", "-q", "-c", "-3", "-"], input=d, stdout=subprocess.PIPE,
+                              check=True).stdout
+
+    bomb = (1 if dry else 64) << 20
+    rows = [("GloVe 20k text", text), ("npy f32", npy(a)), ("npy f64", npy(a.astype(np.float64))),
+            ("npy i8 (x*40)", npy(np.rint(a * 40).clip(-127, 127).astype(np.int8))),
+            (f"zeros {bomb >> 20} MiB", bytes(bomb)), (f"newlines {bomb >> 20} MiB", b"\n" * bomb)]
+    print(f"{'input':24s} {'bytes':>10s} {'gzip -9':>9s} {'xz -1':>9s} {'zstd -3':>9s}")
+    jrows = []
+    for name, d in rows:
+        coders = (lambda x: gzip.compress(x, 9), lambda x: lzma.compress(x, preset=1), zst)
+        r = [len(d) / len(f(d)) for f in coders]
+        print(f"{name:24s} {len(d):>10d} {r[0]:>8.1f}x {r[1]:>8.1f}x {r[2]:>8.1f}x")
+        for coder, ratio in zip(("gzip -9", "xz -1", "zstd -3"), r):
+            jrows.append({"table": coder, "name": name, "unit": "decoded/compressed",
+                          "median": ratio, "min": ratio, "max": ratio, "samples": [ratio]})
+    load = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else []
+    cpu = ""
+    try:
+        cpu = [l.split(":", 1)[1].strip() for l in subprocess.run(
+            ["lscpu"], stdout=subprocess.PIPE, text=True).stdout.splitlines()
+            if l.startswith("Model name")][0]
+    except (OSError, IndexError):
+        pass
+    print(f"machine: {cpu}, {os.cpu_count()} cpus | load average {' '.join(load)}")
+    if "--json" in sys.argv:
+        i = sys.argv.index("--json")
+        if i + 1 >= len(sys.argv):
+            print("compression_ratios.py: --json wants FILE", file=sys.stderr)
+            return 2
+        with open(sys.argv[i + 1], "w", encoding="utf-8") as f:
+            json.dump({"subcommand": "compression-ratios", "dry": dry,
+                       "machine": f"{cpu}, {os.cpu_count()} cpus", "rows": jrows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
