@@ -169,7 +169,7 @@ int cli_info(int argc, char **argv)
     bool json = false;
     cli_load_request req = {.mmap = -1};
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'h':
             fputs(info_usage, stdout);
@@ -189,8 +189,7 @@ int cli_info(int argc, char **argv)
                 return CLI_USAGE;
             break;
         default:
-            fprintf(stderr, "Try '%s --help'.\n", prog);
-            return CLI_USAGE;
+            return cli_option_error(prog, c, argv);
         }
     }
     if (argc - optind != 1)
@@ -222,7 +221,7 @@ int cli_verify(int argc, char **argv)
     /* Read, not mapped: every byte goes through the checksum as it arrives. */
     cli_load_request req = {.mmap = 0};
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'h':
             fputs(verify_usage, stdout);
@@ -233,8 +232,7 @@ int cli_verify(int argc, char **argv)
                 return CLI_USAGE;
             break;
         default:
-            fprintf(stderr, "Try '%s --help'.\n", prog);
-            return CLI_USAGE;
+            return cli_option_error(prog, c, argv);
         }
     }
     if (argc - optind != 1)

@@ -109,7 +109,7 @@ static int parse_query_args(int argc, char **argv, const char *usage, bool with_
     const char *prog = argv[0];
     *a = (query_args){.req = {.mmap = -1}, .k = 10};
     int c;
-    while ((c = getopt_long(argc, argv, with_k ? "hk:" : "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, with_k ? ":hk:" : ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'h':
             fputs(usage, stdout);
@@ -165,8 +165,7 @@ static int parse_query_args(int argc, char **argv, const char *usage, bool with_
             }
             break;
         default:
-            fprintf(stderr, "Try '%s --help'.\n", prog);
-            return CLI_USAGE;
+            return cli_option_error(prog, c, argv);
         }
     }
     int sources = a->has_row + !!a->vector + !!a->vector_file + !!a->queries;
@@ -496,7 +495,8 @@ static int similar_queries(const query_args *a, const lds_index *idx)
                     cli_put_escaped(stderr, l, n < 60 ? n : 60);
                     fputs("'), nor a vector: ", stderr);
                 }
-                fprintf(stderr, "%s\n", why);
+                cli_put_escaped(stderr, why, strlen(why)); /* it quotes the line's bytes */
+                fputc('\n', stderr);
                 bad = true; /* the lines before it are still answered */
                 pos = len;
             } else {

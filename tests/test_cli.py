@@ -847,5 +847,41 @@ def test_readme_example():
     )
 
 
+def test_argv_queries_and_bidi_keys_are_escaped():
+    # getopt's own messages (opterr) would echo argv raw: ours are escaped.
+    rc, out, err = run("--bogus-\x1b[31m")
+    expect(rc, out, err, 2)
+    check(err.startswith("lodestar: unrecognized option '--bogus-\\x1b[31m'\n"), repr(err))
+    rc, out, err = run("info", "--bogus-\x1b")
+    expect(rc, out, err, 2)
+    check(err == "lodestar info: unrecognized option '--bogus-\\x1b'\n"
+          "Try 'lodestar info --help'.\n", repr(err))
+    rc, out, err = run("similar", "--row")
+    check(err.startswith("lodestar similar: option '--row' requires an argument\n"), repr(err))
+    rc, out, err = run("\x1b[31m")
+    expect(rc, out, err, 2)
+    check(err.startswith("lodestar: unknown command '\\x1b[31m'\n"), repr(err))
+    # A --queries line that is neither a key nor a vector is quoted escaped in the reason.
+    rc, out, err = run("similar", "--queries", "-", INDEX, input_bytes=b"1,0,0,\x1b[2J\n")
+    expect(rc, out, err, 1)
+    check("\x1b" not in err and "element 4 '\\x1b[2J' is not a finite decimal number" in err,
+          repr(err))
+    # Bidi overrides and zero-width marks in keys print as \uXXXX in text output.
+    src = os.path.join(WORK, "bidi.txt")
+    with open(src, "w", encoding="utf-8") as f:
+        f.write("ab\u202ecd 1 0\nx\u200by 0 1\n")
+    ix = os.path.join(WORK, "bidi.ldsi")
+    pack(src, ix)
+    rc, out, err = run("get", ix, "ab\u202ecd")
+    expect(rc, out, err, 0)
+    check(out.splitlines()[0] == "key:    ab\\u202ecd", repr(out))
+    rc, out, err = run("similar", ix, "--row", "0", "-k", "1")
+    expect(rc, out, err, 0)
+    check(out.splitlines()[1].split()[3] == "x\\u200by", repr(out))
+    rc, out, err = run("get", ix, "\u202e")
+    expect(rc, out, err, 1)
+    check(err == f"lodestar: {ix}: key '\\u202e' not found\n", repr(err))
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(globals(), WORK))
