@@ -328,21 +328,65 @@ done:
     return rc;
 }
 
-/* Parses a vector of exactly `dim` finite numbers separated by commas and/or
-   white space from text[0, len); on failure writes the reason to why[0, cap). */
+/* Writes "element N '<token>' <what>" into why[0, cap), the token's bytes as they are
+   (at most 40; a NUL among them too: the printer escapes them); returns its length. */
+static size_t say_element(char *why, size_t cap, size_t n, const char *tok, size_t w,
+                          const char *what)
+{
+    int k = snprintf(why, cap, "element %zu '", n);
+    size_t len = k < 0 ? 0 : (size_t)k < cap ? (size_t)k : cap - 1;
+    size_t t = w < 40 ? w : 40;
+    if (t > cap - 1 - len)
+        t = cap - 1 - len;
+    memcpy(why + len, tok, t);
+    len += t;
+    k = snprintf(why + len, cap - len, "' %s", what);
+    len += k < 0 ? 0 : (size_t)k < cap - len ? (size_t)k : cap - len - 1;
+    return len;
+}
+
+static bool is_vector_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+/* Parses a vector of exactly `dim` finite numbers separated by commas and/or white
+   space from text[0, len) (an empty element, between two commas or before the first
+   or after the last, is refused); on failure writes the reason to why[0, cap) and its
+   length (it may quote input bytes, a NUL among them) to *why_len. Elements count
+   from 0. */
 static bool parse_vector(const char *text, size_t len, uint32_t dim, float *out, char *why,
-                         size_t cap)
+                         size_t cap, size_t *why_len)
 {
     size_t n = 0, i = 0;
+    bool comma = true; /* a comma (or the start) since the last element */
+    bool any_comma = false;
     for (;;) {
-        while (i < len && (text[i] == ',' || text[i] == ' ' || text[i] == '\t' || text[i] == '\r' ||
-                           text[i] == '\n'))
+        while (i < len && is_vector_space(text[i]))
             i++;
-        if (i == len)
+        if (i < len && text[i] == ',') {
+            if (comma) {
+                int k = snprintf(why, cap,
+                                 "element %zu is empty (two commas, or a comma "
+                                 "with no number before it)",
+                                 n);
+                *why_len = k < 0 ? 0 : (size_t)k < cap ? (size_t)k : cap - 1;
+                return false;
+            }
+            comma = any_comma = true;
+            i++;
+            continue;
+        }
+        if (i == len) {
+            if (comma && any_comma) {
+                int k = snprintf(why, cap, "element %zu is empty (a comma ends the vector)", n);
+                *why_len = k < 0 ? 0 : (size_t)k < cap ? (size_t)k : cap - 1;
+                return false;
+            }
             break;
+        }
         size_t j = i;
-        while (j < len && text[j] != ',' && text[j] != ' ' && text[j] != '\t' && text[j] != '\r' &&
-               text[j] != '\n')
+        while (j < len && text[j] != ',' && !is_vector_space(text[j]))
             j++;
         char num[64];
         size_t w = j - i;
@@ -353,18 +397,24 @@ static bool parse_vector(const char *text, size_t len, uint32_t dim, float *out,
             num[w] = '\0';
             x = strtof(num, &end);
         }
-        if (w >= sizeof num || end != num + w || w == 0 || strpbrk(num, "xXnN") || !isfinite(x)) {
-            snprintf(why, cap, "element %zu '%.*s' is not a finite decimal number", n + 1,
-                     (int)(w < 40 ? w : 40), text + i);
+        if (w >= sizeof num || end != num + w || strpbrk(num, "xXnN")) {
+            *why_len = say_element(why, cap, n, text + i, w, "is not a finite decimal number");
+            return false;
+        }
+        if (!isfinite(x)) {
+            *why_len = say_element(why, cap, n, text + i, w,
+                                   "is out of float32's range (largest 3.40282347e+38)");
             return false;
         }
         if (n < dim)
             out[n] = x;
         n++;
+        comma = false;
         i = j;
     }
     if (n != dim) {
-        snprintf(why, cap, "%zu numbers, the index has dim %" PRIu32, n, dim);
+        int k = snprintf(why, cap, "%zu numbers, the index has dim %" PRIu32, n, dim);
+        *why_len = k < 0 ? 0 : (size_t)k < cap ? (size_t)k : cap - 1;
         return false;
     }
     return true;
@@ -485,17 +535,18 @@ static int similar_queries(const query_args *a, const lds_index *idx)
                 continue;
             uint64_t row = UINT64_MAX;
             char why[128];
+            size_t why_len = 0;
             bool is_key = lds_index_has_keys(idx) && lds_index_find_key(idx, l, n, &row) == LDS_OK;
             if (is_key)
                 lds_index_row_f32(idx, row, vecs + nq * dim, dim);
-            if (!is_key && !parse_vector(l, n, dim, vecs + nq * dim, why, sizeof why)) {
+            if (!is_key && !parse_vector(l, n, dim, vecs + nq * dim, why, sizeof why, &why_len)) {
                 fprintf(stderr, "lodestar: %s: line %" PRIu64 ": ", a->queries, line);
                 if (lds_index_has_keys(idx)) {
                     fputs("not a key of the index ('", stderr);
                     cli_put_escaped(stderr, l, n < 60 ? n : 60);
                     fputs("'), nor a vector: ", stderr);
                 }
-                cli_put_escaped(stderr, why, strlen(why)); /* it quotes the line's bytes */
+                cli_put_escaped(stderr, why, why_len); /* it quotes the line's bytes */
                 fputc('\n', stderr);
                 bad = true; /* the lines before it are still answered */
                 pos = len;
@@ -574,12 +625,18 @@ int cli_similar(int argc, char **argv)
         uint32_t dim = lds_index_dim(idx);
         vec = malloc(sizeof(float) * dim);
         char why[128];
+        size_t why_len = 0;
         if (!vec) {
             rc = cli_failf("out of memory");
             goto done;
         }
-        if (!parse_vector(text, len, dim, vec, why, sizeof why)) {
-            rc = cli_failf("%s: %s", what, why);
+        if (!parse_vector(text, len, dim, vec, why, sizeof why, &why_len)) {
+            fputs("lodestar: ", stderr);
+            cli_put_escaped(stderr, what, strlen(what));
+            fputs(": ", stderr);
+            cli_put_escaped(stderr, why, why_len);
+            fputc('\n', stderr);
+            rc = CLI_FAIL;
             goto done;
         }
     } else {

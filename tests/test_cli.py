@@ -291,9 +291,10 @@ def test_similar_vector_and_vector_file():
     check(j["neighbours"][0]["score"] == 1, j)
     # Bad vectors name the problem; two sources at once is a usage error.
     for v, msg in [("1,0,0", "3 numbers, the index has dim 4"),
-                   ("1,0,0,x", "element 4 'x' is not a finite decimal number"),
-                   ("1,0,0,nan", "element 4 'nan'"), ("1,0,0,0x1p3", "element 4 '0x1p3'"),
-                   ("1,0,0,1e99", "element 4 '1e99'"), ("", "0 numbers")]:
+                   ("1,0,0,x", "element 3 'x' is not a finite decimal number"),
+                   ("1,0,0,nan", "element 3 'nan'"), ("1,0,0,0x1p3", "element 3 '0x1p3'"),
+                   ("1,0,0,1e99", "element 3 '1e99' is out of float32's range"),
+                   ("", "0 numbers")]:
         rc, out, err = run("similar", "--vector", v, INDEX)
         expect(rc, out, err, 1)
         check(msg in err and out == "", (v, err))
@@ -864,7 +865,7 @@ def test_argv_queries_and_bidi_keys_are_escaped():
     # A --queries line that is neither a key nor a vector is quoted escaped in the reason.
     rc, out, err = run("similar", "--queries", "-", INDEX, input_bytes=b"1,0,0,\x1b[2J\n")
     expect(rc, out, err, 1)
-    check("\x1b" not in err and "element 4 '\\x1b[2J' is not a finite decimal number" in err,
+    check("\x1b" not in err and "element 3 '\\x1b[2J' is not a finite decimal number" in err,
           repr(err))
     # Bidi overrides and zero-width marks in keys print as \uXXXX in text output.
     src = os.path.join(WORK, "bidi.txt")
@@ -881,6 +882,39 @@ def test_argv_queries_and_bidi_keys_are_escaped():
     rc, out, err = run("get", ix, "\u202e")
     expect(rc, out, err, 1)
     check(err == f"lodestar: {ix}: key '\\u202e' not found\n", repr(err))
+
+
+def test_vector_elements_count_from_0_and_empty_ones_are_refused():
+    cases = [
+        ("1,2,x,0", "lodestar: --vector: element 2 'x' is not a finite decimal number\n"),
+        ("1,,2,3", "lodestar: --vector: element 1 is empty (two commas, or a comma with no "
+                   "number before it)\n"),
+        (",1,2,3,4", "lodestar: --vector: element 0 is empty (two commas, or a comma with no "
+                     "number before it)\n"),
+        ("1,2,3,4,", "lodestar: --vector: element 4 is empty (a comma ends the vector)\n"),
+        ("1, ,2,3", "lodestar: --vector: element 1 is empty (two commas, or a comma with no "
+                    "number before it)\n"),
+        ("0,1e39,0,0", "lodestar: --vector: element 1 '1e39' is out of float32's range "
+                       "(largest 3.40282347e+38)\n"),
+        ("0,-1e39,0,0", "lodestar: --vector: element 1 '-1e39' is out of float32's range "
+                        "(largest 3.40282347e+38)\n"),
+    ]
+    for v, want in cases:
+        rc, out, err = run("similar", "--vector", v, INDEX)
+        expect(rc, out, err, 1)
+        check(err == want, (v, err))
+    # "1 2 3 4" and "1, 2, 3, 4" are still vectors.
+    for v in ("1 0 0 0", "1, 0, 0, 0", " 1,0 0,0 "):
+        rc, out, err = run("similar", "--vector", v, INDEX, "-k", "1")
+        expect(rc, out, err, 0)
+    # A NUL byte in a vector file: the message quotes the token with it, escaped.
+    vf = os.path.join(WORK, "nul.txt")
+    with open(vf, "wb") as f:
+        f.write(b"1,2\x009,3,4\n")
+    rc, out, err = run("similar", "--vector-file", vf, INDEX)
+    expect(rc, out, err, 1)
+    check(err == f"lodestar: {vf}: element 1 '2\\x009' is not a finite decimal number\n",
+          repr(err))
 
 
 if __name__ == "__main__":
