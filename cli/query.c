@@ -181,6 +181,18 @@ static int parse_query_args(int argc, char **argv, const char *usage, bool with_
     return -1;
 }
 
+/* Reports a key lookup that failed for another reason than a missing key (st is neither
+   LDS_OK nor LDS_E_NOT_FOUND) with its detail; returns false. */
+static bool key_lookup_failed(const lds_index *idx, const char *file, lds_status st)
+{
+    /* LDS_E_DUP_KEY: the check says which rows repeat a key (ADR 0010). */
+    lds_error err;
+    lds_error_init(&err);
+    bool detail = st == LDS_E_DUP_KEY && lds_index_check_keys(idx, &err) == st;
+    cli_fail(file, st, detail ? &err : NULL);
+    return false;
+}
+
 /* Resolves the key or row of `a` to a row of `idx`; prints the error and returns false if none. */
 static bool resolve_row(const lds_index *idx, const query_args *a, uint64_t *row)
 {
@@ -205,14 +217,8 @@ static bool resolve_row(const lds_index *idx, const query_args *a, uint64_t *row
         fputs("' not found\n", stderr);
         return false;
     }
-    if (st != LDS_OK) {
-        /* LDS_E_DUP_KEY: the check says which rows repeat a key (ADR 0010). */
-        lds_error err;
-        lds_error_init(&err);
-        bool detail = st == LDS_E_DUP_KEY && lds_index_check_keys(idx, &err) == st;
-        cli_fail(a->req.file, st, detail ? &err : NULL);
-        return false;
-    }
+    if (st != LDS_OK)
+        return key_lookup_failed(idx, a->req.file, st);
     return true;
 }
 
@@ -536,11 +542,23 @@ static int similar_queries(const query_args *a, const lds_index *idx)
             uint64_t row = UINT64_MAX;
             char why[128];
             size_t why_len = 0;
-            bool is_key = lds_index_has_keys(idx) && lds_index_find_key(idx, l, n, &row) == LDS_OK;
-            if (is_key)
+            lds_status kst =
+                lds_index_has_keys(idx) ? lds_index_find_key(idx, l, n, &row) : LDS_E_NOT_FOUND;
+            bool is_key = kst == LDS_OK;
+            if (kst != LDS_OK && kst != LDS_E_NOT_FOUND) {
+                /* A broken key table (a repeat under the unique flag) is not "not a key". */
+                key_lookup_failed(idx, a->req.file, kst);
+                bad = true;
+                pos = len;
+            } else if (is_key)
                 lds_index_row_f32(idx, row, vecs + nq * dim, dim);
-            if (!is_key && !parse_vector(l, n, dim, vecs + nq * dim, why, sizeof why, &why_len)) {
-                fprintf(stderr, "lodestar: %s: line %" PRIu64 ": ", a->queries, line);
+            if (bad) {
+                /* reported above */
+            } else if (!is_key &&
+                       !parse_vector(l, n, dim, vecs + nq * dim, why, sizeof why, &why_len)) {
+                fputs("lodestar: ", stderr);
+                cli_put_escaped(stderr, a->queries, strlen(a->queries));
+                fprintf(stderr, ": line %" PRIu64 ": ", line);
                 if (lds_index_has_keys(idx)) {
                     fputs("not a key of the index ('", stderr);
                     cli_put_escaped(stderr, l, n < 60 ? n : 60);

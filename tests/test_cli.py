@@ -917,5 +917,21 @@ def test_vector_elements_count_from_0_and_empty_ones_are_refused():
           repr(err))
 
 
+def test_a_broken_key_table_is_not_reported_as_a_missing_key():
+    # keys alpha, beta, alpha under the unique flag: the repeat is found at the first
+    # lookup (ADR 0010) and reported as such, whatever the key looked up.
+    bad = os.path.join(os.path.dirname(os.path.dirname(FIXTURES)), "bad",
+                       "keys-duplicate.E_DUP_KEY.ldsi")
+    want = (f"lodestar: {bad}: keys.bytes: the key of row 2 repeats the key of row 0 "
+            "(at byte 217)\n")
+    for line in (b"beta\n", b"gamma\n", b"1,0,0,0\n"):
+        rc, out, err = run("similar", "--queries", "-", bad, input_bytes=line)
+        expect(rc, out, err, 1)
+        check(err == want and out == "", (line, err))
+    rc, out, err = run("similar", bad, "beta")
+    expect(rc, out, err, 1)
+    check(err == want, err)
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(globals(), WORK))

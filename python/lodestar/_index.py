@@ -58,6 +58,9 @@ class Keys(collections.abc.Sequence):
         return self._index.key(r)
 
     def __contains__(self, key):
+        """Whether `key` (a str) is a key of the index; False for other types and for a
+        keyless index. A broken key table (a key repeated under the unique flag) raises
+        lodestar.DuplicateKeyError, as row() does, rather than answer False."""
         return key in self._index
 
     def __repr__(self):
@@ -326,14 +329,29 @@ class Index:
         lib = library()
         h = self._enter()
         try:
-            r = ctypes.c_uint64()
-            st = lib.lds_index_find_key(h, b, len(b), ctypes.byref(r))
+            st, r = self._find_key(h, b)
             if st == 19:  # LDS_E_NOT_FOUND
                 raise KeyError(key)
-            check(st)
-            return r.value
+            return r
         finally:
             self._leave()
+
+    @staticmethod
+    def _find_key(h, b):
+        """(status, row) of key bytes `b`; raises for any status but LDS_OK and
+        LDS_E_NOT_FOUND (a keyless index: UnsupportedError). A repeated
+        key under the unique flag (LDS_E_DUP_KEY, found at the first lookup, ADR 0010)
+        raises DuplicateKeyError with field and offset, from lds_index_check_keys (the
+        lookup itself has no error detail out-parameter)."""
+        lib = library()
+        r = ctypes.c_uint64()
+        st = lib.lds_index_find_key(h, b, len(b), ctypes.byref(r))
+        if st in (0, 19):
+            return st, r.value
+        err = _capi.new_error()
+        if lib.lds_index_check_keys(h, ctypes.byref(err)) == st:
+            check(st, err)
+        check(st)
 
     def check_keys(self):
         """Checks the whole key table now, as `lodestar verify` does: a file that
@@ -350,14 +368,19 @@ class Index:
             self._leave()
 
     def __contains__(self, key):
+        """Whether `key` (a str) is a key of the index; False for other types and for a
+        keyless index. A broken key table (a key repeated under the unique flag) raises
+        lodestar.DuplicateKeyError, as row() does, rather than answer False."""
         if not isinstance(key, str):
             return False
         b = key.encode()
         lib = library()
         h = self._enter()
         try:
-            r = ctypes.c_uint64()
-            return lib.lds_index_find_key(h, b, len(b), ctypes.byref(r)) == 0
+            if not lib.lds_index_has_keys(h):
+                return False  # a keyless index contains no key
+            # Only LDS_E_NOT_FOUND is "not in": a broken key table raises (_find_key).
+            return self._find_key(h, b)[0] == 0
         finally:
             self._leave()
 
