@@ -411,10 +411,12 @@ class Index:
 
     def search(self, queries, k=10, *, threads=None):
         """Exact top-k of each query under the index's metric, as faiss's index.search:
-        returns (scores, rows), float32 and int64 arrays shaped (nq, k), best first (for
-        l2 the smallest distances). `queries` is an array (nq, dim) or one query (dim,)
-        of any real dtype (converted to float32). Where the index has fewer than k rows
-        the tail is rows -1 and scores -inf (+inf for l2). All queries go to one
+        returns (scores, rows), float32 and int64 arrays shaped (nq, min(k, rows)), best
+        first (for l2 the smallest distances): unlike faiss, an index with fewer than k
+        rows gives fewer columns rather than a tail of rows -1, so that a large k costs
+        no more than the index's size. `queries` is an array (nq, dim) or one query
+        (dim,) of any real dtype (converted to float32). k: an integer >= 0
+        (TypeError / ValueError otherwise). All queries go to one
         lds_index_search_batch call, which releases the GIL; its results are those of
         lds_index_search one query at a time. threads: None for the library's choice
         (lds_search_options.threads 0), or the most threads to split the rows over (the
@@ -444,10 +446,9 @@ class Index:
             if q.shape[1] != dim:
                 raise ValueError("queries have %d dims, the index %d" % (q.shape[1], dim))
             nq = q.shape[0]
-            worst = np.float32(np.inf if lib.lds_index_metric(h) == 3 else -np.inf)
-            scores = np.full((nq, k), worst, dtype=np.float32)
-            rows = np.full((nq, k), -1, dtype=np.int64)
             kk = min(k, lib.lds_index_rows(h))  # what the library can return
+            scores = np.empty((nq, kk), dtype=np.float32)
+            rows = np.empty((nq, kk), dtype=np.int64)
             if nq and kk:
                 _search_batch(lib, h, q, kk, threads, scores, rows)
             return scores, rows
