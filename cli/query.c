@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char get_usage[] =
     "usage: lodestar get [options] FILE KEY\n"
@@ -55,7 +56,8 @@ static const char similar_usage[] =
     "  --row N     select row N (0-based) instead of a key\n"
     "  --vector V  search for the vector V (\"0.1,0.2,...\")\n"
     "  --vector-file F  search for the vector in file F\n"
-    "  --queries F one query per line of F (- for standard input)\n"
+    "  --queries F one query per line of F (- for standard input; a file or a\n"
+    "              pipe of at most 64 MiB, as is --vector-file)\n"
     "  --threads N scan with at most N threads (default 0: one per core)\n"
     "  --json      print one JSON object instead of text\n"
     "  --mmap      map the file instead of reading it (regular files only)\n"
@@ -426,37 +428,79 @@ static bool parse_vector(const char *text, size_t len, uint32_t dim, float *out,
     return true;
 }
 
-/* Reads the whole of `path` (at most 64 MiB) into a NUL-terminated buffer. */
-static char *read_text_file(const char *path, size_t *len)
+/* The most bytes --queries or --vector-file reads. */
+#define TEXT_FILE_MAX ((size_t)64 << 20)
+
+/* Reads the whole of `path` ("-": standard input), a regular file or a pipe of at most
+   TEXT_FILE_MAX bytes, into a NUL-terminated buffer; on failure returns NULL with the
+   reason in why[0, cap) (never "Success": a device such as /dev/zero is refused, an
+   endless stream stops at the bound). */
+static char *read_text_file(const char *path, size_t *len, char *why, size_t cap)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f)
+    bool std = strcmp(path, "-") == 0;
+    FILE *f = std ? stdin : fopen(path, "rb");
+    if (!f) {
+        snprintf(why, cap, "cannot read: %s", strerror(errno));
         return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
+    }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0) {
+        snprintf(why, cap, "cannot read: %s", strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(sb.st_mode) && !S_ISFIFO(sb.st_mode) && !S_ISSOCK(sb.st_mode)) {
+        snprintf(why, cap, "not a regular file or a pipe (a device or a directory)");
+        goto fail;
+    }
+    if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > TEXT_FILE_MAX) {
+        snprintf(why, cap, "%" PRIu64 " bytes, more than the %zu (64 MiB) read",
+                 (uint64_t)sb.st_size, TEXT_FILE_MAX);
+        goto fail;
+    }
+    size_t bufcap = 4096, n = 0;
+    char *buf = malloc(bufcap);
     while (buf) {
-        if (n + 1 == cap) {
-            char *nb = cap < ((size_t)64 << 20) ? realloc(buf, cap * 2) : NULL;
+        if (n + 1 == bufcap) {
+            if (n == TEXT_FILE_MAX) {
+                if (fgetc(f) == EOF)
+                    break; /* exactly the most */
+                snprintf(why, cap, "more than %zu bytes (64 MiB), the most read", TEXT_FILE_MAX);
+                free(buf);
+                goto fail;
+            }
+            size_t next = bufcap * 2 > TEXT_FILE_MAX + 1 ? TEXT_FILE_MAX + 1 : bufcap * 2;
+            char *nb = realloc(buf, next);
             if (!nb) {
                 free(buf);
                 buf = NULL;
                 break;
             }
             buf = nb;
-            cap *= 2;
+            bufcap = next;
         }
-        size_t got = fread(buf + n, 1, cap - 1 - n, f);
+        size_t got = fread(buf + n, 1, bufcap - 1 - n, f);
         n += got;
         if (got == 0)
             break;
     }
-    if (f != stdin)
-        fclose(f);
-    if (buf) {
-        buf[n] = '\0';
-        *len = n;
+    if (!buf) {
+        snprintf(why, cap, "out of memory");
+        goto fail;
     }
+    if (ferror(f)) {
+        snprintf(why, cap, "cannot read: %s", strerror(errno));
+        free(buf);
+        goto fail;
+    }
+    if (!std)
+        fclose(f);
+    buf[n] = '\0';
+    *len = n;
     return buf;
+fail:
+    if (!std)
+        fclose(f);
+    return NULL;
 }
 
 /* One query of a run: its vector and the row it came from (UINT64_MAX: none). */
@@ -506,9 +550,10 @@ static size_t drop_self(lds_hit *hits, size_t n, uint64_t self, uint64_t k)
 static int similar_queries(const query_args *a, const lds_index *idx)
 {
     size_t len = 0;
-    char *text = read_text_file(a->queries, &len);
+    char rwhy[160];
+    char *text = read_text_file(a->queries, &len, rwhy, sizeof rwhy);
     if (!text)
-        return cli_failf("%s: cannot read: %s", a->queries, strerror(errno));
+        return cli_failf("%s: %s", a->queries, rwhy);
     uint32_t dim = lds_index_dim(idx);
     size_t want = (size_t)a->k + 1;
     float *vecs = malloc(sizeof(float) * dim * QUERY_CHUNK);
@@ -631,9 +676,10 @@ int cli_similar(int argc, char **argv)
         const char *what = a.vector ? "--vector" : a.vector_file;
         size_t len = 0;
         if (a.vector_file) {
-            vtext = read_text_file(a.vector_file, &len);
+            char rwhy[160];
+            vtext = read_text_file(a.vector_file, &len, rwhy, sizeof rwhy);
             if (!vtext) {
-                rc = cli_failf("%s: cannot read: %s", a.vector_file, strerror(errno));
+                rc = cli_failf("%s: %s", a.vector_file, rwhy);
                 goto done;
             }
         }

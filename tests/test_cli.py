@@ -933,5 +933,31 @@ def test_a_broken_key_table_is_not_reported_as_a_missing_key():
     check(err == want, err)
 
 
+def test_query_files_that_are_devices_or_too_big_are_refused():
+    # /dev/zero never ends: refused as a device, not read until "cannot read: Success".
+    for opt in ("--queries", "--vector-file"):
+        rc, out, err = run("similar", opt, "/dev/zero", INDEX)
+        expect(rc, out, err, 1)
+        check(err == "lodestar: /dev/zero: not a regular file or a pipe (a device or a "
+              "directory)\n", (opt, err))
+    big = os.path.join(WORK, "big-queries.txt")
+    with open(big, "wb") as f:
+        f.truncate((64 << 20) + 1)
+    rc, out, err = run("similar", "--queries", big, INDEX)
+    expect(rc, out, err, 1)
+    check(err == f"lodestar: {big}: 67108865 bytes, more than the 67108864 (64 MiB) read\n",
+          err)
+    os.unlink(big)
+    # Standard input is bounded as it is read: 64 MiB pass, one byte more does not.
+    body = b"king\n" + b"\n" * ((64 << 20) - 5)
+    rc, out, err = run("similar", "--queries", "-", INDEX, "-k", "1", input_bytes=body)
+    expect(rc, out, err, 0)
+    check(json.loads(out)["neighbours"] == [{"key": "queen", "row": 1, "score": 0.8}], out)
+    rc, out, err = run("similar", "--queries", "-", INDEX, "-k", "1", input_bytes=body + b"\n")
+    expect(rc, out, err, 1)
+    check(err == "lodestar: -: more than 67108864 bytes (64 MiB), the most read\n" and out == "",
+          err)
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(globals(), WORK))
