@@ -266,6 +266,50 @@ static int print_json(json_object *o)
     return rc;
 }
 
+static bool is_zero(const float *v, uint32_t dim)
+{
+    for (uint32_t i = 0; i < dim; i++)
+        if (v[i] != 0.0f)
+            return false;
+    return true;
+}
+
+/* Checks a query taken from `row` of the index (a key's or --row's) before the search: a
+   non-finite element is the index's fault, and a zero row under cosine has no
+   similarity; either is reported naming the row (and, with `line`, the --queries line).
+   Returns false after printing the error. */
+static bool row_query_usable(const lds_index *idx, const char *file, uint64_t line, uint64_t row,
+                             const float *vec, uint32_t dim)
+{
+    char where[48] = "";
+    if (line)
+        snprintf(where, sizeof where, "line %" PRIu64 ": ", line);
+    double qq = 0.0;
+    for (uint32_t i = 0; i < dim; i++) {
+        if (!isfinite(vec[i])) {
+            size_t es = lds_index_dtype(idx) == LDS_DTYPE_F32  ? 4
+                        : lds_index_dtype(idx) == LDS_DTYPE_I8 ? 1
+                                                               : 2;
+            /* Vectors start the payload (format.md §3), which starts at byte 64. */
+            uint64_t at = LDS_HEADER_SIZE +
+                          (uint64_t)((const char *)lds_index_row(idx, row) -
+                                     (const char *)lds_index_row(idx, 0)) +
+                          (uint64_t)i * es;
+            cli_failf("%s: %srow %" PRIu64 " of the index holds a non-finite element %" PRIu32
+                      " (at byte %" PRIu64 ")",
+                      file, where, row, i, at);
+            return false;
+        }
+        qq += (double)vec[i] * vec[i];
+    }
+    if (lds_index_metric(idx) == LDS_METRIC_COSINE && qq == 0.0) {
+        cli_failf("%s: %srow %" PRIu64 " of the index is zero, which has no cosine similarity",
+                  file, where, row);
+        return false;
+    }
+    return true;
+}
+
 /* Loads the index and the row's vector as f32; returns -1 to go on, or an exit code. */
 static int load_row(const query_args *a, lds_index **idx, uint64_t *row, float **vec)
 {
@@ -595,8 +639,13 @@ static int similar_queries(const query_args *a, const lds_index *idx)
                 key_lookup_failed(idx, a->req.file, kst);
                 bad = true;
                 pos = len;
-            } else if (is_key)
+            } else if (is_key) {
                 lds_index_row_f32(idx, row, vecs + nq * dim, dim);
+                if (!row_query_usable(idx, a->req.file, line, row, vecs + nq * dim, dim)) {
+                    bad = true;
+                    pos = len;
+                }
+            }
             if (bad) {
                 /* reported above */
             } else if (!is_key &&
@@ -612,6 +661,15 @@ static int similar_queries(const query_args *a, const lds_index *idx)
                 cli_put_escaped(stderr, why, why_len); /* it quotes the line's bytes */
                 fputc('\n', stderr);
                 bad = true; /* the lines before it are still answered */
+                pos = len;
+            } else if (!is_key && is_zero(vecs + nq * dim, dim) &&
+                       lds_index_metric(idx) == LDS_METRIC_COSINE) {
+                /* Named by its line here: the search would count within its chunk. */
+                fputs("lodestar: ", stderr);
+                cli_put_escaped(stderr, a->queries, strlen(a->queries));
+                fprintf(stderr, ": line %" PRIu64 ": a zero query has no cosine similarity\n",
+                        line);
+                bad = true;
                 pos = len;
             } else {
                 qs[nq++] = (query){row, line};
@@ -707,6 +765,10 @@ int cli_similar(int argc, char **argv)
         rc = load_row(&a, &idx, &row, &vec);
         if (rc >= 0)
             goto done;
+        if (!row_query_usable(idx, a.req.file, 0, row, vec, lds_index_dim(idx))) {
+            rc = CLI_FAIL;
+            goto done;
+        }
     }
     /* One more than asked, since the row itself is usually its own nearest neighbour. */
     size_t want = (size_t)a.k + 1;

@@ -517,7 +517,24 @@ def test_json_with_nan_and_infinity():
     # A NaN query has no neighbours: the search refuses it.
     rc, out, err = run("similar", "--json", nan, "king")
     expect(rc, out, err, 1)
-    check("not finite" in err and out == "", err)
+    want = f"lodestar: {nan}: row 0 of the index holds a non-finite element 0 (at byte 64)\n"
+    check(err == want and out == "", err)
+    # The index is to blame, not the query; by --row and by a --queries line too.
+    rc, out, err = run("similar", nan, "--row", "0")
+    expect(rc, out, err, 1)
+    check(err == want, err)
+    rc, out, err = run("similar", "--queries", "-", nan, "-k", "1",
+                       input_bytes=b"queen\nking\n")
+    expect(rc, out, err, 1)
+    check(err == f"lodestar: {nan}: line 2: row 0 of the index holds a non-finite element 0 "
+          "(at byte 64)\n" and json.loads(out)["key"] == "queen", (out, err))
+    # A zero query: no library function name in the message; a --queries line is named.
+    rc, out, err = run("similar", "--vector", "0,0,0,0", INDEX)
+    expect(rc, out, err, 1)
+    check(err == f"lodestar: {INDEX}: a zero query has no cosine similarity\n", err)
+    rc, out, err = run("similar", "--queries", "-", INDEX, input_bytes=b"king\n0 0 0 0\n")
+    expect(rc, out, err, 1)
+    check(err == "lodestar: -: line 2: a zero query has no cosine similarity\n", err)
     rc, out, err = run("get", nan, "king")
     expect(rc, out, err, 0)
     check("vector: nan inf 0 0\n" in out, out)
