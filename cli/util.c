@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -310,6 +311,20 @@ static lds_status load(const cli_load_request *req, lds_index **out, lds_load_in
     return lds_load_path(source, &opts, out, info, err);
 }
 
+/* A mapped index whose file is truncated while in use faults on the next page it
+   touches (SIGBUS): the documented --mmap hazard. The program stops with a line that
+   says so instead of dying of a bus error (exit 135). Async-signal-safe: write(2) and
+   _exit only. */
+static void mapped_file_changed(int sig)
+{
+    (void)sig;
+    static const char msg[] = "lodestar: the mapped index file changed underneath (truncated "
+                              "or rewritten while in use with --mmap); stopped\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+    _exit(CLI_FAIL);
+}
+
 int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info)
 {
     lds_error err;
@@ -317,6 +332,14 @@ int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info)
     lds_status st = load(req, out, info, &err);
     /* The loader's messages about a URL name it already ("GET URL: ..."). */
     bool named = strncmp(err.message, "GET ", 4) == 0;
+    if (st == LDS_OK && info->path == LDS_LOAD_MAPPED) {
+        /* Installed only while a mapped index is in use: the process ends with it. */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = mapped_file_changed;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGBUS, &sa, NULL);
+    }
     return st == LDS_OK ? CLI_OK : cli_fail(named ? NULL : req->file, st, &err);
 }
 

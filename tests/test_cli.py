@@ -976,5 +976,24 @@ def test_query_files_that_are_devices_or_too_big_are_refused():
           err)
 
 
+def test_mmap_file_truncated_while_in_use_exits_1_with_a_line():
+    # Deterministic: the CLI loads (maps) the index, then opens the FIFO given as
+    # --queries; our open for writing returns only once it has, so the truncation
+    # comes after the load and before the first key lookup touches the mapping.
+    ix = os.path.join(WORK, "mapped.ldsi")
+    shutil.copy(INDEX, ix)
+    fifo = os.path.join(WORK, "queries.fifo")
+    os.mkfifo(fifo)
+    p = subprocess.Popen([LODESTAR, "similar", "--mmap", "--queries", fifo, ix],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with open(fifo, "wb") as f:
+        os.truncate(ix, 0)
+        f.write(b"king\n")
+    out, err = p.communicate(timeout=60)
+    check(p.returncode == 1, f"exit {p.returncode} (135 is the bus error): {err!r}")
+    check(err == b"lodestar: the mapped index file changed underneath (truncated or "
+          b"rewritten while in use with --mmap); stopped\n" and out == b"", err)
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(globals(), WORK))
