@@ -995,5 +995,26 @@ def test_mmap_file_truncated_while_in_use_exits_1_with_a_line():
           b"rewritten while in use with --mmap); stopped\n" and out == b"", err)
 
 
+def test_info_mmap_says_when_mapping_was_not_used():
+    zst = os.path.join(WORK, "mm.ldsi.zst")
+    p = subprocess.run(["zstd", "-q", "-f", INDEX, "-o", zst])
+    check(p.returncode == 0, "zstd")
+    rc, out, err = run("info", "--mmap", zst)
+    expect(rc, out, err, 0)
+    lines = out.splitlines()
+    i = lines.index("load path:  pooled (adopt)")
+    check(lines[i + 1] == "mmap:       not used (compressed input)", out)
+    j = info_json("--mmap", zst)
+    check(j["load"]["path"] == "pooled" and j["load"]["mmap_not_used"] == "compressed input", j)
+    with open(INDEX, "rb") as f:
+        rc, out, err = run("info", "--mmap", "-", input_bytes=f.read())
+    expect(rc, out, err, 0)
+    check("mmap:       not used (not a regular file)\n" in out, out)
+    # Mapped, or not asked: no such line, no such field.
+    rc, out, err = run("info", "--mmap", INDEX)
+    check("load path:  mapped" in out and "mmap:" not in out, out)
+    check("mmap_not_used" not in info_json(zst)["load"], "not asked")
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(globals(), WORK))
