@@ -1016,5 +1016,26 @@ def test_info_mmap_says_when_mapping_was_not_used():
     check("mmap_not_used" not in info_json(zst)["load"], "not asked")
 
 
+def test_readme_install_lines_and_test_figures_are_current():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    lines = readme.splitlines()
+    # Debian's python (numpy, mesonpy), not whichever python3 is first on PATH.
+    check(any(line.startswith("/usr/bin/python3 -m venv --system-site-packages v ")
+              for line in lines), "venv line")
+    check(any(line.startswith("v/bin/pip install --no-build-isolation . ") for line in lines),
+          "pip line")
+    check("python3 -m venv" not in readme.replace("/usr/bin/python3 -m venv", ""), "bare python3")
+    with open(os.path.join(root, ".gitignore")) as f:
+        check("/v/" in f.read().splitlines(), ".gitignore lacks the venv v/")
+    check("`tests: 60 passed, 0 failed, 1 skipped`" in readme and "40 passed" not in readme
+          and "commit cf4af4d" in readme, "stale test summary")
+    # "a usage error": the message and the --help pointer on stderr, nothing on stdout.
+    rc, out, err = run("similar", "--bogus")
+    check(rc == 2 and out == "" and err == "lodestar similar: unrecognized option '--bogus'\n"
+          "Try 'lodestar similar --help'.\n", (out, err))
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(globals(), WORK))
