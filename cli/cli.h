@@ -37,6 +37,11 @@ int cli_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
    Returns CLI_USAGE. */
 int cli_usage_error(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Reports the option getopt_long refused (it returned `c`: ':' for a missing argument,
+   with a ':' leading the optstring, or '?') as a usage error naming it, escaped; getopt's
+   own messages are off (opterr = 0). Returns CLI_USAGE. */
+int cli_option_error(const char *prog, int c, char **argv);
+
 /* Parses a whole decimal unsigned integer; false on junk, a sign or overflow. */
 bool cli_parse_u64(const char *text, uint64_t *out);
 
@@ -55,7 +60,9 @@ void cli_format_size(char *buf, size_t cap, uint64_t bytes);
 
 /* Writes `len` bytes of `s` with every byte that is not part of printable UTF-8 text
    (controls, DEL, C1 controls, malformed sequences) and every backslash escaped C-style
-   (\xNN, \\), so that a key or value cannot drive the terminal. */
+   (\xNN, \\), and every invisible format character (bidi overrides and isolates,
+   zero-width marks, U+FEFF) as \uXXXX, so that a key or value cannot drive the terminal
+   or pass for another. */
 void cli_put_escaped(FILE *f, const char *s, size_t len);
 
 /* As cli_put_escaped, but a backslash passes as it is: for a library message, which

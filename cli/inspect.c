@@ -43,7 +43,21 @@ static double elapsed_ms(const lds_load_info *info)
     return (double)info->elapsed_ns / 1e6;
 }
 
-static void print_info_text(const char *file, const lds_index *idx, const lds_load_info *info)
+/* Why --mmap did not map the file (NULL: it was not asked, or it did), from what the
+   loader reports in lds_load_info. */
+static const char *mmap_not_used(int asked, const lds_load_info *info)
+{
+    if (asked != 1 || info->path == LDS_LOAD_MAPPED)
+        return NULL;
+    if (info->compressed)
+        return "compressed input";
+    if (info->mmap_fallback)
+        return "mapping failed, the file was read";
+    return "not a regular file";
+}
+
+static void print_info_text(const char *file, const lds_index *idx, const lds_load_info *info,
+                            int mmap_asked)
 {
     printf("file:       %s\n", strcmp(file, "-") == 0 ? "(standard input)" : file);
     printf("rows:       %" PRIu64 "\n", lds_index_rows(idx));
@@ -83,13 +97,17 @@ static void print_info_text(const char *file, const lds_index *idx, const lds_lo
     /* The same words as the JSON's load.ownership. */
     printf("load path:  %s (%s)\n", lds_load_path_name(info->path),
            info->ownership == LDS_OWN_COPY ? "copy" : "adopt");
+    const char *why = mmap_not_used(mmap_asked, info);
+    if (why)
+        printf("mmap:       not used (%s)\n", why);
     printf("load time:  %.3f ms\n", elapsed_ms(info));
     if (info->http_status != 0)
         printf("http:       status %d, %" PRIu32 " resumption%s\n", info->http_status,
                info->resumes, info->resumes == 1 ? "" : "s");
 }
 
-static int print_info_json(const char *file, const lds_index *idx, const lds_load_info *info)
+static int print_info_json(const char *file, const lds_index *idx, const lds_load_info *info,
+                           int mmap_asked)
 {
     json_object *o = json_object_new_object();
     if (!o)
@@ -136,6 +154,9 @@ static int print_info_json(const char *file, const lds_index *idx, const lds_loa
     json_object_object_add(
         load, "ownership",
         json_object_new_string(info->ownership == LDS_OWN_COPY ? "copy" : "adopt"));
+    const char *why = mmap_not_used(mmap_asked, info);
+    if (why) /* only with --mmap: "not used (...)", as the text's mmap line */
+        json_object_object_add(load, "mmap_not_used", json_object_new_string(why));
     json_object_object_add(load, "elapsed_ns", json_object_new_uint64(info->elapsed_ns));
     if (info->http_status != 0) {
         json_object_object_add(load, "http_status", json_object_new_int(info->http_status));
@@ -169,7 +190,7 @@ int cli_info(int argc, char **argv)
     bool json = false;
     cli_load_request req = {.mmap = -1};
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'h':
             fputs(info_usage, stdout);
@@ -189,8 +210,7 @@ int cli_info(int argc, char **argv)
                 return CLI_USAGE;
             break;
         default:
-            fprintf(stderr, "Try '%s --help'.\n", prog);
-            return CLI_USAGE;
+            return cli_option_error(prog, c, argv);
         }
     }
     if (argc - optind != 1)
@@ -203,9 +223,9 @@ int cli_info(int argc, char **argv)
     if (rc != CLI_OK)
         return rc;
     if (json)
-        rc = print_info_json(req.file, idx, &info);
+        rc = print_info_json(req.file, idx, &info, req.mmap);
     else
-        print_info_text(req.file, idx, &info);
+        print_info_text(req.file, idx, &info, req.mmap);
     lds_index_free(idx);
     return rc;
 }
@@ -222,7 +242,7 @@ int cli_verify(int argc, char **argv)
     /* Read, not mapped: every byte goes through the checksum as it arrives. */
     cli_load_request req = {.mmap = 0};
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'h':
             fputs(verify_usage, stdout);
@@ -233,8 +253,7 @@ int cli_verify(int argc, char **argv)
                 return CLI_USAGE;
             break;
         default:
-            fprintf(stderr, "Try '%s --help'.\n", prog);
-            return CLI_USAGE;
+            return cli_option_error(prog, c, argv);
         }
     }
     if (argc - optind != 1)

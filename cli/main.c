@@ -42,9 +42,10 @@ int main(int argc, char **argv)
     static char self[] = "lodestar";
     if (argc > 0)
         argv[0] = self;
+    opterr = 0; /* every getopt message is ours, escaped (cli_option_error) */
     int c;
     /* "+": stop at the first non-option, the command name. */
-    while ((c = getopt_long(argc, argv, "+hV", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:hV", longopts, NULL)) != -1) {
         switch (c) {
         case 'h':
             fputs(usage_text, stdout);
@@ -53,6 +54,8 @@ int main(int argc, char **argv)
             printf("lodestar %s (library %s)\n", LDS_VERSION_STRING, lds_version());
             return cli_close_stdout(CLI_OK);
         default:
+            cli_option_error("lodestar", c, argv);
+            fputc('\n', stderr);
             fputs(usage_text, stderr);
             return CLI_USAGE;
         }
@@ -74,7 +77,9 @@ int main(int argc, char **argv)
         optind = 0; /* glibc: rescan from the start with fresh state */
         return cli_close_stdout(commands[i].run(argc - (int)(sub_argv - argv), sub_argv));
     }
-    fprintf(stderr, "lodestar: unknown command '%s'\n\n", name);
+    fputs("lodestar: unknown command '", stderr);
+    cli_put_escaped(stderr, name, strlen(name));
+    fputs("'\n\n", stderr);
     fputs(usage_text, stderr);
     return CLI_USAGE;
 }

@@ -187,7 +187,7 @@ int cli_pack(int argc, char **argv)
     lds_import_options opts;
     lds_import_options_default(&opts);
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'h':
             fputs(pack_usage, stdout);
@@ -253,8 +253,7 @@ int cli_pack(int argc, char **argv)
             break;
         }
         default:
-            fprintf(stderr, "Try '%s --help'.\n", prog);
-            return CLI_USAGE;
+            return cli_option_error(prog, c, argv);
         }
     }
     if (argc - optind != 2)

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char get_usage[] =
     "usage: lodestar get [options] FILE KEY\n"
@@ -55,7 +56,8 @@ static const char similar_usage[] =
     "  --row N     select row N (0-based) instead of a key\n"
     "  --vector V  search for the vector V (\"0.1,0.2,...\")\n"
     "  --vector-file F  search for the vector in file F\n"
-    "  --queries F one query per line of F (- for standard input)\n"
+    "  --queries F one query per line of F (- for standard input; a file or a\n"
+    "              pipe of at most 64 MiB, as is --vector-file)\n"
     "  --threads N scan with at most N threads (default 0: one per core)\n"
     "  --json      print one JSON object instead of text\n"
     "  --mmap      map the file instead of reading it (regular files only)\n"
@@ -109,7 +111,7 @@ static int parse_query_args(int argc, char **argv, const char *usage, bool with_
     const char *prog = argv[0];
     *a = (query_args){.req = {.mmap = -1}, .k = 10};
     int c;
-    while ((c = getopt_long(argc, argv, with_k ? "hk:" : "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, with_k ? ":hk:" : ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'h':
             fputs(usage, stdout);
@@ -165,8 +167,7 @@ static int parse_query_args(int argc, char **argv, const char *usage, bool with_
             }
             break;
         default:
-            fprintf(stderr, "Try '%s --help'.\n", prog);
-            return CLI_USAGE;
+            return cli_option_error(prog, c, argv);
         }
     }
     int sources = a->has_row + !!a->vector + !!a->vector_file + !!a->queries;
@@ -180,6 +181,18 @@ static int parse_query_args(int argc, char **argv, const char *usage, bool with_
     cli_set_source(&a->req, argv[optind]);
     a->key = sources ? NULL : argv[optind + 1];
     return -1;
+}
+
+/* Reports a key lookup that failed for another reason than a missing key (st is neither
+   LDS_OK nor LDS_E_NOT_FOUND) with its detail; returns false. */
+static bool key_lookup_failed(const lds_index *idx, const char *file, lds_status st)
+{
+    /* LDS_E_DUP_KEY: the check says which rows repeat a key (ADR 0010). */
+    lds_error err;
+    lds_error_init(&err);
+    bool detail = st == LDS_E_DUP_KEY && lds_index_check_keys(idx, &err) == st;
+    cli_fail(file, st, detail ? &err : NULL);
+    return false;
 }
 
 /* Resolves the key or row of `a` to a row of `idx`; prints the error and returns false if none. */
@@ -206,14 +219,8 @@ static bool resolve_row(const lds_index *idx, const query_args *a, uint64_t *row
         fputs("' not found\n", stderr);
         return false;
     }
-    if (st != LDS_OK) {
-        /* LDS_E_DUP_KEY: the check says which rows repeat a key (ADR 0010). */
-        lds_error err;
-        lds_error_init(&err);
-        bool detail = st == LDS_E_DUP_KEY && lds_index_check_keys(idx, &err) == st;
-        cli_fail(a->req.file, st, detail ? &err : NULL);
-        return false;
-    }
+    if (st != LDS_OK)
+        return key_lookup_failed(idx, a->req.file, st);
     return true;
 }
 
@@ -257,6 +264,50 @@ static int print_json(json_object *o)
         printf("%s\n", text);
     json_object_put(o);
     return rc;
+}
+
+static bool is_zero(const float *v, uint32_t dim)
+{
+    for (uint32_t i = 0; i < dim; i++)
+        if (v[i] != 0.0f)
+            return false;
+    return true;
+}
+
+/* Checks a query taken from `row` of the index (a key's or --row's) before the search: a
+   non-finite element is the index's fault, and a zero row under cosine has no
+   similarity; either is reported naming the row (and, with `line`, the --queries line).
+   Returns false after printing the error. */
+static bool row_query_usable(const lds_index *idx, const char *file, uint64_t line, uint64_t row,
+                             const float *vec, uint32_t dim)
+{
+    char where[48] = "";
+    if (line)
+        snprintf(where, sizeof where, "line %" PRIu64 ": ", line);
+    double qq = 0.0;
+    for (uint32_t i = 0; i < dim; i++) {
+        if (!isfinite(vec[i])) {
+            size_t es = lds_index_dtype(idx) == LDS_DTYPE_F32  ? 4
+                        : lds_index_dtype(idx) == LDS_DTYPE_I8 ? 1
+                                                               : 2;
+            /* Vectors start the payload (format.md §3), which starts at byte 64. */
+            uint64_t at = LDS_HEADER_SIZE +
+                          (uint64_t)((const char *)lds_index_row(idx, row) -
+                                     (const char *)lds_index_row(idx, 0)) +
+                          (uint64_t)i * es;
+            cli_failf("%s: %srow %" PRIu64 " of the index holds a non-finite element %" PRIu32
+                      " (at byte %" PRIu64 ")",
+                      file, where, row, i, at);
+            return false;
+        }
+        qq += (double)vec[i] * vec[i];
+    }
+    if (lds_index_metric(idx) == LDS_METRIC_COSINE && qq == 0.0) {
+        cli_failf("%s: %srow %" PRIu64 " of the index is zero, which has no cosine similarity",
+                  file, where, row);
+        return false;
+    }
+    return true;
 }
 
 /* Loads the index and the row's vector as f32; returns -1 to go on, or an exit code. */
@@ -329,21 +380,65 @@ done:
     return rc;
 }
 
-/* Parses a vector of exactly `dim` finite numbers separated by commas and/or
-   white space from text[0, len); on failure writes the reason to why[0, cap). */
+/* Writes "element N '<token>' <what>" into why[0, cap), the token's bytes as they are
+   (at most 40; a NUL among them too: the printer escapes them); returns its length. */
+static size_t say_element(char *why, size_t cap, size_t n, const char *tok, size_t w,
+                          const char *what)
+{
+    int k = snprintf(why, cap, "element %zu '", n);
+    size_t len = k < 0 ? 0 : (size_t)k < cap ? (size_t)k : cap - 1;
+    size_t t = w < 40 ? w : 40;
+    if (t > cap - 1 - len)
+        t = cap - 1 - len;
+    memcpy(why + len, tok, t);
+    len += t;
+    k = snprintf(why + len, cap - len, "' %s", what);
+    len += k < 0 ? 0 : (size_t)k < cap - len ? (size_t)k : cap - len - 1;
+    return len;
+}
+
+static bool is_vector_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+/* Parses a vector of exactly `dim` finite numbers separated by commas and/or white
+   space from text[0, len) (an empty element, between two commas or before the first
+   or after the last, is refused); on failure writes the reason to why[0, cap) and its
+   length (it may quote input bytes, a NUL among them) to *why_len. Elements count
+   from 0. */
 static bool parse_vector(const char *text, size_t len, uint32_t dim, float *out, char *why,
-                         size_t cap)
+                         size_t cap, size_t *why_len)
 {
     size_t n = 0, i = 0;
+    bool comma = true; /* a comma (or the start) since the last element */
+    bool any_comma = false;
     for (;;) {
-        while (i < len && (text[i] == ',' || text[i] == ' ' || text[i] == '\t' || text[i] == '\r' ||
-                           text[i] == '\n'))
+        while (i < len && is_vector_space(text[i]))
             i++;
-        if (i == len)
+        if (i < len && text[i] == ',') {
+            if (comma) {
+                int k = snprintf(why, cap,
+                                 "element %zu is empty (two commas, or a comma "
+                                 "with no number before it)",
+                                 n);
+                *why_len = k < 0 ? 0 : (size_t)k < cap ? (size_t)k : cap - 1;
+                return false;
+            }
+            comma = any_comma = true;
+            i++;
+            continue;
+        }
+        if (i == len) {
+            if (comma && any_comma) {
+                int k = snprintf(why, cap, "element %zu is empty (a comma ends the vector)", n);
+                *why_len = k < 0 ? 0 : (size_t)k < cap ? (size_t)k : cap - 1;
+                return false;
+            }
             break;
+        }
         size_t j = i;
-        while (j < len && text[j] != ',' && text[j] != ' ' && text[j] != '\t' && text[j] != '\r' &&
-               text[j] != '\n')
+        while (j < len && text[j] != ',' && !is_vector_space(text[j]))
             j++;
         char num[64];
         size_t w = j - i;
@@ -354,54 +449,102 @@ static bool parse_vector(const char *text, size_t len, uint32_t dim, float *out,
             num[w] = '\0';
             x = strtof(num, &end);
         }
-        if (w >= sizeof num || end != num + w || w == 0 || strpbrk(num, "xXnN") || !isfinite(x)) {
-            snprintf(why, cap, "element %zu '%.*s' is not a finite decimal number", n + 1,
-                     (int)(w < 40 ? w : 40), text + i);
+        if (w >= sizeof num || end != num + w || strpbrk(num, "xXnN")) {
+            *why_len = say_element(why, cap, n, text + i, w, "is not a finite decimal number");
+            return false;
+        }
+        if (!isfinite(x)) {
+            *why_len = say_element(why, cap, n, text + i, w,
+                                   "is out of float32's range (largest 3.40282347e+38)");
             return false;
         }
         if (n < dim)
             out[n] = x;
         n++;
+        comma = false;
         i = j;
     }
     if (n != dim) {
-        snprintf(why, cap, "%zu numbers, the index has dim %" PRIu32, n, dim);
+        int k = snprintf(why, cap, "%zu numbers, the index has dim %" PRIu32, n, dim);
+        *why_len = k < 0 ? 0 : (size_t)k < cap ? (size_t)k : cap - 1;
         return false;
     }
     return true;
 }
 
-/* Reads the whole of `path` (at most 64 MiB) into a NUL-terminated buffer. */
-static char *read_text_file(const char *path, size_t *len)
+/* The most bytes --queries or --vector-file reads. */
+#define TEXT_FILE_MAX ((size_t)64 << 20)
+
+/* Reads the whole of `path` ("-": standard input), a regular file or a pipe of at most
+   TEXT_FILE_MAX bytes, into a NUL-terminated buffer; on failure returns NULL with the
+   reason in why[0, cap) (never "Success": a device such as /dev/zero is refused, an
+   endless stream stops at the bound). */
+static char *read_text_file(const char *path, size_t *len, char *why, size_t cap)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f)
+    bool std = strcmp(path, "-") == 0;
+    FILE *f = std ? stdin : fopen(path, "rb");
+    if (!f) {
+        snprintf(why, cap, "cannot read: %s", strerror(errno));
         return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
+    }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0) {
+        snprintf(why, cap, "cannot read: %s", strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(sb.st_mode) && !S_ISFIFO(sb.st_mode) && !S_ISSOCK(sb.st_mode)) {
+        snprintf(why, cap, "not a regular file or a pipe (a device or a directory)");
+        goto fail;
+    }
+    if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > TEXT_FILE_MAX) {
+        snprintf(why, cap, "%" PRIu64 " bytes, more than the %zu (64 MiB) read",
+                 (uint64_t)sb.st_size, TEXT_FILE_MAX);
+        goto fail;
+    }
+    size_t bufcap = 4096, n = 0;
+    char *buf = malloc(bufcap);
     while (buf) {
-        if (n + 1 == cap) {
-            char *nb = cap < ((size_t)64 << 20) ? realloc(buf, cap * 2) : NULL;
+        if (n + 1 == bufcap) {
+            if (n == TEXT_FILE_MAX) {
+                if (fgetc(f) == EOF)
+                    break; /* exactly the most */
+                snprintf(why, cap, "more than %zu bytes (64 MiB), the most read", TEXT_FILE_MAX);
+                free(buf);
+                goto fail;
+            }
+            size_t next = bufcap * 2 > TEXT_FILE_MAX + 1 ? TEXT_FILE_MAX + 1 : bufcap * 2;
+            char *nb = realloc(buf, next);
             if (!nb) {
                 free(buf);
                 buf = NULL;
                 break;
             }
             buf = nb;
-            cap *= 2;
+            bufcap = next;
         }
-        size_t got = fread(buf + n, 1, cap - 1 - n, f);
+        size_t got = fread(buf + n, 1, bufcap - 1 - n, f);
         n += got;
         if (got == 0)
             break;
     }
-    if (f != stdin)
-        fclose(f);
-    if (buf) {
-        buf[n] = '\0';
-        *len = n;
+    if (!buf) {
+        snprintf(why, cap, "out of memory");
+        goto fail;
     }
+    if (ferror(f)) {
+        snprintf(why, cap, "cannot read: %s", strerror(errno));
+        free(buf);
+        goto fail;
+    }
+    if (!std)
+        fclose(f);
+    buf[n] = '\0';
+    *len = n;
     return buf;
+fail:
+    if (!std)
+        fclose(f);
+    return NULL;
 }
 
 /* One query of a run: its vector and the row it came from (UINT64_MAX: none). */
@@ -451,9 +594,10 @@ static size_t drop_self(lds_hit *hits, size_t n, uint64_t self, uint64_t k)
 static int similar_queries(const query_args *a, const lds_index *idx)
 {
     size_t len = 0;
-    char *text = read_text_file(a->queries, &len);
+    char rwhy[160];
+    char *text = read_text_file(a->queries, &len, rwhy, sizeof rwhy);
     if (!text)
-        return cli_failf("%s: cannot read: %s", a->queries, strerror(errno));
+        return cli_failf("%s: %s", a->queries, rwhy);
     uint32_t dim = lds_index_dim(idx);
     size_t want = (size_t)a->k + 1;
     float *vecs = malloc(sizeof(float) * dim * QUERY_CHUNK);
@@ -486,18 +630,46 @@ static int similar_queries(const query_args *a, const lds_index *idx)
                 continue;
             uint64_t row = UINT64_MAX;
             char why[128];
-            bool is_key = lds_index_has_keys(idx) && lds_index_find_key(idx, l, n, &row) == LDS_OK;
-            if (is_key)
+            size_t why_len = 0;
+            lds_status kst =
+                lds_index_has_keys(idx) ? lds_index_find_key(idx, l, n, &row) : LDS_E_NOT_FOUND;
+            bool is_key = kst == LDS_OK;
+            if (kst != LDS_OK && kst != LDS_E_NOT_FOUND) {
+                /* A broken key table (a repeat under the unique flag) is not "not a key". */
+                key_lookup_failed(idx, a->req.file, kst);
+                bad = true;
+                pos = len;
+            } else if (is_key) {
                 lds_index_row_f32(idx, row, vecs + nq * dim, dim);
-            if (!is_key && !parse_vector(l, n, dim, vecs + nq * dim, why, sizeof why)) {
-                fprintf(stderr, "lodestar: %s: line %" PRIu64 ": ", a->queries, line);
+                if (!row_query_usable(idx, a->req.file, line, row, vecs + nq * dim, dim)) {
+                    bad = true;
+                    pos = len;
+                }
+            }
+            if (bad) {
+                /* reported above */
+            } else if (!is_key &&
+                       !parse_vector(l, n, dim, vecs + nq * dim, why, sizeof why, &why_len)) {
+                fputs("lodestar: ", stderr);
+                cli_put_escaped(stderr, a->queries, strlen(a->queries));
+                fprintf(stderr, ": line %" PRIu64 ": ", line);
                 if (lds_index_has_keys(idx)) {
                     fputs("not a key of the index ('", stderr);
                     cli_put_escaped(stderr, l, n < 60 ? n : 60);
                     fputs("'), nor a vector: ", stderr);
                 }
-                fprintf(stderr, "%s\n", why);
+                cli_put_escaped(stderr, why, why_len); /* it quotes the line's bytes */
+                fputc('\n', stderr);
                 bad = true; /* the lines before it are still answered */
+                pos = len;
+            } else if (!is_key && is_zero(vecs + nq * dim, dim) &&
+                       lds_index_metric(idx) == LDS_METRIC_COSINE) {
+                /* Named by its line here: the search would count within its chunk. */
+                fputs("lodestar: ", stderr);
+                cli_put_escaped(stderr, a->queries, strlen(a->queries));
+                fprintf(stderr, ": line %" PRIu64 ": a zero query has no cosine similarity\n",
+                        line);
+                bad = true;
                 pos = len;
             } else {
                 qs[nq++] = (query){row, line};
@@ -562,9 +734,10 @@ int cli_similar(int argc, char **argv)
         const char *what = a.vector ? "--vector" : a.vector_file;
         size_t len = 0;
         if (a.vector_file) {
-            vtext = read_text_file(a.vector_file, &len);
+            char rwhy[160];
+            vtext = read_text_file(a.vector_file, &len, rwhy, sizeof rwhy);
             if (!vtext) {
-                rc = cli_failf("%s: cannot read: %s", a.vector_file, strerror(errno));
+                rc = cli_failf("%s: %s", a.vector_file, rwhy);
                 goto done;
             }
         }
@@ -574,18 +747,28 @@ int cli_similar(int argc, char **argv)
         uint32_t dim = lds_index_dim(idx);
         vec = malloc(sizeof(float) * dim);
         char why[128];
+        size_t why_len = 0;
         if (!vec) {
             rc = cli_failf("out of memory");
             goto done;
         }
-        if (!parse_vector(text, len, dim, vec, why, sizeof why)) {
-            rc = cli_failf("%s: %s", what, why);
+        if (!parse_vector(text, len, dim, vec, why, sizeof why, &why_len)) {
+            fputs("lodestar: ", stderr);
+            cli_put_escaped(stderr, what, strlen(what));
+            fputs(": ", stderr);
+            cli_put_escaped(stderr, why, why_len);
+            fputc('\n', stderr);
+            rc = CLI_FAIL;
             goto done;
         }
     } else {
         rc = load_row(&a, &idx, &row, &vec);
         if (rc >= 0)
             goto done;
+        if (!row_query_usable(idx, a.req.file, 0, row, vec, lds_index_dim(idx))) {
+            rc = CLI_FAIL;
+            goto done;
+        }
     }
     /* One more than asked, since the row itself is usually its own nearest neighbour. */
     size_t want = (size_t)a.k + 1;

@@ -2,8 +2,10 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +67,17 @@ int cli_usage_error(const char *prog, const char *fmt, ...)
     cli_put_escaped(stderr, msg, len); /* arguments and file names are echoed escaped */
     fprintf(stderr, "\nTry '%s --help'.\n", prog);
     return CLI_USAGE;
+}
+
+int cli_option_error(const char *prog, int c, char **argv)
+{
+    /* opterr is 0 (main): getopt's own messages would echo the argument unescaped. */
+    const char *arg = optind > 0 ? argv[optind - 1] : "";
+    if (c == ':')
+        return cli_usage_error(prog, "option '%s' requires an argument", arg);
+    if (optopt != 0 && !(arg[0] == '-' && arg[1] == '-'))
+        return cli_usage_error(prog, "invalid option -- '%c'", optopt);
+    return cli_usage_error(prog, "unrecognized option '%s'", arg);
 }
 
 bool cli_parse_u64(const char *text, uint64_t *out)
@@ -179,11 +192,22 @@ int cli_parse_max_payload(const char *prog, const char *arg, cli_load_request *r
     return -1;
 }
 
+/* True for the invisible format characters that reorder or hide text (bidi overrides,
+   embeddings and isolates, zero-width marks, the byte order mark): printed, they make a
+   key look like another, so they are escaped as \uXXXX. */
+static bool is_format_control(uint32_t cp)
+{
+    return cp == 0x061c || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x202a && cp <= 0x202e) ||
+           (cp >= 0x2060 && cp <= 0x2064) || (cp >= 0x2066 && cp <= 0x206f) || cp == 0xfeff;
+}
+
 /* Length of the UTF-8 sequence at s[0..n) if it is well formed and not a control
-   character (C0, DEL, C1); 0 otherwise. */
-static size_t printable_utf8(const unsigned char *s, size_t n)
+   character (C0, DEL, C1); 0 otherwise. *cp receives the code point of a well-formed
+   sequence (a format control among them is reported with its length, for the caller). */
+static size_t printable_utf8(const unsigned char *s, size_t n, uint32_t *cpo)
 {
     unsigned char c = s[0];
+    *cpo = c;
     if (c >= 0x20 && c < 0x7f)
         return c == '\\' ? 0 : 1;
     size_t len;
@@ -211,6 +235,7 @@ static size_t printable_utf8(const unsigned char *s, size_t n)
     if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
         (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp < 0xa0))
         return 0;
+    *cpo = cp;
     return len;
 }
 
@@ -218,8 +243,12 @@ static void put_escaped(FILE *f, const char *s, size_t len, bool backslash)
 {
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < len;) {
-        size_t n = p[i] == '\\' && !backslash ? 1 : printable_utf8(p + i, len - i);
-        if (n) {
+        uint32_t cp = 0;
+        size_t n = p[i] == '\\' && !backslash ? 1 : printable_utf8(p + i, len - i, &cp);
+        if (n && is_format_control(cp)) {
+            fprintf(f, "\\u%04" PRIx32, cp);
+            i += n;
+        } else if (n) {
             fwrite(p + i, 1, n, f);
             i += n;
         } else {
@@ -282,6 +311,20 @@ static lds_status load(const cli_load_request *req, lds_index **out, lds_load_in
     return lds_load_path(source, &opts, out, info, err);
 }
 
+/* A mapped index whose file is truncated while in use faults on the next page it
+   touches (SIGBUS): the documented --mmap hazard. The program stops with a line that
+   says so instead of dying of a bus error (exit 135). Async-signal-safe: write(2) and
+   _exit only. */
+static void mapped_file_changed(int sig)
+{
+    (void)sig;
+    static const char msg[] = "lodestar: the mapped index file changed underneath (truncated "
+                              "or rewritten while in use with --mmap); stopped\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+    _exit(CLI_FAIL);
+}
+
 int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info)
 {
     lds_error err;
@@ -289,6 +332,14 @@ int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info)
     lds_status st = load(req, out, info, &err);
     /* The loader's messages about a URL name it already ("GET URL: ..."). */
     bool named = strncmp(err.message, "GET ", 4) == 0;
+    if (st == LDS_OK && info->path == LDS_LOAD_MAPPED) {
+        /* Installed only while a mapped index is in use: the process ends with it. */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = mapped_file_changed;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGBUS, &sa, NULL);
+    }
     return st == LDS_OK ? CLI_OK : cli_fail(named ? NULL : req->file, st, &err);
 }
 

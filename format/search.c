@@ -339,18 +339,18 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
             if (!isfinite(x)) {
                 if (nq == 1)
                     return lds__fail(err, LDS_E_BAD_VALUE, NULL, 0,
-                                     "%s: query element %zu is not finite", fn, i);
+                                     "query element %zu is not finite", i);
                 return lds__fail(err, LDS_E_BAD_VALUE, NULL, 0,
-                                 "%s: query %zu element %zu is not finite", fn, j, i);
+                                 "query %zu element %zu is not finite", j, i);
             }
             qq += (double)x * x;
         }
         if (cosine && qq == 0.0) {
             if (nq == 1)
                 return lds__fail(err, LDS_E_BAD_VALUE, NULL, 0,
-                                 "%s: a zero query has no cosine similarity", fn);
+                                 "a zero query has no cosine similarity");
             return lds__fail(err, LDS_E_BAD_VALUE, NULL, 0,
-                             "%s: query %zu is zero, which has no cosine similarity", fn, j);
+                             "query %zu is zero, which has no cosine similarity", j);
         }
     }
     const size_t want = k < idx->rows ? k : (size_t)idx->rows;

@@ -291,9 +291,10 @@ def test_similar_vector_and_vector_file():
     check(j["neighbours"][0]["score"] == 1, j)
     # Bad vectors name the problem; two sources at once is a usage error.
     for v, msg in [("1,0,0", "3 numbers, the index has dim 4"),
-                   ("1,0,0,x", "element 4 'x' is not a finite decimal number"),
-                   ("1,0,0,nan", "element 4 'nan'"), ("1,0,0,0x1p3", "element 4 '0x1p3'"),
-                   ("1,0,0,1e99", "element 4 '1e99'"), ("", "0 numbers")]:
+                   ("1,0,0,x", "element 3 'x' is not a finite decimal number"),
+                   ("1,0,0,nan", "element 3 'nan'"), ("1,0,0,0x1p3", "element 3 '0x1p3'"),
+                   ("1,0,0,1e99", "element 3 '1e99' is out of float32's range"),
+                   ("", "0 numbers")]:
         rc, out, err = run("similar", "--vector", v, INDEX)
         expect(rc, out, err, 1)
         check(msg in err and out == "", (v, err))
@@ -516,7 +517,24 @@ def test_json_with_nan_and_infinity():
     # A NaN query has no neighbours: the search refuses it.
     rc, out, err = run("similar", "--json", nan, "king")
     expect(rc, out, err, 1)
-    check("not finite" in err and out == "", err)
+    want = f"lodestar: {nan}: row 0 of the index holds a non-finite element 0 (at byte 64)\n"
+    check(err == want and out == "", err)
+    # The index is to blame, not the query; by --row and by a --queries line too.
+    rc, out, err = run("similar", nan, "--row", "0")
+    expect(rc, out, err, 1)
+    check(err == want, err)
+    rc, out, err = run("similar", "--queries", "-", nan, "-k", "1",
+                       input_bytes=b"queen\nking\n")
+    expect(rc, out, err, 1)
+    check(err == f"lodestar: {nan}: line 2: row 0 of the index holds a non-finite element 0 "
+          "(at byte 64)\n" and json.loads(out)["key"] == "queen", (out, err))
+    # A zero query: no library function name in the message; a --queries line is named.
+    rc, out, err = run("similar", "--vector", "0,0,0,0", INDEX)
+    expect(rc, out, err, 1)
+    check(err == f"lodestar: {INDEX}: a zero query has no cosine similarity\n", err)
+    rc, out, err = run("similar", "--queries", "-", INDEX, input_bytes=b"king\n0 0 0 0\n")
+    expect(rc, out, err, 1)
+    check(err == "lodestar: -: line 2: a zero query has no cosine similarity\n", err)
     rc, out, err = run("get", nan, "king")
     expect(rc, out, err, 0)
     check("vector: nan inf 0 0\n" in out, out)
@@ -845,6 +863,178 @@ def test_readme_example():
         out == "king 1.0000\nqueen 0.8000\nprince 0.6000\nroyal 0.5000\napple 0.0000\n",
         out,
     )
+
+
+def test_argv_queries_and_bidi_keys_are_escaped():
+    # getopt's own messages (opterr) would echo argv raw: ours are escaped.
+    rc, out, err = run("--bogus-\x1b[31m")
+    expect(rc, out, err, 2)
+    check(err.startswith("lodestar: unrecognized option '--bogus-\\x1b[31m'\n"), repr(err))
+    rc, out, err = run("info", "--bogus-\x1b")
+    expect(rc, out, err, 2)
+    check(err == "lodestar info: unrecognized option '--bogus-\\x1b'\n"
+          "Try 'lodestar info --help'.\n", repr(err))
+    rc, out, err = run("similar", "--row")
+    check(err.startswith("lodestar similar: option '--row' requires an argument\n"), repr(err))
+    rc, out, err = run("\x1b[31m")
+    expect(rc, out, err, 2)
+    check(err.startswith("lodestar: unknown command '\\x1b[31m'\n"), repr(err))
+    # A --queries line that is neither a key nor a vector is quoted escaped in the reason.
+    rc, out, err = run("similar", "--queries", "-", INDEX, input_bytes=b"1,0,0,\x1b[2J\n")
+    expect(rc, out, err, 1)
+    check("\x1b" not in err and "element 3 '\\x1b[2J' is not a finite decimal number" in err,
+          repr(err))
+    # Bidi overrides and zero-width marks in keys print as \uXXXX in text output.
+    src = os.path.join(WORK, "bidi.txt")
+    with open(src, "w", encoding="utf-8") as f:
+        f.write("ab\u202ecd 1 0\nx\u200by 0 1\n")
+    ix = os.path.join(WORK, "bidi.ldsi")
+    pack(src, ix)
+    rc, out, err = run("get", ix, "ab\u202ecd")
+    expect(rc, out, err, 0)
+    check(out.splitlines()[0] == "key:    ab\\u202ecd", repr(out))
+    rc, out, err = run("similar", ix, "--row", "0", "-k", "1")
+    expect(rc, out, err, 0)
+    check(out.splitlines()[1].split()[3] == "x\\u200by", repr(out))
+    rc, out, err = run("get", ix, "\u202e")
+    expect(rc, out, err, 1)
+    check(err == f"lodestar: {ix}: key '\\u202e' not found\n", repr(err))
+
+
+def test_vector_elements_count_from_0_and_empty_ones_are_refused():
+    cases = [
+        ("1,2,x,0", "lodestar: --vector: element 2 'x' is not a finite decimal number\n"),
+        ("1,,2,3", "lodestar: --vector: element 1 is empty (two commas, or a comma with no "
+                   "number before it)\n"),
+        (",1,2,3,4", "lodestar: --vector: element 0 is empty (two commas, or a comma with no "
+                     "number before it)\n"),
+        ("1,2,3,4,", "lodestar: --vector: element 4 is empty (a comma ends the vector)\n"),
+        ("1, ,2,3", "lodestar: --vector: element 1 is empty (two commas, or a comma with no "
+                    "number before it)\n"),
+        ("0,1e39,0,0", "lodestar: --vector: element 1 '1e39' is out of float32's range "
+                       "(largest 3.40282347e+38)\n"),
+        ("0,-1e39,0,0", "lodestar: --vector: element 1 '-1e39' is out of float32's range "
+                        "(largest 3.40282347e+38)\n"),
+    ]
+    for v, want in cases:
+        rc, out, err = run("similar", "--vector", v, INDEX)
+        expect(rc, out, err, 1)
+        check(err == want, (v, err))
+    # "1 2 3 4" and "1, 2, 3, 4" are still vectors.
+    for v in ("1 0 0 0", "1, 0, 0, 0", " 1,0 0,0 "):
+        rc, out, err = run("similar", "--vector", v, INDEX, "-k", "1")
+        expect(rc, out, err, 0)
+    # A NUL byte in a vector file: the message quotes the token with it, escaped.
+    vf = os.path.join(WORK, "nul.txt")
+    with open(vf, "wb") as f:
+        f.write(b"1,2\x009,3,4\n")
+    rc, out, err = run("similar", "--vector-file", vf, INDEX)
+    expect(rc, out, err, 1)
+    check(err == f"lodestar: {vf}: element 1 '2\\x009' is not a finite decimal number\n",
+          repr(err))
+
+
+def test_a_broken_key_table_is_not_reported_as_a_missing_key():
+    # keys alpha, beta, alpha under the unique flag: the repeat is found at the first
+    # lookup (ADR 0010) and reported as such, whatever the key looked up.
+    bad = os.path.join(os.path.dirname(os.path.dirname(FIXTURES)), "bad",
+                       "keys-duplicate.E_DUP_KEY.ldsi")
+    want = (f"lodestar: {bad}: keys.bytes: the key of row 2 repeats the key of row 0 "
+            "(at byte 217)\n")
+    for line in (b"beta\n", b"gamma\n", b"1,0,0,0\n"):
+        rc, out, err = run("similar", "--queries", "-", bad, input_bytes=line)
+        expect(rc, out, err, 1)
+        check(err == want and out == "", (line, err))
+    rc, out, err = run("similar", bad, "beta")
+    expect(rc, out, err, 1)
+    check(err == want, err)
+
+
+def test_query_files_that_are_devices_or_too_big_are_refused():
+    # /dev/zero never ends: refused as a device, not read until "cannot read: Success".
+    for opt in ("--queries", "--vector-file"):
+        rc, out, err = run("similar", opt, "/dev/zero", INDEX)
+        expect(rc, out, err, 1)
+        check(err == "lodestar: /dev/zero: not a regular file or a pipe (a device or a "
+              "directory)\n", (opt, err))
+    big = os.path.join(WORK, "big-queries.txt")
+    with open(big, "wb") as f:
+        f.truncate((64 << 20) + 1)
+    rc, out, err = run("similar", "--queries", big, INDEX)
+    expect(rc, out, err, 1)
+    check(err == f"lodestar: {big}: 67108865 bytes, more than the 67108864 (64 MiB) read\n",
+          err)
+    os.unlink(big)
+    # Standard input is bounded as it is read: 64 MiB pass, one byte more does not.
+    body = b"king\n" + b"\n" * ((64 << 20) - 5)
+    rc, out, err = run("similar", "--queries", "-", INDEX, "-k", "1", input_bytes=body)
+    expect(rc, out, err, 0)
+    check(json.loads(out)["neighbours"] == [{"key": "queen", "row": 1, "score": 0.8}], out)
+    rc, out, err = run("similar", "--queries", "-", INDEX, "-k", "1", input_bytes=body + b"\n")
+    expect(rc, out, err, 1)
+    check(err == "lodestar: -: more than 67108864 bytes (64 MiB), the most read\n" and out == "",
+          err)
+
+
+def test_mmap_file_truncated_while_in_use_exits_1_with_a_line():
+    # Deterministic: the CLI loads (maps) the index, then opens the FIFO given as
+    # --queries; our open for writing returns only once it has, so the truncation
+    # comes after the load and before the first key lookup touches the mapping.
+    ix = os.path.join(WORK, "mapped.ldsi")
+    shutil.copy(INDEX, ix)
+    fifo = os.path.join(WORK, "queries.fifo")
+    os.mkfifo(fifo)
+    p = subprocess.Popen([LODESTAR, "similar", "--mmap", "--queries", fifo, ix],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with open(fifo, "wb") as f:
+        os.truncate(ix, 0)
+        f.write(b"king\n")
+    out, err = p.communicate(timeout=60)
+    check(p.returncode == 1, f"exit {p.returncode} (135 is the bus error): {err!r}")
+    check(err == b"lodestar: the mapped index file changed underneath (truncated or "
+          b"rewritten while in use with --mmap); stopped\n" and out == b"", err)
+
+
+def test_info_mmap_says_when_mapping_was_not_used():
+    zst = os.path.join(WORK, "mm.ldsi.zst")
+    p = subprocess.run(["zstd", "-q", "-f", INDEX, "-o", zst])
+    check(p.returncode == 0, "zstd")
+    rc, out, err = run("info", "--mmap", zst)
+    expect(rc, out, err, 0)
+    lines = out.splitlines()
+    i = lines.index("load path:  pooled (adopt)")
+    check(lines[i + 1] == "mmap:       not used (compressed input)", out)
+    j = info_json("--mmap", zst)
+    check(j["load"]["path"] == "pooled" and j["load"]["mmap_not_used"] == "compressed input", j)
+    with open(INDEX, "rb") as f:
+        rc, out, err = run("info", "--mmap", "-", input_bytes=f.read())
+    expect(rc, out, err, 0)
+    check("mmap:       not used (not a regular file)\n" in out, out)
+    # Mapped, or not asked: no such line, no such field.
+    rc, out, err = run("info", "--mmap", INDEX)
+    check("load path:  mapped" in out and "mmap:" not in out, out)
+    check("mmap_not_used" not in info_json(zst)["load"], "not asked")
+
+
+def test_readme_install_lines_and_test_figures_are_current():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    lines = readme.splitlines()
+    # Debian's python (numpy, mesonpy), not whichever python3 is first on PATH.
+    check(any(line.startswith("/usr/bin/python3 -m venv --system-site-packages v ")
+              for line in lines), "venv line")
+    check(any(line.startswith("v/bin/pip install --no-build-isolation . ") for line in lines),
+          "pip line")
+    check("python3 -m venv" not in readme.replace("/usr/bin/python3 -m venv", ""), "bare python3")
+    with open(os.path.join(root, ".gitignore")) as f:
+        check("/v/" in f.read().splitlines(), ".gitignore lacks the venv v/")
+    check("`tests: 60 passed, 0 failed, 1 skipped`" in readme and "40 passed" not in readme
+          and "commit cf4af4d" in readme, "stale test summary")
+    # "a usage error": the message and the --help pointer on stderr, nothing on stdout.
+    rc, out, err = run("similar", "--bogus")
+    check(rc == 2 and out == "" and err == "lodestar similar: unrecognized option '--bogus'\n"
+          "Try 'lodestar similar --help'.\n", (out, err))
 
 
 if __name__ == "__main__":

@@ -58,6 +58,9 @@ class Keys(collections.abc.Sequence):
         return self._index.key(r)
 
     def __contains__(self, key):
+        """Whether `key` (a str) is a key of the index; False for other types and for a
+        keyless index. A broken key table (a key repeated under the unique flag) raises
+        lodestar.DuplicateKeyError, as row() does, rather than answer False."""
         return key in self._index
 
     def __repr__(self):
@@ -326,14 +329,29 @@ class Index:
         lib = library()
         h = self._enter()
         try:
-            r = ctypes.c_uint64()
-            st = lib.lds_index_find_key(h, b, len(b), ctypes.byref(r))
+            st, r = self._find_key(h, b)
             if st == 19:  # LDS_E_NOT_FOUND
                 raise KeyError(key)
-            check(st)
-            return r.value
+            return r
         finally:
             self._leave()
+
+    @staticmethod
+    def _find_key(h, b):
+        """(status, row) of key bytes `b`; raises for any status but LDS_OK and
+        LDS_E_NOT_FOUND (a keyless index: UnsupportedError). A repeated
+        key under the unique flag (LDS_E_DUP_KEY, found at the first lookup, ADR 0010)
+        raises DuplicateKeyError with field and offset, from lds_index_check_keys (the
+        lookup itself has no error detail out-parameter)."""
+        lib = library()
+        r = ctypes.c_uint64()
+        st = lib.lds_index_find_key(h, b, len(b), ctypes.byref(r))
+        if st in (0, 19):
+            return st, r.value
+        err = _capi.new_error()
+        if lib.lds_index_check_keys(h, ctypes.byref(err)) == st:
+            check(st, err)
+        check(st)
 
     def check_keys(self):
         """Checks the whole key table now, as `lodestar verify` does: a file that
@@ -350,14 +368,19 @@ class Index:
             self._leave()
 
     def __contains__(self, key):
+        """Whether `key` (a str) is a key of the index; False for other types and for a
+        keyless index. A broken key table (a key repeated under the unique flag) raises
+        lodestar.DuplicateKeyError, as row() does, rather than answer False."""
         if not isinstance(key, str):
             return False
         b = key.encode()
         lib = library()
         h = self._enter()
         try:
-            r = ctypes.c_uint64()
-            return lib.lds_index_find_key(h, b, len(b), ctypes.byref(r)) == 0
+            if not lib.lds_index_has_keys(h):
+                return False  # a keyless index contains no key
+            # Only LDS_E_NOT_FOUND is "not in": a broken key table raises (_find_key).
+            return self._find_key(h, b)[0] == 0
         finally:
             self._leave()
 
@@ -388,10 +411,12 @@ class Index:
 
     def search(self, queries, k=10, *, threads=None):
         """Exact top-k of each query under the index's metric, as faiss's index.search:
-        returns (scores, rows), float32 and int64 arrays shaped (nq, k), best first (for
-        l2 the smallest distances). `queries` is an array (nq, dim) or one query (dim,)
-        of any real dtype (converted to float32). Where the index has fewer than k rows
-        the tail is rows -1 and scores -inf (+inf for l2). All queries go to one
+        returns (scores, rows), float32 and int64 arrays shaped (nq, min(k, rows)), best
+        first (for l2 the smallest distances): unlike faiss, an index with fewer than k
+        rows gives fewer columns rather than a tail of rows -1, so that a large k costs
+        no more than the index's size. `queries` is an array (nq, dim) or one query
+        (dim,) of any real dtype (converted to float32). k: an integer >= 0
+        (TypeError / ValueError otherwise). All queries go to one
         lds_index_search_batch call, which releases the GIL; its results are those of
         lds_index_search one query at a time. threads: None for the library's choice
         (lds_search_options.threads 0), or the most threads to split the rows over (the
@@ -421,10 +446,9 @@ class Index:
             if q.shape[1] != dim:
                 raise ValueError("queries have %d dims, the index %d" % (q.shape[1], dim))
             nq = q.shape[0]
-            worst = np.float32(np.inf if lib.lds_index_metric(h) == 3 else -np.inf)
-            scores = np.full((nq, k), worst, dtype=np.float32)
-            rows = np.full((nq, k), -1, dtype=np.int64)
             kk = min(k, lib.lds_index_rows(h))  # what the library can return
+            scores = np.empty((nq, kk), dtype=np.float32)
+            rows = np.empty((nq, kk), dtype=np.int64)
             if nq and kk:
                 _search_batch(lib, h, q, kk, threads, scores, rows)
             return scores, rows

@@ -61,23 +61,31 @@ def test_most_similar_matches_the_c_program(random_index, cli):
 
 def test_edges_of_k_and_padding(tiny):
     with lodestar.load(tiny) as index:
-        s, r = index.search([1, 0, 0, 0], k=6)
-        assert r.tolist() == [[0, 1, 3, 2, -1, -1]]
-        assert s[0, :4].tolist() == [1.0, np.float32(0.8), np.float32(0.6), 0.0]
-        assert np.all(np.isneginf(s[0, 4:]))
+        # k past the 4 rows: 4 columns, however large k is (10**8 once took 34 s, 1.2 GB).
+        for k in (6, 10**8, 2**62):
+            s, r = index.search([1, 0, 0, 0], k=k)
+            assert r.tolist() == [[0, 1, 3, 2]] and r.dtype == np.int64
+            assert s.tolist() == [[1.0, np.float32(0.8), np.float32(0.6), 0.0]]
+            assert s.dtype == np.float32
+        s, r = index.search(np.ones((2, 4)), k=10**8)
+        assert s.shape == r.shape == (2, 4)
         s, r = index.search(np.ones((3, 4)), k=0)
         assert s.shape == r.shape == (3, 0)
         s, r = index.search(np.empty((0, 4)), k=2)
         assert s.shape == (0, 2)
+        with pytest.raises(TypeError):
+            index.search(np.ones(4), k="3")
+        with pytest.raises(ValueError):
+            index.search(np.ones(4), k=-10**8)
         assert [k for k, _ in index.most_similar("king", k=10)] == ["queen", "prince", "apple"]
 
 
-def test_l2_pads_with_plus_infinity(tmp_path):
+def test_l2_k_past_the_rows_gives_the_rows(tmp_path):
     path = str(tmp_path / "l2.ldsi")
     lodestar.write(path, [[0, 0], [3, 4]], metric="l2")
     with lodestar.load(path) as index:
         s, r = index.search([0, 0], k=3)
-        assert r.tolist() == [[0, 1, -1]] and s.tolist() == [[0.0, 25.0, np.inf]]
+        assert r.tolist() == [[0, 1]] and s.tolist() == [[0.0, 25.0]]
 
 
 def test_bad_arguments(tiny):
