@@ -30,7 +30,8 @@ static const char split_usage[] =
     "  --max-payload SIZE  as for info\n"
     "  -h, --help          print this help\n";
 
-#define MANIFEST_FORMAT "lodestar-shards"
+#define MANIFEST_FORMAT    "lodestar-shards"
+#define MANIFEST_MAX_BYTES (64 << 20)
 
 /* Writes `text` to `path` through a temporary file beside it, fsynced and renamed. */
 static int write_atomically(const char *path, const char *text)
@@ -276,6 +277,11 @@ static bool field_u64(json_object *o, const char *name, uint64_t *out)
 
 int cli_verify_manifest(const char *mpath)
 {
+    /* A manifest is small (about 150 bytes a shard); a larger file is not one. */
+    struct stat sb;
+    if (stat(mpath, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > MANIFEST_MAX_BYTES)
+        return cli_failf("%s: %lld bytes, more than a manifest's limit of %d", mpath,
+                         (long long)sb.st_size, MANIFEST_MAX_BYTES);
     json_object *man = json_object_from_file(mpath);
     if (!man)
         return cli_failf("%s: not a readable JSON manifest: %s", mpath, json_util_get_last_err());

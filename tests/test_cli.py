@@ -939,6 +939,11 @@ def test_verify_manifest_refuses_bad_row_ranges():
         expect(rc, out, err, 1)
         check(message in err, (name, err))
         check(out == "", (name, out))
+    with open(mpath, "wb") as f:
+        f.truncate((64 << 20) + 1)
+    rc, out, err = run("verify", mpath)
+    expect(rc, out, err, 1)
+    check("more than a manifest's limit of 67108864" in err, err)
     bad = json.loads(json.dumps(man))
     bad["shards"][0]["file"] = "../tiny.ldsi"
     with open(mpath, "w") as f:
