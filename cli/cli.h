@@ -23,6 +23,12 @@ int cli_get(int argc, char **argv);
 int cli_similar(int argc, char **argv);
 int cli_export(int argc, char **argv);
 int cli_keys(int argc, char **argv);
+int cli_split(int argc, char **argv);
+
+/* Verifies a shard manifest written by split (cli_verify on a FILE ending ".json"):
+   its row ranges (in order, no overlap, no gap), then every shard, fully loaded and
+   checked against the manifest's checksum, rows, dim, dtype, metric, ids and keys. */
+int cli_verify_manifest(const char *path);
 
 /* Prints "lodestar: <what>: <detail>" where the detail is the error's message
    (which names field and offset) or, without one, the status text. <what> is escaped

@@ -34,6 +34,10 @@ static const char verify_usage[] =
     "mapped, so that every byte goes through the checksum. FILE may be an\n"
     "http:// or https:// URL.\n"
     "\n"
+    "A FILE ending in .json is a manifest written by 'lodestar split': its row\n"
+    "ranges are checked (in order, no overlap, no gap), then every shard it names,\n"
+    "each against the manifest's checksum, rows, dtype, metric, ids and keys.\n"
+    "\n"
     "options:\n"
     "  -h, --help  print this help\n";
 /* followed by cli_print_max_payload_help() */
@@ -215,6 +219,9 @@ int cli_info(int argc, char **argv)
     }
     if (argc - optind != 1)
         return cli_usage_error(prog, "expected one FILE (or - for standard input)");
+    size_t alen = strlen(argv[optind]);
+    if (alen > 5 && strcmp(argv[optind] + alen - 5, ".json") == 0)
+        return cli_verify_manifest(argv[optind]);
     cli_set_source(&req, argv[optind]);
 
     lds_index *idx = NULL;
@@ -258,6 +265,9 @@ int cli_verify(int argc, char **argv)
     }
     if (argc - optind != 1)
         return cli_usage_error(prog, "expected one FILE (or - for standard input)");
+    size_t alen = strlen(argv[optind]);
+    if (alen > 5 && strcmp(argv[optind] + alen - 5, ".json") == 0)
+        return cli_verify_manifest(argv[optind]);
     cli_set_source(&req, argv[optind]);
 
     lds_index *idx = NULL;

@@ -1,4 +1,4 @@
-/* The `lodestar` program: pack, export, keys, info, get, similar, verify. */
+/* The `lodestar` program: pack, export, keys, info, get, similar, verify, split. */
 #include "cli.h"
 
 #include <getopt.h>
@@ -18,7 +18,9 @@ static const char usage_text[] =
     "  info     load an index and print its shape, metadata and how it was loaded\n"
     "  get      print the row, id and vector of a key\n"
     "  similar  print the nearest neighbours of a key's vector\n"
-    "  verify   validate an index completely, checksum included\n"
+    "  verify   validate an index completely, checksum included (or a split's\n"
+    "           manifest.json and every shard it names)\n"
+    "  split    split an index into N shard indexes and a manifest\n"
     "\n"
     "Run 'lodestar COMMAND --help' for the options of a command.\n"
     "Exit status: 0 success, 1 failure, 2 usage error.\n";
@@ -28,7 +30,7 @@ static const struct command {
     int (*run)(int argc, char **argv);
 } commands[] = {
     {"pack", cli_pack},     {"info", cli_info},     {"get", cli_get},   {"similar", cli_similar},
-    {"verify", cli_verify}, {"export", cli_export}, {"keys", cli_keys},
+    {"verify", cli_verify}, {"export", cli_export}, {"keys", cli_keys}, {"split", cli_split},
 };
 
 int main(int argc, char **argv)

@@ -28,6 +28,7 @@ PACKAGES=(
     python3 python3-numpy                  # test scripts, fixtures and comparisons
     python3-mesonpy python3-venv git       # pip install . (meson-python), its test
     python3-pytest python3-cffi            # the Python package's suite; bench/python_binding.py
+    python3-distributed python3-dask       # lodestar.dask and its LocalCluster test
     python3-faiss libopenblas0-pthread     # bench/compare_faiss.py (faiss, numpy's sgemm)
     hyperfine gnuplot-nox                  # lodestar-bench: whole-process runs, --plot
     libjemalloc2 libmimalloc2.0            # pool-cost-allocators.sh, live-allocators.sh preload each

@@ -32,7 +32,7 @@ LODESTAR = os.path.abspath(sys.argv[1])
 FIXTURES = os.path.abspath(sys.argv[2])
 EXAMPLE = os.path.abspath(sys.argv[3]) if len(sys.argv) > 3 else None
 TINY = os.path.join(FIXTURES, "tiny.glove.txt")
-COMMANDS = ["pack", "info", "get", "similar", "verify"]
+COMMANDS = ["pack", "info", "get", "similar", "verify", "split"]
 
 WORK = tempfile.mkdtemp(prefix="lodestar-test-cli-")
 INDEX = os.path.join(WORK, "tiny.ldsi")
@@ -821,6 +821,154 @@ def test_info_names_ownership_as_json_does():
     expect(rc, out, err, 0)
     j = info_json(INDEX)
     check(f"load path:  {j['load']['path']} ({j['load']['ownership']})\n" in out, out)
+
+
+def npy_data(path):
+    """The data bytes of a .npy file written by export (format 1.0)."""
+    with open(path, "rb") as f:
+        b = f.read()
+    hlen = struct.unpack("<H", b[8:10])[0]
+    return b[10 + hlen:]
+
+
+def split_tiny(name, shards, *extra):
+    pack(TINY, INDEX)
+    outdir = os.path.join(WORK, name)
+    shutil.rmtree(outdir, ignore_errors=True)
+    rc, out, err = run("split", INDEX, outdir, "--shards", str(shards), *extra)
+    expect(rc, out, err, 0)
+    with open(os.path.join(outdir, "manifest.json")) as f:
+        return outdir, strict_json(f.read())
+
+
+def test_split_rows_keys_and_checksums():
+    outdir, man = split_tiny("split3", 3)
+    check(man["format"] == "lodestar-shards" and man["rows"] == 7 and man["dim"] == 4, man)
+    check(man["dtype"] == "f32" and man["metric"] == "cosine", man)
+    check(man["has_keys"] is True and man["has_ids"] is False, man)
+    ranges = [(s["first_row"], s["rows"]) for s in man["shards"]]
+    check(ranges == [(0, 3), (3, 2), (5, 2)], ranges)
+    check(sorted(os.listdir(outdir)) ==
+          ["manifest.json", "shard-0000.ldsi", "shard-0001.ldsi", "shard-0002.ldsi"],
+          os.listdir(outdir))
+    whole_npy = os.path.join(WORK, "split-whole.npy")
+    rc, out, err = run("export", INDEX, whole_npy)
+    expect(rc, out, err, 0)
+    rc, whole_keys, err = run("keys", INDEX)
+    expect(rc, whole_keys, err, 0)
+    data, keys = b"", ""
+    for s in man["shards"]:
+        path = os.path.join(outdir, s["file"])
+        with open(path, "rb") as f:
+            b = f.read()
+        check(s["payload_bytes"] == len(b) - 64, (s, len(b)))
+        stored = struct.unpack("<Q", b[-8:])[0]
+        check(int(s["checksum"], 16) == stored == xxh3_64(b[64:-8]), (s, stored))
+        npy = os.path.join(WORK, "split-part.npy")
+        rc, out, err = run("export", path, npy)
+        expect(rc, out, err, 0)
+        data += npy_data(npy)
+        rc, out, err = run("keys", path)
+        expect(rc, out, err, 0)
+        keys += out
+        rc, out, err = run("info", "--json", path)
+        expect(rc, out, err, 0)
+        info = strict_json(out)
+        check(info["rows"] == s["rows"] and info["dtype"] == "f32", info)
+    check(data == npy_data(whole_npy) and len(data) == 7 * 4 * 4, "shards hold the rows in order")
+    check(keys == whole_keys and keys.count("\n") == 7, keys)
+    rc, out, err = run("verify", os.path.join(outdir, "manifest.json"))
+    expect(rc, out, err, 0)
+    check("shard-0002.ldsi: ok: rows [5, 7), checksum " in out, out)
+    check(out.endswith("manifest.json: ok: 3 shards, 7 rows\n"), out)
+
+
+def test_split_keeps_dtype_ids_and_metadata():
+    src = os.path.join(WORK, "split-ids.fvecs")
+    rows = [[float(i), float(-i), 0.5 * i, 1.0] for i in range(1, 6)]
+    write_fvecs(src, rows)
+    idx = os.path.join(WORK, "split-f16.ldsi")
+    rc, out, err = run("pack", src, idx, "--dtype", "f16", "--metric", "l2")
+    expect(rc, out, err, 0)
+    outdir = os.path.join(WORK, "split-f16")
+    rc, out, err = run("split", idx, outdir, "--shards", "2")
+    expect(rc, out, err, 0)
+    with open(os.path.join(outdir, "manifest.json")) as f:
+        man = strict_json(f.read())
+    check(man["dtype"] == "f16" and man["metric"] == "l2" and man["has_keys"] is False, man)
+    whole = strict_json(run("info", "--json", idx)[1])
+    for s in man["shards"]:
+        info = strict_json(run("info", "--json", os.path.join(outdir, s["file"]))[1])
+        check(info["dtype"] == "f16" and info["metric"] == "l2", info)
+        check(info["metadata"] == whole["metadata"], (info["metadata"], whole["metadata"]))
+
+
+def test_split_refuses_more_shards_than_rows():
+    pack(TINY, INDEX)
+    rc, out, err = run("split", INDEX, os.path.join(WORK, "split-many"), "--shards", "8")
+    expect(rc, out, err, 1)
+    check("has 7 rows, fewer than --shards 8" in err, err)
+    check(not os.path.exists(os.path.join(WORK, "split-many", "manifest.json")), "no manifest")
+    rc, out, err = run("split", INDEX, os.path.join(WORK, "split-zero"), "--shards", "0")
+    expect(rc, out, err, 2)
+
+
+def test_verify_manifest_names_a_corrupted_shard():
+    outdir, man = split_tiny("split-bad", 3)
+    path = os.path.join(outdir, "shard-0001.ldsi")
+    with open(path, "r+b") as f:
+        f.seek(64 + 2)
+        b = f.read(1)[0]
+        f.seek(64 + 2)
+        f.write(bytes([b ^ 1]))
+    rc, out, err = run("verify", os.path.join(outdir, "manifest.json"))
+    expect(rc, out, err, 1)
+    check("shards[1] (shard-0001.ldsi) failed verification" in err, err)
+    check("checksum" in err, err)
+    check("shard-0000.ldsi: ok" in out and "shard-0002.ldsi: ok" in out, out)
+    check("3 shards" not in out, out)
+
+
+def test_verify_manifest_names_a_swapped_shard():
+    # Every shard is sound on its own, but not the one the manifest names.
+    outdir, man = split_tiny("split-swap", 3)
+    os.replace(os.path.join(outdir, "shard-0002.ldsi"), os.path.join(outdir, "shard-0001.ldsi"))
+    rc, out, err = run("verify", os.path.join(outdir, "manifest.json"))
+    expect(rc, out, err, 1)
+    check("shards[1] (shard-0001.ldsi): checksum differs from the manifest's" in err, err)
+
+
+def test_verify_manifest_refuses_bad_row_ranges():
+    outdir, man = split_tiny("split-ranges", 3)
+    mpath = os.path.join(outdir, "manifest.json")
+    cases = [
+        ("overlap", 1, "first_row", 2, "shards[1].first_row: 2 overlaps the rows before it"),
+        ("gap", 1, "first_row", 4, "shards[1].first_row: 4 leaves rows 3 .. 3 in no shard"),
+        ("past", 2, "rows", 3, "shards[2].rows: 3 goes past the manifest's 7 rows"),
+        ("short", 2, "rows", 1, 'field "rows": 7, but the shards cover 6 rows'),
+        ("negative", 0, "rows", -1, 'shards[0]: "file", "first_row", "rows" or "checksum"'),
+    ]
+    for name, i, key, value, message in cases:
+        bad = json.loads(json.dumps(man))
+        bad["shards"][i][key] = value
+        with open(mpath, "w") as f:
+            json.dump(bad, f)
+        rc, out, err = run("verify", mpath)
+        expect(rc, out, err, 1)
+        check(message in err, (name, err))
+        check(out == "", (name, out))
+    with open(mpath, "wb") as f:
+        f.truncate((64 << 20) + 1)
+    rc, out, err = run("verify", mpath)
+    expect(rc, out, err, 1)
+    check("more than a manifest's limit of 67108864" in err, err)
+    bad = json.loads(json.dumps(man))
+    bad["shards"][0]["file"] = "../tiny.ldsi"
+    with open(mpath, "w") as f:
+        json.dump(bad, f)
+    rc, out, err = run("verify", mpath)
+    expect(rc, out, err, 1)
+    check('shards[0].file: "../tiny.ldsi" is not a file name' in err, err)
 
 
 def test_runner_counts_skips():

@@ -54,3 +54,4 @@ def cli():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: the install from a fresh clone (meson suite slow)")
+    config.addinivalue_line("markers", "dask: a distributed.LocalCluster (meson test python-dask)")

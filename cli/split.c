@@ -1,0 +1,424 @@
+/* lodestar split: one index into N shard indexes and a manifest; lodestar verify MANIFEST. */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char split_usage[] =
+    "usage: lodestar split [options] IN OUTDIR --shards N\n"
+    "\n"
+    "Split the index IN into N indexes OUTDIR/shard-0000.ldsi ... covering its rows in\n"
+    "order (the first shards take one row more when N does not divide the rows), each\n"
+    "with IN's dtype, metric, i8 scale, ids, keys and metadata. Last, OUTDIR/manifest.json\n"
+    "is written (a temporary file renamed into place): the shards' files, their row\n"
+    "ranges (first_row, rows: global row = first_row + row within the shard), whether\n"
+    "they carry ids and keys, and each shard's checksum. 'lodestar verify\n"
+    "OUTDIR/manifest.json' checks every shard against it. OUTDIR is created if missing.\n"
+    "The normalized flag is not carried: rows are copied as stored, never renormalized.\n"
+    "\n"
+    "options:\n"
+    "  --shards N          number of shards, 1 .. 65536 and at most the rows (required)\n"
+    "  --max-payload SIZE  as for info\n"
+    "  -h, --help          print this help\n";
+
+#define MANIFEST_FORMAT    "lodestar-shards"
+#define MANIFEST_MAX_BYTES (64 << 20)
+
+/* Writes `text` to `path` through a temporary file beside it, fsynced and renamed. */
+static int write_atomically(const char *path, const char *text)
+{
+    char tmp[PATH_MAX + 32];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= sizeof tmp)
+        return cli_failf("%s: path too long", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0)
+        return cli_failf("cannot create a temporary file beside %s: %s", path, strerror(errno));
+    size_t n = strlen(text), done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, text + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            return cli_failf("writing %s: %s", tmp, strerror(e));
+        }
+        done += (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return cli_failf("writing %s: %s", tmp, strerror(e));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return cli_failf("cannot rename %s to %s: %s", tmp, path, strerror(e));
+    }
+    return CLI_OK;
+}
+
+/* Writes rows [first, first + rows) of `idx` to `path`. */
+static int write_shard(const lds_index *idx, const char *in, const char *path, uint64_t first,
+                       uint64_t rows, float *vec)
+{
+    uint32_t dim = lds_index_dim(idx);
+    lds_writer_options o;
+    lds_writer_options_default(&o);
+    o.dim = dim;
+    o.dtype = lds_index_dtype(idx);
+    o.metric = lds_index_metric(idx);
+    o.with_ids = lds_index_has_ids(idx);
+    o.with_keys = lds_index_has_keys(idx);
+    o.unique_keys = o.with_keys && lds_index_keys_unique(idx);
+    if (o.dtype == LDS_DTYPE_I8)
+        o.i8_scale = lds_index_i8_scale(idx);
+    lds_error err;
+    lds_error_init(&err);
+    lds_writer *w = NULL;
+    lds_status st = lds_writer_open_path(path, &o, &w, &err);
+    if (st != LDS_OK)
+        return cli_fail(path, st, &err);
+    for (size_t i = 0; i < lds_index_meta_count(idx); i++) {
+        const char *k, *v;
+        if (lds_index_meta_at(idx, i, &k, &v) != LDS_OK)
+            continue;
+        if (strcmp(k, "metric") == 0 || strcmp(k, "normalized") == 0)
+            continue; /* written from the options */
+        if ((st = lds_writer_set_meta(w, k, v, &err)) != LDS_OK)
+            goto fail;
+    }
+    for (uint64_t r = first; r < first + rows; r++) {
+        if ((st = lds_index_row_f32(idx, r, vec, dim)) != LDS_OK) {
+            lds_writer_free(w);
+            return cli_fail(in, st, NULL);
+        }
+        uint64_t id = 0;
+        const char *key = NULL;
+        size_t kn = 0;
+        if (o.with_ids)
+            lds_index_id(idx, r, &id);
+        if (o.with_keys)
+            lds_index_key(idx, r, &key, &kn);
+        if ((st = lds_writer_add_row(w, vec, dim, id, key, kn, &err)) != LDS_OK)
+            goto fail;
+    }
+    if ((st = lds_writer_finish(w, &err)) != LDS_OK)
+        goto fail;
+    lds_writer_free(w);
+    return CLI_OK;
+fail:
+    lds_writer_free(w);
+    return cli_fail(path, st, &err);
+}
+
+int cli_split(int argc, char **argv)
+{
+    enum { OPT_SHARDS = 256, OPT_MAX_PAYLOAD };
+    static const struct option longopts[] = {
+        {"shards", required_argument, NULL, OPT_SHARDS},
+        {"max-payload", required_argument, NULL, OPT_MAX_PAYLOAD},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *prog = argv[0];
+    uint64_t nshards = 0;
+    cli_load_request req = {.mmap = -1};
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h':
+            fputs(split_usage, stdout);
+            return CLI_OK;
+        case OPT_SHARDS:
+            if (!cli_parse_u64(optarg, &nshards) || nshards == 0 || nshards > 65536)
+                return cli_usage_error(prog, "--shards is 1 .. 65536, not '%s'", optarg);
+            break;
+        case OPT_MAX_PAYLOAD: {
+            int rc = cli_parse_max_payload(prog, optarg, &req);
+            if (rc >= 0)
+                return rc;
+            break;
+        }
+        default:
+            fprintf(stderr, "Try '%s --help'.\n", prog);
+            return CLI_USAGE;
+        }
+    }
+    if (argc - optind != 2)
+        return cli_usage_error(prog, "expected IN and OUTDIR, got %d argument%s", argc - optind,
+                               argc - optind == 1 ? "" : "s");
+    if (nshards == 0)
+        return cli_usage_error(prog, "--shards N is required");
+    cli_set_source(&req, argv[optind]);
+    const char *outdir = argv[optind + 1];
+    if (mkdir(outdir, 0777) != 0 && errno != EEXIST)
+        return cli_failf("cannot create %s: %s", outdir, strerror(errno));
+    lds_index *idx = NULL;
+    lds_load_info info;
+    int rc = cli_load(&req, &idx, &info);
+    if (rc != CLI_OK)
+        return rc;
+    uint64_t rows = lds_index_rows(idx);
+    float *vec = NULL;
+    json_object *man = NULL;
+    if (nshards > rows) {
+        rc = cli_failf("%s has %" PRIu64 " rows, fewer than --shards %" PRIu64, req.file, rows,
+                       nshards);
+        goto done;
+    }
+    vec = malloc((size_t)lds_index_dim(idx) * sizeof *vec);
+    if (!vec) {
+        rc = cli_failf("out of memory");
+        goto done;
+    }
+    man = json_object_new_object();
+    json_object_object_add(man, "format", json_object_new_string(MANIFEST_FORMAT));
+    json_object_object_add(man, "version", json_object_new_int(1));
+    json_object_object_add(man, "rows", json_object_new_uint64(rows));
+    json_object_object_add(man, "dim", json_object_new_uint64(lds_index_dim(idx)));
+    json_object_object_add(man, "dtype",
+                           json_object_new_string(lds_dtype_name(lds_index_dtype(idx))));
+    json_object_object_add(man, "metric",
+                           json_object_new_string(lds_metric_name(lds_index_metric(idx))));
+    json_object_object_add(man, "has_ids", json_object_new_boolean(lds_index_has_ids(idx)));
+    json_object_object_add(man, "has_keys", json_object_new_boolean(lds_index_has_keys(idx)));
+    json_object *arr = json_object_new_array();
+    json_object_object_add(man, "shards", arr);
+    uint64_t first = 0;
+    for (uint64_t s = 0; s < nshards; s++) {
+        uint64_t n = rows / nshards + (s < rows % nshards ? 1 : 0);
+        char name[32], path[PATH_MAX];
+        snprintf(name, sizeof name, "shard-%04" PRIu64 ".ldsi", s);
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", outdir, name) >= sizeof path) {
+            rc = cli_failf("%s: path too long", outdir);
+            goto done;
+        }
+        if ((rc = write_shard(idx, req.file, path, first, n, vec)) != CLI_OK)
+            goto done;
+        /* The checksum as a reader sees it: load the shard back, fully verified. */
+        cli_load_request sreq = {.file = path, .mmap = 0};
+        lds_index *sh = NULL;
+        if ((rc = cli_load(&sreq, &sh, &info)) != CLI_OK)
+            goto done;
+        char sum[17];
+        snprintf(sum, sizeof sum, "%016" PRIx64, lds_index_checksum(sh));
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "file", json_object_new_string(name));
+        json_object_object_add(o, "first_row", json_object_new_uint64(first));
+        json_object_object_add(o, "rows", json_object_new_uint64(lds_index_rows(sh)));
+        json_object_object_add(o, "payload_bytes",
+                               json_object_new_uint64(lds_index_payload_bytes(sh)));
+        json_object_object_add(o, "checksum", json_object_new_string(sum));
+        json_object_array_add(arr, o);
+        lds_index_free(sh);
+        first += n;
+    }
+    char mpath[PATH_MAX];
+    if ((size_t)snprintf(mpath, sizeof mpath, "%s/manifest.json", outdir) >= sizeof mpath) {
+        rc = cli_failf("%s: path too long", outdir);
+        goto done;
+    }
+    const char *text = json_object_to_json_string_ext(man, JSON_C_TO_STRING_PRETTY |
+                                                               JSON_C_TO_STRING_NOSLASHESCAPE);
+    size_t tl = strlen(text);
+    char *withnl = malloc(tl + 2);
+    if (!withnl) {
+        rc = cli_failf("out of memory");
+        goto done;
+    }
+    memcpy(withnl, text, tl);
+    memcpy(withnl + tl, "\n", 2);
+    rc = write_atomically(mpath, withnl);
+    free(withnl);
+    if (rc == CLI_OK)
+        printf("split %" PRIu64 " rows of %s into %" PRIu64 " shards; manifest %s\n", rows,
+               req.file, nshards, mpath);
+done:
+    json_object_put(man);
+    free(vec);
+    lds_index_free(idx);
+    return rc;
+}
+
+/* ---- lodestar verify MANIFEST ------------------------------------------ */
+
+static json_object *field(json_object *o, const char *name, json_type t)
+{
+    json_object *v = NULL;
+    if (!json_object_object_get_ex(o, name, &v) || !json_object_is_type(v, t))
+        return NULL;
+    return v;
+}
+
+/* A whole non-negative JSON integer field, or false. */
+static bool field_u64(json_object *o, const char *name, uint64_t *out)
+{
+    json_object *v = field(o, name, json_type_int);
+    if (!v)
+        return false;
+    errno = 0;
+    int64_t x = json_object_get_int64(v);
+    if (x < 0 || errno != 0)
+        return false;
+    *out = (uint64_t)x;
+    return true;
+}
+
+int cli_verify_manifest(const char *mpath)
+{
+    /* A manifest is small (about 150 bytes a shard); a larger file is not one. */
+    struct stat sb;
+    if (stat(mpath, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > MANIFEST_MAX_BYTES)
+        return cli_failf("%s: %lld bytes, more than a manifest's limit of %d", mpath,
+                         (long long)sb.st_size, MANIFEST_MAX_BYTES);
+    json_object *man = json_object_from_file(mpath);
+    if (!man)
+        return cli_failf("%s: not a readable JSON manifest: %s", mpath, json_util_get_last_err());
+    int rc = CLI_FAIL;
+    lds_index *sh = NULL;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", mpath);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    json_object *fmt = field(man, "format", json_type_string);
+    json_object *arr = field(man, "shards", json_type_array);
+    json_object *dtype_o = field(man, "dtype", json_type_string);
+    json_object *metric_o = field(man, "metric", json_type_string);
+    json_object *ids_o = field(man, "has_ids", json_type_boolean);
+    json_object *keys_o = field(man, "has_keys", json_type_boolean);
+    uint64_t total = 0, dim = 0;
+    if (!fmt || strcmp(json_object_get_string(fmt), MANIFEST_FORMAT) != 0) {
+        cli_failf("%s: field \"format\": expected \"" MANIFEST_FORMAT "\"", mpath);
+        goto done;
+    }
+    if (!field_u64(man, "rows", &total) || !field_u64(man, "dim", &dim) || !arr || !dtype_o ||
+        !metric_o || !ids_o || !keys_o) {
+        cli_failf("%s: a field among \"rows\", \"dim\", \"dtype\", \"metric\", \"has_ids\", "
+                  "\"has_keys\", \"shards\" is missing or of the wrong type",
+                  mpath);
+        goto done;
+    }
+    size_t n = json_object_array_length(arr);
+    if (n == 0) {
+        cli_failf("%s: field \"shards\": empty", mpath);
+        goto done;
+    }
+    uint64_t next = 0;
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *s = json_object_array_get_idx(arr, i);
+        json_object *file_o = s ? field(s, "file", json_type_string) : NULL;
+        json_object *sum_o = s ? field(s, "checksum", json_type_string) : NULL;
+        uint64_t first = 0, rows = 0;
+        if (!file_o || !sum_o || !field_u64(s, "first_row", &first) ||
+            !field_u64(s, "rows", &rows)) {
+            cli_failf("%s: shards[%zu]: \"file\", \"first_row\", \"rows\" or \"checksum\" is "
+                      "missing or of the wrong type",
+                      mpath, i);
+            goto done;
+        }
+        const char *file = json_object_get_string(file_o);
+        if (file[0] == '\0' || strchr(file, '/') || strcmp(file, "..") == 0) {
+            cli_failf("%s: shards[%zu].file: \"%s\" is not a file name in the manifest's "
+                      "directory",
+                      mpath, i, file);
+            goto done;
+        }
+        if (first < next) {
+            cli_failf("%s: shards[%zu].first_row: %" PRIu64 " overlaps the rows before it "
+                      "(which end at %" PRIu64 ")",
+                      mpath, i, first, next);
+            goto done;
+        }
+        if (first > next) {
+            cli_failf("%s: shards[%zu].first_row: %" PRIu64 " leaves rows %" PRIu64 " .. %" PRIu64
+                      " in no shard",
+                      mpath, i, first, next, first - 1);
+            goto done;
+        }
+        if (rows > total - next) {
+            cli_failf("%s: shards[%zu].rows: %" PRIu64 " goes past the manifest's %" PRIu64 " rows",
+                      mpath, i, rows, total);
+            goto done;
+        }
+        next = first + rows;
+    }
+    if (next != total) {
+        cli_failf("%s: field \"rows\": %" PRIu64 ", but the shards cover %" PRIu64 " rows", mpath,
+                  total, next);
+        goto done;
+    }
+    /* The ranges are sound; now every shard file, each fully verified. */
+    for (size_t i = 0; i < n; i++) {
+        json_object *s = json_object_array_get_idx(arr, i);
+        const char *file = json_object_get_string(field(s, "file", json_type_string));
+        const char *want = json_object_get_string(field(s, "checksum", json_type_string));
+        uint64_t first = 0, rows = 0;
+        field_u64(s, "first_row", &first);
+        field_u64(s, "rows", &rows);
+        char path[PATH_MAX];
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, file) >= sizeof path) {
+            cli_failf("%s: path too long", dir);
+            bad++;
+            continue;
+        }
+        cli_load_request req = {.file = path, .mmap = 0};
+        lds_load_info info;
+        if (cli_load(&req, &sh, &info) != CLI_OK) {
+            fprintf(stderr, "lodestar: %s: shards[%zu] (%s) failed verification\n", mpath, i, file);
+            bad++;
+            continue;
+        }
+        char got[17];
+        snprintf(got, sizeof got, "%016" PRIx64, lds_index_checksum(sh));
+        const char *why = NULL;
+        if (!lds_index_checksum_verified(sh))
+            why = "the checksum was not verified";
+        else if (strcasecmp(got, want) != 0)
+            why = "checksum differs from the manifest's";
+        else if (lds_index_rows(sh) != rows)
+            why = "row count differs from the manifest's";
+        else if (lds_index_dim(sh) != dim)
+            why = "dim differs from the manifest's";
+        else if (strcmp(lds_dtype_name(lds_index_dtype(sh)), json_object_get_string(dtype_o)))
+            why = "dtype differs from the manifest's";
+        else if (strcmp(lds_metric_name(lds_index_metric(sh)), json_object_get_string(metric_o)))
+            why = "metric differs from the manifest's";
+        else if (lds_index_has_ids(sh) != json_object_get_boolean(ids_o))
+            why = "ids presence differs from the manifest's";
+        else if (lds_index_has_keys(sh) != json_object_get_boolean(keys_o))
+            why = "keys presence differs from the manifest's";
+        if (why) {
+            cli_failf("%s: shards[%zu] (%s): %s (file %s, manifest %s)", mpath, i, file, why, got,
+                      want);
+            bad++;
+        } else {
+            printf("%s: ok: rows [%" PRIu64 ", %" PRIu64 "), checksum %s verified\n", file, first,
+                   first + rows, got);
+        }
+        lds_index_free(sh);
+        sh = NULL;
+    }
+    if (bad == 0) {
+        printf("%s: ok: %zu shards, %" PRIu64 " rows\n", mpath, n, total);
+        rc = CLI_OK;
+    }
+done:
+    lds_index_free(sh);
+    json_object_put(man);
+    return rc;
+}

@@ -1,0 +1,183 @@
+"""Sharded indexes: a manifest written by `lodestar split`, its shards loaded, searched
+one by one and their per-shard top-k merged into the exact global top-k.
+
+    with lodestar.open_shards("out/manifest.json") as shards:
+        scores, rows = shards.search(queries, k=10)     # global rows, as the unsplit index
+
+The merge ranks as lds_index_search does on one index: best score first (for l2 the
+smallest distance), equal scores by global row, rows whose score is NaN last (by row).
+A shard's row r is global row first_row + r; each shard's top-k holds every row of the
+global top-k that lives in that shard, so the merge of the shards' top-k is exact.
+"""
+import json
+import operator
+import os
+
+import numpy as np
+
+from ._errors import FormatError
+from ._index import load
+
+__all__ = ["read_manifest", "merge_topk", "open_shards", "search_shards", "Shards"]
+
+MANIFEST_FORMAT = "lodestar-shards"
+
+
+def _bad(path, field, what):
+    return FormatError("%s: %s: %s" % (path, field, what), field=field)
+
+
+def _u64(path, obj, field, name):
+    v = obj.get(name) if isinstance(obj, dict) else None
+    if type(v) is not int or v < 0:
+        raise _bad(path, field, "missing or not a non-negative integer")
+    return v
+
+
+def read_manifest(path):
+    """Reads and checks a manifest: returns a dict with "rows", "dim", "dtype", "metric",
+    "has_ids", "has_keys" and "shards", a list of dicts with "path" (the shard's file,
+    resolved beside the manifest), "file", "first_row", "rows" and "checksum" (int).
+    The row ranges must follow each other from 0 to "rows" with no overlap and no gap.
+    Raises lodestar.FormatError naming the field (e.g. shards[1].first_row), OSError if
+    the file cannot be read, ValueError if it is not JSON."""
+    path = os.fspath(path)
+    with open(path, encoding="utf-8") as f:
+        m = json.load(f)
+    if not isinstance(m, dict) or m.get("format") != MANIFEST_FORMAT:
+        raise _bad(path, "format", "expected %r" % MANIFEST_FORMAT)
+    total = _u64(path, m, "rows", "rows")
+    dim = _u64(path, m, "dim", "dim")
+    for name, kind in (("dtype", str), ("metric", str), ("has_ids", bool),
+                       ("has_keys", bool), ("shards", list)):
+        if not isinstance(m.get(name), kind):
+            raise _bad(path, name, "missing or not a %s" % kind.__name__)
+    if not m["shards"]:
+        raise _bad(path, "shards", "empty")
+    base = os.path.dirname(path)
+    shards, nxt = [], 0
+    for i, s in enumerate(m["shards"]):
+        field = "shards[%d]" % i
+        first = _u64(path, s, field + ".first_row", "first_row")
+        rows = _u64(path, s, field + ".rows", "rows")
+        f = s.get("file")
+        if not isinstance(f, str) or not f or "/" in f or f in (".", ".."):
+            raise _bad(path, field + ".file", "not a file name in the manifest's directory")
+        try:
+            checksum = int(s.get("checksum"), 16)
+        except (TypeError, ValueError):
+            raise _bad(path, field + ".checksum", "not a hexadecimal checksum") from None
+        if first < nxt:
+            raise _bad(path, field + ".first_row", "%d overlaps the rows before it" % first)
+        if first > nxt:
+            raise _bad(path, field + ".first_row", "%d leaves rows %d .. %d in no shard"
+                       % (first, nxt, first - 1))
+        if rows > total - nxt:
+            raise _bad(path, field + ".rows", "%d goes past the manifest's %d rows"
+                       % (rows, total))
+        nxt = first + rows
+        shards.append({"path": os.path.join(base, f), "file": f, "first_row": first,
+                       "rows": rows, "checksum": checksum})
+    if nxt != total:
+        raise _bad(path, "rows", "%d, but the shards cover %d rows" % (total, nxt))
+    return {"rows": total, "dim": dim, "dtype": m["dtype"], "metric": m["metric"],
+            "has_ids": m["has_ids"], "has_keys": m["has_keys"], "shards": shards}
+
+
+def merge_topk(parts, k, metric):
+    """Merges per-shard answers into the global top-k. parts: a list of (scores, rows)
+    pairs, each (nq, k_i) with *global* rows (-1 for padding, which is dropped).
+    metric: "cosine", "dot" or "l2". Returns (scores, rows) shaped (nq, k) as
+    Index.search does: padded with rows -1 and scores -inf (+inf for l2)."""
+    k = operator.index(k)
+    l2 = metric == "l2"
+    worst = np.float32(np.inf if l2 else -np.inf)
+    if not parts:
+        raise ValueError("merge_topk needs at least one part")
+    nq = parts[0][0].shape[0]
+    s = np.concatenate([np.asarray(p[0], dtype=np.float32) for p in parts], axis=1)
+    r = np.concatenate([np.asarray(p[1], dtype=np.int64) for p in parts], axis=1)
+    out_s = np.full((nq, k), worst, dtype=np.float32)
+    out_r = np.full((nq, k), -1, dtype=np.int64)
+    for q in range(nq):
+        keep = r[q] >= 0
+        sq, rq = s[q][keep], r[q][keep]
+        nan = np.isnan(sq)
+        primary = np.where(nan, np.float32(0), sq if l2 else -sq)
+        # lexsort: the last key is the most significant: NaN last, then score, then row.
+        order = np.lexsort((rq, primary, nan))[:k]
+        out_s[q, :len(order)] = sq[order]
+        out_r[q, :len(order)] = rq[order]
+    return out_s, out_r
+
+
+class Shards:
+    """The shards of a manifest, each loaded once (lodestar.load, checksum verified and
+    compared with the manifest's) and kept until close(). search() sends the whole query
+    batch to every shard in turn and merges. Not for use from several threads at once
+    during close(); search itself only reads."""
+
+    def __init__(self, manifest, **load_options):
+        self.manifest = read_manifest(manifest)
+        self._indexes = []
+        try:
+            for i, s in enumerate(self.manifest["shards"]):
+                index = load(s["path"], **load_options)
+                self._indexes.append(index)
+                _check_shard(self.manifest, i, index)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def rows(self):
+        return self.manifest["rows"]
+
+    def search(self, queries, k=10, *, threads=None):
+        """As Index.search on the unsplit index: (scores, rows), rows global."""
+        parts = []
+        for s, index in zip(self.manifest["shards"], self._indexes):
+            sc, r = index.search(queries, k, threads=threads)
+            parts.append((sc, np.where(r >= 0, r + s["first_row"], -1)))
+        return merge_topk(parts, k, self.manifest["metric"])
+
+    def close(self):
+        for index in self._indexes:
+            index.close()
+        self._indexes = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _check_shard(manifest, i, index):
+    """Raises lodestar.FormatError naming shards[i] where the loaded shard differs."""
+    from ._capi import library
+    s = manifest["shards"][i]
+    got = index._get(library().lds_index_checksum)
+    field = "shards[%d]" % i
+    if got != s["checksum"]:
+        raise FormatError("%s (%s): checksum %016x, the manifest says %016x"
+                          % (field, s["file"], got, s["checksum"]), field=field)
+    for name, have, want in (("rows", index.rows, s["rows"]),
+                             ("dim", index.dim, manifest["dim"]),
+                             ("metric", index.metric, manifest["metric"]),
+                             ("dtype", index.dtype, manifest["dtype"])):
+        if have != want:
+            raise FormatError("%s (%s): %s is %r, the manifest says %r"
+                              % (field, s["file"], name, have, want), field=field)
+
+
+def open_shards(manifest, **load_options):
+    """Shards(manifest, **load_options): every shard loaded (options as lodestar.load)."""
+    return Shards(manifest, **load_options)
+
+
+def search_shards(manifest, queries, k=10, *, threads=None, **load_options):
+    """Loads every shard of `manifest`, searches `queries` (as Index.search) on each and
+    returns the merged exact global top-k (scores, rows); the shards are closed after."""
+    with Shards(manifest, **load_options) as shards:
+        return shards.search(queries, k, threads=threads)
