@@ -256,6 +256,7 @@ def main(argv=None):
     bmap = bench_map(root)
     env = dict(os.environ)
     env.setdefault("LODESTAR_LIB", os.path.join(build, "liblodestar.so"))
+    env.setdefault("LODESTAR_BUILD", build)  # the Python scripts' lodestar program
     workdir = a.keep or tempfile.mkdtemp(prefix="lodestar-adr-check-")
     os.makedirs(workdir, exist_ok=True)
     cache = {}  # the same command runs once for all records that name it
