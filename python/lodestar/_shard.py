@@ -87,8 +87,10 @@ def read_manifest(path):
 def merge_topk(parts, k, metric):
     """Merges per-shard answers into the global top-k. parts: a list of (scores, rows)
     pairs, each (nq, k_i) with *global* rows (-1 for padding, which is dropped).
-    metric: "cosine", "dot" or "l2". Returns (scores, rows) shaped (nq, k) as
-    Index.search does: padded with rows -1 and scores -inf (+inf for l2)."""
+    metric: "cosine", "dot" or "l2". Returns (scores, rows) shaped
+    (nq, min(k, columns of all parts)) as Index.search does (it returns
+    min(k, rows) columns); a part's -1 rows, if any, leave rows -1 and scores
+    -inf (+inf for l2) at the end."""
     k = operator.index(k)
     l2 = metric == "l2"
     worst = np.float32(np.inf if l2 else -np.inf)
@@ -97,15 +99,16 @@ def merge_topk(parts, k, metric):
     nq = parts[0][0].shape[0]
     s = np.concatenate([np.asarray(p[0], dtype=np.float32) for p in parts], axis=1)
     r = np.concatenate([np.asarray(p[1], dtype=np.int64) for p in parts], axis=1)
-    out_s = np.full((nq, k), worst, dtype=np.float32)
-    out_r = np.full((nq, k), -1, dtype=np.int64)
+    width = min(k, s.shape[1])
+    out_s = np.full((nq, width), worst, dtype=np.float32)
+    out_r = np.full((nq, width), -1, dtype=np.int64)
     for q in range(nq):
         keep = r[q] >= 0
         sq, rq = s[q][keep], r[q][keep]
         nan = np.isnan(sq)
         primary = np.where(nan, np.float32(0), sq if l2 else -sq)
         # lexsort: the last key is the most significant: NaN last, then score, then row.
-        order = np.lexsort((rq, primary, nan))[:k]
+        order = np.lexsort((rq, primary, nan))[:width]
         out_s[q, :len(order)] = sq[order]
         out_r[q, :len(order)] = rq[order]
     return out_s, out_r
