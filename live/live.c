@@ -568,19 +568,26 @@ static lds_status load_end(lds_live *live, lds_status st, lds_index *idx, const 
  * so that the stats always have the last load's. */
 #define LOAD_INFO(info, local) ((info) ? (info) : (lds_load_info_init(&(local)), &(local)))
 
+/* The body every lds_live_reload_* shares: refuse a concurrent or over-bound reload,
+ * run LOAD (a loader call that fills `idx` and `inf`), then swap in or report. */
+#define RELOAD_WITH(LOAD)                                                                          \
+    do {                                                                                           \
+        lds_status st_ = reload_begin(live, err);                                                  \
+        if (st_ != LDS_OK)                                                                         \
+            return st_;                                                                            \
+        lds_load_info local_;                                                                      \
+        lds_load_info *inf = LOAD_INFO(info, local_);                                              \
+        lds_index *idx = NULL;                                                                     \
+        st_ = (LOAD);                                                                              \
+        return load_end(live, st_, idx, inf, generation, err);                                     \
+    } while (0)
+
 lds_status lds_live_reload_path(lds_live *live, const char *path, const lds_load_options *opts,
                                 uint64_t *generation, lds_load_info *info, lds_error *err)
 {
     if (!live || !path)
         return set_err(err, LDS_E_INVALID_ARG, "path", "reload: live or path is NULL");
-    lds_status st = reload_begin(live, err);
-    if (st != LDS_OK)
-        return st;
-    lds_load_info local;
-    lds_load_info *inf = LOAD_INFO(info, local);
-    lds_index *idx = NULL;
-    st = lds_load_path(path, opts, &idx, inf, err);
-    return load_end(live, st, idx, inf, generation, err);
+    RELOAD_WITH(lds_load_path(path, opts, &idx, inf, err));
 }
 
 lds_status lds_live_reload_fd(lds_live *live, int fd, const lds_load_options *opts,
@@ -588,14 +595,7 @@ lds_status lds_live_reload_fd(lds_live *live, int fd, const lds_load_options *op
 {
     if (!live)
         return set_err(err, LDS_E_INVALID_ARG, "live", "reload: live is NULL");
-    lds_status st = reload_begin(live, err);
-    if (st != LDS_OK)
-        return st;
-    lds_load_info local;
-    lds_load_info *inf = LOAD_INFO(info, local);
-    lds_index *idx = NULL;
-    st = lds_load_fd(fd, opts, &idx, inf, err);
-    return load_end(live, st, idx, inf, generation, err);
+    RELOAD_WITH(lds_load_fd(fd, opts, &idx, inf, err));
 }
 
 lds_status lds_live_reload_file(lds_live *live, FILE *f, const lds_load_options *opts,
@@ -603,14 +603,7 @@ lds_status lds_live_reload_file(lds_live *live, FILE *f, const lds_load_options 
 {
     if (!live || !f)
         return set_err(err, LDS_E_INVALID_ARG, "f", "reload: live or f is NULL");
-    lds_status st = reload_begin(live, err);
-    if (st != LDS_OK)
-        return st;
-    lds_load_info local;
-    lds_load_info *inf = LOAD_INFO(info, local);
-    lds_index *idx = NULL;
-    st = lds_load_file(f, opts, &idx, inf, err);
-    return load_end(live, st, idx, inf, generation, err);
+    RELOAD_WITH(lds_load_file(f, opts, &idx, inf, err));
 }
 
 lds_status lds_live_reload_memory(lds_live *live, const void *bytes, size_t n, bool copy,
@@ -619,14 +612,7 @@ lds_status lds_live_reload_memory(lds_live *live, const void *bytes, size_t n, b
 {
     if (!live || !bytes)
         return set_err(err, LDS_E_INVALID_ARG, "bytes", "reload: live or bytes is NULL");
-    lds_status st = reload_begin(live, err);
-    if (st != LDS_OK)
-        return st;
-    lds_load_info local;
-    lds_load_info *inf = LOAD_INFO(info, local);
-    lds_index *idx = NULL;
-    st = lds_load_memory(bytes, n, copy, opts, &idx, inf, err);
-    return load_end(live, st, idx, inf, generation, err);
+    RELOAD_WITH(lds_load_memory(bytes, n, copy, opts, &idx, inf, err));
 }
 
 lds_status lds_live_reload_url(lds_live *live, const char *url, const lds_load_options *opts,
@@ -634,14 +620,7 @@ lds_status lds_live_reload_url(lds_live *live, const char *url, const lds_load_o
 {
     if (!live || !url)
         return set_err(err, LDS_E_INVALID_ARG, "url", "reload: live or url is NULL");
-    lds_status st = reload_begin(live, err);
-    if (st != LDS_OK)
-        return st;
-    lds_load_info local;
-    lds_load_info *inf = LOAD_INFO(info, local);
-    lds_index *idx = NULL;
-    st = lds_load_url(url, opts, &idx, inf, err);
-    return load_end(live, st, idx, inf, generation, err);
+    RELOAD_WITH(lds_load_url(url, opts, &idx, inf, err));
 }
 
 lds_status lds_live_reload_callback(lds_live *live, lds_read_fn read, void *ctx,
@@ -650,14 +629,7 @@ lds_status lds_live_reload_callback(lds_live *live, lds_read_fn read, void *ctx,
 {
     if (!live || !read)
         return set_err(err, LDS_E_INVALID_ARG, "read", "reload: live or read is NULL");
-    lds_status st = reload_begin(live, err);
-    if (st != LDS_OK)
-        return st;
-    lds_load_info local;
-    lds_load_info *inf = LOAD_INFO(info, local);
-    lds_index *idx = NULL;
-    st = lds_load_callback(read, ctx, opts, &idx, inf, err);
-    return load_end(live, st, idx, inf, generation, err);
+    RELOAD_WITH(lds_load_callback(read, ctx, opts, &idx, inf, err));
 }
 
 lds_status lds_live_install_take(lds_live *live, lds_index *idx, uint64_t *generation,
