@@ -183,7 +183,7 @@ int cli_export(int argc, char **argv)
     const char *keys_out = NULL;
     cli_load_request req = {.mmap = -1};
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'h':
             fputs(export_usage, stdout);
@@ -213,8 +213,7 @@ int cli_export(int argc, char **argv)
             break;
         }
         default:
-            fprintf(stderr, "Try '%s --help'.\n", prog);
-            return CLI_USAGE;
+            return cli_option_error(prog, c, argv);
         }
     }
     if (argc - optind != 2)
@@ -374,7 +373,7 @@ int cli_keys(int argc, char **argv)
     const char *prog = argv[0];
     cli_load_request req = {.mmap = -1};
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'h':
             fputs(keys_usage, stdout);
@@ -386,8 +385,7 @@ int cli_keys(int argc, char **argv)
             break;
         }
         default:
-            fprintf(stderr, "Try '%s --help'.\n", prog);
-            return CLI_USAGE;
+            return cli_option_error(prog, c, argv);
         }
     }
     if (argc - optind != 1)

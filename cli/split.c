@@ -135,7 +135,7 @@ int cli_split(int argc, char **argv)
     uint64_t nshards = 0;
     cli_load_request req = {.mmap = -1};
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'h':
             fputs(split_usage, stdout);
@@ -151,8 +151,7 @@ int cli_split(int argc, char **argv)
             break;
         }
         default:
-            fprintf(stderr, "Try '%s --help'.\n", prog);
-            return CLI_USAGE;
+            return cli_option_error(prog, c, argv);
         }
     }
     if (argc - optind != 2)

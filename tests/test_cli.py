@@ -1025,6 +1025,14 @@ def test_argv_queries_and_bidi_keys_are_escaped():
           "Try 'lodestar info --help'.\n", repr(err))
     rc, out, err = run("similar", "--row")
     check(err.startswith("lodestar similar: option '--row' requires an argument\n"), repr(err))
+    # Every command names the refused option (export and split printed only the hint).
+    for cmd in ("export", "split", "keys", "pack", "get", "verify"):
+        rc, out, err = run(cmd, "--bogus-\x1b", "a", "b")
+        expect(rc, out, err, 2)
+        check(err == "lodestar %s: unrecognized option '--bogus-\\x1b'\n"
+              "Try 'lodestar %s --help'.\n" % (cmd, cmd), repr(err))
+    rc, out, err = run("export", "--dtype")
+    check(err.startswith("lodestar export: option '--dtype' requires an argument\n"), repr(err))
     rc, out, err = run("\x1b[31m")
     expect(rc, out, err, 2)
     check(err.startswith("lodestar: unknown command '\\x1b[31m'\n"), repr(err))
