@@ -219,7 +219,7 @@ int cli_export(int argc, char **argv)
     if (argc - optind != 2)
         return cli_usage_error(prog, "expected IN and OUT, got %d argument%s", argc - optind,
                                argc - optind == 1 ? "" : "s");
-    req.file = argv[optind];
+    cli_set_source(&req, argv[optind]);
     const char *out = argv[optind + 1];
     if (fmt < 0) {
         if (ends_with(out, ".npy"))
@@ -390,7 +390,7 @@ int cli_keys(int argc, char **argv)
     }
     if (argc - optind != 1)
         return cli_usage_error(prog, "expected FILE, got %d arguments", argc - optind);
-    req.file = argv[optind];
+    cli_set_source(&req, argv[optind]);
     lds_index *idx = NULL;
     lds_load_info info;
     int rc = cli_load(&req, &idx, &info);
