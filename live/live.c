@@ -540,9 +540,11 @@ static lds_status reload_end(lds_live *live, lds_status st, lv_gen *g, const lds
         old->next = live->retired;
         live->retired = old;
         live->n_retired++;
+        dead = collect_locked(live);
+        /* The peak is taken after the scan: a generation nobody pins is freed at once and
+         * never counts as retired-and-pinned, even for the instant it sat on the list. */
         if (live->n_retired > live->retired_peak)
             live->retired_peak = live->n_retired;
-        dead = collect_locked(live);
         pthread_mutex_unlock(&live->mtx);
     }
     pthread_mutex_unlock(&live->reload_mtx);

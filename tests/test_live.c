@@ -550,6 +550,38 @@ static void test_retired_bound_refuses(void **state)
     lds_pool_free(pool);
 }
 
+/* retired_pinned_peak counts generations kept by a pin, not one freed at its own swap:
+ * with one pin held on gen 1 through two reloads, gen 2 is freed as gen 3 swaps in,
+ * so the peak is 1 (it read 2 while the peak was taken before the scan). */
+static void test_retired_peak_counts_pinned_only(void **state)
+{
+    (void)state;
+    const char *p1 = gen_file("k1.ldsi", 1), *p2 = gen_file("k2.ldsi", 2);
+    const char *p3 = gen_file("k3.ldsi", 3);
+    lds_pool *pool = sentinel_pool(LDS_POOL_CHECK_OFF);
+    lds_live *live = new_live(4);
+    lds_load_options o = adopt_from(pool);
+    lds_pin a;
+    assert_int_equal(lds_live_reload_path(live, p1, &o, NULL, NULL, NULL), LDS_OK);
+    assert_int_equal(lds_live_pin(live, &a), LDS_OK);
+    assert_int_equal(lds_live_reload_path(live, p2, &o, NULL, NULL, NULL), LDS_OK);
+    assert_int_equal(lds_live_reload_path(live, p3, &o, NULL, NULL, NULL), LDS_OK);
+    lds_live_stats ls = live_stats(live);
+    assert_int_equal(ls.generation, 3);
+    assert_int_equal(ls.retired_pinned, 1);
+    assert_int_equal(ls.generations_freed, 1);
+    assert_int_equal(ls.retired_pinned_peak, 1);
+    assert_int_equal(wrong_rows(a.index, 1), 0);
+    lds_live_unpin(live, &a);
+    ls = live_stats(live);
+    assert_int_equal(ls.retired_pinned, 0);
+    assert_int_equal(ls.retired_pinned_peak, 1);
+    lds_live_free(live);
+    lds_pool_stats ps = pool_stats(pool);
+    assert_int_equal(ps.rents, ps.returns);
+    lds_pool_free(pool);
+}
+
 /* ==== racing reloads ===================================================== */
 
 typedef struct race {
@@ -1050,6 +1082,7 @@ int main(void)
         cmocka_unit_test(test_guard_mode_child),
         cmocka_unit_test(test_failed_reloads_keep_serving),
         cmocka_unit_test(test_retired_bound_refuses),
+        cmocka_unit_test(test_retired_peak_counts_pinned_only),
         cmocka_unit_test(test_concurrent_reload_refused),
         cmocka_unit_test(test_racing_reloads),
         cmocka_unit_test(test_mapped_generation_across_rename),
