@@ -144,20 +144,33 @@ static _Thread_local lv_tls_entry tls_cache[LV_TLS_ENTRIES] LV_TLS;
 static _Thread_local unsigned tls_victim LV_TLS;
 static _Thread_local uint64_t tls_token LV_TLS;
 
-/* Thread exit: give this thread's records back, in the lives that still exist.
- * Slots it still fills (pins handed to other threads) stay filled. */
+/* Thread exit: give this thread's records back in every live that still exists,
+ * also those that fell out of its LV_TLS_ENTRIES-entry cache (a thread that pinned
+ * in more lives than that kept the older records owned forever, so thread churn grew
+ * each live's record list without bound). Slots it still fills (pins handed to other
+ * threads) stay filled. Cost: one walk of each live's records, at thread exit only. */
 static void on_thread_exit(void *unused)
 {
     (void)unused;
     pthread_mutex_lock(&g_mtx);
-    for (int i = 0; i < LV_TLS_ENTRIES; i++) {
-        for (lds_live *l = g_lives; l && tls_cache[i].live_id; l = l->next_live)
-            if (l->id == tls_cache[i].live_id)
-                atomic_store(&tls_cache[i].rec->owner, 0);
-        tls_cache[i].live_id = 0;
-        tls_cache[i].rec = NULL;
-    }
+    for (lds_live *l = g_lives; l && tls_token; l = l->next_live)
+        for (lv_rec *r = atomic_load(&l->recs); r; r = r->next) {
+            uint64_t mine = tls_token;
+            atomic_compare_exchange_strong(&r->owner, &mine, 0);
+        }
+    for (int i = 0; i < LV_TLS_ENTRIES; i++)
+        tls_cache[i] = (lv_tls_entry){0, NULL};
     pthread_mutex_unlock(&g_mtx);
+}
+
+/* Test hook (tests/test_live.c): the number of thread records `live` holds. */
+size_t lds__live_test_records(lds_live *live);
+size_t lds__live_test_records(lds_live *live)
+{
+    size_t n = 0;
+    for (lv_rec *r = atomic_load(&live->recs); r; r = r->next)
+        n++;
+    return n;
 }
 
 static void make_key(void)

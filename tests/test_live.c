@@ -863,6 +863,51 @@ static void test_pin_released_on_another_thread(void **state)
     lds_pool_free(pool);
 }
 
+/* Test hook in live/live.c: the number of thread records a live holds. */
+size_t lds__live_test_records(lds_live *live);
+
+#define MANY_LIVES 7 /* more than a thread's cache of records (4 entries) */
+
+static void *pin_in_every_live(void *p)
+{
+    lds_live **lives = p;
+    for (int i = 0; i < MANY_LIVES; i++) {
+        lds_pin pin;
+        if (lds_live_pin(lives[i], &pin) != LDS_OK || pin.generation != 1)
+            return (void *)1;
+        lds_live_unpin(lives[i], &pin);
+    }
+    return NULL;
+}
+
+/* A thread that pinned in more lives than its record cache holds gives every record
+ * back at exit, so threads that come and go reuse them: 20 threads in turn leave one
+ * record per live. Before, the records that fell out of the cache stayed owned by the
+ * exited thread, and each live ended with 20 records (one per thread). */
+static void test_thread_exit_returns_records_in_many_lives(void **state)
+{
+    (void)state;
+    const char *p1 = gen_file("m1.ldsi", 1);
+    lds_live *lives[MANY_LIVES];
+    lds_load_options o;
+    lds_load_options_default(&o);
+    for (int i = 0; i < MANY_LIVES; i++) {
+        lives[i] = new_live(0);
+        assert_int_equal(lds_live_reload_path(lives[i], p1, &o, NULL, NULL, NULL), LDS_OK);
+    }
+    for (int t = 0; t < 20; t++) {
+        pthread_t th;
+        void *bad = NULL;
+        assert_int_equal(pthread_create(&th, NULL, pin_in_every_live, lives), 0);
+        pthread_join(th, &bad);
+        assert_null(bad);
+    }
+    for (int i = 0; i < MANY_LIVES; i++) {
+        assert_int_equal(lds__live_test_records(lives[i]), 1);
+        lds_live_free(lives[i]);
+    }
+}
+
 /* ==== arguments, install, statistics ===================================== */
 
 static void release_free(void *p)
@@ -1088,6 +1133,7 @@ int main(void)
         cmocka_unit_test(test_mapped_generation_across_rename),
         cmocka_unit_test(test_many_pins_on_one_thread),
         cmocka_unit_test(test_pin_released_on_another_thread),
+        cmocka_unit_test(test_thread_exit_returns_records_in_many_lives),
         cmocka_unit_test(test_arguments_and_install),
         cmocka_unit_test(test_stats_json),
 #endif
