@@ -66,6 +66,15 @@ with tempfile.TemporaryDirectory() as work:
     url = [l for l in open(pcs[0]).read().splitlines() if l.startswith("URL: ")] if pcs else []
     check(len(url) == 1 and url[0].startswith("URL: https://"), f"lodestar.pc has a URL: {url}")
 
+    # The man pages, when the build made them (help2man): one per command, in man1.
+    if os.path.exists(os.path.join(build, "cli", "lodestar.1")):
+        built = sorted(f for f in os.listdir(os.path.join(build, "cli")) if f.endswith(".1"))
+        mans = [os.path.relpath(os.path.join(r, f), moved) for r, _, fs in os.walk(moved)
+                for f in fs if f.endswith(".1")]
+        check(sorted(os.path.basename(m) for m in mans) == built
+              and all(os.path.dirname(m).endswith("man/man1") for m in mans),
+              f"man pages installed in man1: {sorted(mans)}")
+
     # The installed program, from a prefix it was not configured for.
     lodestar = os.path.join(moved, bindir, "lodestar")
     index = os.path.join(work, "sample.ldsi")
