@@ -25,6 +25,26 @@ int cli_export(int argc, char **argv);
 int cli_keys(int argc, char **argv);
 int cli_split(int argc, char **argv);
 
+/* similar --positive/--negative (cli/similar.c): the keys of both lists. */
+typedef struct cli_analogy cli_analogy;
+
+/* Splits each of pos[0, npos) and neg[0, nneg) (option arguments, borrowed until
+   cli_analogy_free) at commas into keys. An empty key (",," or an empty argument) or a
+   key in both lists is a usage error for `prog` (CLI_USAGE); else stores the lists in
+   *out and returns -1. */
+int cli_analogy_parse(const char *prog, char *const *pos, size_t npos, char *const *neg,
+                      size_t nneg, cli_analogy **out);
+
+/* gensim's most_similar on `idx` (a cosine index with keys): the k rows nearest to the
+   normalized mean of the keys' normalized vectors (weights +1 positive, -1 negative), the
+   keys' own rows left out, printed as similar's table or (json) one object. Keys missing
+   from the index are named together (CLI_FAIL). */
+int cli_analogy_run(cli_analogy *an, const lds_index *idx, const char *file, uint64_t k,
+                    unsigned threads, bool json);
+
+/* Frees what cli_analogy_parse made; NULL is ok. */
+void cli_analogy_free(cli_analogy *an);
+
 /* Verifies a shard manifest written by split (cli_verify on a FILE ending ".json"):
    its row ranges (in order, no overlap, no gap), then every shard, fully loaded and
    checked against the manifest's checksum, rows, dim, dtype, metric, ids and keys. */

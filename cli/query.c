@@ -36,6 +36,7 @@ static const char similar_usage[] =
     "       lodestar similar [options] --vector X,Y,... FILE\n"
     "       lodestar similar [options] --vector-file F FILE\n"
     "       lodestar similar [options] --queries F FILE\n"
+    "       lodestar similar [options] --positive K1,K2 [--negative K3] FILE\n"
     "\n"
     "Print the k nearest neighbours of KEY's vector (or row N's), best first,\n"
     "leaving out the row itself, or of a given vector (dim numbers separated by\n"
@@ -51,6 +52,13 @@ static const char similar_usage[] =
     "with \"query\": the line number), in order. A line that is neither stops the\n"
     "run with exit status 1, naming the line.\n"
     "\n"
+    "With --positive and --negative (either alone, or both), gensim's most_similar:\n"
+    "each key's vector divided by its length, the mean of these with weight +1\n"
+    "(positive) or -1 (negative) divided by its length, and the rows nearest to it\n"
+    "by cosine similarity, the given keys left out (king,woman minus man: queen).\n"
+    "The index must be a cosine index with keys; every key that is missing is named\n"
+    "(exit status 1), and a key in both lists is a usage error.\n"
+    "\n"
     "options:\n"
     "  -k N        number of neighbours, 1 to 100000 (default 10)\n"
     "  --row N     select row N (0-based) instead of a key\n"
@@ -58,6 +66,8 @@ static const char similar_usage[] =
     "  --vector-file F  search for the vector in file F\n"
     "  --queries F one query per line of F (- for standard input; a file or a\n"
     "              pipe of at most 64 MiB, as is --vector-file)\n"
+    "  --positive K1,K2,...  keys to add (comma-separated; may be repeated)\n"
+    "  --negative K1,K2,...  keys to subtract (comma-separated; may be repeated)\n"
     "  --threads N scan with at most N threads (default 0: one per core)\n"
     "  --json      print one JSON object instead of text\n"
     "  --mmap      map the file instead of reading it (regular files only)\n"
@@ -78,10 +88,19 @@ typedef struct query_args {
     const char *vector_file; /* --vector-file, or NULL */
     const char *queries;     /* --queries file, or NULL */
     unsigned threads;
+    char **positive, **negative; /* --positive/--negative arguments (argc room each) */
+    size_t n_positive, n_negative;
 } query_args;
 
-/* Parses argv into `a`; returns -1 to go on, or an exit code. */
-static int parse_query_args(int argc, char **argv, const char *usage, bool with_k, query_args *a)
+static void query_args_free(query_args *a)
+{
+    free(a->positive);
+    free(a->negative);
+    a->positive = a->negative = NULL;
+}
+
+/* Parses argv into `a` (set up by parse_query_args); returns -1 to go on, or an exit code. */
+static int parse_query_options(int argc, char **argv, const char *usage, bool with_k, query_args *a)
 {
     enum {
         OPT_ROW = 256,
@@ -92,13 +111,17 @@ static int parse_query_args(int argc, char **argv, const char *usage, bool with_
         OPT_VECTOR,
         OPT_VECTOR_FILE,
         OPT_QUERIES,
-        OPT_THREADS
+        OPT_THREADS,
+        OPT_POSITIVE,
+        OPT_NEGATIVE
     };
     static const struct option longopts[] = {
         {"vector", required_argument, NULL, OPT_VECTOR},
         {"vector-file", required_argument, NULL, OPT_VECTOR_FILE},
         {"queries", required_argument, NULL, OPT_QUERIES},
         {"threads", required_argument, NULL, OPT_THREADS},
+        {"positive", required_argument, NULL, OPT_POSITIVE},
+        {"negative", required_argument, NULL, OPT_NEGATIVE},
         {"row", required_argument, NULL, OPT_ROW},
         {"json", no_argument, NULL, OPT_JSON},
         {"mmap", no_argument, NULL, OPT_MMAP},
@@ -109,7 +132,6 @@ static int parse_query_args(int argc, char **argv, const char *usage, bool with_
         {NULL, 0, NULL, 0},
     };
     const char *prog = argv[0];
-    *a = (query_args){.req = {.mmap = -1}, .k = 10};
     int c;
     while ((c = getopt_long(argc, argv, with_k ? ":hk:" : ":h", longopts, NULL)) != -1) {
         switch (c) {
@@ -142,6 +164,16 @@ static int parse_query_args(int argc, char **argv, const char *usage, bool with_
                 return cli_usage_error(prog, "-k wants a number from 1 to 100000, not '%s'",
                                        optarg);
             break;
+        case OPT_POSITIVE:
+        case OPT_NEGATIVE:
+            if (!with_k)
+                return cli_usage_error(prog, "unrecognized option '--%s'",
+                                       c == OPT_POSITIVE ? "positive" : "negative");
+            if (c == OPT_POSITIVE)
+                a->positive[a->n_positive++] = optarg;
+            else
+                a->negative[a->n_negative++] = optarg;
+            break;
         case OPT_VECTOR:
         case OPT_VECTOR_FILE:
         case OPT_QUERIES:
@@ -170,17 +202,40 @@ static int parse_query_args(int argc, char **argv, const char *usage, bool with_
             return cli_option_error(prog, c, argv);
         }
     }
-    int sources = a->has_row + !!a->vector + !!a->vector_file + !!a->queries;
+    bool keys = a->n_positive + a->n_negative > 0;
+    int sources = a->has_row + !!a->vector + !!a->vector_file + !!a->queries + keys;
     if (sources > 1)
-        return cli_usage_error(prog, "give one of --row, --vector, --vector-file and --queries");
+        return cli_usage_error(prog, "give one of --row, --vector, --vector-file, --queries "
+                                     "and --positive/--negative");
     int want = sources ? 1 : 2;
     if (argc - optind != want)
         return cli_usage_error(prog, !sources     ? "expected FILE and KEY"
                                      : a->has_row ? "expected FILE (with --row)"
+                                     : keys       ? "expected FILE (with --positive/--negative)"
                                                   : "expected FILE (with a vector or --queries)");
     cli_set_source(&a->req, argv[optind]);
     a->key = sources ? NULL : argv[optind + 1];
     return -1;
+}
+
+/* Parses argv into `a`; returns -1 to go on (then query_args_free(a) when done), or an
+   exit code (nothing to free). */
+static int parse_query_args(int argc, char **argv, const char *usage, bool with_k, query_args *a)
+{
+    *a = (query_args){.req = {.mmap = -1}, .k = 10};
+    if (with_k) {
+        /* --positive/--negative may repeat: at most one per argument. */
+        a->positive = calloc((size_t)argc, sizeof *a->positive);
+        a->negative = calloc((size_t)argc, sizeof *a->negative);
+        if (!a->positive || !a->negative) {
+            query_args_free(a);
+            return cli_failf("out of memory");
+        }
+    }
+    int rc = parse_query_options(argc, argv, usage, with_k, a);
+    if (rc >= 0)
+        query_args_free(a);
+    return rc;
 }
 
 /* Reports a key lookup that failed for another reason than a missing key (st is neither
@@ -722,6 +777,18 @@ int cli_similar(int argc, char **argv)
     float *vec = NULL;
     lds_hit *hits = NULL;
     char *vtext = NULL;
+    if (a.n_positive + a.n_negative > 0) {
+        cli_analogy *an = NULL;
+        rc = cli_analogy_parse(argv[0], a.positive, a.n_positive, a.negative, a.n_negative, &an);
+        if (rc >= 0)
+            goto done;
+        lds_load_info info;
+        rc = cli_load(&a.req, &idx, &info);
+        if (rc == CLI_OK)
+            rc = cli_analogy_run(an, idx, a.req.file, a.k, a.threads, a.json);
+        cli_analogy_free(an);
+        goto done;
+    }
     if (a.queries || a.vector || a.vector_file) {
         lds_load_info info;
         rc = cli_load(&a.req, &idx, &info);
@@ -814,5 +881,6 @@ done:
     free(hits);
     free(vec);
     lds_index_free(idx);
+    query_args_free(&a);
     return rc;
 }

@@ -34,6 +34,8 @@ PACKAGES=(
     libjemalloc2 libmimalloc2.0            # pool-cost-allocators.sh, live-allocators.sh preload each
     liburcu-dev libck-dev                  # lodestar-bench pin-cost compares lds_live pins with them
     spin                                   # slow suite: the pool protocol's model check
+    cmake help2man                         # find_package(lodestar) test; man pages from --help
+    python3-gensim                         # similar --positive/--negative checked against gensim
 )
 PACKAGES+=("$@")
 

@@ -3,10 +3,12 @@
 # the installed tree to another prefix (as if configured with --prefix there), and run
 # lodestar and lodestar-bench from it with no LD_LIBRARY_PATH and no ldconfig. Each must
 # find the liblodestar of its own tree (the $ORIGIN-relative install_rpath in meson.build).
+# lodestar-bench is installed only with -Dinstall_bench=true (INSTALL_BENCH is that option,
+# "true" or "false"): without it, it must be absent from the installed tree.
 #
-# usage: test_install.sh MESON BUILD_ROOT PREFIX BINDIR
+# usage: test_install.sh MESON BUILD_ROOT PREFIX BINDIR INSTALL_BENCH
 set -euo pipefail
-MESON=$1 BUILD=$2 PREFIX=$3 BINDIR=$4
+MESON=$1 BUILD=$2 PREFIX=$3 BINDIR=$4 INSTALL_BENCH=${5:-false}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 "$MESON" install -C "$BUILD" --no-rebuild --quiet --destdir "$WORK/stage" >/dev/null
@@ -14,7 +16,16 @@ moved="$WORK/elsewhere/not-the-prefix"
 mkdir -p "$(dirname "$moved")"
 mv "$WORK/stage$PREFIX" "$moved"
 fail=0
-for prog in lodestar lodestar-bench; do
+progs=(lodestar)
+if [ "$INSTALL_BENCH" = true ]; then
+    progs+=(lodestar-bench)
+elif [ -e "$moved/$BINDIR/lodestar-bench" ]; then
+    echo "FAIL lodestar-bench: installed although -Dinstall_bench=false"
+    fail=1
+else
+    echo "ok   lodestar-bench: not installed (-Dinstall_bench=false)"
+fi
+for prog in "${progs[@]}"; do
     exe="$moved/$BINDIR/$prog"
     if [ ! -x "$exe" ]; then
         echo "FAIL $prog: not installed at $exe"
