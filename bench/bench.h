@@ -21,27 +21,30 @@
 /* Options shared by every subcommand; main.c parses them. */
 typedef struct bench_opts {
     const char *subcommand;
-    const char *json_path;         /* --json FILE, or NULL */
-    const char *plot_path;         /* --plot FILE.png, or NULL */
-    bool dry;                      /* --dry: tiny sizes, 2 iterations */
-    bool full;                     /* --full: the full sweep */
-    int iterations;                /* measured rounds; 0 = the subcommand's default */
-    int warmup;                    /* dropped rounds; -1 = the subcommand's default */
-    size_t sizes[BENCH_MAX_SIZES]; /* --size LIST (bytes) */
-    size_t n_sizes;                /* 0 = the subcommand's default sweep */
-    int threads;                   /* --threads N: the highest thread count; 0 = default */
-    const char *index_path;        /* --index FILE: load this index instead of generating */
-    const char *work_dir;          /* --dir DIR: where generated indexes go */
-    uint64_t rows;                 /* --rows N for the generated reference index */
-    uint32_t dim;                  /* --dim N */
-    int cycles;                    /* --cycles N (reload) */
-    const char *mode;              /* --mode NAME (heap-warmth child) */
-    int loads;                     /* --loads N (heap-warmth child) */
-    const char *touch;             /* --touch page|full (pool-cost) */
-    int interval_ms;               /* --interval MS between reloads (live); 0 = default */
-    bool acquire;                  /* --acquire: pool-cost prices acquisition only */
-    int processes;                 /* --processes N: pool-cost re-run in N fresh processes */
-    int argc;                      /* the program's own arguments, for re-running it */
+    const char *json_path;          /* --json FILE, or NULL */
+    const char *plot_path;          /* --plot FILE.png, or NULL */
+    bool dry;                       /* --dry: tiny sizes, 2 iterations */
+    bool full;                      /* --full: the full sweep */
+    int iterations;                 /* measured rounds; 0 = the subcommand's default */
+    int warmup;                     /* dropped rounds; -1 = the subcommand's default */
+    size_t sizes[BENCH_MAX_SIZES];  /* --size LIST (bytes) */
+    size_t n_sizes;                 /* 0 = the subcommand's default sweep */
+    int threads;                    /* --threads N: the highest thread count; 0 = default */
+    const char *index_path;         /* --index FILE: load this index instead of generating */
+    const char *work_dir;           /* --dir DIR: where generated indexes go */
+    uint64_t rows;                  /* --rows N for the generated reference index */
+    uint32_t dim;                   /* --dim N */
+    int cycles;                     /* --cycles N (reload) */
+    const char *mode;               /* --mode NAME (heap-warmth child) */
+    int loads;                      /* --loads N (heap-warmth child) */
+    const char *touch;              /* --touch page|full (pool-cost) */
+    int interval_ms;                /* --interval MS between reloads (live); 0 = default */
+    bool acquire;                   /* --acquire: pool-cost prices acquisition only */
+    int processes;                  /* --processes N: pool-cost re-run in N fresh processes */
+    const char *allocators;         /* --allocator LIST (rent-return): other pools; NULL = all */
+    size_t counts[BENCH_MAX_SIZES]; /* --counts LIST (capacity): retained buffers */
+    size_t n_counts;                /* 0 = the subcommand's default */
+    int argc;                       /* the program's own arguments, for re-running it */
     char **argv;
 } bench_opts;
 
@@ -148,6 +151,21 @@ int bench_reference_index(const char *dir, uint64_t rows, uint32_t dim, bool unk
 int bench_unknown_length_copy(const char *src, const char *dir, char *out, size_t cap);
 /* The directory for generated files: --dir, else $TMPDIR or /tmp. */
 const char *bench_work_dir(const bench_opts *o);
+
+/* ---- other pools (other_pools.c), for rent-return --allocator ---- */
+/* One of the other pools beside the system allocator, bound at run time (dlopen, RTLD_LOCAL)
+   so that the process's own malloc stays what it was. */
+typedef struct bench_other bench_other;
+size_t bench_other_count(void);         /* the pools this program knows, built or not */
+const char *bench_other_name(size_t i); /* "mi-heap", "tcmalloc"; NULL past the end */
+/* Opens the named pool into *out. 0 on success; -1 with the reason in why (not built, not
+   installed, a symbol missing, unknown name) and *out NULL. */
+int bench_other_open(const char *name, bench_other **out, char *why, size_t cap);
+void bench_other_close(bench_other *p);                /* NULL is fine */
+const char *bench_other_label(const bench_other *p);   /* row prefix: "tc_malloc+tc_free" */
+const char *bench_other_version(const bench_other *p); /* version line for the header */
+/* ops allocate+free pairs of `size` bytes. 0, or -1 if an allocation failed. */
+int bench_other_pairs(bench_other *p, size_t size, uint64_t ops);
 
 /* ---- subcommands ---- */
 int bench_rent_return(const bench_opts *o);
