@@ -21,31 +21,34 @@
 /* Options shared by every subcommand; main.c parses them. */
 typedef struct bench_opts {
     const char *subcommand;
-    const char *json_path;          /* --json FILE, or NULL */
-    const char *plot_path;          /* --plot FILE.png, or NULL */
-    bool dry;                       /* --dry: tiny sizes, 2 iterations */
-    bool full;                      /* --full: the full sweep */
-    int iterations;                 /* measured rounds; 0 = the subcommand's default */
-    int warmup;                     /* dropped rounds; -1 = the subcommand's default */
-    size_t sizes[BENCH_MAX_SIZES];  /* --size LIST (bytes) */
-    size_t n_sizes;                 /* 0 = the subcommand's default sweep */
-    int threads;                    /* --threads N: the highest thread count; 0 = default */
-    const char *index_path;         /* --index FILE: load this index instead of generating */
-    const char *work_dir;           /* --dir DIR: where generated indexes go */
-    uint64_t rows;                  /* --rows N for the generated reference index */
-    uint32_t dim;                   /* --dim N */
-    int cycles;                     /* --cycles N (reload) */
-    const char *mode;               /* --mode NAME (heap-warmth child) */
-    int loads;                      /* --loads N (heap-warmth child) */
-    const char *touch;              /* --touch page|full (pool-cost) */
-    int interval_ms;                /* --interval MS between reloads (live); 0 = default */
-    bool acquire;                   /* --acquire: pool-cost prices acquisition only */
-    int processes;                  /* --processes N: pool-cost re-run in N fresh processes */
-    const char *allocators;         /* --allocator LIST (rent-return): other pools; NULL = all */
-    size_t counts[BENCH_MAX_SIZES]; /* --counts LIST (capacity): retained buffers */
-    size_t n_counts;                /* 0 = the subcommand's default */
-    int argc;                       /* the program's own arguments, for re-running it */
+    const char *json_path;         /* --json FILE, or NULL */
+    const char *plot_path;         /* --plot FILE.png, or NULL */
+    bool dry;                      /* --dry: tiny sizes, 2 iterations */
+    bool full;                     /* --full: the full sweep */
+    int iterations;                /* measured rounds; 0 = the subcommand's default */
+    int warmup;                    /* dropped rounds; -1 = the subcommand's default */
+    size_t sizes[BENCH_MAX_SIZES]; /* --size LIST (bytes) */
+    size_t n_sizes;                /* 0 = the subcommand's default sweep */
+    int threads;                   /* --threads N: the highest thread count; 0 = default */
+    const char *index_path;        /* --index FILE: load this index instead of generating */
+    const char *work_dir;          /* --dir DIR: where generated indexes go */
+    uint64_t rows;                 /* --rows N for the generated reference index */
+    uint32_t dim;                  /* --dim N */
+    int cycles;                    /* --cycles N (reload) */
+    const char *mode;              /* --mode NAME (heap-warmth child) */
+    int loads;                     /* --loads N (heap-warmth child) */
+    const char *touch;             /* --touch page|full (pool-cost) */
+    int interval_ms;               /* --interval MS between reloads (live); 0 = default */
+    bool acquire;                  /* --acquire: pool-cost prices acquisition only */
+    int processes;                 /* --processes N: pool-cost re-run in N fresh processes */
+    int argc;                      /* the program's own arguments, for re-running it */
     char **argv;
+
+    /* rent-return --allocator LIST: other pools beside malloc; NULL = all this build has */
+    const char *allocators;
+    /* capacity --counts LIST: retained buffer counts; n_counts 0 = the default points */
+    size_t counts[BENCH_MAX_SIZES];
+    size_t n_counts;
 } bench_opts;
 
 /* How a row's samples are expressed. */
