@@ -188,22 +188,26 @@ static int parse_int(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
-/* --counts LIST: comma-separated integers in [1, 1048576]. */
+/* --counts LIST: comma-separated integers in [1, 1048576], no empty item. */
 static int parse_counts(const char *list, bench_opts *o)
 {
-    char buf[1024];
-    if (strlen(list) >= sizeof buf)
-        return -1;
-    snprintf(buf, sizeof buf, "%s", list);
     o->n_counts = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
-         tok = strtok_r(NULL, ",", &save)) {
+    for (const char *q = list;;) {
+        char item[32];
+        size_t len = strcspn(q, ",");
         long n = 0;
-        if (o->n_counts == BENCH_MAX_SIZES || parse_int(tok, 1, 1L << 20, &n) != 0)
+        if (len == 0 || len >= sizeof item || o->n_counts == BENCH_MAX_SIZES)
+            return -1;
+        memcpy(item, q, len);
+        item[len] = '\0';
+        if (parse_int(item, 1, 1L << 20, &n) != 0)
             return -1;
         o->counts[o->n_counts++] = (size_t)n;
+        q += len;
+        if (*q == '\0')
+            return 0;
+        q++;
     }
-    return o->n_counts ? 0 : -1;
 }
 
 /* --allocator LIST: all, none, or a comma list of the other pools' names. */
