@@ -214,6 +214,11 @@ int bench_contention(const bench_opts *o)
                    "on %ld usable core%s, scaling past %ld worker%s shows only oversubscription "
                    "(threads time-sliced on the same cores), not how the pool scales",
                    usable, usable == 1 ? "" : "s", usable, usable == 1 ? "" : "s");
+        bench_note(rep,
+                   "on a loaded machine more threads also win a larger share of the cores "
+                   "from other processes: a ratio above 1 past %ld worker%s is that share, "
+                   "not scaling (the load average is printed above)",
+                   usable, usable == 1 ? "" : "s");
     }
     if (rc == 0)
         rc = bench_report_finish(rep);
