@@ -79,7 +79,7 @@ one() {
     shift
     local f=$tmp/$name.txt rc=0
     {
-        echo "\$ $* ${extra[*]}"
+        echo "\$ $*${extra[*]:+ ${extra[*]}}"
         echo "# written by bench/pool-measurements.sh (which re-runs all four files in one command)"
         echo "# build: ${buildtype:-unknown} build in ${build#"$top"/} (${compiler:-compiler unknown}) of $commit; run $(date -u +%Y-%m-%dT%H:%MZ) from the repository top"
         echo "# machine: lscpu model name: ${model:-unknown}; $(nproc) cpus usable (nproc), $(getconf _NPROCESSORS_ONLN) online"
