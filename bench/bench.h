@@ -43,6 +43,12 @@ typedef struct bench_opts {
     int processes;                 /* --processes N: pool-cost re-run in N fresh processes */
     int argc;                      /* the program's own arguments, for re-running it */
     char **argv;
+
+    /* rent-return --allocator LIST: other pools beside malloc; NULL = all this build has */
+    const char *allocators;
+    /* capacity --counts LIST: retained buffer counts; n_counts 0 = the default points */
+    size_t counts[BENCH_MAX_SIZES];
+    size_t n_counts;
 } bench_opts;
 
 /* How a row's samples are expressed. */
@@ -148,6 +154,21 @@ int bench_reference_index(const char *dir, uint64_t rows, uint32_t dim, bool unk
 int bench_unknown_length_copy(const char *src, const char *dir, char *out, size_t cap);
 /* The directory for generated files: --dir, else $TMPDIR or /tmp. */
 const char *bench_work_dir(const bench_opts *o);
+
+/* ---- other pools (other_pools.c), for rent-return --allocator ---- */
+/* One of the other pools beside the system allocator, bound at run time (dlopen, RTLD_LOCAL)
+   so that the process's own malloc stays what it was. */
+typedef struct bench_other bench_other;
+size_t bench_other_count(void);         /* the pools this program knows, built or not */
+const char *bench_other_name(size_t i); /* "mi-heap", "tcmalloc"; NULL past the end */
+/* Opens the named pool into *out. 0 on success; -1 with the reason in why (not built, not
+   installed, a symbol missing, unknown name) and *out NULL. */
+int bench_other_open(const char *name, bench_other **out, char *why, size_t cap);
+void bench_other_close(bench_other *p);                /* NULL is fine */
+const char *bench_other_label(const bench_other *p);   /* row prefix: "tc_malloc+tc_free" */
+const char *bench_other_version(const bench_other *p); /* version line for the header */
+/* ops allocate+free pairs of `size` bytes. 0, or -1 if an allocation failed. */
+int bench_other_pairs(bench_other *p, size_t size, uint64_t ops);
 
 /* ---- subcommands ---- */
 int bench_rent_return(const bench_opts *o);

@@ -1,7 +1,9 @@
 /*
  * capacity: does the number of retained buffers change the cost of the pool?
- * For C retained buffers (32 .. 65,536) of one size class: warm rent+return,
- * renting C buffers from an empty pool, and draining then refilling C buffers.
+ * For C retained buffers (--counts; default seed 003's points 32, 256, 4,096 and 65,536) of
+ * one size class: warm rent+return, renting C buffers from an empty pool, draining then
+ * refilling C buffers per operation, and drain + refill as one pass over the whole capacity
+ * (rent all C, then return all C, timed together, as seed 003 reports it), each beside malloc.
  */
 #include "bench.h"
 
@@ -95,6 +97,40 @@ static int run_refill(void *p, uint64_t ops, uint64_t *elapsed)
     return rc;
 }
 
+/* Drain and refill as one pass: rent every retained buffer, then return them all. */
+static int run_pass(void *p, uint64_t ops, uint64_t *elapsed)
+{
+    cap_ctx *c = p;
+    (void)ops;
+    uint64_t t0 = bench_now_ns();
+    int rc = rent_all(c->pool, c->leases, c->count);
+    if (rc == 0)
+        rc = return_all(c->pool, c->leases, c->count);
+    *elapsed = bench_now_ns() - t0;
+    return rc;
+}
+
+/* The pass's baseline: malloc C buffers, then free them all, timed together. */
+static int run_malloc_pass(void *p, uint64_t ops, uint64_t *elapsed)
+{
+    cap_ctx *c = p;
+    (void)ops;
+    uint64_t t0 = bench_now_ns();
+    for (size_t i = 0; i < c->count; i++) {
+        c->ptrs[i] = malloc(BUF_SIZE);
+        if (!c->ptrs[i]) {
+            while (i > 0)
+                free(c->ptrs[--i]);
+            return -1;
+        }
+        bench_escape(c->ptrs[i]);
+    }
+    for (size_t i = 0; i < c->count; i++)
+        free(c->ptrs[i]);
+    *elapsed = bench_now_ns() - t0;
+    return 0;
+}
+
 /* Baseline: malloc C buffers, then free them. Timed: the mallocs. */
 static int run_malloc(void *p, uint64_t ops, uint64_t *elapsed)
 {
@@ -115,10 +151,14 @@ static int run_malloc(void *p, uint64_t ops, uint64_t *elapsed)
 
 int bench_capacity(const bench_opts *o)
 {
-    static const size_t counts_full[] = {32, 256, 2048, 4096, 16384, 65536};
+    static const size_t counts_full[] = {32, 256, 4096, 65536};
     static const size_t counts_dry[] = {32, 256};
     const size_t *counts = o->dry ? counts_dry : counts_full;
     size_t n_counts = o->dry ? 2 : sizeof counts_full / sizeof counts_full[0];
+    if (o->n_counts) {
+        counts = o->counts;
+        n_counts = o->n_counts;
+    }
 
     bench_report *rep = bench_report_new(o);
     if (!rep)
@@ -151,23 +191,31 @@ int bench_capacity(const bench_opts *o)
 
         snprintf(buf, sizeof buf, "%zu retained buffers of %zu B", c.count, BUF_SIZE);
         bench_table(rep, buf, true);
-        bench_alt alts[5];
-        const char *names[5] = {"warm rent+return", "rent from an empty pool",
-                                "drain (rent all retained)", "refill (return all)",
-                                "malloc (baseline for rent from empty)"};
-        int (*fns[5])(void *, uint64_t, uint64_t *) = {run_warm, run_empty, run_drain, run_refill,
-                                                       run_malloc};
-        const char *units[5] = {"ns/pair", "ns/rent", "ns/rent", "ns/return", "ns/malloc"};
-        for (int k = 0; k < 5; k++)
+        enum { N_ALTS = 7 };
+        bench_alt alts[N_ALTS];
+        const char *names[N_ALTS] = {"warm rent+return",
+                                     "rent from an empty pool",
+                                     "drain (rent all retained)",
+                                     "refill (return all)",
+                                     "malloc (baseline for rent from empty)",
+                                     "drain and refill (one pass over the capacity)",
+                                     "malloc and free all (baseline for the pass)"};
+        int (*fns[N_ALTS])(void *, uint64_t, uint64_t *) = {
+            run_warm, run_empty, run_drain, run_refill, run_malloc, run_pass, run_malloc_pass};
+        const char *units[N_ALTS] = {"ns/pair",   "ns/rent", "ns/rent", "ns/return",
+                                     "ns/malloc", "us/pass", "us/pass"};
+        for (int k = 0; k < N_ALTS; k++)
             alts[k] = (bench_alt){.name = names[k],
-                                  .scale = BENCH_NS_PER_OP,
+                                  .scale = k >= 5 ? BENCH_US : BENCH_NS_PER_OP,
                                   .unit = units[k],
                                   .run = fns[k],
                                   .ctx = &c,
-                                  .ops = k == 0 ? (o->dry ? 1000 : 200000) : c.count,
+                                  .ops = k == 0   ? (o->dry ? 1000 : 200000)
+                                         : k >= 5 ? 1
+                                                  : c.count,
                                   .row = bench_row_new(rep, names[k], units[k])};
         if (rc == 0)
-            rc = bench_interleave(alts, 5, bench_warmup(o, 2),
+            rc = bench_interleave(alts, N_ALTS, bench_warmup(o, 2),
                                   bench_iters(o, c.count > 4096 ? 9 : 15));
         if (rc == 0) {
             lds_pool_stats st;
@@ -180,6 +228,11 @@ int bench_capacity(const bench_opts *o)
                           (double)st.bytes_retained);
             bench_row_set(alts[0].row, "pool", "misses", BENCH_COUNT, (double)misses);
             bench_row_set(alts[0].row, "pool", "drops", BENCH_COUNT, (double)st.drops);
+            for (int k = 5; k < N_ALTS; k++)
+                bench_row_set(alts[k].row, "pass", "ns_per_buffer", BENCH_NUM,
+                              bench_row_median(alts[k].row) * 1e3 / (double)c.count);
+            bench_row_set(alts[5].row, "pass", "vs_malloc", BENCH_RATIO,
+                          bench_row_median(alts[6].row) / bench_row_median(alts[5].row));
             bench_note(
                 rep,
                 "pool after the run: %llu buffers retained, %llu rents, %llu thread-cache "

@@ -213,23 +213,18 @@ static void machine_probe(void)
     else
         snprintf(kernel, sizeof kernel, "unknown");
 
-    /* A preloaded allocator shows up as a mapping of its shared object. */
+    /* The allocator is the library that the process's malloc resolves to (LD_PRELOAD puts
+       one ahead of glibc). Not "is it mapped": rent-return dlopen()s mimalloc and tcmalloc
+       locally for their own rows, which leaves malloc as it was. */
     snprintf(alloc_name, sizeof alloc_name, "glibc");
     snprintf(alloc_version, sizeof alloc_version, "%s", gnu_get_libc_version());
-    f = fopen("/proc/self/maps", "r");
-    if (f) {
-        char line[1024];
-        while (fgets(line, sizeof line, f)) {
-            if (strstr(line, "libjemalloc")) {
-                snprintf(alloc_name, sizeof alloc_name, "jemalloc");
-                break;
-            }
-            if (strstr(line, "libmimalloc")) {
-                snprintf(alloc_name, sizeof alloc_name, "mimalloc");
-                break;
-            }
-        }
-        fclose(f);
+    void *malloc_sym = dlsym(RTLD_DEFAULT, "malloc");
+    Dl_info where;
+    if (malloc_sym && dladdr(malloc_sym, &where) && where.dli_fname) {
+        static const char *const libs[] = {"jemalloc", "mimalloc", "tcmalloc"};
+        for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
+            if (strstr(where.dli_fname, libs[i]))
+                snprintf(alloc_name, sizeof alloc_name, "%s", libs[i]);
     }
     if (strcmp(alloc_name, "jemalloc") == 0) {
         typedef int (*mallctl_fn)(const char *, void *, size_t *, void *, size_t);
@@ -240,6 +235,12 @@ static void machine_probe(void)
             snprintf(alloc_version, sizeof alloc_version, "%s", ver);
         else
             snprintf(alloc_version, sizeof alloc_version, "unknown");
+    } else if (strcmp(alloc_name, "tcmalloc") == 0) {
+        typedef const char *(*tc_version_fn)(int *, int *, const char **);
+        tc_version_fn tc_version = (tc_version_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "tc_version");
+        int major = 0, minor = 0;
+        const char *patch = NULL, *s = tc_version ? tc_version(&major, &minor, &patch) : NULL;
+        snprintf(alloc_version, sizeof alloc_version, "%s", s ? s : "unknown");
     } else if (strcmp(alloc_name, "mimalloc") == 0) {
         typedef int (*mi_version_fn)(void);
         mi_version_fn mi_version = (mi_version_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "mi_version");

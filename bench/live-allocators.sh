@@ -25,32 +25,17 @@ if [[ ! -x $bench ]]; then
     exit 2
 fi
 
-find_lib() { # the path of a shared object known to the dynamic linker (awk reads all input)
-    ldconfig -p | awk -v n="$1" '$1 == n && /x86-64|x86_64|64bit/ && !found { print $NF; found = 1 }'
-}
-jemalloc=$(find_lib libjemalloc.so.2)
-mimalloc=$(find_lib libmimalloc.so.2)
+# shellcheck source=bench/allocators.sh
+. "$here/allocators.sh"
 
-runs=()
 args=("$@")
-run() { # name, then env assignments
+run_one() { # name, then env assignments
     local name=$1
     shift
-    echo "live-allocators: running under $name" >&2
     env "$@" "$bench" live --json "$out/$name.json" "${args[@]}" >"$out/$name.txt"
-    runs+=("$name")
 }
-run glibc
-if [[ -n $jemalloc ]]; then
-    run jemalloc LD_PRELOAD="$jemalloc"
-else
-    echo "live-allocators: libjemalloc.so.2 not found (apt-get install libjemalloc2): skipped" >&2
-fi
-if [[ -n $mimalloc ]]; then
-    run mimalloc LD_PRELOAD="$mimalloc"
-else
-    echo "live-allocators: libmimalloc.so.2 not found (apt-get install libmimalloc2.0): skipped" >&2
-fi
+allocators_run live-allocators run_one glibc jemalloc mimalloc
+runs=("${allocators_ran[@]}")
 
 "$python" - "$out" "${runs[@]}" <<'PY'
 import json, os, sys

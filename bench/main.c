@@ -22,24 +22,35 @@ typedef struct subcommand {
 static const subcommand subcommands[] = {
     {"rent-return", bench_rent_return,
      "warm rent+return pairs per size class, one thread, against malloc/free",
-     "warm rent+return pairs of a private pool against malloc+free of the same size, one\n"
+     "warm rent+return pairs of a private pool against malloc+free of the same size, the same\n"
+     "pair through LDS_SCOPED_LEASE and other pools (mimalloc's heap API, tcmalloc), one\n"
      "thread, interleaved; then the checked modes (off, canary, poison, guard, bypass) at 4 KiB.\n"
      "\noptions:\n"
      "  --size LIST        sizes (default 64, 256, 1K, 4K, 16K, 64K, 256K, 1M, 4M, 16M, 64M)\n"
+     "  --allocator LIST   other pools beside the pool and malloc, comma-separated: mi-heap\n"
+     "                     (mi_heap_malloc/mi_free on a private mi_heap_new heap), tcmalloc\n"
+     "                     (tc_malloc/tc_free); all (default: every one this build has,\n"
+     "                     the rest listed as skipped) or none. Each is dlopen()ed, so malloc\n"
+     "                     stays the process's own (LD_PRELOAD picks that one)\n"
      "  --iterations N     measured rounds (default 15), --warmup N (default 2)\n"
      "typical run time: a few seconds\n"},
-    {"contention", bench_contention, "rent+return throughput at 1..N threads, ratio to 1 thread",
+    {"contention", bench_contention,
+     "rent+return throughput at 1..32 threads, ratio to 1 thread, usable cores stated",
      "rent+return throughput of one pool at 1..N threads (with and without thread caches)\n"
      "and malloc+free as the control, interleaved; the ratio to one thread.\n"
      "\noptions:\n"
-     "  --threads N        highest thread count (default twice the online cpus)\n"
+     "  --threads N        highest thread count (default 32: 1, 2, 4, 8, 16, 32 workers);\n"
+     "                     the cores usable (sched_getaffinity) are printed, and counts\n"
+     "                     above them measure oversubscription, not scaling\n"
      "  --iterations N     measured rounds (default 11), --warmup N (default 2)\n"
      "typical run time: a few seconds to half a minute (more threads, longer)\n"},
     {"capacity", bench_capacity,
      "32..65,536 retained buffers: warm rent/return, rent from empty, drain and refill",
-     "32 to 65,536 retained buffers: warm rent/return, rent from an empty pool, drain and\n"
-     "refill, against malloc.\n"
+     "C retained buffers of 1 KiB: warm rent/return, rent from an empty pool, drain (rent\n"
+     "all C) and refill (return all C) per operation, and drain + refill as one pass over\n"
+     "the whole capacity, against malloc.\n"
      "\noptions:\n"
+     "  --counts LIST      retained buffers C (default 32,256,4096,65536; 1 to 1048576)\n"
      "  --iterations N     measured rounds (default 15; 9 above 4,096 buffers),\n"
      "                     --warmup N (default 2)\n"
      "typical run time: about ten seconds\n"},
@@ -139,6 +150,8 @@ static void usage(FILE *out)
             "  --warmup N         rounds dropped before measuring\n"
             "  --size LIST        sizes, e.g. 4K or 64,4KiB,20589008,1G (K/M/G/T: 1024^n)\n"
             "  --threads N        highest thread count (contention); query threads (live)\n"
+            "  --allocator LIST   rent-return: other pools (mi-heap, tcmalloc, all, none)\n"
+            "  --counts LIST      capacity: retained buffer counts, e.g. 32,256,4096,65536\n"
             "  --index FILE       load this index (load, reload, heap-warmth, live)\n"
             "  --rows N --dim N   shape of the generated reference index\n"
             "  --dir DIR          where generated indexes are written (default $TMPDIR or /tmp)\n"
@@ -172,6 +185,52 @@ static int parse_int(const char *s, long lo, long hi, long *out)
     if (end == s || *end != '\0' || v < lo || v > hi)
         return -1;
     *out = v;
+    return 0;
+}
+
+/* --counts LIST: comma-separated integers in [1, 1048576], no empty item. */
+static int parse_counts(const char *list, bench_opts *o)
+{
+    o->n_counts = 0;
+    for (const char *q = list;;) {
+        char item[32];
+        size_t len = strcspn(q, ",");
+        long n = 0;
+        if (len == 0 || len >= sizeof item || o->n_counts == BENCH_MAX_SIZES)
+            return -1;
+        memcpy(item, q, len);
+        item[len] = '\0';
+        if (parse_int(item, 1, 1L << 20, &n) != 0)
+            return -1;
+        o->counts[o->n_counts++] = (size_t)n;
+        q += len;
+        if (*q == '\0')
+            return 0;
+        q++;
+    }
+}
+
+/* --allocator LIST: all, none, or a comma list of the other pools' names. */
+static int check_allocators(const char *list)
+{
+    if (strcmp(list, "all") == 0 || strcmp(list, "none") == 0)
+        return 0;
+    if (!*list)
+        return -1;
+    for (const char *q = list; *q;) {
+        size_t item = strcspn(q, ",");
+        bool ok = false;
+        for (size_t i = 0; i < bench_other_count(); i++) {
+            const char *name = bench_other_name(i);
+            if (item == strlen(name) && strncmp(q, name, item) == 0)
+                ok = true;
+        }
+        if (!ok)
+            return -1;
+        q += item;
+        if (*q == ',' && *++q == '\0')
+            return -1;
+    }
     return 0;
 }
 
@@ -251,6 +310,11 @@ int main(int argc, char **argv)
             o.warmup = (int)n;
         } else if (strcmp(a, "--size") == 0) {
             bad = parse_sizes(v, &o);
+        } else if (strcmp(a, "--counts") == 0) {
+            bad = parse_counts(v, &o);
+        } else if (strcmp(a, "--allocator") == 0) {
+            o.allocators = v;
+            bad = check_allocators(v);
         } else if (strcmp(a, "--threads") == 0) {
             bad = parse_int(v, 1, 256, &n);
             o.threads = (int)n;

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# Re-runs `lodestar-bench pool-cost --acquire` (acquisition only) under four allocators and prints one table:
-#   glibc (default; its mmap threshold adapts), glibc with a fixed MALLOC_MMAP_THRESHOLD_
-#   (which turns the adaptation off), jemalloc and mimalloc (Debian's libjemalloc2 and
-#   libmimalloc2.0, by LD_PRELOAD). Per size and allocator: malloc against rent, time and
-#   page faults, and what the pool buys (malloc time / rent time).
+# Re-runs a pool benchmark under several allocators, one process each, and prints one table.
 #
-# usage: bench/pool-cost-allocators.sh [pool-cost options, e.g. --dry, --full, --size 20589008]
+# Default: `lodestar-bench pool-cost --acquire` (acquisition only) under glibc (default; its
+#   mmap threshold adapts), glibc with a fixed MALLOC_MMAP_THRESHOLD_ (which turns the
+#   adaptation off), jemalloc, mimalloc and tcmalloc (Debian's libjemalloc2, libmimalloc2.0 and
+#   libtcmalloc-minimal4, by LD_PRELOAD). Per size and allocator: malloc against rent, time and
+#   page faults, and what the pool buys (malloc time / rent time).
+# `rent-return` as the first argument: `lodestar-bench rent-return` under glibc, mimalloc,
+#   jemalloc and tcmalloc (LD_PRELOAD). Per size and allocator: the warm rent+return pair, the
+#   preloaded malloc+free, and the other pools the program dlopen()s itself (mimalloc's heap
+#   API, tc_malloc/tc_free), each median with min-max, and the pool's ratio to each.
+# Every allocator's version is printed in the header.
+#
+# usage: bench/pool-cost-allocators.sh [rent-return] [options of that subcommand, e.g. --dry,
+#        --size 64,1K,4K,1M, --iterations 9]
 # env:   LODESTAR_BUILD (default build), MMAP_THRESHOLD (default 131072, glibc's static
 #        default), OUT (directory for the raw JSON and text, default a new temporary one)
 set -euo pipefail
@@ -16,41 +24,93 @@ bench=$build/bench/lodestar-bench
 threshold=${MMAP_THRESHOLD:-131072}
 out=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/pool-cost-allocators.XXXXXX")}
 python=${PYTHON:-python3}
+mkdir -p "$out"
 
+if [[ ${1:-} == --help || ${1:-} == -h ]]; then
+    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+fi
 if [[ ! -x $bench ]]; then
     echo "pool-cost-allocators: $bench not found (build first, or set LODESTAR_BUILD)" >&2
     exit 2
 fi
+# shellcheck source=bench/allocators.sh
+. "$here/allocators.sh"
 
-find_lib() { # prints the path of a shared object known to the dynamic linker
-    # awk reads all of its input (no early exit): under pipefail an early exit would let
-    # ldconfig die of SIGPIPE and fail the script now and then.
-    ldconfig -p | awk -v n="$1" '$1 == n && /x86-64|x86_64|64bit/ && !found { print $NF; found = 1 }'
-}
-jemalloc=$(find_lib libjemalloc.so.2)
-mimalloc=$(find_lib libmimalloc.so.2)
-
-runs=()
-run() { # name, then env assignments
+mode=pool-cost
+if [[ ${1:-} == rent-return ]]; then
+    mode=rent-return
+    shift
+fi
+args=("$@")
+run_one() { # name, then env assignments
     local name=$1
     shift
-    echo "pool-cost-allocators: running under $name" >&2
-    env "$@" "$bench" pool-cost --acquire --json "$out/$name.json" "${args[@]}" >"$out/$name.txt"
-    runs+=("$name")
+    if [[ $mode == rent-return ]]; then
+        env "$@" "$bench" rent-return --json "$out/$name.json" "${args[@]}" >"$out/$name.txt"
+    else
+        env "$@" "$bench" pool-cost --acquire --json "$out/$name.json" "${args[@]}" >"$out/$name.txt"
+    fi
 }
-args=("$@")
-run glibc
-run "glibc-mmap-threshold-$threshold" MALLOC_MMAP_THRESHOLD_="$threshold"
-if [[ -n $jemalloc ]]; then
-    run jemalloc LD_PRELOAD="$jemalloc"
-else
-    echo "pool-cost-allocators: libjemalloc.so.2 not found (apt-get install libjemalloc2): skipped" >&2
+if [[ $mode == rent-return ]]; then
+    allocators_run pool-cost-allocators run_one glibc mimalloc jemalloc tcmalloc
+    "$python" - "$out" "${allocators_ran[@]}" <<'PY'
+import json, os, sys
+
+out, names = sys.argv[1], sys.argv[2:]
+docs = [(n, json.load(open(os.path.join(out, n + ".json")))) for n in names]
+first = docs[0][1]
+print("lodestar-bench rent-return under %d allocators%s" % (len(docs), " (dry run)" if first["dry"] else ""))
+print("machine: %s, %d cpus | %s | lodestar %s (%s build)" % (
+    first["machine"]["cpu"], first["machine"]["cpus"], first["machine"]["kernel"],
+    first["lodestar_version"], first["machine"]["build"]))
+for n, d in docs:
+    print("  %-10s malloc is %s %s" % (n, d["machine"]["allocator"], d["machine"]["allocator_version"]))
+others = []
+for key in ("mi-heap", "tcmalloc"):
+    v = first["params"].get(key)
+    if v:
+        print("  %-10s %s" % (key, v))
+        if not v.startswith("skipped"):
+            others.append(key)
+print("raw results: %s" % out)
+print()
+table = "warm rent+return per size class"
+label = {"mi-heap": "mi_heap_malloc+mi_free", "tcmalloc": "tc_malloc+tc_free"}
+hdr = ["size", "malloc", "rent+return", "min-max", "malloc+free", "min-max", "pool/malloc",
+       "scoped rent"]
+for k in others:
+    hdr += [label[k], "min-max", "pool/" + k]
+sizes = [r["name"][len("rent+return "):] for r in first["rows"]
+         if r["table"].startswith(table) and r["name"].startswith("rent+return ")]
+num = lambda v: "%.0f" % v if v >= 1000 else "%.1f" % v if v >= 10 else "%.2f" % v
+rng = lambda r: "%s-%s" % (num(r["min"]), num(r["max"]))
+rows = []
+for size in sizes:
+    for n, d in docs:
+        by = {r["name"]: r for r in d["rows"] if r["table"].startswith(table)}
+        p, m = by["rent+return " + size], by["malloc+free " + size]
+        s = by.get("scoped rent " + size)
+        row = [size, n, num(p["median"]), rng(p), num(m["median"]), rng(m),
+               "%.2fx" % (p["median"] / m["median"]), num(s["median"]) if s else "-"]
+        for k in others:
+            o = by.get(label[k] + " " + size)
+            row += [num(o["median"]), rng(o), "%.2fx" % (p["median"] / o["median"])] if o else ["-"] * 3
+        rows.append(row)
+    rows.append(None)
+w = [max(len(h), *(len(r[i]) for r in rows if r)) for i, h in enumerate(hdr)]
+line = lambda r: "  ".join(c.rjust(w[i]) if i > 1 else c.ljust(w[i]) for i, c in enumerate(r))
+print(line(hdr))
+for r in rows:
+    print(line(r) if r else "")
+print("ns per warm pair, median and min-max over the rounds of one process; malloc = the "
+      "allocator malloc+free resolves to (LD_PRELOAD); pool/X = rent+return median / X median "
+      "(below 1: the pool is faster); each process interleaves its rows A B A B")
+PY
+    exit 0
 fi
-if [[ -n $mimalloc ]]; then
-    run mimalloc LD_PRELOAD="$mimalloc"
-else
-    echo "pool-cost-allocators: libmimalloc.so.2 not found (apt-get install libmimalloc2.0): skipped" >&2
-fi
+allocators_run pool-cost-allocators run_one glibc "glibc-mmap-threshold-$threshold" jemalloc mimalloc tcmalloc
+runs=("${allocators_ran[@]}")
 
 "$python" - "$out" "${runs[@]}" <<'PY'
 import json, os, sys

@@ -1,5 +1,6 @@
-/* rent-return: warm rent+return pairs per size class, one thread, against malloc/free and
- * against the same pair through LDS_SCOPED_LEASE. */
+/* rent-return: warm rent+return pairs per size class, one thread, against malloc/free, against
+ * the same pair through LDS_SCOPED_LEASE, and against other pools (--allocator: mimalloc's
+ * heap API, tcmalloc), all interleaved in one process. */
 #include "bench.h"
 
 #include "lodestar.h"
@@ -11,7 +12,10 @@
 typedef struct rr_ctx {
     lds_pool *pool;
     size_t size;
+    bench_other *other; /* run_other: the pool it uses */
 } rr_ctx;
+
+#define MAX_OTHERS 8
 
 static int run_pool(void *p, uint64_t ops, uint64_t *elapsed)
 {
@@ -62,6 +66,63 @@ static int run_malloc(void *p, uint64_t ops, uint64_t *elapsed)
     return 0;
 }
 
+static int run_other(void *p, uint64_t ops, uint64_t *elapsed)
+{
+    rr_ctx *c = p;
+    (void)elapsed;
+    if (bench_other_pairs(c->other, c->size, ops) != 0) {
+        fprintf(stderr, "rent-return: %s of %zu bytes failed\n", bench_other_label(c->other),
+                c->size);
+        return -1;
+    }
+    return 0;
+}
+
+/* Opens the pools --allocator names (a comma list; default or "all": every one this build
+   has, the others noted as skipped; "none": no other pool). A pool named explicitly that
+   cannot be opened is an error. Returns how many were opened, or -1. */
+static int open_others(const bench_opts *o, bench_report *rep, bench_other **others)
+{
+    const char *list = o->allocators ? o->allocators : "all";
+    bool all = strcmp(list, "all") == 0;
+    int n = 0;
+    char why[256], line[512];
+    if (strcmp(list, "none") == 0)
+        return 0;
+    for (size_t i = 0; i < bench_other_count() && n < MAX_OTHERS; i++) {
+        const char *name = bench_other_name(i);
+        if (!all) {
+            /* name appears as a whole item of the comma list */
+            bool named = false;
+            size_t len = strlen(name);
+            for (const char *q = list; *q;) {
+                size_t item = strcspn(q, ",");
+                if (item == len && strncmp(q, name, len) == 0)
+                    named = true;
+                q += item;
+                if (*q == ',')
+                    q++;
+            }
+            if (!named)
+                continue;
+        }
+        if (bench_other_open(name, &others[n], why, sizeof why) != 0) {
+            if (!all) {
+                fprintf(stderr, "rent-return: --allocator %s: %s\n", name, why);
+                while (n > 0)
+                    bench_other_close(others[--n]);
+                return -1;
+            }
+            snprintf(line, sizeof line, "skipped: %s", why);
+            bench_param(rep, name, line);
+            continue;
+        }
+        bench_param(rep, name, bench_other_version(others[n]));
+        n++;
+    }
+    return n;
+}
+
 static uint64_t ops_for(const bench_opts *o, size_t size)
 {
     if (o->dry)
@@ -93,7 +154,7 @@ static int check_modes(const bench_opts *o, bench_report *rep)
         po.check = modes[i].check;
         if (lds_pool_create(&po, &pools[i]) != LDS_OK)
             goto out;
-        ctx[i] = (rr_ctx){pools[i], size};
+        ctx[i] = (rr_ctx){pools[i], size, NULL};
         alts[i] = (bench_alt){.name = modes[i].name,
                               .scale = BENCH_NS_PER_OP,
                               .unit = "ns/pair",
@@ -146,8 +207,17 @@ int bench_rent_return(const bench_opts *o)
         bench_report_free(rep);
         return -1;
     }
+    bench_other *others[MAX_OTHERS] = {0};
+    int n_others = open_others(o, rep, others);
+    if (n_others < 0) {
+        lds_pool_free(pool);
+        bench_report_free(rep);
+        return -1;
+    }
     bench_param(rep, "pool", "private pool, default options (thread cache on)");
     bench_param(rep, "target", "<= 5 ns per warm rent+return pair, generation checks on");
+    /* pool median / other median per size, for the note after the table */
+    double ratio[MAX_OTHERS][BENCH_MAX_SIZES] = {{0}};
     bench_table(rep, "warm rent+return per size class vs malloc/free of the same size, one thread",
                 true);
 
@@ -155,10 +225,11 @@ int bench_rent_return(const bench_opts *o)
     size_t missed = 0;
     double worst = 0;
     for (size_t s = 0; s < n && rc == 0; s++) {
-        rr_ctx ctx = {pool, sizes[s]};
+        rr_ctx ctx = {pool, sizes[s], NULL};
+        rr_ctx octx[MAX_OTHERS];
         char name[64], size_s[32];
         bench_fmt_bytes((double)sizes[s], size_s, sizeof size_s);
-        bench_alt alts[3];
+        bench_alt alts[3 + MAX_OTHERS];
         snprintf(name, sizeof name, "rent+return %s", size_s);
         alts[0] = (bench_alt){.name = "pool",
                               .scale = BENCH_NS_PER_OP,
@@ -183,11 +254,23 @@ int bench_rent_return(const bench_opts *o)
                               .ctx = &ctx,
                               .ops = ops_for(o, sizes[s]),
                               .row = bench_row_new(rep, name, "ns/pair")};
+        for (int k = 0; k < n_others; k++) {
+            octx[k] = (rr_ctx){pool, sizes[s], others[k]};
+            snprintf(name, sizeof name, "%s %s", bench_other_label(others[k]), size_s);
+            alts[3 + k] = (bench_alt){.name = bench_other_label(others[k]),
+                                      .scale = BENCH_NS_PER_OP,
+                                      .unit = "ns/pair",
+                                      .run = run_other,
+                                      .ctx = &octx[k],
+                                      .ops = ops_for(o, sizes[s]),
+                                      .row = bench_row_new(rep, name, "ns/pair")};
+        }
+        size_t n_alts = 3 + (size_t)n_others;
         lds_pool_stats before, after;
         lds_pool_stats_init(&before);
         lds_pool_stats_init(&after);
         lds_pool_get_stats(pool, &before);
-        rc = bench_interleave(alts, 3, bench_warmup(o, 2), bench_iters(o, 15));
+        rc = bench_interleave(alts, n_alts, bench_warmup(o, 2), bench_iters(o, 15));
         lds_pool_get_stats(pool, &after);
         if (rc != 0)
             break;
@@ -204,6 +287,12 @@ int bench_rent_return(const bench_opts *o)
         bench_row_set(alts[2].row, "allocation", "requested", BENCH_BYTES, (double)sizes[s]);
         bench_row_set(alts[2].row, "pool", "vs_malloc", BENCH_RATIO,
                       bench_row_median(alts[1].row) / bench_row_median(alts[2].row));
+        for (size_t k = 3; k < n_alts; k++) {
+            bench_row_set(alts[k].row, "allocation", "requested", BENCH_BYTES, (double)sizes[s]);
+            bench_row_set(alts[k].row, "pool", "vs_malloc", BENCH_RATIO,
+                          bench_row_median(alts[1].row) / bench_row_median(alts[k].row));
+            ratio[k - 3][s] = bench_row_median(alts[0].row) / bench_row_median(alts[k].row);
+        }
         double med = bench_row_median(alts[0].row);
         if (med > worst)
             worst = med;
@@ -216,11 +305,25 @@ int bench_rent_return(const bench_opts *o)
         bench_note(rep, "vs malloc = malloc+free median / rent+return median (above 1: the pool "
                         "is faster); scoped rent = the same pair with LDS_SCOPED_LEASE returning "
                         "at the end of the scope");
+        for (int k = 0; k < n_others; k++) {
+            char line[1024];
+            size_t len = 0;
+            for (size_t s = 0; s < n && len < sizeof line; s++) {
+                char size_s[32];
+                bench_fmt_bytes((double)sizes[s], size_s, sizeof size_s);
+                len += (size_t)snprintf(line + len, sizeof line - len, "%s%s %.2fx", s ? ", " : "",
+                                        size_s, ratio[k][s]);
+            }
+            bench_note(rep, "rent+return / %s (medians; below 1: the pool is faster): %s",
+                       bench_other_label(others[k]), line);
+        }
         rc = check_modes(o, rep);
     }
     if (rc == 0)
         rc = bench_report_finish(rep);
     lds_pool_free(pool);
+    for (int k = 0; k < n_others; k++)
+        bench_other_close(others[k]);
     bench_report_free(rep);
     return rc;
 }

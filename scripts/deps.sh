@@ -36,6 +36,7 @@ PACKAGES=(
     spin                                   # slow suite: the pool protocol's model check
     cmake help2man                         # find_package(lodestar) test; man pages from --help
     python3-gensim                         # similar --positive/--negative checked against gensim
+    libmimalloc-dev libgoogle-perftools-dev # rent-return: mimalloc heap API and tcmalloc rows
 )
 PACKAGES+=("$@")
 

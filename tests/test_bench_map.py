@@ -129,8 +129,87 @@ def main():
                 sizes = {row["requested"] for row in json.load(f)["rows"] if "requested" in row}
         check(sizes == {4096, 2048}, "--size 4KiB,2k means 4096 and 2048 bytes", str(sizes))
 
+    pool_rows_checks(bench, check)
+
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
+
+
+def run_json(bench, args, tmp, name):
+    """Runs lodestar-bench ARGS --json; (exit status, parsed JSON or None)."""
+    out = os.path.join(tmp, name + ".json")
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    r = subprocess.run([bench] + args + ["--json", out], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        return r.returncode, None
+    with open(out, encoding="utf-8") as f:
+        return 0, json.load(f)
+
+
+def pool_rows_checks(bench, check):
+    """capacity --counts and its one-pass rows; rent-return --allocator; contention's cores."""
+    with tempfile.TemporaryDirectory() as tmp:
+        rc, doc = run_json(bench, ["capacity", "--dry", "--counts", "32,100"], tmp, "cap")
+        tables = sorted({r["table"] for r in doc["rows"]}) if doc else []
+        check(tables == ["100 retained buffers of 1024 B", "32 retained buffers of 1024 B"],
+              "capacity --counts 32,100 gives exactly those two tables", str(tables))
+        for count in (32, 100):
+            rows = {r["name"]: r for r in (doc or {"rows": []})["rows"]
+                    if r["table"].startswith("%d retained" % count)}
+            p = rows.get("drain and refill (one pass over the capacity)")
+            m = rows.get("malloc and free all (baseline for the pass)")
+            ok = (p is not None and m is not None and p["unit"] == "us/pass" and p["median"] > 0
+                  and abs(p["ns_per_buffer"] - p["median"] * 1e3 / count) < 1e-6 * p["ns_per_buffer"]
+                  and "rent from an empty pool" in rows and "drain (rent all retained)" in rows
+                  and "refill (return all)" in rows)
+            check(ok, "capacity at %d: one-pass drain+refill row (us/pass, ns per buffer = "
+                  "pass / %d) beside the per-operation and empty-rent rows" % (count, count))
+        for bad in ("0", "32,x", "2000000", "32,", ""):
+            r = subprocess.run([bench, "capacity", "--dry", "--counts", bad],
+                               capture_output=True, text=True)
+            check(r.returncode == 2, "capacity --counts %r exits 2" % bad)
+
+        rc, doc = run_json(bench, ["rent-return", "--dry", "--size", "64,1M"], tmp, "rr")
+        check(rc == 0 and doc is not None, "rent-return --dry with the default other pools")
+        if doc:
+            names = {r["name"] for r in doc["rows"]}
+            # dlopen()ed, not linked: the process's malloc is still glibc's (no LD_PRELOAD)
+            check(doc["machine"]["allocator"] == "glibc",
+                  "rent-return's other pools leave malloc as glibc's",
+                  doc["machine"]["allocator"])
+            for key, label in (("mi-heap", "mi_heap_malloc+mi_free"),
+                               ("tcmalloc", "tc_malloc+tc_free")):
+                v = doc["params"].get(key, "")
+                check(v != "", "rent-return states %s's version or why it is skipped" % key)
+                if v and not v.startswith("skipped"):
+                    rows = [r for r in doc["rows"] if r["name"] in (label + " 64 B", label + " 1 MiB")]
+                    check(len(rows) == 2 and all(r["median"] > 0 for r in rows)
+                          and any(c.isdigit() for c in v),
+                          "rent-return has %s rows at 64 B and 1 MiB, version %r" % (label, v))
+            check({"rent+return 64 B", "malloc+free 64 B", "rent+return 1 MiB",
+                   "malloc+free 1 MiB"} <= names, "rent-return keeps the pool and malloc rows")
+        rc, doc = run_json(bench, ["rent-return", "--dry", "--size", "64", "--allocator", "none"],
+                           tmp, "rr-none")
+        check(doc is not None and not any(r["name"].startswith(("mi_heap", "tc_malloc"))
+                                          for r in doc["rows"]),
+              "rent-return --allocator none has no other-pool rows")
+        for bad in ("nope", "mi-heap,", "mi-heap,,tcmalloc", ""):
+            r = subprocess.run([bench, "rent-return", "--dry", "--allocator", bad],
+                               capture_output=True, text=True)
+            check(r.returncode == 2, "rent-return --allocator %r exits 2" % bad)
+
+        rc, doc = run_json(bench, ["contention", "--dry", "--threads", "4"], tmp, "ct")
+        threads = sorted({int(r["threads"]) for r in doc["rows"]}) if doc else []
+        check(threads == [1, 2, 4], "contention --threads 4 runs 1, 2 and 4 threads", str(threads))
+        cores = (doc or {"params": {}})["params"].get("cores", "")
+        usable = len(os.sched_getaffinity(0))
+        check("%d usable by this process (sched_getaffinity)" % usable in cores,
+              "contention states the usable cores (%d)" % usable, cores)
+        notes = " ".join(n if isinstance(n, str) else n.get("text", "")
+                         for n in (doc or {}).get("notes", []))
+        check("scaling past %d worker" % usable in notes and "oversubscription" in notes,
+              "contention says scaling past the cores is oversubscription", notes[:300])
 
 
 if __name__ == "__main__":
