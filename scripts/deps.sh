@@ -34,6 +34,8 @@ PACKAGES=(
     libjemalloc2 libmimalloc2.0            # pool-cost-allocators.sh, live-allocators.sh preload each
     liburcu-dev libck-dev                  # lodestar-bench pin-cost compares lds_live pins with them
     spin                                   # slow suite: the pool protocol's model check
+    g++ libfast-float-dev                  # pack's number parser (optional: meson -Dfast_float=auto)
+    python3-gensim                         # bench/compare_pack.py (load_word2vec_format)
 )
 PACKAGES+=("$@")
 
