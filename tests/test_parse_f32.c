@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -368,6 +369,52 @@ static void test_acceptance(void **state)
 
 /* ---- through lds_import_file -------------------------------------------- */
 
+/* Packs the GloVe text at `path` (rows x dim expected) and returns its vectors, row-major. */
+static float *import_rows(const char *path, size_t rows, size_t dim)
+{
+    char out[] = "/tmp/lds-parse-f32-XXXXXX.ldsi";
+    int fd3 = mkstemps(out, 5);
+    assert_true(fd3 >= 0);
+    close(fd3);
+    unlink(out);
+    lds_import_options o;
+    lds_import_options_default(&o);
+    o.format = LDS_IMPORT_GLOVE;
+    lds_import_result res = {.size = sizeof res};
+    lds_error err;
+    lds_error_init(&err);
+    lds_status st = lds_import_file(path, out, &o, &res, &err);
+    if (st != LDS_OK)
+        fail_msg("import: %s: %s", lds_status_name(st), err.message);
+    assert_int_equal(res.rows, rows);
+    assert_int_equal(res.dim, dim);
+
+    FILE *x = fopen(out, "rb");
+    assert_non_null(x);
+    fseek(x, 0, SEEK_END);
+    size_t size = (size_t)ftell(x);
+    rewind(x);
+    unsigned char *bytes = malloc(size);
+    assert_int_equal(fread(bytes, 1, size, x), size);
+    fclose(x);
+    lds_header h;
+    assert_int_equal(lds_header_decode(bytes, size, &h, &err), LDS_OK);
+    lds_parse_options po;
+    lds_parse_options_default(&po);
+    lds_index *idx = NULL;
+    assert_int_equal(
+        lds_index_from_payload(bytes + LDS_HEADER_SIZE, size - LDS_HEADER_SIZE, &po, &idx, &err),
+        LDS_OK);
+    float *v = malloc(rows * dim * sizeof *v);
+    assert_non_null(v);
+    for (size_t rr = 0; rr < rows; rr++)
+        assert_int_equal(lds_index_row_f32(idx, rr, v + rr * dim, dim), LDS_OK);
+    lds_index_free(idx);
+    free(bytes);
+    unlink(out);
+    return v;
+}
+
 static void test_import_rounds_once(void **state)
 {
     (void)state;
@@ -396,54 +443,65 @@ static void test_import_rounds_once(void **state)
     fputc('\n', f);
     assert_int_equal(fclose(f), 0);
 
+    float *v = import_rows(out_txt, rows, dim);
+    for (size_t rr = 0; rr < rows; rr++)
+        for (size_t k = 0; k < dim; k++)
+            if (bits_of(v[rr * dim + k]) != want[rr * dim + k])
+                fail_msg("row %zu element %zu: stored %08x, want %08x", rr, k,
+                         bits_of(v[rr * dim + k]), want[rr * dim + k]);
+    free(v);
+    free(want);
+    free(c);
+    unlink(out_txt);
+}
+
+/* The one-pass line reader and the long way agree: separators of every kind, tokens the
+   fast parser leaves to strtof_l ('+'), CRLF and trailing blanks, lines of either path. */
+static void test_import_mixed_lines(void **state)
+{
+    (void)state;
+    static const char text[] = "a 1.5 -2 .5\n"
+                               "b\t+1.5\t\t1.\t-0\r\n"
+                               "c  3e-2   +4 5 \t\n"
+                               "d 1e-50 -1e-50 7.0064923216240861e-46\n";
+    const uint32_t want[] = {bits_of(1.5f),  bits_of(-2.0f),
+                             bits_of(0.5f),  bits_of(1.5f),
+                             bits_of(1.0f),  0x80000000u,
+                             bits_of(3e-2f), bits_of(4.0f),
+                             bits_of(5.0f),  0,
+                             0x80000000u,    1};
+    char path[] = "/tmp/lds-parse-f32-XXXXXX.txt";
+    int fd = mkstemps(path, 4);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+    close(fd);
+    float *v = import_rows(path, 4, 3);
+    for (size_t i = 0; i < 12; i++)
+        if (bits_of(v[i]) != want[i])
+            fail_msg("element %zu: stored %08x, want %08x", i, bits_of(v[i]), want[i]);
+    free(v);
+    unlink(path);
+
+    /* A number must end at a separator: "1.5-2" is one token, not 1.5 and -2. */
+    static const char bad[] = "a 1 2 3\nb 1.5-2 3\n";
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, bad, sizeof bad - 1), (ssize_t)(sizeof bad - 1));
+    close(fd);
     char out[] = "/tmp/lds-parse-f32-XXXXXX.ldsi";
-    int fd3 = mkstemps(out, 5);
-    assert_true(fd3 >= 0);
-    close(fd3);
+    fd = mkstemps(out, 5);
+    assert_true(fd >= 0);
+    close(fd);
     unlink(out);
     lds_import_options o;
     lds_import_options_default(&o);
     o.format = LDS_IMPORT_GLOVE;
-    lds_import_result res = {.size = sizeof res};
     lds_error err;
     lds_error_init(&err);
-    lds_status st = lds_import_file(out_txt, out, &o, &res, &err);
-    if (st != LDS_OK)
-        fail_msg("import: %s: %s", lds_status_name(st), err.message);
-    assert_int_equal(res.rows, rows);
-    assert_int_equal(res.dim, dim);
-
-    FILE *x = fopen(out, "rb");
-    assert_non_null(x);
-    fseek(x, 0, SEEK_END);
-    size_t size = (size_t)ftell(x);
-    rewind(x);
-    unsigned char *bytes = malloc(size);
-    assert_int_equal(fread(bytes, 1, size, x), size);
-    fclose(x);
-    lds_header h;
-    assert_int_equal(lds_header_decode(bytes, size, &h, &err), LDS_OK);
-    lds_parse_options po;
-    lds_parse_options_default(&po);
-    lds_index *idx = NULL;
-    assert_int_equal(
-        lds_index_from_payload(bytes + LDS_HEADER_SIZE, size - LDS_HEADER_SIZE, &po, &idx, &err),
-        LDS_OK);
-    float *v = malloc(dim * sizeof *v);
-    for (size_t rr = 0; rr < rows; rr++) {
-        assert_int_equal(lds_index_row_f32(idx, rr, v, dim), LDS_OK);
-        for (size_t k = 0; k < dim; k++)
-            if (bits_of(v[k]) != want[rr * dim + k])
-                fail_msg("row %zu element %zu: stored %08x, want %08x", rr, k, bits_of(v[k]),
-                         want[rr * dim + k]);
-    }
-    lds_index_free(idx);
-    free(v);
-    free(bytes);
-    free(want);
-    free(c);
-    unlink(out);
-    unlink(out_txt);
+    assert_int_equal(lds_import_file(path, out, &o, NULL, &err), LDS_E_PARSE);
+    assert_int_equal(err.line, 2);
+    assert_non_null(strstr(err.message, "expected 3 numbers, found 2"));
+    unlink(path);
 }
 
 int main(void)
@@ -457,6 +515,7 @@ int main(void)
         cmocka_unit_test(test_acceptance),
         cmocka_unit_test(test_glove_sample_identical),
         cmocka_unit_test(test_import_rounds_once),
+        cmocka_unit_test(test_import_mixed_lines),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     freelocale(c_locale);
