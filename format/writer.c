@@ -490,8 +490,13 @@ static void encode_row(lds_writer *w, const float *x)
     uint32_t dim = w->o.dim;
     switch (w->o.dtype) {
     case LDS_DTYPE_F32:
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        /* The stored bytes are the floats' own on a little-endian host (a copy; ADR 0023). */
+        memcpy(o, x, (size_t)dim * sizeof *x);
+#else
         for (uint32_t i = 0; i < dim; i++)
             lds__st32(o + 4 * (size_t)i, lds__f32_bits(x[i]));
+#endif
         break;
     case LDS_DTYPE_F16:
         for (uint32_t i = 0; i < dim; i++)
