@@ -75,7 +75,7 @@ def machine():
                 model = line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return model
+    return "%s, %d cpus" % (model, os.cpu_count())
 
 
 def loadavg():
