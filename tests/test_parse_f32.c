@@ -226,6 +226,7 @@ static void test_boundary_set_by_construction(void **state)
 
 /* ---- the whole GloVe sample --------------------------------------------- */
 
+#if LDS_HAVE_FAST_FLOAT
 static char *read_zst(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -257,6 +258,7 @@ static char *read_zst(const char *path, size_t *len)
     *len = n;
     return out;
 }
+#endif
 
 static void test_glove_sample_identical(void **state)
 {
