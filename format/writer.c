@@ -490,8 +490,13 @@ static void encode_row(lds_writer *w, const float *x)
     uint32_t dim = w->o.dim;
     switch (w->o.dtype) {
     case LDS_DTYPE_F32:
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        /* The stored bytes are the floats' own on a little-endian host (a copy; ADR 0023). */
+        memcpy(o, x, (size_t)dim * sizeof *x);
+#else
         for (uint32_t i = 0; i < dim; i++)
             lds__st32(o + 4 * (size_t)i, lds__f32_bits(x[i]));
+#endif
         break;
     case LDS_DTYPE_F16:
         for (uint32_t i = 0; i < dim; i++)
@@ -573,13 +578,19 @@ lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint6
                          (unsigned long long)LDS_DEFAULT_MAX_ROWS);
     double ss = 0.0;
     uint64_t key_hash = 0;
-    for (size_t i = 0; i < dim; i++) {
+    /* One pass over the exponent fields (vectorised), the first bad element looked for
+       only when there is one; the norm only when it is used (ADR 0023). */
+    uint32_t nonfinite = 0;
+    for (size_t i = 0; i < dim; i++)
+        nonfinite |= (uint32_t)((lds__f32_bits(vec[i]) & 0x7f800000u) == 0x7f800000u);
+    for (size_t i = 0; nonfinite && i < dim; i++)
         if (!isfinite(vec[i]))
             return lds__fail(err, LDS_E_BAD_VALUE, NULL, 0,
                              "writer: row %llu element %zu is %g, not a finite number",
                              (unsigned long long)w->rows, i, (double)vec[i]);
-        ss += (double)vec[i] * vec[i];
-    }
+    if (w->o.normalize)
+        for (size_t i = 0; i < dim; i++)
+            ss += (double)vec[i] * vec[i];
     if (w->o.with_keys) {
         if (!key && key_len > 0)
             return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: row %llu: key is NULL",

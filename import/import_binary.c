@@ -10,6 +10,20 @@
 static lds_status decode_f32(const unsigned char *raw, float *vec, size_t dim, uint64_t row,
                              uint64_t off, lds_error *err)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* The common row: copied whole, then one pass over the exponent fields (a loop the
+       compiler vectorises); only a row holding a NaN or an infinity takes the loop below,
+       which names the element. */
+    memcpy(vec, raw, dim * sizeof *vec);
+    uint32_t bad = 0;
+    for (size_t k = 0; k < dim; k++) {
+        uint32_t bits;
+        memcpy(&bits, raw + 4 * k, sizeof bits);
+        bad |= (uint32_t)((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    if (!bad)
+        return LDS_OK;
+#endif
     for (size_t k = 0; k < dim; k++) {
         uint32_t bits = lds__imp_le32(raw + 4 * k);
         float v;

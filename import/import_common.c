@@ -1,6 +1,7 @@
 /* lds_import_file and what every importer shares: options, the buffered
    reader, number parsing, the keys file, and the sink that feeds the writer. */
 #include "import_internal.h"
+#include "parse_f32.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -379,6 +380,13 @@ lds_status lds__imp_parse_float(lds__imp_ctx *c, const char *tok, size_t len, fl
                                 const char *field, uint64_t line, uint64_t offset, size_t element,
                                 lds_error *err)
 {
+#if LDS_HAVE_FAST_FLOAT
+    /* The common token, a plain finite decimal, takes the fast parser (ADR 0023): the same
+       correctly rounded float as strtof_l. Everything else (a sign '+', inf, nan, hex, a
+       bad or partial token, overflow) falls through to the rules below, unchanged. */
+    if (lds__parse_f32_fast(tok, len, out))
+        return LDS_OK;
+#endif
     char shown[4 * LDS__IMP_SHOWN + 8];
     const char *nul = memchr(tok, '\0', len);
     if (nul) {

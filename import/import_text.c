@@ -1,5 +1,6 @@
 /* GloVe text and word2vec text: a key, then D decimal numbers, per line. */
 #include "import_internal.h"
+#include "parse_f32.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,47 @@ static size_t count_tokens(const char *line, size_t from, size_t len)
             i++;
     }
     return n;
+}
+
+/* The common line, parsed in one pass: a key, then exactly `dim` numbers that the fast
+   parser takes (ADR 0023), separated by spaces and tabs. Fills vec and *klen and returns
+   true; false on anything else (a key with spaces, a count off, a number the fast parser
+   leaves to lds__imp_parse_float's rules, a NUL), and the caller parses the line again
+   the long way, which refuses or accepts it as before. */
+static bool fast_line(lds__imp_ctx *c, const char *line, size_t len, size_t dim, float *vec,
+                      size_t *klen)
+{
+    const char *p = line, *end = line + len;
+    if (p == end || is_space(*p))
+        return false;
+    while (p < end && !is_space(*p))
+        p++;
+    *klen = (size_t)(p - line);
+    for (size_t k = 0; k < dim; k++) {
+        if (p == end)
+            return false;
+        do
+            p++;
+        while (p < end && is_space(*p));
+        if (p == end)
+            return false;
+#if LDS_HAVE_FAST_FLOAT
+        (void)c;
+        const char *q = lds__parse_f32_prefix(p, end, &vec[k]);
+        if (!q || (q < end && !is_space(*q)))
+            return false;
+#else
+        const char *q = p;
+        while (q < end && !is_space(*q))
+            q++;
+        if (lds__imp_parse_float(c, p, (size_t)(q - p), &vec[k], "line", 0, 0, k, NULL) != LDS_OK)
+            return false;
+#endif
+        p = q;
+    }
+    while (p < end && is_space(*p))
+        p++;
+    return p == end;
 }
 
 /* Reads the word2vec "N D" header on line 1 and checks it against the limits. */
@@ -132,6 +174,13 @@ lds_status lds__import_text(lds__imp_ctx *c, bool w2v_header, lds_error *err)
             goto out;
         if (!line)
             break;
+        size_t klen = 0;
+        if (vec && blank_line == 0 && !(w2v_header && s->rows == declared) &&
+            fast_line(c, line, len, (size_t)dim, vec, &klen)) {
+            if ((st = lds__imp_sink_row(s, vec, line, klen, off, err)) != LDS_OK)
+                goto out;
+            continue;
+        }
         size_t ntok = count_tokens(line, 0, len);
         if (ntok == 0) {
             if (blank_line == 0) {
@@ -161,7 +210,7 @@ lds_status lds__import_text(lds__imp_ctx *c, bool w2v_header, lds_error *err)
                                (unsigned long long)lineno, (unsigned long long)off);
             goto out;
         }
-        size_t klen = 0;
+        klen = 0;
         while (klen < len && !is_space(line[klen]))
             klen++;
         uint64_t found = ntok - 1;

@@ -34,7 +34,9 @@ extern "C" {
  *   and a CR before the LF are accepted; an empty line is refused except at
  *   the very end of the file. Numbers are C-locale decimal (strtof grammar
  *   without its hexadecimal form; the whole token must be consumed; a NUL
- *   byte is refused by its offset).
+ *   byte is refused by its offset), each rounded once, to nearest, straight to
+ *   binary32 (fast_float when the build has it, else strtof_l: the same floats,
+ *   docs/adr/0023).
  * - LDS_IMPORT_W2V_TEXT: a first line "N D" (two decimal integers), then
  *   exactly N lines in the GloVe grammar with D numbers each. Fewer lines is
  *   LDS_E_TRUNCATED; a non-blank line after the N-th is LDS_E_TRAILING.

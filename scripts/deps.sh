@@ -35,8 +35,9 @@ PACKAGES=(
     liburcu-dev libck-dev                  # lodestar-bench pin-cost compares lds_live pins with them
     spin                                   # slow suite: the pool protocol's model check
     cmake help2man                         # find_package(lodestar) test; man pages from --help
-    python3-gensim                         # similar --positive/--negative checked against gensim
+    python3-gensim                         # similar --positive/--negative test; bench/compare_pack.py
     libmimalloc-dev libgoogle-perftools-dev # rent-return: mimalloc heap API and tcmalloc rows
+    g++ libfast-float-dev                  # pack's number parser (optional: meson -Dfast_float=auto)
 )
 PACKAGES+=("$@")
 
