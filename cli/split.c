@@ -487,6 +487,12 @@ static bool field_u64(json_object *o, const char *name, uint64_t *out)
     return true;
 }
 
+/* A shard named by an http:// or https:// URL rather than by a file beside the manifest. */
+static bool manifest_url(const char *file)
+{
+    return strncasecmp(file, "http://", 7) == 0 || strncasecmp(file, "https://", 8) == 0;
+}
+
 int cli_verify_manifest(const char *mpath)
 {
     /* A manifest is small (about 150 bytes a shard); a larger file is not one. */
@@ -544,9 +550,10 @@ int cli_verify_manifest(const char *mpath)
             goto done;
         }
         const char *file = json_object_get_string(file_o);
-        if (file[0] == '\0' || strchr(file, '/') || strcmp(file, "..") == 0) {
-            cli_failf("%s: shards[%zu].file: \"%s\" is not a file name in the manifest's "
-                      "directory",
+        if (!manifest_url(file) &&
+            (file[0] == '\0' || strchr(file, '/') || strcmp(file, "..") == 0)) {
+            cli_failf("%s: shards[%zu].file: \"%s\" is neither a file name in the manifest's "
+                      "directory nor an http(s) URL",
                       mpath, i, file);
             goto done;
         }
@@ -583,12 +590,15 @@ int cli_verify_manifest(const char *mpath)
         field_u64(s, "first_row", &first);
         field_u64(s, "rows", &rows);
         char path[PATH_MAX];
-        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, file) >= sizeof path) {
+        cli_load_request req = {.file = path, .mmap = 0};
+        if (manifest_url(file)) {
+            cli_set_source(&req, file);
+            file = req.file; /* shown without credentials */
+        } else if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, file) >= sizeof path) {
             cli_failf("%s: path too long", dir);
             bad++;
             continue;
         }
-        cli_load_request req = {.file = path, .mmap = 0};
         lds_load_info info;
         if (cli_load(&req, &sh, &info) != CLI_OK) {
             fprintf(stderr, "lodestar: %s: shards[%zu] (%s) failed verification\n", mpath, i, file);

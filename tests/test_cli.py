@@ -1083,7 +1083,7 @@ def test_verify_manifest_refuses_bad_row_ranges():
         json.dump(bad, f)
     rc, out, err = run("verify", mpath)
     expect(rc, out, err, 1)
-    check('shards[0].file: "../tiny.ldsi" is not a file name' in err, err)
+    check('shards[0].file: "../tiny.ldsi" is neither a file name' in err, err)
 
 
 def test_runner_counts_skips():
