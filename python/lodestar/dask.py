@@ -279,6 +279,7 @@ class DaskShards:
         self.placement = [workers[i % len(workers)]
                           for i in range(len(self.manifest["shards"]))]
         self.replaced = 0   # shards placed again after their worker left
+        self.reruns = 0     # calls re-run because a reload released their epoch
         self._gather([(i, w, _load_task, (self.token, i, 0, d))
                       for i, (w, d) in enumerate(zip(self.placement, self._descs))])
 
@@ -369,6 +370,8 @@ class DaskShards:
             try:
                 return self._gather(make(epoch, descs, placement)), epoch
             except EpochGone:
+                with self._lock:
+                    self.reruns += 1
                 continue
         raise Error("three reloads overtook one query")
 
