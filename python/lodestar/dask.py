@@ -122,7 +122,7 @@ def _release(g):
         g.users -= 1
         close = g.retired and g.users == 0
     if close:
-        g.index.close()
+        g.index.__exit__(None, None, None)  # frees after its last call
 
 
 def _retire_locked(st, epoch):
@@ -173,6 +173,18 @@ def _vector_task(token, i, epoch, desc, local_row):
         _release(g)
 
 
+def _key_vector_task(token, i, epoch, desc, key):
+    """(global row, vector) of `key` in shard i, or None: one round, one epoch."""
+    g = _acquire(token, i, epoch, desc)
+    try:
+        if key not in g.index:
+            return None
+        r = g.index.row(key)
+        return g.first_row + r, g.index.vector(r)
+    finally:
+        _release(g)
+
+
 def _prepare_on(st, token, i, epoch, desc):
     """Loads the new epoch's shard (a function of its own for the tests' delays)."""
     with st.load_lock:
@@ -203,7 +215,7 @@ def _retire_task(token, keep):
                 if g is not None:
                     close.append(g)
     for g in close:
-        g.index.close()
+        g.index.__exit__(None, None, None)  # frees after its last call
 
 
 def _abort_task(token, epoch):
@@ -216,7 +228,7 @@ def _abort_task(token, epoch):
                 if g is not None:
                     close.append(g)
     for g in close:
-        g.index.close()
+        g.index.__exit__(None, None, None)  # frees after its last call
 
 
 def _drop_task(token):
@@ -224,7 +236,7 @@ def _drop_task(token):
         states = [_cache.pop(key) for key in [key for key in _cache if key[0] == token]]
     for st in states:
         for g in st.gens.values():
-            g.index.close()
+            g.index.__exit__(None, None, None)  # frees after its last call
         st.live.__exit__(None, None, None)   # frees after any pin still held
 
 
@@ -407,14 +419,26 @@ class DaskShards:
         return min(rows)
 
     def vector(self, key_or_row):
-        """One row as a new float32 array (dim,) from the shard holding it: by key (str:
-        row() first) or by global row (int: the manifest's ranges name the shard)."""
+        """One row as a new float32 array (dim,): by key (str: every shard asked in one
+        round, as row(); KeyError if none has it) or by global row (int: the one shard
+        whose range holds it, at the epoch the call runs at; IndexError outside)."""
         if isinstance(key_or_row, str):
-            key_or_row = self.row(key_or_row)
-        with self._lock:
-            i, local = shard_of_row(self.manifest, key_or_row)
-        [v], _ = self._at_epoch(lambda e, descs, place: [
-            (i, place[i], _vector_task, (self.token, i, e, descs[i], local))])
+            key = key_or_row
+            _need_keys(self.manifest)
+            found, _ = self._at_epoch(lambda e, descs, place: [
+                (i, w, _key_vector_task, (self.token, i, e, d, key))
+                for i, (w, d) in enumerate(zip(place, descs))])
+            found = [f for f in found if f is not None]
+            if not found:
+                raise KeyError(key)
+            return min(found, key=lambda f: f[0])[1]
+
+        def job(e, descs, place):
+            shards = [d["shard"] for d in descs]   # this epoch's ranges
+            i, local = shard_of_row({"rows": sum(s["rows"] for s in shards),
+                                     "shards": shards}, key_or_row)
+            return [(i, place[i], _vector_task, (self.token, i, e, descs[i], local))]
+        [v], _ = self._at_epoch(job)
         return v
 
     # ---- the rolling reload
