@@ -40,7 +40,9 @@ static const char verify_usage[] =
     "\n"
     "A FILE ending in .json is a manifest written by 'lodestar split': its row\n"
     "ranges are checked (in order, no overlap, no gap), then every shard it names,\n"
-    "each against the manifest's checksum, rows, dtype, metric, ids and keys.\n"
+    "each against the manifest's checksum, rows, dtype, metric, ids and keys. A\n"
+    "shard's file is a name beside the manifest or an http:// or https:// URL (the\n"
+    "manifest itself is a local file).\n"
     "\n"
     "options:\n"
     "  -h, --help  print this help\n";

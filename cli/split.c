@@ -14,11 +14,12 @@
 #include <unistd.h>
 
 static const char split_usage[] =
-    "usage: lodestar split [options] IN OUTDIR --shards N\n"
+    "usage: lodestar split [options] IN OUTDIR (--shards N | --max-rows N | --max-bytes SIZE)\n"
     "\n"
-    "Split the index IN into N indexes OUTDIR/shard-0000.ldsi ... covering its rows in\n"
-    "order (the first shards take one row more when N does not divide the rows), each\n"
-    "with IN's dtype, metric, i8 scale, ids, keys and metadata. Last, OUTDIR/manifest.json\n"
+    "Split the index IN into indexes OUTDIR/shard-0000.ldsi ... covering its rows in\n"
+    "order (the first shards take one row more when their number does not divide the\n"
+    "rows), each with IN's dtype, metric, i8 scale, ids, keys and metadata. Last, "
+    "OUTDIR/manifest.json\n"
     "is written (a temporary file renamed into place): the shards' files, their row\n"
     "ranges (first_row, rows: global row = first_row + row within the shard), whether\n"
     "they carry ids and keys, and each shard's checksum. 'lodestar verify\n"
@@ -26,7 +27,12 @@ static const char split_usage[] =
     "The normalized flag is not carried: rows are copied as stored, never renormalized.\n"
     "\n"
     "options:\n"
-    "  --shards N          number of shards, 1 .. 65536 and at most the rows (required)\n"
+    "  --shards N          number of shards, 1 .. 65536 and at most the rows\n"
+    "  --max-rows N        as few shards as hold at most N rows each (equal split as above)\n"
+    "  --max-bytes SIZE    as few shards as keep every shard FILE at most SIZE bytes (suffix\n"
+    "                      K, M, G or T); the equal row split when it fits, else the split\n"
+    "                      in row order whose largest file is smallest. Refused when one\n"
+    "                      row's shard alone is larger. Exactly one of the three is given.\n"
     "  --max-payload SIZE  as for info\n"
     "  -h, --help          print this help\n";
 
@@ -66,6 +72,165 @@ static int write_atomically(const char *path, const char *text)
         return cli_failf("cannot rename %s to %s: %s", tmp, path, strerror(e));
     }
     return CLI_OK;
+}
+
+/* ---- shard sizes, for --max-bytes --------------------------------------- */
+
+/* What a shard's file size depends on. The layout is docs/format.md's, as
+   format/writer.c writes it: header, then 64-aligned sections (vectors, ids, keys:
+   offsets of 4 bytes, or 8 when the key bytes pass 4 GiB, then the bytes; metadata),
+   the section table, footer and checksum. cli_split checks every file it writes
+   against the bound, so a drift between the two is an error, never an oversize shard. */
+typedef struct {
+    uint64_t row_bytes; /* dim x dtype size */
+    bool ids;
+    const uint64_t *key_prefix; /* key bytes of rows [0, r) at [r]; NULL without keys */
+    uint64_t meta_bytes;        /* the metadata section before padding */
+} shard_sizer;
+
+static uint64_t pad64(uint64_t x)
+{
+    return (x + 63) & ~(uint64_t)63;
+}
+
+/* The file size of the shard holding rows [first, first + n). */
+static uint64_t shard_file_bytes(const shard_sizer *z, uint64_t first, uint64_t n)
+{
+    uint64_t p = pad64(n * z->row_bytes);
+    unsigned sections = 2; /* vectors, metadata */
+    if (z->ids) {
+        p += pad64(8 * n);
+        sections++;
+    }
+    if (z->key_prefix) {
+        uint64_t kb = z->key_prefix[first + n] - z->key_prefix[first];
+        p += pad64((kb <= UINT32_MAX ? 4 : 8) * (n + 1) + kb);
+        sections++;
+    }
+    p += pad64(z->meta_bytes);
+    p += 32 + 24 * (uint64_t)sections + LDS_FOOTER_SIZE + LDS_CHECKSUM_SIZE;
+    return LDS_HEADER_SIZE + p;
+}
+
+/* The most rows from `first` (at least 1) whose shard fits in `bound` bytes; the
+   caller has checked that every single row fits. Binary search: the size only grows
+   with n. */
+static uint64_t rows_that_fit(const shard_sizer *z, uint64_t first, uint64_t left, uint64_t bound)
+{
+    uint64_t lo = 1, hi = left;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo + 1) / 2;
+        if (shard_file_bytes(z, first, mid) <= bound)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Shards needed to cover `rows` in order, each filled to `bound`; stops counting past
+   `cap`. Rows per shard go to counts[] when it is not NULL (room for `cap`). */
+static uint64_t greedy_split(const shard_sizer *z, uint64_t rows, uint64_t bound, uint64_t cap,
+                             uint64_t *counts)
+{
+    uint64_t n = 0;
+    for (uint64_t first = 0; first < rows && n <= cap; n++) {
+        uint64_t take = rows_that_fit(z, first, rows - first, bound);
+        if (counts && n < cap)
+            counts[n] = take;
+        first += take;
+    }
+    return n;
+}
+
+static void equal_split(uint64_t rows, uint64_t nshards, uint64_t *counts)
+{
+    for (uint64_t s = 0; s < nshards; s++)
+        counts[s] = rows / nshards + (s < rows % nshards ? 1 : 0);
+}
+
+#define MAX_SHARDS 65536u
+
+/* --max-bytes: fills *counts (malloc'd) and *nshards, or fails naming the row that
+   cannot fit. The fewest shards (greedy filling in row order is optimal for that);
+   among splits into that many, the equal row split if every file fits, else the one
+   whose largest file is smallest (binary search on the bound, greedy at each). */
+static int plan_max_bytes(const lds_index *idx, uint64_t bound, uint64_t **counts,
+                          uint64_t *nshards)
+{
+    uint64_t rows = lds_index_rows(idx);
+    shard_sizer z = {
+        .row_bytes = (uint64_t)lds_index_dim(idx) * lds_dtype_size(lds_index_dtype(idx)),
+        .ids = lds_index_has_ids(idx),
+    };
+    const char *metric = lds_metric_name(lds_index_metric(idx));
+    z.meta_bytes = 4 + (4 + 6) + (4 + strlen(metric)) + (4 + 10) + (4 + 5);
+    for (size_t i = 0; i < lds_index_meta_count(idx); i++) {
+        const char *k, *v;
+        if (lds_index_meta_at(idx, i, &k, &v) != LDS_OK || strcmp(k, "metric") == 0 ||
+            strcmp(k, "normalized") == 0)
+            continue; /* as write_shard */
+        z.meta_bytes += 8 + strlen(k) + strlen(v);
+    }
+    uint64_t *prefix = NULL;
+    if (lds_index_has_keys(idx)) {
+        if (rows >= SIZE_MAX / sizeof *prefix || !(prefix = malloc((rows + 1) * sizeof *prefix)))
+            return cli_failf("out of memory");
+        prefix[0] = 0;
+        for (uint64_t r = 0; r < rows; r++) {
+            const char *key = NULL;
+            size_t kn = 0;
+            lds_index_key(idx, r, &key, &kn);
+            prefix[r + 1] = prefix[r] + kn;
+        }
+        z.key_prefix = prefix;
+    }
+    int rc = CLI_OK;
+    uint64_t biggest = 0, at = 0;
+    for (uint64_t r = 0; r < rows; r++) {
+        uint64_t b = shard_file_bytes(&z, r, 1);
+        if (b > biggest) {
+            biggest = b;
+            at = r;
+        }
+        if (!prefix)
+            break; /* without keys every row is alike */
+    }
+    if (biggest > bound) {
+        rc = cli_failf("--max-bytes %" PRIu64 " is too small: the shard holding row %" PRIu64
+                       " alone is %" PRIu64 " bytes",
+                       bound, at, biggest);
+        goto done;
+    }
+    uint64_t n = greedy_split(&z, rows, bound, MAX_SHARDS, NULL);
+    if (n > MAX_SHARDS) {
+        rc = cli_failf("--max-bytes %" PRIu64 " needs more than %u shards", bound, MAX_SHARDS);
+        goto done;
+    }
+    if (!(*counts = malloc(n * sizeof **counts))) {
+        rc = cli_failf("out of memory");
+        goto done;
+    }
+    *nshards = n;
+    equal_split(rows, n, *counts);
+    uint64_t first = 0;
+    bool fits = true;
+    for (uint64_t s = 0; s < n && fits; first += (*counts)[s++])
+        fits = shard_file_bytes(&z, first, (*counts)[s]) <= bound;
+    if (!fits) {
+        uint64_t lo = biggest, hi = bound; /* the smallest bound that still needs n shards */
+        while (lo < hi) {
+            uint64_t mid = lo + (hi - lo) / 2;
+            if (greedy_split(&z, rows, mid, n, NULL) <= n)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        greedy_split(&z, rows, lo, n, *counts);
+    }
+done:
+    free(prefix);
+    return rc;
 }
 
 /* Writes rows [first, first + rows) of `idx` to `path`. */
@@ -124,15 +289,18 @@ fail:
 
 int cli_split(int argc, char **argv)
 {
-    enum { OPT_SHARDS = 256, OPT_MAX_PAYLOAD };
+    enum { OPT_SHARDS = 256, OPT_MAX_PAYLOAD, OPT_MAX_ROWS, OPT_MAX_BYTES };
     static const struct option longopts[] = {
         {"shards", required_argument, NULL, OPT_SHARDS},
+        {"max-rows", required_argument, NULL, OPT_MAX_ROWS},
+        {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
         {"max-payload", required_argument, NULL, OPT_MAX_PAYLOAD},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *prog = argv[0];
-    uint64_t nshards = 0;
+    uint64_t nshards = 0, max_rows = 0, max_bytes = 0;
+    int bounds = 0;
     cli_load_request req = {.mmap = -1};
     int c;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -141,8 +309,22 @@ int cli_split(int argc, char **argv)
             fputs(split_usage, stdout);
             return CLI_OK;
         case OPT_SHARDS:
-            if (!cli_parse_u64(optarg, &nshards) || nshards == 0 || nshards > 65536)
+            if (!cli_parse_u64(optarg, &nshards) || nshards == 0 || nshards > MAX_SHARDS)
                 return cli_usage_error(prog, "--shards is 1 .. 65536, not '%s'", optarg);
+            bounds++;
+            break;
+        case OPT_MAX_ROWS:
+            if (!cli_parse_u64(optarg, &max_rows) || max_rows == 0)
+                return cli_usage_error(prog, "--max-rows is a row count >= 1, not '%s'", optarg);
+            bounds++;
+            break;
+        case OPT_MAX_BYTES:
+            if (!cli_parse_size(optarg, &max_bytes) || max_bytes == 0)
+                return cli_usage_error(prog,
+                                       "--max-bytes wants a size in bytes >= 1 with an optional "
+                                       "suffix K, M, G or T, not '%s'",
+                                       optarg);
+            bounds++;
             break;
         case OPT_MAX_PAYLOAD: {
             int rc = cli_parse_max_payload(prog, optarg, &req);
@@ -157,8 +339,11 @@ int cli_split(int argc, char **argv)
     if (argc - optind != 2)
         return cli_usage_error(prog, "expected IN and OUTDIR, got %d argument%s", argc - optind,
                                argc - optind == 1 ? "" : "s");
-    if (nshards == 0)
-        return cli_usage_error(prog, "--shards N is required");
+    if (bounds != 1)
+        return cli_usage_error(prog, bounds ? "--shards, --max-rows and --max-bytes exclude "
+                                              "each other: give one"
+                                            : "one of --shards N, --max-rows N, --max-bytes "
+                                              "SIZE is required");
     cli_set_source(&req, argv[optind]);
     const char *outdir = argv[optind + 1];
     if (mkdir(outdir, 0777) != 0 && errno != EEXIST)
@@ -170,14 +355,34 @@ int cli_split(int argc, char **argv)
         return rc;
     uint64_t rows = lds_index_rows(idx);
     float *vec = NULL;
+    uint64_t *counts = NULL;
     json_object *man = NULL;
+    if (rows == 0) {
+        rc = cli_failf("%s has no rows to split", req.file);
+        goto done;
+    }
     if (nshards > rows) {
         rc = cli_failf("%s has %" PRIu64 " rows, fewer than --shards %" PRIu64, req.file, rows,
                        nshards);
         goto done;
     }
+    if (max_rows) {
+        nshards = rows / max_rows + (rows % max_rows != 0);
+        if (nshards > MAX_SHARDS) {
+            rc = cli_failf("--max-rows %" PRIu64 " needs %" PRIu64 " shards for %" PRIu64
+                           " rows, more than %u",
+                           max_rows, nshards, rows, MAX_SHARDS);
+            goto done;
+        }
+    }
+    if (max_bytes) {
+        if ((rc = plan_max_bytes(idx, max_bytes, &counts, &nshards)) != CLI_OK)
+            goto done;
+    } else if ((counts = malloc(nshards * sizeof *counts)) != NULL) {
+        equal_split(rows, nshards, counts);
+    }
     vec = malloc((size_t)lds_index_dim(idx) * sizeof *vec);
-    if (!vec) {
+    if (!vec || !counts) {
         rc = cli_failf("out of memory");
         goto done;
     }
@@ -196,7 +401,7 @@ int cli_split(int argc, char **argv)
     json_object_object_add(man, "shards", arr);
     uint64_t first = 0;
     for (uint64_t s = 0; s < nshards; s++) {
-        uint64_t n = rows / nshards + (s < rows % nshards ? 1 : 0);
+        uint64_t n = counts[s];
         char name[32], path[PATH_MAX];
         snprintf(name, sizeof name, "shard-%04" PRIu64 ".ldsi", s);
         if ((size_t)snprintf(path, sizeof path, "%s/%s", outdir, name) >= sizeof path) {
@@ -210,6 +415,13 @@ int cli_split(int argc, char **argv)
         lds_index *sh = NULL;
         if ((rc = cli_load(&sreq, &sh, &info)) != CLI_OK)
             goto done;
+        if (max_bytes && lds_index_payload_bytes(sh) > max_bytes - LDS_HEADER_SIZE) {
+            rc = cli_failf("%s: %" PRIu64 " bytes, above --max-bytes %" PRIu64
+                           " (the size plan and the writer disagree: a bug)",
+                           path, LDS_HEADER_SIZE + lds_index_payload_bytes(sh), max_bytes);
+            lds_index_free(sh);
+            goto done;
+        }
         char sum[17];
         snprintf(sum, sizeof sum, "%016" PRIx64, lds_index_checksum(sh));
         json_object *o = json_object_new_object();
@@ -245,6 +457,7 @@ int cli_split(int argc, char **argv)
                req.file, nshards, mpath);
 done:
     json_object_put(man);
+    free(counts);
     free(vec);
     lds_index_free(idx);
     return rc;
@@ -272,6 +485,12 @@ static bool field_u64(json_object *o, const char *name, uint64_t *out)
         return false;
     *out = (uint64_t)x;
     return true;
+}
+
+/* A shard named by an http:// or https:// URL rather than by a file beside the manifest. */
+static bool manifest_url(const char *file)
+{
+    return strncasecmp(file, "http://", 7) == 0 || strncasecmp(file, "https://", 8) == 0;
 }
 
 int cli_verify_manifest(const char *mpath)
@@ -331,9 +550,10 @@ int cli_verify_manifest(const char *mpath)
             goto done;
         }
         const char *file = json_object_get_string(file_o);
-        if (file[0] == '\0' || strchr(file, '/') || strcmp(file, "..") == 0) {
-            cli_failf("%s: shards[%zu].file: \"%s\" is not a file name in the manifest's "
-                      "directory",
+        if (!manifest_url(file) &&
+            (file[0] == '\0' || strchr(file, '/') || strcmp(file, "..") == 0)) {
+            cli_failf("%s: shards[%zu].file: \"%s\" is neither a file name in the manifest's "
+                      "directory nor an http(s) URL",
                       mpath, i, file);
             goto done;
         }
@@ -370,12 +590,15 @@ int cli_verify_manifest(const char *mpath)
         field_u64(s, "first_row", &first);
         field_u64(s, "rows", &rows);
         char path[PATH_MAX];
-        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, file) >= sizeof path) {
+        cli_load_request req = {.file = path, .mmap = 0};
+        if (manifest_url(file)) {
+            cli_set_source(&req, file);
+            file = req.file; /* shown without credentials */
+        } else if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, file) >= sizeof path) {
             cli_failf("%s: path too long", dir);
             bad++;
             continue;
         }
-        cli_load_request req = {.file = path, .mmap = 0};
         lds_load_info info;
         if (cli_load(&req, &sh, &info) != CLI_OK) {
             fprintf(stderr, "lodestar: %s: shards[%zu] (%s) failed verification\n", mpath, i, file);

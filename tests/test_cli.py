@@ -914,6 +914,120 @@ def test_split_refuses_more_shards_than_rows():
     expect(rc, out, err, 2)
 
 
+def split_with(src, name, *opts):
+    """Runs split SRC WORK/name OPTS; returns (ranges, file sizes, manifest path)."""
+    outdir = os.path.join(WORK, name)
+    shutil.rmtree(outdir, ignore_errors=True)
+    rc, out, err = run("split", src, outdir, *opts)
+    expect(rc, out, err, 0)
+    mpath = os.path.join(outdir, "manifest.json")
+    with open(mpath) as f:
+        man = strict_json(f.read())
+    ranges = [(s["first_row"], s["rows"]) for s in man["shards"]]
+    sizes = [os.path.getsize(os.path.join(outdir, s["file"])) for s in man["shards"]]
+    check(sizes == [s["payload_bytes"] + 64 for s in man["shards"]], (sizes, man))
+    return ranges, sizes, mpath
+
+
+def test_split_max_rows():
+    pack(TINY, INDEX)
+    ranges, _, _ = split_with(INDEX, "split-mr3", "--max-rows", "3")
+    check(ranges == [(0, 3), (3, 2), (5, 2)], ranges)   # ceil(7/3) = 3 shards, equal
+    ranges, _, _ = split_with(INDEX, "split-mr2", "--max-rows", "2")
+    check(ranges == [(0, 2), (2, 2), (4, 2), (6, 1)], ranges)
+    ranges, _, mpath = split_with(INDEX, "split-mr9", "--max-rows", "9")
+    check(ranges == [(0, 7)], ranges)
+    rc, out, err = run("verify", mpath)
+    expect(rc, out, err, 0)
+    for bad in ("0", "-1", "x"):
+        rc, out, err = run("split", INDEX, os.path.join(WORK, "split-mr-bad"), "--max-rows", bad)
+        expect(rc, out, err, 2)
+        check("--max-rows is a row count >= 1" in err, err)
+
+
+def test_split_bounds_exclude_each_other():
+    pack(TINY, INDEX)
+    for opts in (["--shards", "2", "--max-rows", "3"], ["--max-rows", "3", "--max-bytes", "1M"],
+                 ["--shards", "2", "--max-bytes", "1M"]):
+        rc, out, err = run("split", INDEX, os.path.join(WORK, "split-excl"), *opts)
+        expect(rc, out, err, 2)
+        check("exclude each other" in err, (opts, err))
+    rc, out, err = run("split", INDEX, os.path.join(WORK, "split-none"))
+    expect(rc, out, err, 2)
+    check("one of --shards N, --max-rows N, --max-bytes SIZE is required" in err, err)
+
+
+def test_split_max_bytes_without_keys_is_the_fewest_equal_shards():
+    # 100 rows of 4 f32 (16 bytes a row, 64-aligned sections): the file size steps every
+    # 4 rows, so bounds between steps test that the plan matches the writer exactly.
+    src = os.path.join(WORK, "split-mb.fvecs")
+    write_fvecs(src, [[float(i), 1.0, -float(i), 0.5] for i in range(100)])
+    idx = os.path.join(WORK, "split-mb.ldsi")
+    rc, out, err = run("pack", src, idx)
+    expect(rc, out, err, 0)
+    whole = os.path.getsize(idx)
+    ranges, sizes, _ = split_with(idx, "split-mb-whole", "--max-bytes", str(whole))
+    check(ranges == [(0, 100)] and sizes == [whole], (ranges, sizes, whole))
+    for bound in (whole - 1, 1000, 700, 500, 333):
+        ranges, sizes, mpath = split_with(idx, "split-mb-%d" % bound, "--max-bytes", str(bound))
+        n = len(ranges)
+        check(max(sizes) <= bound, (bound, sizes))
+        check(ranges == [(sum(100 // n + (j < 100 % n) for j in range(i)),
+                          100 // n + (i < 100 % n)) for i in range(n)], (bound, ranges))
+        # the fewest: one shard fewer (equal rows, the best split without keys) is too big
+        if n > 1:
+            _, fewer, _ = split_with(idx, "split-mb-fewer", "--shards", str(n - 1))
+            check(max(fewer) > bound, (bound, n, fewer))
+        # the bound is tight: the largest file as the bound gives the same split
+        again, _, _ = split_with(idx, "split-mb-tight", "--max-bytes", str(max(sizes)))
+        check(again == ranges, (bound, again, ranges))
+        rc, out, err = run("verify", mpath)
+        expect(rc, out, err, 0)
+    one_row = split_with(idx, "split-mb-one", "--max-rows", "1")[1][0]
+    rc, out, err = run("split", idx, os.path.join(WORK, "split-mb-small"),
+                       "--max-bytes", str(one_row - 1))
+    expect(rc, out, err, 1)
+    check("--max-bytes %d is too small: the shard holding row 0 alone is %d bytes"
+          % (one_row - 1, one_row) in err, err)
+    check(not os.path.exists(os.path.join(WORK, "split-mb-small", "manifest.json")), "none")
+
+
+def test_split_max_bytes_with_keys_of_unequal_length():
+    # Row 5's key is 1200 bytes, rows are 64 bytes (16 f32): the equal split puts it
+    # with five more rows, over a bound that the split with the smallest largest file
+    # (it and at most two more rows) keeps; one row alone too big names it.
+    keys = ["k%d" % i for i in range(12)]
+    keys[5] = "long" + "x" * 1196
+    src = os.path.join(WORK, "split-keys.txt")
+    with open(src, "w") as f:
+        for i, k in enumerate(keys):
+            f.write("%s %s\n" % (k, " ".join(str(i * j % 7) for j in range(16))))
+    idx = os.path.join(WORK, "split-keys.ldsi")
+    rc, out, err = run("pack", src, idx, "--format", "glove")
+    expect(rc, out, err, 0)
+    alone = split_with(idx, "split-keys-1", "--max-rows", "1")[1]
+    check(max(alone) == alone[5], alone)
+    bound = alone[5] + 2 * 64
+    ranges, sizes, mpath = split_with(idx, "split-keys-b", "--max-bytes", str(bound))
+    check(len(ranges) == 3, ranges)   # rows 0-4 cannot join row 5 whole: 3 at least
+    check(max(sizes) <= bound, (sizes, bound))
+    check(sum(r for _, r in ranges) == 12 and ranges[0][0] == 0, ranges)
+    check(all(a + n == b for (a, n), (b, _) in zip(ranges, ranges[1:])), ranges)
+    equal = split_with(idx, "split-keys-eq", "--shards", str(len(ranges)))[1]
+    check(max(equal) > bound, ("the equal split would have fit", equal, bound))
+    rc, out, err = run("verify", mpath)
+    expect(rc, out, err, 0)
+    rc, out, err = run("keys", idx)
+    got = ""
+    for s in json.load(open(mpath))["shards"]:
+        got += run("keys", os.path.join(os.path.dirname(mpath), s["file"]))[1]
+    check(got == out, (got, out))
+    rc, out, err = run("split", idx, os.path.join(WORK, "split-keys-small"),
+                       "--max-bytes", str(alone[5] - 1))
+    expect(rc, out, err, 1)
+    check("the shard holding row 5 alone is %d bytes" % alone[5] in err, err)
+
+
 def test_verify_manifest_names_a_corrupted_shard():
     outdir, man = split_tiny("split-bad", 3)
     path = os.path.join(outdir, "shard-0001.ldsi")
@@ -969,7 +1083,7 @@ def test_verify_manifest_refuses_bad_row_ranges():
         json.dump(bad, f)
     rc, out, err = run("verify", mpath)
     expect(rc, out, err, 1)
-    check('shards[0].file: "../tiny.ldsi" is not a file name' in err, err)
+    check('shards[0].file: "../tiny.ldsi" is neither a file name' in err, err)
 
 
 def test_runner_counts_skips():

@@ -12,6 +12,7 @@ library was built without libcurl, every case checks the LDS_E_UNSUPPORTED answe
 instead. --glove FILE (suite 'slow'): also the full GloVe index through nginx, compared
 with the file (skipped when FILE is missing).
 """
+import json
 import os
 import random
 import shutil
@@ -328,6 +329,37 @@ def fault_tests():
             b = subprocess.run([LODESTAR, *cmd[:1], path_of("tiny.ldsi"), *cmd[1:]],
                                stdout=subprocess.PIPE, timeout=60).stdout.decode()
             check(a.replace(url, "F") == b.replace(path_of("tiny.ldsi"), "F") and a, f"{a}\n{b}")
+
+    def test_verify_manifest_with_url_shards():
+        """A manifest whose shards are http:// URLs: verify loads each over HTTP, checks
+        it against the manifest and names a shard the server answers wrongly."""
+        need_curl()
+        outdir = os.path.join(WORK, "split-url")
+        sh(LODESTAR, "split", path_of("big.ldsi"), outdir, "--shards", "3")
+        mpath = os.path.join(outdir, "manifest.json")
+        with open(mpath) as f:
+            man = json.load(f)
+        for s in man["shards"]:
+            name = "url-" + s["file"]
+            shutil.copy(os.path.join(outdir, s["file"]), os.path.join(SERVE, name))
+            s["file"] = server().url("plain", name)
+        local = os.path.join(WORK, "url-manifest.json")
+        with open(local, "w") as f:
+            json.dump(man, f)
+        p = subprocess.run([LODESTAR, "verify", local], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=60)
+        out = p.stdout.decode()
+        check(p.returncode == 0 and out.endswith("ok: 3 shards, 3000 rows\n"), (out, p.stderr))
+        check(server().url("plain", "url-shard-0002.ldsi") + ": ok: rows [2000, 3000)" in out,
+              out)
+        man["shards"][1]["file"] = server().url("plain", "url-shard-0002.ldsi")
+        with open(local, "w") as f:
+            json.dump(man, f)
+        p = subprocess.run([LODESTAR, "verify", local], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=60)
+        err = p.stderr.decode()
+        check(p.returncode == 1 and "shards[1] (http://127.0.0.1:" in err and
+              "checksum differs from the manifest's" in err, err)
 
     return {k: v for k, v in locals().items() if k.startswith("test_")}
 

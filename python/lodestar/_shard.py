@@ -3,24 +3,50 @@ one by one and their per-shard top-k merged into the exact global top-k.
 
     with lodestar.open_shards("out/manifest.json") as shards:
         scores, rows = shards.search(queries, k=10)     # global rows, as the unsplit index
+        shards.row("king"), shards.vector("king")       # through the shard holding the key
+
+A manifest is a local path or an http:// or https:// URL (read with urllib, at most
+64 MiB); a shard's "file" is a name beside the manifest (so a split directory served
+over HTTP is loaded from there) or an http(s) URL of its own, loaded with lds_load_url.
 
 The merge ranks as lds_index_search does on one index: best score first (for l2 the
 smallest distance), equal scores by global row, rows whose score is NaN last (by row).
 A shard's row r is global row first_row + r; each shard's top-k holds every row of the
 global top-k that lives in that shard, so the merge of the shards' top-k is exact.
 """
+import bisect
 import json
 import operator
 import os
+import urllib.parse
+import urllib.request
 
 import numpy as np
 
-from ._errors import FormatError
+from ._errors import FormatError, UnsupportedError
 from ._index import load
 
 __all__ = ["read_manifest", "merge_topk", "open_shards", "search_shards", "Shards"]
 
 MANIFEST_FORMAT = "lodestar-shards"
+MANIFEST_MAX_BYTES = 64 << 20  # as cli/split.c's verify
+
+
+def _is_url(text):
+    return isinstance(text, str) and text.lower().startswith(("http://", "https://"))
+
+
+def _read_text(path):
+    """The manifest's text from a path or a URL, refusing more than MANIFEST_MAX_BYTES."""
+    if _is_url(path):
+        with urllib.request.urlopen(path, timeout=60) as r:
+            data = r.read(MANIFEST_MAX_BYTES + 1)
+    else:
+        with open(path, "rb") as f:
+            data = f.read(MANIFEST_MAX_BYTES + 1)
+    if len(data) > MANIFEST_MAX_BYTES:
+        raise _bad(path, "manifest", "more than %d bytes: not a manifest" % MANIFEST_MAX_BYTES)
+    return data.decode("utf-8")
 
 
 def _bad(path, field, what):
@@ -35,15 +61,15 @@ def _u64(path, obj, field, name):
 
 
 def read_manifest(path):
-    """Reads and checks a manifest: returns a dict with "rows", "dim", "dtype", "metric",
-    "has_ids", "has_keys" and "shards", a list of dicts with "path" (the shard's file,
-    resolved beside the manifest), "file", "first_row", "rows" and "checksum" (int).
+    """Reads and checks a manifest (a path or an http(s) URL): returns a dict with
+    "rows", "dim", "dtype", "metric", "has_ids", "has_keys" and "shards", a list of dicts
+    with "path" (the shard's file resolved beside the manifest, or its URL: what
+    lodestar.load takes), "file", "first_row", "rows" and "checksum" (int).
     The row ranges must follow each other from 0 to "rows" with no overlap and no gap.
     Raises lodestar.FormatError naming the field (e.g. shards[1].first_row), OSError if
     the file cannot be read, ValueError if it is not JSON."""
     path = os.fspath(path)
-    with open(path, encoding="utf-8") as f:
-        m = json.load(f)
+    m = json.loads(_read_text(path))
     if not isinstance(m, dict) or m.get("format") != MANIFEST_FORMAT:
         raise _bad(path, "format", "expected %r" % MANIFEST_FORMAT)
     total = _u64(path, m, "rows", "rows")
@@ -54,15 +80,18 @@ def read_manifest(path):
             raise _bad(path, name, "missing or not a %s" % kind.__name__)
     if not m["shards"]:
         raise _bad(path, "shards", "empty")
-    base = os.path.dirname(path)
+    url = _is_url(path)
+    base = path if url else os.path.dirname(path)
     shards, nxt = [], 0
     for i, s in enumerate(m["shards"]):
         field = "shards[%d]" % i
         first = _u64(path, s, field + ".first_row", "first_row")
         rows = _u64(path, s, field + ".rows", "rows")
         f = s.get("file")
-        if not isinstance(f, str) or not f or "/" in f or f in (".", ".."):
-            raise _bad(path, field + ".file", "not a file name in the manifest's directory")
+        if not isinstance(f, str) or not (
+                _is_url(f) or (f and "/" not in f and f not in (".", ".."))):
+            raise _bad(path, field + ".file", "neither a file name in the manifest's "
+                       "directory nor an http(s) URL")
         try:
             checksum = int(s.get("checksum"), 16)
         except (TypeError, ValueError):
@@ -76,7 +105,9 @@ def read_manifest(path):
             raise _bad(path, field + ".rows", "%d goes past the manifest's %d rows"
                        % (rows, total))
         nxt = first + rows
-        shards.append({"path": os.path.join(base, f), "file": f, "first_row": first,
+        where = f if _is_url(f) else (
+            urllib.parse.urljoin(base, urllib.parse.quote(f)) if url else os.path.join(base, f))
+        shards.append({"path": where, "file": f, "first_row": first,
                        "rows": rows, "checksum": checksum})
     if nxt != total:
         raise _bad(path, "rows", "%d, but the shards cover %d rows" % (total, nxt))
@@ -144,6 +175,23 @@ class Shards:
             parts.append((sc, np.where(r >= 0, r + s["first_row"], -1)))
         return merge_topk(parts, k, self.manifest["metric"])
 
+    def row(self, key):
+        """The global row of `key` (the lowest if keys repeat), asking every shard (a
+        row-ordered split routes keys by no rule). KeyError if no shard has it;
+        lodestar.UnsupportedError if the shards have no keys."""
+        _need_keys(self.manifest)
+        for s, index in zip(self.manifest["shards"], self._indexes):
+            if key in index:
+                return s["first_row"] + index.row(key)
+        raise KeyError(key)
+
+    def vector(self, key_or_row):
+        """One row as a new float32 array (dim,), by key (str) or global row (int), from
+        the shard holding it (IndexError for a row out of range)."""
+        row = self.row(key_or_row) if isinstance(key_or_row, str) else key_or_row
+        i, local = shard_of_row(self.manifest, row)
+        return self._indexes[i].vector(local)
+
     def close(self):
         for index in self._indexes:
             index.close()
@@ -156,10 +204,31 @@ class Shards:
         self.close()
 
 
+def shard_of_row(manifest, row):
+    """(shard number, row within it) of global `row`; IndexError out of range."""
+    r = operator.index(row)
+    if not 0 <= r < manifest["rows"]:
+        raise IndexError("row %d out of range (the shards hold %d rows)" % (r, manifest["rows"]))
+    firsts = [s["first_row"] for s in manifest["shards"]]
+    i = bisect.bisect_right(firsts, r) - 1
+    while manifest["shards"][i]["rows"] == 0:   # shards of no rows share a first_row
+        i -= 1
+    return i, r - firsts[i]
+
+
+def _need_keys(manifest):
+    if not manifest["has_keys"]:
+        raise UnsupportedError("the shards have no keys (manifest has_keys is false)")
+
+
 def _check_shard(manifest, i, index):
     """Raises lodestar.FormatError naming shards[i] where the loaded shard differs."""
+    _check_against(manifest, i, manifest["shards"][i], index)
+
+
+def _check_against(manifest, i, s, index):
+    """As _check_shard with shard entry `s` given (manifest: dim, metric, dtype)."""
     from ._capi import library
-    s = manifest["shards"][i]
     got = index._get(library().lds_index_checksum)
     field = "shards[%d]" % i
     if got != s["checksum"]:

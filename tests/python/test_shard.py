@@ -82,3 +82,41 @@ def test_manifest_with_bad_ranges_is_refused_naming_the_field(tmp_path, cli, tin
     with pytest.raises(lodestar.FormatError) as e:
         lodestar.open_shards(man)
     assert e.value.field == "shards[0]" and "shard-0000.ldsi" in str(e.value)
+
+
+def test_manifest_shard_files_are_names_or_urls(tmp_path, cli, tiny):
+    man = _split(cli, tiny, tmp_path / "s", 2)
+    with open(man) as f:
+        good = json.load(f)
+    for name in ("sub/shard.ldsi", "..", "", "ftp://h/x", "/abs/x"):
+        bad = json.loads(json.dumps(good))
+        bad["shards"][1]["file"] = name
+        with open(man, "w") as f:
+            json.dump(bad, f)
+        with pytest.raises(lodestar.FormatError) as e:
+            lodestar.read_manifest(man)
+        assert e.value.field == "shards[1].file", name
+    good["shards"][1]["file"] = "https://example.invalid/b/shard%201.ldsi"
+    with open(man, "w") as f:
+        json.dump(good, f)
+    got = lodestar.read_manifest(man)["shards"]
+    assert got[0]["path"] == str(tmp_path / "s" / "shard-0000.ldsi")
+    assert got[1]["path"] == "https://example.invalid/b/shard%201.ldsi"
+    with open(man, "wb") as f:
+        f.truncate((64 << 20) + 1)
+    with pytest.raises(lodestar.FormatError, match="not a manifest"):
+        lodestar.read_manifest(man)
+
+
+def test_local_shards_route_keys_and_rows(tmp_path, cli, random_index):
+    path, v, keys = random_index
+    man = _split(cli, path, tmp_path / "s", 7)
+    with lodestar.load(path) as whole, lodestar.open_shards(man) as shards:
+        for row in (0, 71, 72, 73, 499):
+            assert shards.row(keys[row]) == row
+            assert np.array_equal(shards.vector(row), whole.vector(row))
+            assert np.array_equal(shards.vector(keys[row]), v[row])
+        with pytest.raises(KeyError):
+            shards.row("nope")
+        with pytest.raises(IndexError):
+            shards.vector(-1)
