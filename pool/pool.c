@@ -11,9 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#if defined(__x86_64__) && defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 pthread_mutex_t lds__g_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -38,36 +35,6 @@ static lds_pool *g_pools; /* the registry of live pools, under lds__g_lock */
  * refusals, trims, checked modes, misses, full caches, other threads' leases, collecting
  * returns queued by other threads) to the out-of-line functions, which keep the whole
  * logic. */
-
-/* The warm return's test of lease `l` against slot `s`: the slot's word is the handle, its
- * pointer, length and capacity are the lease's, `tc` rented it and no claimed return is
- * queued on it (remote == 0). The slot's first 32 bytes mirror the lease (pool_internal.h),
- * so on x86-64 this is two unaligned loads of the lease, three compares with the slot's
- * 48 bytes and one mask test, instead of six loads, compares and branches. Each 8-byte lane
- * of an aligned 16-byte load is read whole, as a relaxed load would read it (`remote` may
- * be changing under another thread's claim: either value sends a claimed slot to the full
- * path, see return_full); the compiler-only fence after it keeps the acquire order of the
- * word's load. Under TSan, and elsewhere, the six relaxed or acquire loads. */
-static inline int warm_return_ok(const lds__slot *s, const lds_lease *l, const lds__tcache *tc)
-{
-#if defined(__x86_64__) && defined(__SSE2__) && !defined(LDS__TSAN)
-    __m128i a = _mm_loadu_si128((const __m128i *)(const void *)l);
-    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)((const char *)l + 16));
-    __m128i o = _mm_set_epi64x(0, (long long)(uintptr_t)tc);
-    a = _mm_cmpeq_epi32(a, _mm_load_si128((const __m128i *)(const void *)s));
-    b = _mm_cmpeq_epi32(b, _mm_load_si128((const __m128i *)(const void *)((const char *)s + 16)));
-    o = _mm_cmpeq_epi32(o, _mm_load_si128((const __m128i *)(const void *)((const char *)s + 32)));
-    int ok = _mm_movemask_epi8(_mm_and_si128(_mm_and_si128(a, b), o)) == 0xffff;
-    atomic_signal_fence(memory_order_acquire);
-    return ok;
-#else
-    return atomic_load_explicit(&s->word, memory_order_acquire) == l->handle &&
-           atomic_load_explicit(&s->owner, RLX) == tc &&
-           atomic_load_explicit(&s->ptr, RLX) == (uintptr_t)l->ptr && l->capacity == s->cap &&
-           atomic_load_explicit(&s->length, RLX) == l->length &&
-           atomic_load_explicit(&s->remote, RLX) == 0;
-#endif
-}
 
 /* One comparison: `tc` belongs to `pool`, has seen the pool's last trim, and the pool is
  * in the default mode (see LDS__POOL_STAMP_SLOW). */
@@ -301,10 +268,15 @@ lds_status lds_pool_return(lds_pool *pool, lds_lease *lease, unsigned flags)
     /* Anything amiss (an even generation: h == 0, or a cached or retired slot's word;
      * another cache's lease; a claimed return queued on the slot) is sorted out, and
      * refused by cause, on the full path. */
-    if (UNLIKELY((h & LDS__POOL_GEN_STEP) == 0 || !warm_return_ok(s, lease, tc)))
-        return return_full(pool, lease, flags);
     void *p = lease->ptr;
     size_t len = lease->length, cap = s->cap;
+    if (UNLIKELY((h & LDS__POOL_GEN_STEP) == 0 ||
+                 atomic_load_explicit(&s->word, memory_order_acquire) != h ||
+                 atomic_load_explicit(&s->owner, RLX) != tc ||
+                 atomic_load_explicit(&s->ptr, RLX) != (uintptr_t)p || lease->capacity != cap ||
+                 atomic_load_explicit(&s->length, RLX) != len ||
+                 atomic_load_explicit(&s->remote, RLX) != 0))
+        return return_full(pool, lease, flags);
     /* Only this thread ends its leases: a plain store, no read-modify-write. A return of
      * this lease racing on another thread has claimed it, or will; its claim is refused
      * when this thread collects it (the word has moved on). */

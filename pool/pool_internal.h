@@ -67,17 +67,14 @@ _Static_assert((uint64_t)LDS__POOL_MAX_CHUNKS *LDS__POOL_CHUNK_SLOTS <= LDS__POO
 struct lds__tcache;
 
 typedef struct lds__slot {
-    /* First cache line: read on every warm rent and return. Its first 32 bytes mirror the
-     * current lease, field for field (lds_lease: ptr, length, capacity, handle), and
-     * `remote` follows `owner`, so that the warm return compares all six with three vector
-     * compares (pool.c: warm_return_ok). */
-    _Atomic uintptr_t ptr; /* the lease pointer; 0 when the slot holds no buffer */
-    _Atomic size_t length; /* requested length of the current lease */
-    size_t cap;            /* capacity of the size class; fixed while the slot holds a buffer */
+    /* First cache line: read on every warm rent and return. */
     _Atomic uint64_t word; /* generation << 22 | index; generation odd: leased, even:
                               cached or unused; LDS__POOL_RETIRED set: retired. Written
                               only by the lease's owner (or the slow paths, while no
                               lease is out) */
+    _Atomic uintptr_t ptr; /* the lease pointer; 0 when the slot holds no buffer */
+    _Atomic size_t length; /* requested length of the current lease */
+    size_t cap;            /* capacity of the size class; fixed while the slot holds a buffer */
     _Atomic(struct lds__tcache *) owner; /* the cache that rented the current lease */
     _Atomic uint64_t remote;             /* 0, or the handle (| LDS__POOL_CLAIM_CLEAR) of a claimed
                                             return from another thread: then the slot is on one
@@ -98,13 +95,6 @@ typedef struct lds__slot {
 } __attribute__((aligned(64))) lds__slot; /* two cache lines of its own: no false sharing */
 
 _Static_assert(sizeof(lds__slot) == 128, "a slot is two cache lines");
-_Static_assert(offsetof(lds__slot, ptr) == offsetof(lds_lease, ptr) &&
-                   offsetof(lds__slot, length) == offsetof(lds_lease, length) &&
-                   offsetof(lds__slot, cap) == offsetof(lds_lease, capacity) &&
-                   offsetof(lds__slot, word) == offsetof(lds_lease, handle) &&
-                   sizeof(lds_lease) == 32 && offsetof(lds__slot, owner) == 32 &&
-                   offsetof(lds__slot, remote) == 40,
-               "a slot's first 32 bytes mirror its lease; owner and remote follow");
 _Static_assert(LDS__POOL_CLASSES <= 256, "a class fits in a byte");
 
 typedef struct lds__class {
