@@ -24,7 +24,11 @@
  *
  * The warm pair (pool.c: lds_pool_rent, lds_pool_return) is a cache pop and a cache
  * push guarded by one comparison of stamps (LDS__POOL_STAMP_SLOW); statistics on it are
- * per-class counts in the thread's cache, summed when a snapshot is taken (stats.c).
+ * per-class counts in the thread's cache, summed when a snapshot is taken (stats.c). What
+ * keeps it short (docs/adr/0021): the thread's cache pointer is never NULL (lds__tc_none),
+ * small requests find their class in a table, counters are one add each, the first chunk
+ * of slots is reached without a bounds check (lds_pool.chunk0), and a slot's tc_lim folds
+ * the "pooled" and "cache full" tests.
  */
 #ifndef LDS_POOL_INTERNAL_H
 #define LDS_POOL_INTERNAL_H
