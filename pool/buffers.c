@@ -14,6 +14,32 @@
 
 /* ==== size classes ======================================================== */
 
+/* lds__pool_class as a constant expression, for the table: m = max(n, 64) - 1, k its top
+ * bit (5..13 for n <= LDS__POOL_TABLE_MAX), class 4k + (m >> (k - 2)) - 27. */
+#define TAB_M(n) ((n) > LDS_POOL_MIN_CLASS ? (n)-1 : LDS_POOL_MIN_CLASS - 1)
+#define TAB_K(m)                                                                                   \
+    ((m) >= 8192   ? 13                                                                            \
+     : (m) >= 4096 ? 12                                                                            \
+     : (m) >= 2048 ? 11                                                                            \
+     : (m) >= 1024 ? 10                                                                            \
+     : (m) >= 512  ? 9                                                                             \
+     : (m) >= 256  ? 8                                                                             \
+     : (m) >= 128  ? 7                                                                             \
+     : (m) >= 64   ? 6                                                                             \
+                   : 5)
+#define TAB_CLS(m)  (4u * TAB_K(m) + ((m) >> (TAB_K(m) - 2)) - (4u * LDS__POOL_MIN_SHIFT + 3u))
+#define TAB_E(i)    (uint8_t) TAB_CLS(TAB_M((size_t)(i)*16u)),
+#define TAB_E4(i)   TAB_E(i) TAB_E((i) + 1) TAB_E((i) + 2) TAB_E((i) + 3)
+#define TAB_E16(i)  TAB_E4(i) TAB_E4((i) + 4) TAB_E4((i) + 8) TAB_E4((i) + 12)
+#define TAB_E64(i)  TAB_E16(i) TAB_E16((i) + 16) TAB_E16((i) + 32) TAB_E16((i) + 48)
+#define TAB_E256(i) TAB_E64(i) TAB_E64((i) + 64) TAB_E64((i) + 128) TAB_E64((i) + 192)
+_Static_assert(LDS__POOL_TABLE_MAX == 1024 * 16, "the table below has 1024 + 1 entries");
+
+/* Entry i: the class of a request of 16 (i - 1) + 1 .. 16 i bytes (entry 0: 0 bytes).
+ * tests/test_pool.c compares every entry with lds__pool_class. */
+const uint8_t lds__pool_class_table[LDS__POOL_TABLE_MAX / 16 + 1] = {
+    TAB_E256(0) TAB_E256(256) TAB_E256(512) TAB_E256(768) TAB_E(1024)};
+
 uint32_t lds__class_of(size_t min_bytes)
 {
     return lds__pool_class(min_bytes);
@@ -37,6 +63,8 @@ size_t lds_pool_class_capacity(size_t min_bytes)
 
 /* ==== slots =============================================================== */
 
+lds__slot lds__no_slots[LDS__POOL_CHUNK_SLOTS];
+
 static uint32_t slot_alloc(lds_pool *pool)
 {
     uint32_t idx = LDS__POOL_NO_SLOT;
@@ -54,6 +82,8 @@ static uint32_t slot_alloc(lds_pool *pool)
                 if (chunk) {
                     memset(chunk, 0, LDS__POOL_CHUNK_SLOTS * sizeof *chunk);
                     atomic_store_explicit(&pool->chunks[c], chunk, memory_order_release);
+                    if (c == 0)
+                        atomic_store_explicit(&pool->chunk0, chunk, memory_order_release);
                 }
             }
             if (chunk) {
@@ -153,6 +183,7 @@ uint32_t lds__buffer_create(lds_pool *pool, uint32_t cls, int pooled)
     s->alloc_bytes = bytes;
     s->mapped = (uint8_t)mapped;
     s->pooled = (uint8_t)pooled;
+    s->tc_lim = pooled ? pool->tc_limit[cls] : 0;
     s->idle_since = 0;
     s->armed = 0;
     atomic_store_explicit(&s->length, 0, RLX);

@@ -119,14 +119,26 @@ __attribute__((noinline, cold)) static lds_status rent_full(lds_pool *pool, size
 
 lds_status lds_pool_rent(lds_pool *pool, size_t min_bytes, lds_lease *out)
 {
-    lds__tcache *tc = lds__tls_last;
-    if (UNLIKELY(!pool))
+    lds__tcache *tc = lds__tls_last; /* never NULL: lds__tc_none matches no pool's stamp */
+    if (UNLIKELY(!pool)) {
         pool = atomic_load_explicit(&g_shared, memory_order_acquire);
-    if (UNLIKELY(!tc || !pool || !out || min_bytes > LDS_POOL_MAX_REQUEST || !stamp_ok(tc, pool) ||
-                 atomic_load_explicit(&tc->remote_head, RLX) != 0))
+        if (UNLIKELY(!pool))
+            return rent_full(NULL, min_bytes, out);
+    }
+    /* One branch for three conditions: the cache is this pool's and has seen its last trim,
+     * the pool is in the default mode, no cross-thread return waits to be collected. */
+    if (UNLIKELY(!out || ((tc->stamp ^ atomic_load_explicit(&pool->stamp, memory_order_acquire)) |
+                          atomic_load_explicit(&tc->remote_head, RLX)) != 0))
         return rent_full(pool, min_bytes, out);
-    uint32_t cls = lds__pool_class(min_bytes);
-    uint8_t n = atomic_load_explicit(&tc->n[cls], RLX);
+    uint32_t cls;
+    if (LIKELY(min_bytes <= LDS__POOL_TABLE_MAX)) {
+        cls = lds__pool_class_small(min_bytes);
+    } else {
+        if (UNLIKELY(min_bytes > LDS_POOL_MAX_REQUEST))
+            return rent_full(pool, min_bytes, out);
+        cls = lds__pool_class(min_bytes);
+    }
+    size_t n = atomic_load_explicit(&tc->n[cls], RLX);
     if (UNLIKELY(n == 0))
         return rent_full(pool, min_bytes, out);
     lds__slot *s = tc->items[cls][n - 1];
@@ -231,26 +243,27 @@ __attribute__((noinline, cold)) static lds_status return_full(lds_pool *pool, ld
 
 lds_status lds_pool_return(lds_pool *pool, lds_lease *lease, unsigned flags)
 {
-    lds__tcache *tc = lds__tls_last;
-    if (UNLIKELY(!pool))
+    lds__tcache *tc = lds__tls_last; /* never NULL: lds__tc_none matches no pool's stamp */
+    if (UNLIKELY(!pool)) {
         pool = atomic_load_explicit(&g_shared, memory_order_acquire);
-    if (UNLIKELY(!tc || !pool || !lease || flags != 0 || !stamp_ok(tc, pool)))
+        if (UNLIKELY(!pool))
+            return return_full(NULL, lease, flags);
+    }
+    if (UNLIKELY(!lease || flags != 0 || !stamp_ok(tc, pool)))
         return return_full(pool, lease, flags);
     uint64_t h = lease->handle;
     uint32_t idx = (uint32_t)(h & LDS__POOL_IDX_MASK);
-    if (UNLIKELY(idx >= atomic_load_explicit(&pool->slot_count, memory_order_acquire)))
-        return return_full(pool, lease, flags);
-    /* The first chunk's address does not depend on the handle, so it can be loaded
-     * ahead of it: one dependent load fewer on the way to the slot. */
+    /* A slot of the first chunk needs no bounds check: chunk0 has all of its slots (zeroed
+     * until used, lds__no_slots before the chunk exists), and a slot never used has a zero
+     * word, which matches no handle below. The first chunk's address does not depend on
+     * the handle, so it can be loaded ahead of it. */
     lds__slot *s;
     if (LIKELY(idx < LDS__POOL_CHUNK_SLOTS)) {
-        s = atomic_load_explicit(&pool->chunks[0], memory_order_acquire) + idx;
+        s = atomic_load_explicit(&pool->chunk0, memory_order_acquire) + idx;
     } else {
-        lds__slot *chunk =
-            atomic_load_explicit(&pool->chunks[idx >> LDS__POOL_CHUNK_SHIFT], memory_order_acquire);
-        if (UNLIKELY(!chunk))
+        s = lds__slot_at(pool, idx);
+        if (UNLIKELY(!s))
             return return_full(pool, lease, flags);
-        s = &chunk[idx & (LDS__POOL_CHUNK_SLOTS - 1)];
     }
     /* Anything amiss (an even generation: h == 0, or a cached or retired slot's word;
      * another cache's lease; a claimed return queued on the slot) is sorted out, and
@@ -272,9 +285,10 @@ lds_status lds_pool_return(lds_pool *pool, lds_lease *lease, unsigned flags)
     uint32_t cls = s->cls;
     lds__tally_in(tc, cls, cap, len);
     memset(lease, 0, sizeof *lease);
-    uint8_t n = atomic_load_explicit(&tc->n[cls], RLX);
-    /* A slot whose generation this return spent (LDS__POOL_RETIRED) retires in recycle. */
-    if (UNLIKELY(!s->pooled || n >= pool->tc_limit[cls] || (next & LDS__POOL_RETIRED)))
+    size_t n = atomic_load_explicit(&tc->n[cls], RLX);
+    /* tc_lim is 0 for a slot that is not pooled; a slot whose generation this return spent
+     * (LDS__POOL_RETIRED) retires in recycle. */
+    if (UNLIKELY(n >= s->tc_lim || (next & LDS__POOL_RETIRED)))
         return lds__recycle(pool, tc, s, 0);
     lds__asan_poison(p, cap);
     tc->items[cls][n] = s;
@@ -484,6 +498,7 @@ lds_status lds_pool_create(const lds_pool_options *opts, lds_pool **out)
     atomic_store_explicit(&pool->stamp, fresh_stamp(pool), RLX);
     pool->canary_key = UINT64_C(0x9E3779B97F4A7C15) ^ ((uint64_t)(uintptr_t)pool << 7);
     pool->free_slots = LDS__POOL_NO_SLOT;
+    atomic_store_explicit(&pool->chunk0, lds__no_slots, RLX);
     pthread_mutex_init(&pool->slot_lock, NULL);
     pthread_mutex_init(&pool->guard_lock, NULL);
     int ok = 1;
@@ -535,8 +550,8 @@ void lds_pool_free(lds_pool *pool)
             pool->next_live->prev_live = pool->prev_live;
     }
     pthread_mutex_unlock(&lds__g_lock);
-    if (lds__tls_last && lds__tls_last->pool_id == pool->id)
-        lds__tls_last = NULL;
+    if (lds__tls_last->pool_id == pool->id)
+        lds__tls_last = &lds__tc_none;
     /* Every slot that still holds a buffer (cached, quarantined or leased) is freed. */
     uint32_t n = atomic_load_explicit(&pool->slot_count, RLX);
     for (uint32_t i = 0; i < n; i++) {

@@ -24,7 +24,11 @@
  *
  * The warm pair (pool.c: lds_pool_rent, lds_pool_return) is a cache pop and a cache
  * push guarded by one comparison of stamps (LDS__POOL_STAMP_SLOW); statistics on it are
- * per-class counts in the thread's cache, summed when a snapshot is taken (stats.c).
+ * per-class counts in the thread's cache, summed when a snapshot is taken (stats.c). What
+ * keeps it short (docs/adr/0021): the thread's cache pointer is never NULL (lds__tc_none),
+ * small requests find their class in a table, counters are one add each, the first chunk
+ * of slots is reached without a bounds check (lds_pool.chunk0), and a slot's tc_lim folds
+ * the "pooled" and "cache full" tests.
  */
 #ifndef LDS_POOL_INTERNAL_H
 #define LDS_POOL_INTERNAL_H
@@ -84,6 +88,9 @@ typedef struct lds__slot {
     uint8_t pooled; /* counted against the retention caps; else freed on return */
     uint8_t mapped; /* from mmap (else malloc) */
     uint8_t armed;  /* canary words written at return, to verify at rent */
+    uint8_t tc_lim; /* buffers of its class a thread cache keeps (the pool's tc_limit[cls]),
+                       0 when not pooled: the warm return's one test for both (fixed while
+                       the slot holds a buffer) */
     /* Second cache line: slow paths only. */
     void *base __attribute__((aligned(64))); /* allocation start (mapping or malloc block) */
     size_t alloc_bytes;                      /* bytes mapped or allocated at base */
@@ -152,6 +159,11 @@ void lds__tally_of(const lds__tcache *tc, lds__tally *out);
 struct lds_pool {
     uint64_t id;
     _Atomic uint64_t stamp; /* see LDS__POOL_STAMP_SLOW */
+    /* The warm return's way to a slot of the first chunk (indices below
+     * LDS__POOL_CHUNK_SLOTS) without a bounds load: chunks[0] once it exists, before that
+     * lds__no_slots, a chunk of zeroed slots that is never written (a zero word names no
+     * lease, so a return that finds it goes to the full path). Next to `stamp`: one line. */
+    _Atomic(lds__slot *) chunk0;
     lds_pool_options opts;
     int is_shared;
     uint64_t canary_key;
@@ -274,11 +286,42 @@ static inline int lds__asan_is_poisoned(const void *p)
 
 /* ==== shared by the files of pool/ ===================================================== */
 
+#if defined(__SANITIZE_THREAD__)
+#define LDS__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define LDS__TSAN 1
+#endif
+#endif
+
+/* A counter with one writer (a thread cache's, see lds__tcache), read by snapshots on other
+ * threads with relaxed loads. On x86-64 the update is one non-locked `add` to memory: an
+ * aligned 8-byte write that no reader sees torn, and the one writer makes read-modify-write
+ * atomicity unnecessary. C11 has no single-instruction form of a relaxed load + store
+ * (compilers emit three instructions), so the asm spells it; the operand is the atomic
+ * object itself, so the compiler orders it with the other accesses to it. Under TSan, and
+ * elsewhere, the portable relaxed load and store. */
+#if defined(__x86_64__) && !defined(LDS__TSAN) && (defined(__GNUC__) || defined(__clang__))
+static inline void lds__tally_add(_Atomic uint64_t *c, uint64_t v)
+{
+    __asm__ __volatile__("addq %1, %0" : "+m"(*c) : "er"(v));
+}
+static inline void lds__tally_sub(_Atomic uint64_t *c, uint64_t v)
+{
+    __asm__ __volatile__("subq %1, %0" : "+m"(*c) : "er"(v));
+}
+#else
 static inline void lds__tally_add(_Atomic uint64_t *c, uint64_t v)
 {
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
                           memory_order_relaxed);
 }
+static inline void lds__tally_sub(_Atomic uint64_t *c, uint64_t v)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) - v,
+                          memory_order_relaxed);
+}
+#endif
 
 static inline void lds__count(_Atomic uint64_t *c, uint64_t v)
 {
@@ -293,6 +336,19 @@ static inline uint32_t lds__pool_class(size_t min_bytes)
     uint64_t m = (min_bytes > LDS_POOL_MIN_CLASS ? (uint64_t)min_bytes : LDS_POOL_MIN_CLASS) - 1;
     unsigned k = 63u - (unsigned)__builtin_clzll(m);
     return 4u * k + (uint32_t)(m >> (k - 2)) - (4u * LDS__POOL_MIN_SHIFT + 3u);
+}
+
+/* Requests up to this many bytes find their class in a table (lds__pool_class_small): every
+ * class boundary up to it is a multiple of 16 (the finest step, 16 bytes, lies between 64
+ * and 128), so the table has one entry per 16 bytes. */
+#define LDS__POOL_TABLE_MAX ((size_t)16384)
+extern const uint8_t lds__pool_class_table[LDS__POOL_TABLE_MAX / 16 + 1];
+
+/* lds__pool_class(min_bytes) for min_bytes <= LDS__POOL_TABLE_MAX: one add, one shift, one
+ * byte load (the class computation costs a dozen instructions). */
+static inline uint32_t lds__pool_class_small(size_t min_bytes)
+{
+    return lds__pool_class_table[(min_bytes + 15) >> 4];
 }
 
 /* The slot's index, the low bits of its handle word (which never change). */
@@ -325,13 +381,17 @@ static inline void lds__tally_in(lds__tcache *tc, uint32_t cls, size_t cap, size
 {
     lds__tally_add(&tc->in[cls], 1);
     lds__tally_add(&tc->len_in, len);
-    atomic_store_explicit(&tc->leased,
-                          atomic_load_explicit(&tc->leased, memory_order_relaxed) - cap,
-                          memory_order_relaxed);
+    lds__tally_sub(&tc->leased, cap);
 }
 
-/* The calling thread's most recently used cache (tcache.c); the warm path's only TLS. */
+/* The calling thread's most recently used cache (tcache.c); the warm path's only TLS. Never
+ * NULL: a thread that has none points at lds__tc_none, a cache of no pool (pool_id 0, stamp
+ * 0: no pool has either), never written, so the warm path's stamp comparison alone sends
+ * such a thread to the full path. */
 extern _Thread_local lds__tcache *lds__tls_last __attribute__((tls_model("initial-exec")));
+extern lds__tcache lds__tc_none;
+/* The stand-in for a pool's first chunk before it exists (see lds_pool.chunk0). */
+extern lds__slot lds__no_slots[LDS__POOL_CHUNK_SLOTS];
 
 /* buffers.c */
 void lds__os_failed(lds_pool *pool, const char *call, int err, size_t bytes, const char *outcome);

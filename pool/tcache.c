@@ -20,7 +20,8 @@ typedef struct tls_root {
 } tls_root;
 
 static _Thread_local tls_root *tls_self __attribute__((tls_model("initial-exec")));
-_Thread_local lds__tcache *lds__tls_last __attribute__((tls_model("initial-exec")));
+lds__tcache lds__tc_none;
+_Thread_local lds__tcache *lds__tls_last __attribute__((tls_model("initial-exec"))) = &lds__tc_none;
 
 /* ==== thread caches ======================================================= */
 
@@ -86,7 +87,7 @@ static void tc_destructor(void *arg)
     pthread_mutex_unlock(&lds__g_lock);
     free(root);
     tls_self = NULL;
-    lds__tls_last = NULL;
+    lds__tls_last = &lds__tc_none;
 }
 
 static lds__tcache *tc_slow(lds_pool *pool)
@@ -105,7 +106,7 @@ static lds__tcache *tc_slow(lds_pool *pool)
         if (tc->dead) {
             *pp = tc->next_in_thread;
             if (lds__tls_last == tc)
-                lds__tls_last = NULL;
+                lds__tls_last = &lds__tc_none;
             free(tc);
             continue;
         }
@@ -159,7 +160,7 @@ static lds__tcache *tc_slow(lds_pool *pool)
 lds__tcache *lds__tc_get(lds_pool *pool)
 {
     lds__tcache *tc = lds__tls_last;
-    if (tc != NULL && tc->pool_id == pool->id)
+    if (tc->pool_id == pool->id)
         return tc;
     return tc_slow(pool);
 }
@@ -273,7 +274,7 @@ void lds__remote_collect(lds_pool *pool, lds__tcache *tc, lds__tcache *cache)
 void lds__pool_collect_mine(lds_pool *pool)
 {
     lds__tcache *tc = lds__tls_last;
-    if (!tc || tc->pool_id != pool->id) {
+    if (tc->pool_id != pool->id) {
         tc = NULL;
         for (lds__tcache *t = tls_self ? tls_self->list : NULL; t; t = t->next_in_thread)
             if (!t->dead && t->pool_id == pool->id)

@@ -38,6 +38,7 @@ PACKAGES=(
     python3-gensim                         # similar --positive/--negative test; bench/compare_pack.py
     libmimalloc-dev libgoogle-perftools-dev # rent-return: mimalloc heap API and tcmalloc rows
     g++ libfast-float-dev                  # pack's number parser (optional: meson -Dfast_float=auto)
+    valgrind binutils                      # scripts/pool-warm-count.sh: callgrind, objdump
 )
 PACKAGES+=("$@")
 

@@ -1775,6 +1775,101 @@ static void test_peak_exact_one_thread(void **state)
     lds_pool_free(pool);
 }
 
+/* The warm rent finds the class of a request up to LDS__POOL_TABLE_MAX bytes in a table:
+ * every entry agrees with the computed class, and warm rents of every length up to the
+ * table's end and past it get their class's capacity (most of these rents hit the thread
+ * cache, so they take the table's path). */
+static void test_class_table(void **state)
+{
+    (void)state;
+    for (size_t n = 0; n <= LDS__POOL_TABLE_MAX; n++)
+        if (lds__pool_class_small(n) != lds__pool_class(n))
+            fail_msg("class table: %zu bytes -> %u, computed %u", n, lds__pool_class_small(n),
+                     lds__pool_class(n));
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+    for (size_t n = 0; n <= LDS__POOL_TABLE_MAX + 1024; n++) {
+        lds_lease l;
+        if (lds_pool_rent(pool, n, &l) != LDS_OK)
+            fail();
+        if (l.capacity != lds_pool_class_capacity(n) || l.length != n)
+            fail_msg("rent of %zu bytes: capacity %zu, class capacity %zu", n, l.capacity,
+                     lds_pool_class_capacity(n));
+        if (lds_pool_return(pool, &l, 0) != LDS_OK)
+            fail();
+    }
+    lds_pool_stats s = stats_of(pool);
+    assert_true(s.hits_thread > 15000); /* the table's path was taken */
+    assert_int_equal(s.leases_current, 0);
+    lds_pool_free(pool);
+}
+
+/* The warm return reaches a slot of the first chunk without a bounds check: a forged handle
+ * naming a slot never used there, or any slot before the first chunk exists (the thread's
+ * cache already does: a trim made it), is refused by cause, not read out of bounds. */
+static void test_forged_handle_first_chunk(void **state)
+{
+    (void)state;
+    _Alignas(64) static char mine[256];
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+    assert_int_equal(lds_pool_trim(pool, LDS_POOL_TRIM_ALL, NULL), LDS_OK); /* a cache, no slot */
+    uint32_t idx[] = {0, 1, 700, LDS__POOL_CHUNK_SLOTS - 1};
+    for (int i = 0; i < 4; i++) {
+        lds_lease f = {mine, 64, 64, LDS__POOL_GEN_STEP | idx[i]};
+        assert_int_equal(lds_pool_return(pool, &f, 0), LDS_E_POOL_REFUSED);
+        f.handle = 5 * LDS__POOL_GEN_STEP | idx[i];
+        assert_int_equal(lds_pool_return(pool, &f, 0), LDS_E_POOL_REFUSED);
+    }
+    assert_int_equal(stats_of(pool).refused[LDS_POOL_REFUSED_UNKNOWN], 8);
+    /* Now the first chunk exists (slot 0 is a buffer), its other slots are still unused. */
+    lds_lease good;
+    assert_int_equal(lds_pool_rent(pool, 64, &good), LDS_OK);
+    assert_int_equal(good.handle & LDS__POOL_IDX_MASK, 0);
+    for (int i = 1; i < 4; i++) {
+        lds_lease f = {mine, 64, 64, good.handle - (good.handle & LDS__POOL_IDX_MASK) + idx[i]};
+        assert_int_equal(lds_pool_return(pool, &f, 0), LDS_E_POOL_REFUSED);
+        f.ptr = good.ptr;
+        assert_int_equal(lds_pool_return(pool, &f, 0), LDS_E_POOL_REFUSED);
+    }
+    assert_int_equal(stats_of(pool).refused[LDS_POOL_REFUSED_UNKNOWN], 14);
+    assert_int_equal(lds_pool_return(pool, &good, 0), LDS_OK);
+    assert_consistent(pool);
+    lds_pool_free(pool);
+}
+
+/* The warm return keeps a buffer in the thread's cache only while the cache has room for
+ * its class (thread_cache_count) and only if the buffer is pooled: one test of the slot's
+ * tc_lim covers both. Six returns of one class: four stay in the thread's cache, two go to
+ * the shared stack; a buffer over the retention cap is dropped, never cached. */
+static void test_warm_return_cache_limits(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+    lds_lease l[6];
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 6; i++)
+            assert_int_equal(lds_pool_rent(pool, 1000, &l[i]), LDS_OK);
+        for (int i = 0; i < 6; i++)
+            assert_int_equal(lds_pool_return(pool, &l[i], 0), LDS_OK);
+    }
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.misses_cold + s.misses_exhausted, 6);
+    assert_int_equal(s.hits_thread, LDS_POOL_DEFAULT_THREAD_CACHE_COUNT);
+    assert_int_equal(s.hits_shared, 6 - LDS_POOL_DEFAULT_THREAD_CACHE_COUNT);
+    assert_int_equal(s.buffers_retained, 6);
+    lds_pool_free(pool);
+
+    pool = make_pool(LDS_POOL_CHECK_OFF, 4096); /* room for one 4 KiB buffer */
+    assert_int_equal(lds_pool_rent(pool, 4096, &l[0]), LDS_OK);
+    assert_int_equal(lds_pool_rent(pool, 4096, &l[1]), LDS_OK); /* over the cap: not pooled */
+    assert_int_equal(lds_pool_return(pool, &l[1], 0), LDS_OK);
+    assert_int_equal(lds_pool_return(pool, &l[0], 0), LDS_OK);
+    s = stats_of(pool);
+    assert_int_equal(s.drops, 1);
+    assert_int_equal(s.buffers_retained, 1);
+    assert_int_equal(s.bytes_retained, 4096);
+    lds_pool_free(pool);
+}
+
 static lds_status scoped_user(lds_pool *pool, int fail_early)
 {
     LDS_SCOPED_LEASE(buf, pool);
@@ -2069,6 +2164,9 @@ int main(void)
         cmocka_unit_test(test_giant_buffer_not_pinned),
         cmocka_unit_test(test_warm_path),
         cmocka_unit_test(test_peak_exact_one_thread),
+        cmocka_unit_test(test_class_table),
+        cmocka_unit_test(test_forged_handle_first_chunk),
+        cmocka_unit_test(test_warm_return_cache_limits),
         cmocka_unit_test(test_scoped_lease),
         cmocka_unit_test(test_stats_json),
         cmocka_unit_test(test_stats_json_parses),
