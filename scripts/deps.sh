@@ -34,6 +34,7 @@ PACKAGES=(
     libjemalloc2 libmimalloc2.0            # pool-cost-allocators.sh, live-allocators.sh preload each
     liburcu-dev libck-dev                  # lodestar-bench pin-cost compares lds_live pins with them
     spin                                   # slow suite: the pool protocol's model check
+    libhdf5-dev python3-h5py               # pack --format hdf5 (optional: -Dhdf5=auto); its fixtures
 )
 PACKAGES+=("$@")
 
