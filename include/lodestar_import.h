@@ -301,7 +301,10 @@ typedef struct lds_import_result {
  * Returns:
  * - LDS_OK: the index is at `output_path`.
  * - LDS_E_INVALID_ARG: a NULL path, a bad option value or size, keys_path
- *   with a format that has its own keys; `output_path` naming the same file
+ *   with a format that has its own keys; on_duplicate LDS_IMPORT_DUP_LAST or
+ *   i8_scale_auto on input that is not a regular file; an HDF5 dataset that is
+ *   missing or a group (field "options.dataset"); an ids file that is not a
+ *   regular file; `output_path` naming the same file
  *   as `input_path` or keys_path (same device and inode, so another spelling,
  *   a symbolic link or a hard link is caught), refused before anything is
  *   written; `output_path` not a regular file (see lds_writer_open_path).
@@ -326,7 +329,8 @@ typedef struct lds_import_result {
  *   header promises (the .npy and word2vec binary checks happen against the
  *   file size before any row is read).
  * - LDS_E_TRAILING: bytes after the last promised row.
- * - LDS_E_LENGTH_MISMATCH: the keys file's line count differs from N.
+ * - LDS_E_LENGTH_MISMATCH: the keys file's or the ids file's line count
+ *   differs from N (field "keys_path" or "ids_path").
  * - LDS_E_OVERFLOW: declared sizes whose product overflows 64 bits.
  * - LDS_E_NOMEM: allocation failed.
  * - Any status of lds_writer_add_row / lds_writer_finish, passed through.
