@@ -16,25 +16,33 @@ static const char pack_usage[] =
     "Build the index OUT from the embeddings in IN. OUT is written to a temporary\n"
     "file that replaces OUT only once complete, so a failed pack leaves OUT as it was.\n"
     "Malformed input is refused with its line (1-based) or row (0-based) number.\n"
-    "IN - reads standard input (name the format with --format; npz, a Fortran-order\n"
-    "npy and --i8-scale auto need a regular file, so redirect one rather than pipe\n"
-    "it); OUT - writes the index to standard output once it is complete, and the\n"
-    "summary line to standard error.\n"
+    "IN - reads standard input (name the format with --format; npz, hdf5, a\n"
+    "Fortran-order npy, --i8-scale auto and --on-duplicate last need a regular file,\n"
+    "so redirect one rather than pipe it); OUT - writes the index to standard\n"
+    "output once it is complete, and the summary line to standard error.\n"
     "\n"
     "options:\n"
     "  --format FMT   input format: glove, word2vec, fasttext, word2vec-bin, npy,\n"
-    "                 npz, fvecs (default: from the extension: .txt/.vec are word2vec\n"
-    "                 text when the first line is \"N D\", else GloVe; .bin, .npy,\n"
-    "                 .npz, .fvecs; a .gz, .zst or .xz after it is looked through)\n"
+    "                 npz, fvecs, hdf5 (default: from the extension: .txt/.vec are\n"
+    "                 word2vec text when the first line is \"N D\", else GloVe; .bin,\n"
+    "                 .npy, .npz, .fvecs, .hdf5/.h5; a .gz, .zst or .xz after it is\n"
+    "                 looked through)\n"
     "                 gzip, zstd and xz input is decoded whatever its name\n"
     "  --array NAME   npz: the array to read (default: the only one)\n"
+    "  --dataset NAME hdf5: the 2-D float dataset to read (default: train, as in\n"
+    "                 ann-benchmarks files); without --metric, the file's \"distance\"\n"
+    "                 attribute sets it (angular: cosine, euclidean: l2, dot/ip: dot)\n"
     "  --dim D        glove: D numbers per line, so that the first line's key may\n"
     "                 hold spaces too (default: the first line's field count - 1)\n"
-    "  --keys FILE    keys for npy/npz/fvecs rows, one per line (default: no keys);\n"
-    "                 text formats carry their own keys\n"
-    "  --on-duplicate error|first\n"
-    "                 a key seen before: refused, naming both lines (default), or\n"
-    "                 the later row skipped\n"
+    "  --keys FILE    keys for npy/npz/fvecs/hdf5 rows, one per line (default: no\n"
+    "                 keys); text formats carry their own keys\n"
+    "  --ids FILE     a 64-bit id per input row, one unsigned decimal per line (any\n"
+    "                 format; a regular file of exactly as many lines as rows)\n"
+    "  --on-duplicate error|first|last\n"
+    "                 a key seen before: refused, naming both lines (default), the\n"
+    "                 later row skipped, or the earlier rows skipped (last: a first\n"
+    "                 pass over IN finds each key's last row, so IN must be a file,\n"
+    "                 not standard input)\n"
     "  --max-decoded SIZE\n"
     "                 the most bytes a compressed input may decode to (default 64G)\n"
     "  --dtype T      stored element type: f32 (default), f16, bf16, i8\n"
@@ -116,15 +124,15 @@ static int copy_to_stdout(const char *path)
 
 /* Reports a failed import: the importer's messages name a line or row of IN, the writer's
    (which start "writer: ") concern OUT; an input the options do not fit is a usage error. */
-static int pack_failed(const char *prog, const char *in, const char *keys, const char *out,
-                       lds_status st, const lds_error *err)
+static int pack_failed(const char *prog, const char *in, const char *keys, const char *ids,
+                       const char *out, lds_status st, const lds_error *err)
 {
     const char *field = err->status == st ? err->field : NULL;
     if (st == LDS_E_UNSUPPORTED && field && strcmp(field, "format") == 0)
         return cli_usage_error(
             prog,
             "%s: the format cannot be told from the extension; name it with "
-            "--format FMT (glove, word2vec, fasttext, word2vec-bin, npy, npz, fvecs)",
+            "--format FMT (glove, word2vec, fasttext, word2vec-bin, npy, npz, fvecs, hdf5)",
             in);
     if (st == LDS_E_INVALID_ARG && field && strcmp(field, "options.array") == 0)
         return cli_usage_error(prog, "%s: %s", in, err->message);
@@ -135,14 +143,23 @@ static int pack_failed(const char *prog, const char *in, const char *keys, const
                                in);
     if (st == LDS_E_INVALID_ARG && field && strcmp(field, "options.keys_path") == 0)
         return cli_usage_error(prog,
-                               "--keys is for npy and fvecs input; %s is text, whose lines "
-                               "carry their own keys: drop --keys",
+                               "--keys is for npy, npz, fvecs and hdf5 input; %s is text, whose "
+                               "lines carry their own keys: drop --keys",
                                in);
+    if (st == LDS_E_INVALID_ARG && field && strcmp(field, "options.on_duplicate") == 0)
+        return cli_usage_error(prog,
+                               "--on-duplicate last reads IN twice; %s cannot be read twice: "
+                               "pack from a file, or use --on-duplicate first",
+                               in);
+    if (st == LDS_E_INVALID_ARG && field && strcmp(field, "options.dataset") == 0)
+        return cli_usage_error(prog, "%s: %s; name one with --dataset NAME", in, err->message);
     if (err->status == st && strncmp(err->message, "writer: ", 8) == 0)
         return cli_fail(out, st, err);
-    /* A fault of the keys file is named by the keys file, not by IN. */
+    /* A fault of the keys file is named by the keys file, not by IN; so is the ids file's. */
     if (keys && field && strcmp(field, "keys_path") == 0)
         return cli_fail(keys, st, err);
+    if (ids && field && strcmp(field, "ids_path") == 0)
+        return cli_fail(ids, st, err);
     cli_fail(in, st, err);
     if (st == LDS_E_BAD_VALUE && err->status == st && strstr(err->message, "i8_scale"))
         fputs("lodestar: choose the scale with --i8-scale S (S >= max |x| / 127), or use "
@@ -165,7 +182,9 @@ int cli_pack(int argc, char **argv)
         OPT_ARRAY,
         OPT_ON_DUP,
         OPT_MAX_DECODED,
-        OPT_DIM
+        OPT_DIM,
+        OPT_IDS,
+        OPT_DATASET
     };
     static const struct option longopts[] = {
         {"format", required_argument, NULL, OPT_FORMAT},
@@ -180,12 +199,16 @@ int cli_pack(int argc, char **argv)
         {"on-duplicate", required_argument, NULL, OPT_ON_DUP},
         {"max-decoded", required_argument, NULL, OPT_MAX_DECODED},
         {"dim", required_argument, NULL, OPT_DIM},
+        {"ids", required_argument, NULL, OPT_IDS},
+        {"dataset", required_argument, NULL, OPT_DATASET},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *prog = argv[0];
     lds_import_options opts;
     lds_import_options_default(&opts);
+    /* Without --metric, a format that declares one (HDF5's "distance") sets it. */
+    opts.metric_from_input = true;
     int c;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
@@ -207,6 +230,13 @@ int cli_pack(int argc, char **argv)
         case OPT_METRIC:
             if (lds_metric_from_name(optarg, &opts.metric) != LDS_OK)
                 return cli_usage_error(prog, "unknown metric '%s' (cosine, dot, l2)", optarg);
+            opts.metric_from_input = false;
+            break;
+        case OPT_IDS:
+            opts.ids_path = optarg;
+            break;
+        case OPT_DATASET:
+            opts.dataset = optarg;
             break;
         case OPT_NORMALIZE:
             opts.normalize = true;
@@ -225,8 +255,11 @@ int cli_pack(int argc, char **argv)
                 opts.on_duplicate = LDS_IMPORT_DUP_ERROR;
             else if (strcmp(optarg, "first") == 0)
                 opts.on_duplicate = LDS_IMPORT_DUP_FIRST;
+            else if (strcmp(optarg, "last") == 0)
+                opts.on_duplicate = LDS_IMPORT_DUP_LAST;
             else
-                return cli_usage_error(prog, "--on-duplicate is error or first, not '%s'", optarg);
+                return cli_usage_error(prog, "--on-duplicate is error, first or last, not '%s'",
+                                       optarg);
             break;
         case OPT_DIM:
             if (!cli_parse_u64(optarg, &opts.dim) || opts.dim == 0)
@@ -271,6 +304,9 @@ int cli_pack(int argc, char **argv)
         if (opts.format == LDS_IMPORT_AUTO)
             return cli_usage_error(prog, "reading standard input needs --format FMT (glove, "
                                          "word2vec, fasttext, word2vec-bin, npy, fvecs)");
+        if (opts.format == LDS_IMPORT_HDF5)
+            return cli_usage_error(prog, "--format hdf5 reads a file that libhdf5 seeks in, not "
+                                         "standard input: give its path");
         if (isatty(STDIN_FILENO))
             return cli_failf("standard input is a terminal; redirect or pipe the embeddings "
                              "into it");
@@ -304,7 +340,8 @@ int cli_pack(int argc, char **argv)
     lds_status st = lds_import_file(in_path, out_path, &opts, &res, &err);
     if (progress.shown)
         fputc('\n', stderr);
-    int rc = st == LDS_OK ? CLI_OK : pack_failed(prog, in, opts.keys_path, out, st, &err);
+    int rc =
+        st == LDS_OK ? CLI_OK : pack_failed(prog, in, opts.keys_path, opts.ids_path, out, st, &err);
     if (rc == CLI_OK && to_stdout)
         rc = copy_to_stdout(out_path);
     if (to_stdout) {
@@ -317,11 +354,13 @@ int cli_pack(int argc, char **argv)
     FILE *sum = to_stdout ? stderr : stdout;
     fprintf(sum, "packed %llu rows x %u dims (%s, %s, %s%s) from %s into %s in %.2f s\n",
             (unsigned long long)res.rows, (unsigned)res.dim, lds_import_format_name(res.format),
-            lds_dtype_name(opts.dtype), lds_metric_name(opts.metric),
+            lds_dtype_name(opts.dtype), lds_metric_name(res.metric),
             opts.normalize ? ", normalized" : "", in, out, now_seconds() - progress.start);
     if (res.duplicates_skipped > 0)
-        fprintf(sum, "skipped %llu rows whose key was seen before (--on-duplicate first)\n",
-                (unsigned long long)res.duplicates_skipped);
+        fprintf(sum, "skipped %llu rows whose key %s (--on-duplicate %s)\n",
+                (unsigned long long)res.duplicates_skipped,
+                opts.on_duplicate == LDS_IMPORT_DUP_LAST ? "comes again later" : "was seen before",
+                opts.on_duplicate == LDS_IMPORT_DUP_LAST ? "last" : "first");
     if (opts.i8_scale_auto) {
         char scale[48];
         cli_format_float(scale, sizeof scale, res.i8_scale);

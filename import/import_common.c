@@ -3,6 +3,8 @@
 #include "import_internal.h"
 #include "parse_f32.h"
 
+#include "../format/hashtab.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -34,6 +36,7 @@ static const struct {
     {LDS_IMPORT_W2V_TEXT, "word2vec"}, {LDS_IMPORT_W2V_BINARY, "word2vec-bin"},
     {LDS_IMPORT_NPY, "npy"},           {LDS_IMPORT_FVECS, "fvecs"},
     {LDS_IMPORT_NPZ, "npz"},           {LDS_IMPORT_FASTTEXT, "fasttext"},
+    {LDS_IMPORT_HDF5, "hdf5"},
 };
 
 const char *lds_import_format_name(lds_import_format format)
@@ -71,6 +74,8 @@ lds_status lds__imp_fail(lds_error *err, lds_status status, const char *field, u
 
 const char *lds__imp_noun(const char *field)
 {
+    if (strcmp(field, "ids_path") == 0)
+        return "ids file line";
     return strcmp(field, "keys_path") == 0 ? "keys file line" : field;
 }
 
@@ -96,25 +101,27 @@ lds_status lds__imp_reader_open(lds__imp_reader *r, const char *path, const char
     r->fd = -1;
     r->field = field;
     r->max_line = max_line;
-    /* The keys file is read twice (its lines are counted first) and a device or a pipe
-       may never end: it must be a regular file, checked before a byte is read (and
-       opened without waiting for a FIFO's writer). */
-    bool keys = strcmp(field, "keys_path") == 0;
+    /* The keys and ids files are read twice (their lines are counted first) and a device
+       or a pipe may never end: each must be a regular file, checked before a byte is read
+       (and opened without waiting for a FIFO's writer). */
+    bool ids = strcmp(field, "ids_path") == 0;
+    bool keys = ids || strcmp(field, "keys_path") == 0;
+    const char *what = ids ? "the ids file " : keys ? "the keys file " : "";
     int e = lds__os_open(path, O_RDONLY | (keys ? O_NONBLOCK : 0), &r->fd);
     if (e != 0) {
         errno = e;
-        return lds__imp_fail(err, LDS_E_IO, field, 0, 0, "cannot open %s%s: %s",
-                             keys ? "the keys file " : "", path, strerror(e));
+        return lds__imp_fail(err, LDS_E_IO, field, 0, 0, "cannot open %s%s: %s", what, path,
+                             strerror(e));
     }
     struct stat st;
     if ((e = lds__os_fstat(r->fd, &st)) != 0) {
         errno = e;
-        return lds__imp_fail(err, LDS_E_IO, field, 0, 0, "cannot stat %s%s: %s",
-                             keys ? "the keys file " : "", path, strerror(e));
+        return lds__imp_fail(err, LDS_E_IO, field, 0, 0, "cannot stat %s%s: %s", what, path,
+                             strerror(e));
     }
     if (keys && !S_ISREG(st.st_mode))
         return lds__imp_fail(err, LDS_E_INVALID_ARG, field, 0, 0,
-                             "the keys file %s is %s; it must be a regular file", path,
+                             "%s%s is %s; it must be a regular file", what, path,
                              file_kind(st.st_mode));
     if (S_ISDIR(st.st_mode)) {
         errno = EISDIR;
@@ -276,10 +283,11 @@ lds_status lds__imp_reader_line(lds__imp_reader *r, uint64_t lineno, char **line
     *offset = r->base + r->pos;
     if (n > r->max_line)
         return lds__imp_fail(err, LDS_E_LIMIT, r->field, *offset, lineno,
-                             "%s %llu (byte %llu): longer than %zu bytes, the most that "
-                             "max_dim and max_key_bytes allow",
+                             "%s %llu (byte %llu): longer than %zu bytes, the most that %s",
                              lds__imp_noun(r->field), (unsigned long long)lineno,
-                             (unsigned long long)*offset, r->max_line);
+                             (unsigned long long)*offset, r->max_line,
+                             strcmp(r->field, "ids_path") == 0 ? "an id line may hold"
+                                                               : "max_dim and max_key_bytes allow");
     if (n == 0 && !had_lf) {
         *line = NULL; /* end of input */
         *len = 0;
@@ -489,7 +497,13 @@ bool lds__imp_w2v_header_shape(const char *s, size_t n, const char *tok[2], size
 
 lds_status lds__imp_keys_count(lds__imp_ctx *c, uint64_t *lines, lds_error *err)
 {
-    lds__imp_reader *r = &c->keys;
+    return lds__imp_lines_count(&c->keys, c->opts->limits.max_rows, lines, err);
+}
+
+lds_status lds__imp_lines_count(lds__imp_reader *r, uint64_t max_rows, uint64_t *lines,
+                                lds_error *err)
+{
+    const char *what = strcmp(r->field, "ids_path") == 0 ? "ids" : "keys";
     uint64_t count = 0;
     int last = -1;
     for (;;) {
@@ -508,19 +522,19 @@ lds_status lds__imp_keys_count(lds__imp_ctx *c, uint64_t *lines, lds_error *err)
         /* Bounded whatever the file does: never past the size it had when opened (it
            grows: refused), nor past one line more than max_rows. */
         if (r->base + r->len > r->size)
-            return lds__error_fill(err, LDS_E_IO, "keys_path", r->size, false, 0, 0, NULL,
-                                   "the keys file grew past its size of %llu bytes while its "
+            return lds__error_fill(err, LDS_E_IO, r->field, r->size, false, 0, 0, NULL,
+                                   "the %s file grew past its size of %llu bytes while its "
                                    "lines were counted",
-                                   (unsigned long long)r->size);
-        if (count > c->opts->limits.max_rows)
-            return lds__imp_fail(err, LDS_E_LIMIT, "keys_path", r->base + r->len, 0,
-                                 "the keys file holds more than max_rows = %llu lines",
-                                 (unsigned long long)c->opts->limits.max_rows);
+                                   what, (unsigned long long)r->size);
+        if (count > max_rows)
+            return lds__imp_fail(err, LDS_E_LIMIT, r->field, r->base + r->len, 0,
+                                 "the %s file holds more than max_rows = %llu lines", what,
+                                 (unsigned long long)max_rows);
     }
     if (last != -1 && last != '\n')
         count++;
     if (lseek(r->fd, 0, SEEK_SET) != 0)
-        return lds__imp_fail(err, LDS_E_IO, "keys_path", 0, 0, "cannot rewind the keys file: %s",
+        return lds__imp_fail(err, LDS_E_IO, r->field, 0, 0, "cannot rewind the %s file: %s", what,
                              strerror(errno));
     r->pos = r->len = 0;
     r->base = 0;
@@ -545,6 +559,225 @@ lds_status lds__imp_keys_next(lds__imp_ctx *c, uint64_t row, const char **key, s
     return LDS_OK;
 }
 
+/* ---- --on-duplicate last ------------------------------------------------ */
+
+/* The first pass's table: each distinct key once (bytes[offs[i], offs[i + 1])), with the
+   last input row that held it; the hash table maps a key to its index i. */
+struct lds__imp_last {
+    lds__hashtab tab;
+    char *bytes;
+    size_t len, cap;
+    uint64_t *offs; /* n + 1 entries */
+    uint64_t *row;  /* n entries */
+    uint64_t n, cap_offs, cap_row;
+};
+
+typedef struct last_probe {
+    const struct lds__imp_last *l;
+    const char *key;
+    size_t len;
+} last_probe;
+
+static bool last_eq(const void *ctx, uint64_t i)
+{
+    const last_probe *p = ctx;
+    uint64_t a = p->l->offs[i], b = p->l->offs[i + 1];
+    return b - a == p->len && memcmp(p->l->bytes + a, p->key, p->len) == 0;
+}
+
+static uint64_t last_rehash(const void *ctx, uint64_t i)
+{
+    const struct lds__imp_last *l = ctx;
+    return lds__hash_key(l->tab.hk, l->bytes + l->offs[i], (size_t)(l->offs[i + 1] - l->offs[i]));
+}
+
+/* Grows *p (of *cap elements of `size` bytes) to hold at least `need`, doubling. */
+static bool grow_array(void **p, uint64_t *cap, uint64_t need, size_t size)
+{
+    if (need <= *cap)
+        return true;
+    uint64_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    if (c > SIZE_MAX / size)
+        return false;
+    void *q = realloc(*p, (size_t)c * size);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = c;
+    return true;
+}
+
+void lds__imp_last_free(lds__imp_sink *s)
+{
+    struct lds__imp_last *l = s->last;
+    if (l) {
+        lds__hashtab_free(&l->tab);
+        free(l->bytes);
+        free(l->offs);
+        free(l->row);
+        free(l);
+    }
+    s->last = NULL;
+    free(s->superseded);
+    s->superseded = NULL;
+    s->superseded_rows = 0;
+}
+
+static bool is_superseded(const lds__imp_sink *s, uint64_t row)
+{
+    return row < s->superseded_rows && (s->superseded[row / 64] >> (row % 64) & 1);
+}
+
+/* The first pass of LDS_IMPORT_DUP_LAST, for input row `row` holding `key`: if the key
+   was seen, its previous row is marked superseded; the key's last row becomes `row`.
+   One keyed-hash probe per row, so linear time whatever the repeats. */
+static lds_status last_note(lds__imp_sink *s, const char *key, size_t len, uint64_t row,
+                            uint64_t offset, lds_error *err)
+{
+    struct lds__imp_last *l = s->last;
+    if (!l) {
+        l = calloc(1, sizeof *l);
+        if (!l || lds__hashtab_init(&l->tab, 512, s->opts->limits.max_rows) != LDS_OK) {
+            free(l);
+            return lds__imp_fail(err, LDS_E_NOMEM, s->line_field, offset, 0,
+                                 "out of memory (the table of last rows)");
+        }
+        s->last = l;
+    }
+    /* The bitmap covers every row seen, so the writing pass can test any of them. */
+    uint64_t words = s->superseded_rows / 64, need = row / 64 + 1;
+    if (need > words) {
+        uint64_t cap = words;
+        if (!grow_array((void **)&s->superseded, &cap, need, sizeof(uint64_t)))
+            return lds__imp_fail(err, LDS_E_NOMEM, s->line_field, offset, 0,
+                                 "out of memory (the bitmap of superseded rows)");
+        memset(s->superseded + words, 0, (size_t)(cap - words) * sizeof(uint64_t));
+        s->superseded_rows = cap * 64;
+    }
+    last_probe p = {l, key, len};
+    uint64_t h = lds__hash_key(l->tab.hk, key, len);
+    uint64_t cap_bytes = l->cap;
+    if (!grow_array((void **)&l->offs, &l->cap_offs, l->n + 2, sizeof(uint64_t)) ||
+        !grow_array((void **)&l->row, &l->cap_row, l->n + 1, sizeof(uint64_t)) ||
+        !lds__hashtab_reserve(&l->tab, l->n + 1, last_rehash, l) ||
+        !grow_array((void **)&l->bytes, &cap_bytes, (uint64_t)l->len + len, 1))
+        return lds__imp_fail(err, LDS_E_NOMEM, s->line_field, offset, 0,
+                             "out of memory (the table of last rows, %llu keys)",
+                             (unsigned long long)l->n);
+    l->cap = (size_t)cap_bytes;
+    if (l->n == 0)
+        l->offs[0] = 0;
+    uint64_t found = lds__hashtab_insert(&l->tab, h, l->n, last_eq, &p);
+    if (found != UINT64_MAX) {
+        uint64_t prev = l->row[found];
+        s->superseded[prev / 64] |= (uint64_t)1 << (prev % 64);
+        l->row[found] = row;
+        return LDS_OK;
+    }
+    memcpy(l->bytes + l->len, key, len);
+    l->len += len;
+    l->row[l->n] = row;
+    l->offs[l->n + 1] = l->len;
+    l->n++;
+    return LDS_OK;
+}
+
+/* After the first pass: the key table is not needed, only the bitmap. */
+static void last_done(lds__imp_sink *s)
+{
+    struct lds__imp_last *l = s->last;
+    if (!l)
+        return;
+    lds__hashtab_free(&l->tab);
+    free(l->bytes);
+    free(l->offs);
+    free(l->row);
+    free(l);
+    s->last = NULL;
+}
+
+/* ---- the ids file ------------------------------------------------------- */
+
+/* The id of input row s->rows, from line s->rows + 1 of the ids file. */
+static lds_status sink_next_id(lds__imp_sink *s, uint64_t offset, uint64_t *id, lds_error *err)
+{
+    uint64_t lineno = s->rows + 1;
+    if (s->rows >= s->id_lines)
+        return lds__imp_fail(err, LDS_E_LENGTH_MISMATCH, "ids_path", s->ids->size, lineno,
+                             "the ids file has %llu lines, fewer than the input's rows: "
+                             "%s %llu (byte %llu) has no id",
+                             (unsigned long long)s->id_lines, lds__imp_noun(s->line_field),
+                             (unsigned long long)(strcmp(s->line_field, "row") == 0
+                                                      ? s->rows
+                                                      : s->rows + s->line_base),
+                             (unsigned long long)offset);
+    char *line;
+    size_t len;
+    uint64_t off;
+    lds_status st = lds__imp_reader_line(s->ids, lineno, &line, &len, &off, err);
+    if (st != LDS_OK)
+        return st;
+    if (!line)
+        return lds__error_fill(err, LDS_E_IO, "ids_path", off, false, lineno, 0, NULL,
+                               "ids file line %llu (byte %llu): the ids file ended before the "
+                               "%llu lines counted in it (it changed while being read)",
+                               (unsigned long long)lineno, (unsigned long long)off,
+                               (unsigned long long)s->id_lines);
+    if (len == 0)
+        return lds__imp_fail(err, LDS_E_PARSE, "ids_path", off, lineno,
+                             "ids file line %llu (byte %llu): empty line; every row needs an id",
+                             (unsigned long long)lineno, (unsigned long long)off);
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)line[i];
+        if (ch < '0' || ch > '9') {
+            char shown[4 * LDS__IMP_SHOWN + 8];
+            return lds__imp_fail(err, LDS_E_PARSE, "ids_path", off + i, lineno,
+                                 "ids file line %llu (byte %llu): \"%s\" is not an unsigned "
+                                 "decimal integer (digits only)",
+                                 (unsigned long long)lineno, (unsigned long long)(off + i),
+                                 lds__imp_quote(shown, sizeof shown, line, len));
+        }
+        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, ch - '0', &v)) {
+            char shown[4 * LDS__IMP_SHOWN + 8];
+            return lds__imp_fail(err, LDS_E_OVERFLOW, "ids_path", off, lineno,
+                                 "ids file line %llu (byte %llu): %s is above 2^64 - 1 = "
+                                 "18446744073709551615",
+                                 (unsigned long long)lineno, (unsigned long long)off,
+                                 lds__imp_quote(shown, sizeof shown, line, len));
+        }
+    }
+    *id = v;
+    return LDS_OK;
+}
+
+/* After the last input row: the ids file must hold exactly one line per row, and
+   nothing more than the lines counted when it was opened. */
+static lds_status ids_finish(lds__imp_sink *s, lds_error *err)
+{
+    if (!s->ids)
+        return LDS_OK;
+    if (s->rows != s->id_lines)
+        return lds__imp_fail(err, LDS_E_LENGTH_MISMATCH, "ids_path", lds__imp_reader_offset(s->ids),
+                             s->rows + 1, "the ids file has %llu lines but the input has %llu rows",
+                             (unsigned long long)s->id_lines, (unsigned long long)s->rows);
+    char *line;
+    size_t len;
+    uint64_t off;
+    lds_status st = lds__imp_reader_line(s->ids, s->rows + 1, &line, &len, &off, err);
+    if (st != LDS_OK)
+        return st;
+    if (line)
+        return lds__error_fill(err, LDS_E_IO, "ids_path", off, false, s->rows + 1, 0, NULL,
+                               "ids file line %llu (byte %llu): the ids file grew while being "
+                               "read (it had %llu lines)",
+                               (unsigned long long)(s->rows + 1), (unsigned long long)off,
+                               (unsigned long long)s->id_lines);
+    return LDS_OK;
+}
+
 /* ---- the sink ----------------------------------------------------------- */
 
 lds_status lds__imp_sink_open(lds__imp_sink *s, uint32_t dim, bool with_keys, lds_error *err)
@@ -553,17 +786,17 @@ lds_status lds__imp_sink_open(lds__imp_sink *s, uint32_t dim, bool with_keys, ld
     lds_writer_options_default(&wo);
     wo.dim = dim;
     wo.dtype = s->opts->dtype;
-    wo.metric = s->opts->metric;
+    wo.metric = s->metric_set ? s->metric : s->opts->metric;
     wo.normalize = s->opts->normalize;
     if (s->opts->i8_scale > 0.0f)
         wo.i8_scale = s->opts->i8_scale;
     s->i8_scale = wo.i8_scale;
-    wo.with_ids = false;
+    wo.with_ids = s->ids != NULL;
     wo.with_keys = with_keys;
     wo.unique_keys = with_keys;
     s->dim = dim;
     s->with_keys = with_keys;
-    if (s->scan) {
+    if (s->scan || s->dup_scan) {
         s->i8_scale = 0.0f; /* lds__imp_narrow: binary32 only */
         return LDS_OK;
     }
@@ -678,6 +911,20 @@ lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key
                                  nf, (unsigned long long)shown, (unsigned long long)(offset + bad),
                                  why, bad + 1);
     }
+    if (s->dup_scan) {
+        /* on_duplicate last's first pass: only each key's last row. */
+        if (s->with_keys) {
+            lds_status st = last_note(s, key, key_len, s->rows, offset, err);
+            if (st != LDS_OK)
+                return st;
+        }
+        s->rows++;
+        return LDS_OK;
+    }
+    if (s->scan && is_superseded(s, s->rows)) {
+        s->rows++; /* a row the writing pass skips sets no scale */
+        return LDS_OK;
+    }
     if (s->scan) {
         /* i8_scale_auto's first pass: the largest |x| the writer will see. */
         double ss = 0.0, m = 0.0;
@@ -695,10 +942,22 @@ lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key
     }
     /* The writer refuses a repeated key (unique_keys): one key table in the
        pack, not a second copy of every key here (ADR 0010). */
+    uint64_t id = 0;
+    if (s->ids) {
+        lds_status st = sink_next_id(s, offset, &id, err);
+        if (st != LDS_OK)
+            return st;
+    }
+    if (is_superseded(s, s->rows)) {
+        /* on_duplicate last: this key comes again on a later row, which is kept. */
+        s->rows++;
+        s->skipped++;
+        return LDS_OK;
+    }
     bool skip_dup = s->with_keys && s->opts->on_duplicate == LDS_IMPORT_DUP_FIRST;
     lds_error scratch;
     lds_error_init(&scratch);
-    lds_status st = lds_writer_add_row(s->writer, vec, s->dim, 0, key, s->with_keys ? key_len : 0,
+    lds_status st = lds_writer_add_row(s->writer, vec, s->dim, id, key, s->with_keys ? key_len : 0,
                                        skip_dup && err ? &scratch : err);
     if (skip_dup && st == LDS_E_DUP_KEY) {
         s->rows++;
@@ -737,6 +996,7 @@ lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key
 
 static void sink_free(lds__imp_sink *s)
 {
+    lds__imp_last_free(s);
     lds_writer_free(s->writer);
     memset(s, 0, sizeof *s);
 }
@@ -769,6 +1029,8 @@ static lds_status detect(const char *path, lds__imp_reader *in, lds_import_forma
         *out = LDS_IMPORT_FVECS;
     } else if (has_ext(path, ".npz")) {
         *out = LDS_IMPORT_NPZ;
+    } else if (has_ext(path, ".hdf5") || has_ext(path, ".h5")) {
+        *out = LDS_IMPORT_HDF5;
     } else if (has_ext(path, ".bin")) {
         *out = LDS_IMPORT_W2V_BINARY;
     } else if (has_ext(path, ".txt") || has_ext(path, ".vec")) {
@@ -795,7 +1057,7 @@ static lds_status detect(const char *path, lds__imp_reader *in, lds_import_forma
         return lds__imp_fail(err, LDS_E_UNSUPPORTED, "format", 0, 0,
                              "cannot tell the format of %s from its extension (known: .txt, "
                              ".vec, .bin, .npy, .npz, .fvecs, each optionally followed by .gz, "
-                             ".zst or .xz); name the format",
+                             ".zst or .xz; .hdf5, .h5); name the format",
                              path);
     }
     return LDS_OK;
@@ -827,6 +1089,27 @@ static lds_status open_input(lds__imp_ctx *c, const char *path, size_t max_line,
     return lds__imp_reader_detect(&c->in, err);
 }
 
+/* Opens the input (and the keys file) again from the start for the next pass; the sink
+   keeps only what the passes carry forward (the superseded rows). */
+static lds_status reopen_inputs(lds__imp_ctx *c, const char *path, size_t max_line, size_t key_line,
+                                lds_error *err)
+{
+    lds__imp_reader_close(&c->in);
+    lds__imp_reader_close(&c->keys);
+    uint64_t *superseded = c->sink.superseded, superseded_rows = c->sink.superseded_rows;
+    const char *output_path = c->sink.output_path;
+    const lds_import_options *o = c->opts;
+    memset(&c->sink, 0, sizeof c->sink);
+    c->sink.opts = o;
+    c->sink.output_path = output_path;
+    c->sink.superseded = superseded;
+    c->sink.superseded_rows = superseded_rows;
+    lds_status st = open_input(c, path, max_line, err);
+    if (st == LDS_OK && o->keys_path)
+        st = lds__imp_reader_open(&c->keys, o->keys_path, "keys_path", key_line, err);
+    return st;
+}
+
 /* Runs the importer of `format` over c->in into c->sink. */
 static lds_status run_format(lds__imp_ctx *c, lds_import_format format, lds_error *err)
 {
@@ -850,6 +1133,9 @@ static lds_status run_format(lds__imp_ctx *c, lds_import_format format, lds_erro
         break;
     case LDS_IMPORT_FVECS:
         st = lds__import_fvecs(c, err);
+        break;
+    case LDS_IMPORT_HDF5:
+        st = lds__import_hdf5(c, err);
         break;
     case LDS_IMPORT_AUTO:
         st = LDS_E_INVALID_ARG;
@@ -906,6 +1192,8 @@ lds_status lds_import_file(const char *input_path, const char *output_path,
     c.opts = &o;
     c.in.fd = -1;
     c.keys.fd = -1;
+    c.ids.fd = -1;
+    c.input_path = input_path;
     c.sink.opts = &o;
     c.sink.output_path = output_path;
     lds_status st = LDS_OK;
@@ -929,10 +1217,11 @@ lds_status lds_import_file(const char *input_path, const char *output_path,
     if (format == LDS_IMPORT_AUTO && (st = detect(input_path, &c.in, &format, err)) != LDS_OK)
         goto out;
     if (o.keys_path) {
-        if (format != LDS_IMPORT_NPY && format != LDS_IMPORT_FVECS && format != LDS_IMPORT_NPZ) {
+        if (format != LDS_IMPORT_NPY && format != LDS_IMPORT_FVECS && format != LDS_IMPORT_NPZ &&
+            format != LDS_IMPORT_HDF5) {
             st = lds__imp_fail(
                 err, LDS_E_INVALID_ARG, "options.keys_path", 0, 0,
-                "keys_path is for .npy, .npz and .fvecs input; %s input has its own keys",
+                "keys_path is for .npy, .npz, .fvecs and HDF5 input; %s input has its own keys",
                 lds_import_format_name(format));
             goto out;
         }
@@ -941,6 +1230,10 @@ lds_status lds_import_file(const char *input_path, const char *output_path,
         if (st != LDS_OK)
             goto out;
     }
+    /* An id line is at most 20 digits and a CR; longer ones are read to say why. */
+    if (o.ids_path &&
+        (st = lds__imp_reader_open(&c.ids, o.ids_path, "ids_path", 4096, err)) != LDS_OK)
+        goto out;
 
     /* Replacing an input with the index would destroy it: compare identities,
        which sees through other spellings, symbolic links and hard links. */
@@ -951,42 +1244,66 @@ lds_status lds_import_file(const char *input_path, const char *output_path,
             same = &c.in;
         else if (o.keys_path && ost.st_dev == c.keys.dev && ost.st_ino == c.keys.ino)
             same = &c.keys;
+        else if (o.ids_path && ost.st_dev == c.ids.dev && ost.st_ino == c.ids.ino)
+            same = &c.ids;
         if (same) {
             st = lds__imp_fail(err, LDS_E_INVALID_ARG, "output_path", 0, 0,
                                "the output %s is the same file as the %s %s; writing the index "
                                "would destroy it",
-                               output_path, same == &c.in ? "input" : "keys file",
-                               same == &c.in ? input_path : o.keys_path);
+                               output_path,
+                               same == &c.in     ? "input"
+                               : same == &c.keys ? "keys file"
+                                                 : "ids file",
+                               same == &c.in     ? input_path
+                               : same == &c.keys ? o.keys_path
+                                                 : o.ids_path);
             goto out;
         }
     }
 
-    if (o.i8_scale_auto && o.dtype == LDS_DTYPE_I8) {
-        /* A first pass for max |x|, then the input is opened again from its start. */
-        if (c.in.file_size == UINT64_MAX) {
-            st = lds__imp_fail(err, LDS_E_INVALID_ARG, "options.i8_scale_auto", 0, 0,
-                               "i8_scale_auto reads the input twice, so it must be a regular "
-                               "file, not a pipe or standard input; give the scale instead");
-            goto out;
-        }
-        c.sink.scan = true;
+    /* The ids file's lines are counted first, so a row past them is refused at once. */
+    uint64_t id_lines = 0;
+    if (o.ids_path &&
+        (st = lds__imp_lines_count(&c.ids, o.limits.max_rows, &id_lines, err)) != LDS_OK)
+        goto out;
+    /* Passes before the writing one, each over the input from its start: on_duplicate
+       last finds the rows to skip, i8_scale_auto the scale (over the rows kept). */
+    bool keyed = format != LDS_IMPORT_NPY && format != LDS_IMPORT_FVECS &&
+                 format != LDS_IMPORT_NPZ && format != LDS_IMPORT_HDF5;
+    bool need_last = o.on_duplicate == LDS_IMPORT_DUP_LAST && (keyed || o.keys_path);
+    bool need_scale = o.i8_scale_auto && o.dtype == LDS_DTYPE_I8;
+    if ((need_last || need_scale) && c.in.file_size == UINT64_MAX) {
+        st = need_scale ? lds__imp_fail(err, LDS_E_INVALID_ARG, "options.i8_scale_auto", 0, 0,
+                                        "i8_scale_auto reads the input twice, so it must be a "
+                                        "regular file, not a pipe or standard input; give the "
+                                        "scale instead")
+                        : lds__imp_fail(err, LDS_E_INVALID_ARG, "options.on_duplicate", 0, 0,
+                                        "on_duplicate last reads the input twice, so it must be "
+                                        "a regular file, not a pipe or standard input");
+        goto out;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 0 ? !need_last : !need_scale)
+            continue;
+        c.sink.dup_scan = pass == 0;
+        c.sink.scan = pass == 1;
         if ((st = run_format(&c, format, err)) != LDS_OK)
             goto out;
-        if (c.sink.max_abs > 0.0)
+        if (pass == 0)
+            last_done(&c.sink);
+        if (pass == 1 && c.sink.max_abs > 0.0)
             o.i8_scale = (float)(c.sink.max_abs / 127.0);
-        lds__imp_reader_close(&c.in);
-        lds__imp_reader_close(&c.keys);
-        memset(&c.sink, 0, sizeof c.sink);
-        c.sink.opts = &o;
-        c.sink.output_path = output_path;
-        if ((st = open_input(&c, input_path, max_line, err)) != LDS_OK)
+        if ((st = reopen_inputs(&c, input_path, max_line, (size_t)key_part + 1, err)) != LDS_OK)
             goto out;
-        if (o.keys_path && (st = lds__imp_reader_open(&c.keys, o.keys_path, "keys_path",
-                                                      (size_t)key_part + 1, err)) != LDS_OK)
-            goto out;
+    }
+    if (o.ids_path) {
+        c.sink.ids = &c.ids;
+        c.sink.id_lines = id_lines;
     }
     st = run_format(&c, format, err);
     if (st != LDS_OK)
+        goto out;
+    if ((st = ids_finish(&c.sink, err)) != LDS_OK)
         goto out;
     st = lds_writer_finish(c.sink.writer, err);
     if (st != LDS_OK)
@@ -1002,12 +1319,15 @@ lds_status lds_import_file(const char *input_path, const char *output_path,
     r.format = format;
     r.input_bytes = c.in.file_size == UINT64_MAX ? c.in.raw_read : c.in.file_size;
     r.has_keys = c.sink.with_keys;
+    r.metric = c.sink.metric_set ? c.sink.metric : o.metric;
+    r.has_ids = o.ids_path != NULL;
     result_write(res, &r);
 
 out:
     sink_free(&c.sink);
     lds__imp_reader_close(&c.in);
     lds__imp_reader_close(&c.keys);
+    lds__imp_reader_close(&c.ids);
     if (c.c_locale != (locale_t)0)
         freelocale(c.c_locale);
     return st;

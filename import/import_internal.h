@@ -79,6 +79,19 @@ typedef struct lds__imp_sink {
     double max_abs;         /* the scan's result */
     uint64_t line_base;     /* line (or row number) of row r is r + line_base */
     const char *line_field; /* "line", "row" or "keys_path" */
+    /* options.ids_path: the ids file (NULL without one) and its line count. */
+    lds__imp_reader *ids;
+    uint64_t id_lines;
+    /* LDS_IMPORT_DUP_LAST. The first pass (dup_scan: no writer) records each distinct key's
+       last row in `last`; `superseded` then has bit r set for an input row r whose key
+       comes again later, and the writing pass skips those rows. */
+    bool dup_scan;
+    struct lds__imp_last *last;
+    uint64_t *superseded;     /* one bit per input row, NULL when none */
+    uint64_t superseded_rows; /* rows the bitmap covers */
+    /* A metric the input declares (HDF5's "distance", options.metric_from_input). */
+    bool metric_set;
+    lds_metric metric;
 } lds__imp_sink;
 
 /* Everything one import call works with. */
@@ -88,6 +101,8 @@ typedef struct lds__imp_ctx {
     lds__imp_reader keys; /* open when opts->keys_path is set */
     lds__imp_sink sink;
     locale_t c_locale;
+    lds__imp_reader ids;    /* open when opts->ids_path is set */
+    const char *input_path; /* as the caller gave it (the HDF5 importer opens it by name) */
 } lds__imp_ctx;
 
 /* Fills `err` (when it is non-NULL and large enough for each field) and returns `status`. */
@@ -188,6 +203,16 @@ lds_status lds__import_npy_stream(lds__imp_ctx *c, const char *what, lds_error *
 int lds__imp_pread(int fd, void *buf, size_t n, uint64_t off);
 /* An .npz: finds the entry (options.array, or the only one) and reads it as .npy. */
 lds_status lds__import_npz(lds__imp_ctx *c, lds_error *err);
+
+/* Counts the lines of a regular file `r` (the keys or the ids file), then rewinds it
+   and skips a BOM. At most max_rows + 1 lines are counted; a file that grows past the
+   size it had when opened is refused. */
+lds_status lds__imp_lines_count(lds__imp_reader *r, uint64_t max_rows, uint64_t *lines,
+                                lds_error *err);
+/* The first pass of LDS_IMPORT_DUP_LAST (import_common.c): the bitmap of superseded rows. */
+void lds__imp_last_free(lds__imp_sink *s);
+/* An HDF5 dataset (import/import_hdf5.c; LDS_E_UNSUPPORTED when built without libhdf5). */
+lds_status lds__import_hdf5(lds__imp_ctx *c, lds_error *err);
 
 /* Little-endian loads. */
 static inline uint32_t lds__imp_le32(const unsigned char *p)

@@ -78,8 +78,22 @@ extern "C" {
  * the first key or header; byte offsets in errors still count it. A BOM
  * anywhere else is an ordinary part of a key.
  *
- * Imported indexes never carry ids (lds_index_has_ids() is false); they carry
- * keys for the text and word2vec formats, and for .npy/.npz/.fvecs with
+ * - LDS_IMPORT_HDF5: the 2-D dataset options.dataset (default "train") of an
+ *   HDF5 file as ann-benchmarks writes them (datasets train, test, neighbors,
+ *   distances; root attribute "distance"), read through libhdf5 when the
+ *   library was built with it (else LDS_E_UNSUPPORTED, field "format"). The
+ *   dataset's class must be float of 4 or 8 bytes, either byte order (float64
+ *   is rounded once to the stored dtype, as for .npy); another class or size,
+ *   or a rank other than 2, is LDS_E_UNSUPPORTED naming the dataset; its
+ *   declared extent N x D is checked against limits and max_decoded_bytes
+ *   before a row is read. libhdf5's own error printing is silenced and its
+ *   errors come back as LDS_E_IO (or LDS_E_PARSE when the file is not HDF5)
+ *   naming the dataset and HDF5's innermost message. Must be a regular file,
+ *   not compressed outside HDF5. libhdf5 parses the file: see ADR 0024 for the
+ *   trust this assumes of crafted files. Calls are serialised process-wide.
+ *
+ * Imported indexes carry ids only with options.ids_path (any format); they
+ * carry keys for the text and word2vec formats, and for .npy/.npz/.fvecs with
  * keys_path.
  */
 typedef enum lds_import_format {
@@ -90,13 +104,16 @@ typedef enum lds_import_format {
     LDS_IMPORT_NPY,        /* "npy" */
     LDS_IMPORT_FVECS,      /* "fvecs" */
     LDS_IMPORT_NPZ,        /* "npz": one .npy array of a NumPy .npz (zip) file */
-    LDS_IMPORT_FASTTEXT    /* "fasttext": fastText .vec, word2vec text with its header */
+    LDS_IMPORT_FASTTEXT,   /* "fasttext": fastText .vec, word2vec text with its header */
+    LDS_IMPORT_HDF5        /* "hdf5": one 2-D dataset of an HDF5 file (ann-benchmarks) */
 } lds_import_format;
 
 /** What a key seen on an earlier row does (lds_import_options.on_duplicate). */
 typedef enum lds_import_dup {
     LDS_IMPORT_DUP_ERROR = 0, /* LDS_E_DUP_KEY naming both places (default) */
-    LDS_IMPORT_DUP_FIRST      /* the later row is skipped: the first vector stays */
+    LDS_IMPORT_DUP_FIRST,     /* the later row is skipped: the first vector stays */
+    LDS_IMPORT_DUP_LAST       /* the earlier rows are skipped: the last vector stays, in its
+                                 own place (a first pass over the input; see on_duplicate) */
 } lds_import_dup;
 
 /** Default of lds_import_options.max_decoded_bytes: 64 GiB. */
@@ -178,13 +195,45 @@ typedef struct lds_import_options {
     /** LDS_IMPORT_NPZ: the array to read, "name" or "name.npy" as np.savez names it.
         NULL (default): the file must hold exactly one array. */
     const char *array;
-    /** A repeated key: refused (default) or the first row kept and the later skipped
-        (counted in lds_import_result.duplicates_skipped). */
+    /**
+     * A repeated key: refused (default), the first row kept and the later skipped, or
+     * (LDS_IMPORT_DUP_LAST) the last row kept and every earlier one skipped; skipped rows
+     * are counted in lds_import_result.duplicates_skipped, and the kept rows stay in
+     * input order. LAST reads the input twice: a first pass records, per distinct key,
+     * its last row (memory: the distinct keys' bytes plus about 32 bytes per distinct key
+     * and one bit per row, freed before the second pass; time linear in the input), so
+     * the input must be a regular file (compressed is fine), not a pipe or standard
+     * input (LDS_E_INVALID_ARG, field "options.on_duplicate").
+     */
     lds_import_dup on_duplicate;
     /** LDS_IMPORT_GLOVE: D, the numbers per row, so that even the first line's key may
         hold spaces; 0 (default): D is the first line's field count less one. Above
         limits.max_dim: LDS_E_LIMIT. Ignored by the other formats. */
     uint64_t dim;
+    /**
+     * Every format: a text file with one id per line, the id of input row r on line
+     * r + 1 (a row skipped as a repeated key takes its id with it): an unsigned 64-bit
+     * decimal integer, digits only (no sign, no spaces; LF or CRLF; the last line may
+     * lack its newline; a UTF-8 BOM is skipped). Its line count must equal the input's
+     * rows (LDS_E_LENGTH_MISMATCH); a blank line or another character is LDS_E_PARSE,
+     * a value above 2^64 - 1 LDS_E_OVERFLOW, each naming the line and byte (field
+     * "ids_path"). Ids need not be unique (format.md 3.2). Must be a regular file, and
+     * one that grows while it is read is refused (LDS_E_IO). NULL (default): no ids.
+     */
+    const char *ids_path;
+    /**
+     * LDS_IMPORT_HDF5: the dataset to read, a path inside the file ("train", or
+     * "group/name"). NULL (default): "train", the ann-benchmarks layout.
+     */
+    const char *dataset;
+    /**
+     * true: a format that declares its metric sets it (HDF5: the root attribute
+     * "distance" of ann-benchmarks files, angular -> cosine, euclidean -> l2, dot or ip
+     * -> dot; another value is LDS_E_UNSUPPORTED naming it), and `metric` is used only
+     * when the file declares none. false (default): `metric` always. The metric used
+     * is reported in lds_import_result.metric.
+     */
+    bool metric_from_input;
 } lds_import_options;
 
 /** Smallest lds_import_options.size accepted: the struct as first shipped. */
@@ -211,6 +260,10 @@ typedef struct lds_import_result {
     uint64_t duplicates_skipped;
     /** LDS_DTYPE_I8: the scale stored (chosen from the data with i8_scale_auto); else 0. */
     float i8_scale;
+    /** The metric recorded in the index (see lds_import_options.metric_from_input). */
+    lds_metric metric;
+    /** True when the index carries ids (lds_import_options.ids_path). */
+    bool has_ids;
 } lds_import_result;
 
 /** Smallest lds_import_result.size accepted (see "Struct sizes" in lodestar.h): the
@@ -250,7 +303,10 @@ typedef struct lds_import_result {
  * Returns:
  * - LDS_OK: the index is at `output_path`.
  * - LDS_E_INVALID_ARG: a NULL path, a bad option value or size, keys_path
- *   with a format that has its own keys; `output_path` naming the same file
+ *   with a format that has its own keys; on_duplicate LDS_IMPORT_DUP_LAST or
+ *   i8_scale_auto on input that is not a regular file; an HDF5 dataset that is
+ *   missing or a group (field "options.dataset"); an ids file that is not a
+ *   regular file; `output_path` naming the same file
  *   as `input_path` or keys_path (same device and inode, so another spelling,
  *   a symbolic link or a hard link is caught), refused before anything is
  *   written; `output_path` not a regular file (see lds_writer_open_path).
@@ -275,7 +331,8 @@ typedef struct lds_import_result {
  *   header promises (the .npy and word2vec binary checks happen against the
  *   file size before any row is read).
  * - LDS_E_TRAILING: bytes after the last promised row.
- * - LDS_E_LENGTH_MISMATCH: the keys file's line count differs from N.
+ * - LDS_E_LENGTH_MISMATCH: the keys file's or the ids file's line count
+ *   differs from N (field "keys_path" or "ids_path").
  * - LDS_E_OVERFLOW: declared sizes whose product overflows 64 bits.
  * - LDS_E_NOMEM: allocation failed.
  * - Any status of lds_writer_add_row / lds_writer_finish, passed through.
@@ -289,8 +346,8 @@ LDS_API lds_status lds_import_file(const char *input_path, const char *output_pa
 
 /**
  * The format's name: "auto", "glove", "word2vec", "word2vec-bin", "npy",
- * "fvecs", "npz", "fasttext" (one name per format, the one `lodestar pack --format` takes); a
- * static string, or NULL for an unknown value.
+ * "fvecs", "npz", "fasttext", "hdf5" (one name per format, the one `lodestar pack --format` takes);
+ * a static string, or NULL for an unknown value.
  */
 LDS_API const char *lds_import_format_name(lds_import_format format);
 

@@ -39,6 +39,7 @@ PACKAGES=(
     libmimalloc-dev libgoogle-perftools-dev # rent-return: mimalloc heap API and tcmalloc rows
     g++ libfast-float-dev                  # pack's number parser (optional: meson -Dfast_float=auto)
     valgrind binutils                      # scripts/pool-warm-count.sh: callgrind, objdump
+    libhdf5-dev python3-h5py               # pack --format hdf5 (optional: -Dhdf5=auto); its fixtures
 )
 PACKAGES+=("$@")
 

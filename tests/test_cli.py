@@ -623,7 +623,7 @@ def test_messages():
     check(err.startswith("lodestar pack: ") and "--format FMT" in err, err)
     rc, out, err = run("pack", TINY, os.path.join(WORK, "k.ldsi"), "--keys", TINY)
     expect(rc, out, err, 2)
-    check(err.startswith("lodestar pack: --keys is for npy and fvecs") and "drop --keys" in err,
+    check(err.startswith("lodestar pack: --keys is for npy, npz, fvecs and hdf5") and "drop --keys" in err,
           err)
 
 

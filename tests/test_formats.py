@@ -323,8 +323,8 @@ def test_on_duplicate():
     with open(path("dup2.txt"), "w") as f:
         f.write("a 1 2\na 5 6\nc 7\n")
     refused(1, "line 3", "pack", path("dup2.txt"), path("d.ldsi"), "--on-duplicate", "first")
-    refused(2, "--on-duplicate is error or first", "pack", path("dup.txt"), path("d.ldsi"),
-            "--on-duplicate", "last")
+    refused(2, "--on-duplicate is error, first or last", "pack", path("dup.txt"),
+            path("d.ldsi"), "--on-duplicate", "keep")
 
 
 def test_export_round_trip_every_format():

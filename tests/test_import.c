@@ -1281,6 +1281,60 @@ static void test_keys_file_must_be_regular(void **state)
     assert_contains(r.message, "must be a regular file");
 }
 
+/* The library side of pack --ids and --on-duplicate last: ids_path fills the id section
+   (lds_index_id), LDS_IMPORT_DUP_LAST keeps each key's last row in input order, and
+   lds_import_result says so (has_ids, duplicates_skipped, metric). */
+static void test_ids_and_last(void **state)
+{
+    (void)state;
+    char in[512], ids[512]; /* tmp_path's buffers rotate */
+    snprintf(in, sizeof in, "%s", write_text("last.txt", "a 1 2\nb 3 4\na 5 6\nc 7 8\nb 9 10\n"));
+    snprintf(ids, sizeof ids, "%s",
+             write_text("last.ids", "11\n22\n33\n44\n18446744073709551615\n"));
+    lds_import_options o = opts_for(LDS_IMPORT_AUTO, NULL);
+    o.ids_path = ids;
+    o.on_duplicate = LDS_IMPORT_DUP_LAST;
+    o.metric = LDS_METRIC_L2;
+    o.metric_from_input = true; /* text declares no metric: options.metric stays */
+    lds_import_result res;
+    lds_index *idx = import_ok(in, &o, &res);
+    assert_int_equal(res.rows, 3);
+    assert_int_equal(res.duplicates_skipped, 2);
+    assert_true(res.has_ids);
+    assert_int_equal(res.metric, LDS_METRIC_L2);
+    assert_true(lds_index_has_ids(idx));
+    const char *want_keys[] = {"a", "c", "b"};
+    const uint64_t want_ids[] = {33, 44, UINT64_MAX};
+    const float want_rows[][2] = {{5, 6}, {7, 8}, {9, 10}};
+    for (uint64_t r = 0; r < 3; r++) {
+        const char *k;
+        size_t n;
+        uint64_t id;
+        assert_int_equal(lds_index_key(idx, r, &k, &n), LDS_OK);
+        assert_int_equal(n, 1);
+        assert_memory_equal(k, want_keys[r], 1);
+        assert_int_equal(lds_index_id(idx, r, &id), LDS_OK);
+        assert_true(id == want_ids[r]);
+        assert_memory_equal(lds_index_row(idx, r), want_rows[r], sizeof want_rows[r]);
+    }
+    lds_index_free(idx);
+
+    /* The ids file named by field, line and byte; a pipe refused for LAST. */
+    o.on_duplicate = LDS_IMPORT_DUP_FIRST;
+    o.ids_path = write_text("bad.ids", "1\n2\n3\n4\n5x\n");
+    lds_error e = import_fail(in, &o, LDS_E_PARSE, 5);
+    assert_string_equal(e.field, "ids_path");
+    assert_int_equal(e.offset, 9);
+    o.ids_path = write_text("short.ids", "1\n2\n3\n");
+    e = import_fail(in, &o, LDS_E_LENGTH_MISMATCH, 4);
+    assert_string_equal(e.field, "ids_path");
+    o.ids_path = NULL;
+    o.on_duplicate = LDS_IMPORT_DUP_LAST;
+    o.format = LDS_IMPORT_GLOVE;
+    e = import_fail("/dev/stdin", &o, LDS_E_INVALID_ARG, 0);
+    assert_string_equal(e.field, "options.on_duplicate");
+}
+
 /* An .fvecs file of rows, each given as its d followed by d floats' worth of values. */
 static const char *write_fvecs(const char *name, const int32_t *words, size_t n)
 {
@@ -1456,6 +1510,7 @@ int main(void)
         cmocka_unit_test_teardown(test_npy_layouts, test_teardown),
         cmocka_unit_test_teardown(test_keys_file_refusals, test_teardown),
         cmocka_unit_test_teardown(test_keys_file_must_be_regular, test_teardown),
+        cmocka_unit_test_teardown(test_ids_and_last, test_teardown),
         cmocka_unit_test_teardown(test_fvecs_refusals, test_teardown),
         cmocka_unit_test_teardown(test_arguments_and_files, test_teardown),
         cmocka_unit_test_teardown(test_failure_keeps_existing_output, test_teardown),
