@@ -16,7 +16,7 @@ Alternatives, interleaved in every round (A B C A B C ...), each timed with a mo
                   $LODESTAR_BUILD/cli/lodestar): a whole process that parses, checks the
                   keys, and writes the index file
   pack (old)      the same command of another binary (--old PATH, e.g. one built from main
-                  before ADR 0023), when given
+                  before ADR 0022), when given
   gensim          KeyedVectors.load_word2vec_format(IN, binary=..., no_header=...) inside this
                   process (gensim imported once, before timing): parses into numpy arrays,
                   writes nothing

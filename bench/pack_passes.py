@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What the extra input pass of `pack --on-duplicate last` costs, and HDF5 input against the
-same array as .npy (docs/adr/0024). Whole `lodestar pack` processes, alternatives
+same array as .npy (docs/adr/0023). Whole `lodestar pack` processes, alternatives
 interleaved round by round (A B C D, A B C D, ...), so a slow spell of the shared machine
 hits each alike; each row's median, min and max are over the rounds.
 

@@ -491,7 +491,7 @@ static void encode_row(lds_writer *w, const float *x)
     switch (w->o.dtype) {
     case LDS_DTYPE_F32:
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        /* The stored bytes are the floats' own on a little-endian host (a copy; ADR 0023). */
+        /* The stored bytes are the floats' own on a little-endian host (a copy; ADR 0022). */
         memcpy(o, x, (size_t)dim * sizeof *x);
 #else
         for (uint32_t i = 0; i < dim; i++)
@@ -579,7 +579,7 @@ lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint6
     double ss = 0.0;
     uint64_t key_hash = 0;
     /* One pass over the exponent fields (vectorised), the first bad element looked for
-       only when there is one; the norm only when it is used (ADR 0023). */
+       only when there is one; the norm only when it is used (ADR 0022). */
     uint32_t nonfinite = 0;
     for (size_t i = 0; i < dim; i++)
         nonfinite |= (uint32_t)((lds__f32_bits(vec[i]) & 0x7f800000u) == 0x7f800000u);

@@ -389,7 +389,7 @@ lds_status lds__imp_parse_float(lds__imp_ctx *c, const char *tok, size_t len, fl
                                 lds_error *err)
 {
 #if LDS_HAVE_FAST_FLOAT
-    /* The common token, a plain finite decimal, takes the fast parser (ADR 0023): the same
+    /* The common token, a plain finite decimal, takes the fast parser (ADR 0022): the same
        correctly rounded float as strtof_l. Everything else (a sign '+', inf, nan, hex, a
        bad or partial token, overflow) falls through to the rules below, unchanged. */
     if (lds__parse_f32_fast(tok, len, out))

@@ -1,6 +1,6 @@
 /* LDS_IMPORT_HDF5: one 2-D float dataset of an HDF5 file, as ann-benchmarks writes them
    (datasets train, test, neighbors, distances; root attribute "distance"), read through
-   libhdf5 when the build has it (meson option hdf5). libhdf5 parses the file; ADR 0024
+   libhdf5 when the build has it (meson option hdf5). libhdf5 parses the file; ADR 0023
    says what that trusts. */
 #include "import_internal.h"
 

@@ -40,7 +40,7 @@ static size_t count_tokens(const char *line, size_t from, size_t len)
 }
 
 /* The common line, parsed in one pass: a key, then exactly `dim` numbers that the fast
-   parser takes (ADR 0023), separated by spaces and tabs. Fills vec and *klen and returns
+   parser takes (ADR 0022), separated by spaces and tabs. Fills vec and *klen and returns
    true; false on anything else (a key with spaces, a count off, a number the fast parser
    leaves to lds__imp_parse_float's rules, a NUL), and the caller parses the line again
    the long way, which refuses or accepts it as before. */

@@ -36,7 +36,7 @@ extern "C" {
  *   without its hexadecimal form; the whole token must be consumed; a NUL
  *   byte is refused by its offset), each rounded once, to nearest, straight to
  *   binary32 (fast_float when the build has it, else strtof_l: the same floats,
- *   docs/adr/0023).
+ *   docs/adr/0022).
  * - LDS_IMPORT_W2V_TEXT: a first line "N D" (two decimal integers), then
  *   exactly N lines in the GloVe grammar with D numbers each. Fewer lines is
  *   LDS_E_TRUNCATED; a non-blank line after the N-th is LDS_E_TRAILING.
@@ -89,7 +89,7 @@ extern "C" {
  *   before a row is read. libhdf5's own error printing is silenced and its
  *   errors come back as LDS_E_IO (or LDS_E_PARSE when the file is not HDF5)
  *   naming the dataset and HDF5's innermost message. Must be a regular file,
- *   not compressed outside HDF5. libhdf5 parses the file: see ADR 0024 for the
+ *   not compressed outside HDF5. libhdf5 parses the file: see ADR 0023 for the
  *   trust this assumes of crafted files. Calls are serialised process-wide.
  *
  * Imported indexes carry ids only with options.ids_path (any format); they

@@ -370,7 +370,7 @@ def test_hdf5_truncated_and_corrupt():
             "--format", "hdf5")
     # Flip a byte inside an object header (the root group's, then the datasets'): the
     # checksum catches it. (libhdf5 1.10 then prints "infinite loop closing library" at
-    # exit, its own leak after that error, which no call of ours can prevent: ADR 0024.)
+    # exit, its own leak after that error, which no call of ours can prevent: ADR 0023.)
     heads = [m.start() for m in re.finditer(b"OHDR", raw)]
     check(len(heads) >= 2, f"object headers at {heads}")
     for i, (at, want) in enumerate([(heads[:1], "libhdf5 cannot look for dataset \"train\": "

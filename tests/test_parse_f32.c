@@ -1,5 +1,5 @@
 /*
- * The text importers' number parser (ADR 0023): fast_float behind import/parse_f32.cpp when
+ * The text importers' number parser (ADR 0022): fast_float behind import/parse_f32.cpp when
  * the build has it, strtof_l otherwise. Both must round every decimal once, to nearest with
  * ties to even, straight to float32, and accept exactly the tokens they accepted before.
  *
@@ -54,7 +54,7 @@ static float float_of(uint32_t u)
     return f;
 }
 
-/* strtof_l as the importer called it before ADR 0023: true when it reads tok whole and the
+/* strtof_l as the importer called it before ADR 0022: true when it reads tok whole and the
    value is finite. */
 static bool ref_parse(const char *tok, float *out)
 {

@@ -15,7 +15,7 @@ i-th worker in address order, round robin; its tasks are pinned there
 (allow_other_workers=False). A manifest is a path every worker can read or an http(s)
 URL (see lodestar.read_manifest).
 
-Consistency (docs/adr/0026): every answer is computed at one *epoch*: all shards of the
+Consistency (docs/adr/0024): every answer is computed at one *epoch*: all shards of the
 manifest loaded at construction (epoch 0) or all shards of the manifest of the last
 completed reload(), never a mix. reload() loads the new manifest's shards one by one
 into their workers' live indexes while the old epoch keeps answering, then switches
@@ -407,7 +407,7 @@ class DaskShards:
     def row(self, key):
         """The global row of `key` (the lowest if keys repeat): every shard's worker
         looks it up in its shard, in one round (a row-ordered split routes keys by no
-        rule; see docs/adr/0026). KeyError if no shard holds it; lodestar.UnsupportedError
+        rule; see docs/adr/0024). KeyError if no shard holds it; lodestar.UnsupportedError
         without keys."""
         _need_keys(self.manifest)
         found, _ = self._at_epoch(lambda e, descs, place: [
