@@ -130,4 +130,16 @@ void cli_format_float(char *buf, size_t cap, float x);
 /* Finishes standard output; returns CLI_FAIL (with a message) if writing it failed. */
 int cli_close_stdout(int code);
 
+/* Where a file written beside its final name and renamed over it must be renamed, by the
+   library writer's rule (format/writer.c): `path` itself when nothing or a regular file is
+   there; the link's target when `path` is a symbolic link to a regular file (the link
+   survives); anything else (a device such as /dev/stdout's target, a FIFO, a directory, a
+   dangling link) is refused with a message naming it, before a byte is written. Fills
+   target[cap]; returns CLI_OK, or CLI_FAIL with the message printed. */
+int cli_output_target(const char *path, char *target, size_t cap);
+
+/* mkstemp(tmpl), then the mode an ordinary new file gets (0666 less the umask, as the
+   library writer's files get) instead of mkstemp's 0600. Returns the fd or -1 (errno). */
+int cli_create_temp(char *tmpl);
+
 #endif /* LODESTAR_CLI_H */

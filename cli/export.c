@@ -59,18 +59,20 @@ static bool ends_with(const char *s, const char *ext)
 
 /* A file written beside its final name and renamed over it once complete. */
 typedef struct atomic_file {
-    const char *path;
+    char path[4096];
     char tmp[4096 + 32];
     FILE *f;
 } atomic_file;
 
 static int atomic_open(atomic_file *a, const char *path)
 {
-    a->path = path;
     a->f = NULL;
-    if ((size_t)snprintf(a->tmp, sizeof a->tmp, "%s.tmp-XXXXXX", path) >= sizeof a->tmp)
+    int rc = cli_output_target(path, a->path, sizeof a->path);
+    if (rc != CLI_OK)
+        return rc;
+    if ((size_t)snprintf(a->tmp, sizeof a->tmp, "%s.tmp-XXXXXX", a->path) >= sizeof a->tmp)
         return cli_failf("%s: path too long", path);
-    int fd = mkstemp(a->tmp);
+    int fd = cli_create_temp(a->tmp);
     if (fd < 0)
         return cli_failf("cannot create a temporary file beside %s: %s", path, strerror(errno));
     a->f = fdopen(fd, "wb");

@@ -40,12 +40,15 @@ static const char split_usage[] =
 #define MANIFEST_MAX_BYTES (64 << 20)
 
 /* Writes `text` to `path` through a temporary file beside it, fsynced and renamed. */
-static int write_atomically(const char *path, const char *text)
+static int write_atomically(const char *given, const char *text)
 {
-    char tmp[PATH_MAX + 32];
+    char path[PATH_MAX], tmp[PATH_MAX + 32];
+    int rc = cli_output_target(given, path, sizeof path);
+    if (rc != CLI_OK)
+        return rc;
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= sizeof tmp)
         return cli_failf("%s: path too long", path);
-    int fd = mkstemp(tmp);
+    int fd = cli_create_temp(tmp);
     if (fd < 0)
         return cli_failf("cannot create a temporary file beside %s: %s", path, strerror(errno));
     size_t n = strlen(text), done = 0;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int cli_fail(const char *what, lds_status status, const lds_error *err)
@@ -374,4 +375,61 @@ int cli_close_stdout(int code)
         return code == CLI_OK ? CLI_FAIL : code;
     }
     return code;
+}
+
+static const char *file_kind(mode_t m)
+{
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
+}
+
+int cli_output_target(const char *path, char *target, size_t cap)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        if (errno != ENOENT)
+            return cli_failf("cannot stat %s: %s", path, strerror(errno));
+    } else if (S_ISLNK(st.st_mode)) {
+        char *real = realpath(path, NULL);
+        if (!real)
+            return cli_failf("%s is a symbolic link whose target cannot be reached (%s); "
+                             "refusing to write through it",
+                             path, strerror(errno));
+        int bad = stat(real, &st) != 0 || !S_ISREG(st.st_mode);
+        int rc = CLI_OK;
+        if (bad)
+            rc = cli_failf("%s is a symbolic link to %s, which is %s; only a regular file is "
+                           "replaced",
+                           path, real, file_kind(st.st_mode));
+        else if ((size_t)snprintf(target, cap, "%s", real) >= cap)
+            rc = cli_failf("%s: path too long", real);
+        free(real);
+        return rc;
+    } else if (!S_ISREG(st.st_mode)) {
+        return cli_failf("%s is %s; only a regular file is replaced", path, file_kind(st.st_mode));
+    }
+    if ((size_t)snprintf(target, cap, "%s", path) >= cap)
+        return cli_failf("%s: path too long", path);
+    return CLI_OK;
+}
+
+int cli_create_temp(char *tmpl)
+{
+    int fd = mkstemp(tmpl);
+    if (fd < 0)
+        return -1;
+    mode_t mask = umask(0); /* read the umask: the program is one thread here */
+    umask(mask);
+    if (fchmod(fd, 0666 & ~mask) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmpl);
+        errno = e;
+        return -1;
+    }
+    return fd;
 }

@@ -20,6 +20,7 @@ import os
 import re
 import resource
 import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -788,6 +789,62 @@ def test_pack_stdin_and_stdout():
     p = subprocess.run([LODESTAR, "pack", "-", via_stdin], input=text, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=60)
     check(p.returncode == 2 and b"--format" in p.stderr, p.stderr)
+
+
+def test_export_and_manifest_outputs_follow_the_writers_rule():
+    """export, --keys-out and split's manifest are renamed into place as pack's index is:
+    a device, a FIFO or a link to one is refused before a byte is written (as root,
+    `export IDX /dev/stdout` renamed a regular file over the /dev/stdout link); a link to a
+    regular file writes that file and keeps the link; new files get 0666 less the umask
+    (mkstemp's 0600 before)."""
+    ref = os.path.join(WORK, "out-rule.ldsi")
+    pack(TINY, ref)
+    devlink = os.path.join(WORK, "devnull-link")
+    fifo = os.path.join(WORK, "out-fifo")
+    for p in (devlink, fifo):
+        if os.path.lexists(p):
+            os.unlink(p)
+    os.symlink("/dev/null", devlink)
+    os.mkfifo(fifo)
+    for target, what in ((devlink, "which is a character device"), (fifo, "is a FIFO")):
+        rc, out, err = run("export", ref, target, "--format", "npy")
+        expect(rc, out, err, 1)
+        check(what in err and "only a regular file is replaced" in err, err)
+        rc, out, err = run("export", ref, os.path.join(WORK, "ok.npy"), "--keys-out", target)
+        expect(rc, out, err, 1)
+        check(what in err, err)
+    check(os.path.islink(devlink) and os.readlink(devlink) == "/dev/null", "the link is kept")
+    check(stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO is kept")
+    real = os.path.join(WORK, "real-out.npy")
+    link = os.path.join(WORK, "link-out.npy")
+    for p in (real, link):
+        if os.path.lexists(p):
+            os.unlink(p)
+    with open(real, "w") as f:
+        f.write("old")
+    os.symlink(real, link)
+    old_mask = os.umask(0o022)
+    try:
+        rc, out, err = run("export", ref, link, "--format", "npy")
+        expect(rc, out, err, 0)
+        check(os.path.islink(link), "a link to a regular file survives")
+        with open(real, "rb") as f:
+            check(f.read(6) == b"\x93NUMPY", "the link's target holds the export")
+        check(stat.S_IMODE(os.stat(real).st_mode) == 0o644, oct(os.stat(real).st_mode))
+        outdir = os.path.join(WORK, "split-out-rule")
+        shutil.rmtree(outdir, ignore_errors=True)
+        os.mkdir(outdir)
+        os.symlink("/dev/null", os.path.join(outdir, "manifest.json"))
+        rc, out, err = run("split", ref, outdir, "--shards", "2")
+        expect(rc, out, err, 1)
+        check("manifest.json is a symbolic link to /dev/null" in err, err)
+        shutil.rmtree(outdir)
+        rc, out, err = run("split", ref, outdir, "--shards", "2")
+        expect(rc, out, err, 0)
+        mode = stat.S_IMODE(os.stat(os.path.join(outdir, "manifest.json")).st_mode)
+        check(mode == 0o644, oct(mode))
+    finally:
+        os.umask(old_mask)
 
 
 def test_keys_file_errors_name_the_keys_file():
