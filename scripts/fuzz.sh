@@ -56,7 +56,7 @@ fi
 if [ -f "$BUILD/build.ninja" ]; then
     meson setup --reconfigure "$BUILD" -Dfuzz=true >/dev/null || exit 1
 else
-    CC=clang meson setup "$BUILD" -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
+    CC=clang CXX=clang++ meson setup "$BUILD" -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
         -Dc_args=-fno-sanitize-recover=all >/dev/null || exit 1
 fi
 ninja_targets=()

@@ -108,13 +108,13 @@ stage_werror() {
 }
 
 stage_asan() {
-    CC=clang setup build-asan --werror -Db_sanitize=address,undefined -Db_lundef=false \
+    CC=clang CXX=clang++ setup build-asan --werror -Db_sanitize=address,undefined -Db_lundef=false \
         -Dc_args=-fno-sanitize-recover=all &&
         meson compile -C build-asan && LDS_SANITIZE=address,undefined mtest build-asan
 }
 
 stage_tsan() {
-    CC=clang setup build-tsan -Db_sanitize=thread -Db_lundef=false || return 1
+    CC=clang CXX=clang++ setup build-tsan -Db_sanitize=thread -Db_lundef=false || return 1
     meson compile -C build-tsan || return 1
     # Capture the list first: `meson test --list | grep -q` under pipefail fails with SIGPIPE
     # when grep stops reading early, which once skipped this stage silently.
