@@ -604,36 +604,63 @@ int cli_verify_manifest(const char *mpath)
         }
         lds_load_info info;
         if (cli_load(&req, &sh, &info) != CLI_OK) {
-            fprintf(stderr, "lodestar: %s: shards[%zu] (%s) failed verification\n", mpath, i, file);
+            cli_failf("%s: shards[%zu] (%s) failed verification", mpath, i, file);
             bad++;
             continue;
         }
         char got[17];
         snprintf(got, sizeof got, "%016" PRIx64, lds_index_checksum(sh));
+        /* What differs, with the file's value and the manifest's. */
         const char *why = NULL;
-        if (!lds_index_checksum_verified(sh))
+        char fv[32] = "", mv[32] = "";
+        const char *fs = fv, *ms = mv;
+        if (!lds_index_checksum_verified(sh)) {
             why = "the checksum was not verified";
-        else if (strcasecmp(got, want) != 0)
+        } else if (strcasecmp(got, want) != 0) {
             why = "checksum differs from the manifest's";
-        else if (lds_index_rows(sh) != rows)
+            fs = got;
+            ms = want;
+        } else if (lds_index_rows(sh) != rows) {
             why = "row count differs from the manifest's";
-        else if (lds_index_dim(sh) != dim)
+            snprintf(fv, sizeof fv, "%" PRIu64, lds_index_rows(sh));
+            snprintf(mv, sizeof mv, "%" PRIu64, rows);
+        } else if (lds_index_dim(sh) != dim) {
             why = "dim differs from the manifest's";
-        else if (strcmp(lds_dtype_name(lds_index_dtype(sh)), json_object_get_string(dtype_o)))
+            snprintf(fv, sizeof fv, "%" PRIu32, lds_index_dim(sh));
+            snprintf(mv, sizeof mv, "%" PRIu64, (uint64_t)dim);
+        } else if (strcmp(lds_dtype_name(lds_index_dtype(sh)), json_object_get_string(dtype_o))) {
             why = "dtype differs from the manifest's";
-        else if (strcmp(lds_metric_name(lds_index_metric(sh)), json_object_get_string(metric_o)))
+            fs = lds_dtype_name(lds_index_dtype(sh));
+            ms = json_object_get_string(dtype_o);
+        } else if (strcmp(lds_metric_name(lds_index_metric(sh)),
+                          json_object_get_string(metric_o))) {
             why = "metric differs from the manifest's";
-        else if (lds_index_has_ids(sh) != json_object_get_boolean(ids_o))
+            fs = lds_metric_name(lds_index_metric(sh));
+            ms = json_object_get_string(metric_o);
+        } else if (lds_index_has_ids(sh) != json_object_get_boolean(ids_o)) {
             why = "ids presence differs from the manifest's";
-        else if (lds_index_has_keys(sh) != json_object_get_boolean(keys_o))
+            fs = lds_index_has_ids(sh) ? "has ids" : "no ids";
+            ms = json_object_get_boolean(ids_o) ? "has ids" : "no ids";
+        } else if (lds_index_has_keys(sh) != json_object_get_boolean(keys_o)) {
             why = "keys presence differs from the manifest's";
-        if (why) {
-            cli_failf("%s: shards[%zu] (%s): %s (file %s, manifest %s)", mpath, i, file, why, got,
-                      want);
+            fs = lds_index_has_keys(sh) ? "has keys" : "no keys";
+            ms = json_object_get_boolean(keys_o) ? "has keys" : "no keys";
+        }
+        if (why && *fs) {
+            cli_failf("%s: shards[%zu] (%s): %s (file %s, manifest %s)", mpath, i, file, why, fs,
+                      ms);
+            bad++;
+        } else if (why) {
+            cli_failf("%s: shards[%zu] (%s): %s", mpath, i, file, why);
             bad++;
         } else {
-            printf("%s: ok: rows [%" PRIu64 ", %" PRIu64 "), checksum %s verified\n", file, first,
-                   first + rows, got);
+            char line[PATH_MAX + 128];
+            int ln = snprintf(line, sizeof line,
+                              "%s: ok: rows [%" PRIu64 ", %" PRIu64 "), checksum %s verified",
+                              file, first, first + rows, got);
+            cli_put_escaped(stdout, line,
+                            ln < 0 ? 0 : (size_t)ln >= sizeof line ? sizeof line - 1 : (size_t)ln);
+            fputc('\n', stdout);
         }
         lds_index_free(sh);
         sh = NULL;

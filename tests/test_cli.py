@@ -1110,6 +1110,28 @@ def test_verify_manifest_names_a_swapped_shard():
     check("shards[1] (shard-0001.ldsi): checksum differs from the manifest's" in err, err)
 
 
+def test_verify_manifest_escapes_names_and_shows_the_values_that_differ():
+    # A shard file named with terminal escapes: every line naming it is escaped (the
+    # "failed verification" line printed ESC and a C1 byte raw); a metric that differs
+    # shows both metrics (it showed the two equal checksums).
+    outdir, doc = split_tiny("split-esc", 2)
+    man = os.path.join(outdir, "manifest.json")
+    os.replace(os.path.join(outdir, "shard-0000.ldsi"), os.path.join(outdir, "\x1b[31mRED\u009b"))
+    doc["shards"][0]["file"] = "\x1b[31mRED\u009b"
+    doc["metric"] = "l2" if doc["metric"] != "l2" else "dot"
+    with open(man, "w") as f:
+        json.dump(doc, f)
+    p = subprocess.run([LODESTAR, "verify", man], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=60)
+    check(p.returncode == 1, p.stderr)
+    raw = p.stdout + p.stderr
+    check(b"\x1b" not in raw and "\u009b".encode() not in raw, raw)
+    err = p.stderr.decode()
+    check("metric differs from the manifest's (file cosine, manifest " + doc["metric"] + ")" in err,
+          err)
+    check("\\x1b[31mRED" in err, err)
+
+
 def test_verify_manifest_refuses_bad_row_ranges():
     outdir, man = split_tiny("split-ranges", 3)
     mpath = os.path.join(outdir, "manifest.json")
