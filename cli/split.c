@@ -24,6 +24,9 @@ static const char split_usage[] =
     "ranges (first_row, rows: global row = first_row + row within the shard), whether\n"
     "they carry ids and keys, and each shard's checksum. 'lodestar verify\n"
     "OUTDIR/manifest.json' checks every shard against it. OUTDIR is created if missing.\n"
+    "Shards are written under staging names and renamed into place only when all are\n"
+    "written, so a split that fails leaves a split already in OUTDIR as it was; shard\n"
+    "files of an earlier split beyond the new count are removed once the manifest is.\n"
     "The normalized flag is not carried: rows are copied as stored, never renormalized.\n"
     "\n"
     "options:\n"
@@ -303,6 +306,7 @@ int cli_split(int argc, char **argv)
     };
     const char *prog = argv[0];
     uint64_t nshards = 0, max_rows = 0, max_bytes = 0;
+    uint64_t staged = 0; /* shards written under their staging names, removed on failure */
     int bounds = 0;
     cli_load_request req = {.mmap = -1};
     int c;
@@ -403,14 +407,18 @@ int cli_split(int argc, char **argv)
     json_object *arr = json_object_new_array();
     json_object_object_add(man, "shards", arr);
     uint64_t first = 0;
+    /* Every shard is written under a staging name first (.shard-NNNN.ldsi.split-tmp) and
+       renamed into place only once all are written and read back, so a split that fails
+       leaves a split already in OUTDIR as it was. */
     for (uint64_t s = 0; s < nshards; s++) {
         uint64_t n = counts[s];
         char name[32], path[PATH_MAX];
         snprintf(name, sizeof name, "shard-%04" PRIu64 ".ldsi", s);
-        if ((size_t)snprintf(path, sizeof path, "%s/%s", outdir, name) >= sizeof path) {
+        if ((size_t)snprintf(path, sizeof path, "%s/.%s.split-tmp", outdir, name) >= sizeof path) {
             rc = cli_failf("%s: path too long", outdir);
             goto done;
         }
+        staged = s + 1;
         if ((rc = write_shard(idx, req.file, path, first, n, vec)) != CLI_OK)
             goto done;
         /* The checksum as a reader sees it: load the shard back, fully verified. */
@@ -453,12 +461,34 @@ int cli_split(int argc, char **argv)
     }
     memcpy(withnl, text, tl);
     memcpy(withnl + tl, "\n", 2);
-    rc = write_atomically(mpath, withnl);
+    for (uint64_t s = 0; s < nshards && rc == CLI_OK; s++) {
+        char from[PATH_MAX], to[PATH_MAX];
+        snprintf(from, sizeof from, "%s/.shard-%04" PRIu64 ".ldsi.split-tmp", outdir, s);
+        snprintf(to, sizeof to, "%s/shard-%04" PRIu64 ".ldsi", outdir, s);
+        if (rename(from, to) != 0)
+            rc = cli_failf("cannot rename %s to %s: %s", from, to, strerror(errno));
+    }
+    if (rc == CLI_OK)
+        staged = 0;
+    if (rc == CLI_OK)
+        rc = write_atomically(mpath, withnl);
     free(withnl);
+    /* Shards of an earlier split beyond this one's count are in no manifest now. */
+    for (uint64_t s = nshards; rc == CLI_OK && s < MAX_SHARDS; s++) {
+        char old[PATH_MAX];
+        snprintf(old, sizeof old, "%s/shard-%04" PRIu64 ".ldsi", outdir, s);
+        if (unlink(old) != 0)
+            break;
+    }
     if (rc == CLI_OK)
         printf("split %" PRIu64 " rows of %s into %" PRIu64 " shards; manifest %s\n", rows,
                req.file, nshards, mpath);
 done:
+    for (uint64_t s = 0; s < staged; s++) {
+        char tmp[PATH_MAX];
+        snprintf(tmp, sizeof tmp, "%s/.shard-%04" PRIu64 ".ldsi.split-tmp", outdir, s);
+        unlink(tmp);
+    }
     json_object_put(man);
     free(counts);
     free(vec);

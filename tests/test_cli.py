@@ -1085,6 +1085,27 @@ def test_split_max_bytes_with_keys_of_unequal_length():
     check("the shard holding row 5 alone is %d bytes" % alone[5] in err, err)
 
 
+def test_a_failed_split_leaves_the_split_before_it():
+    # A split that fails (here: keys declared unique that repeat, refused by the writer)
+    # leaves the split already in OUTDIR verifiable (it had overwritten shard-0000), and no
+    # staging file; a later split into fewer shards removes the shards no manifest names.
+    outdir, man = split_tiny("split-keep", 3)
+    bad = os.path.join(os.path.dirname(os.path.dirname(FIXTURES)), "bad",
+                       "keys-duplicate.E_DUP_KEY.ldsi")
+    rc, out, err = run("split", bad, outdir, "--shards", "1")
+    expect(rc, out, err, 1)
+    check("repeat" in err or "duplicate" in err, err)
+    rc, out, err = run("verify", os.path.join(outdir, "manifest.json"))
+    expect(rc, out, err, 0)
+    check(out.count(": ok: rows") == 3, out)
+    check(sorted(os.listdir(outdir)) == ["manifest.json", "shard-0000.ldsi", "shard-0001.ldsi",
+                                         "shard-0002.ldsi"], os.listdir(outdir))
+    rc, out, err = run("split", INDEX, outdir, "--shards", "2")
+    expect(rc, out, err, 0)
+    check(sorted(os.listdir(outdir)) == ["manifest.json", "shard-0000.ldsi", "shard-0001.ldsi"],
+          os.listdir(outdir))
+
+
 def test_verify_manifest_names_a_corrupted_shard():
     outdir, man = split_tiny("split-bad", 3)
     path = os.path.join(outdir, "shard-0001.ldsi")
