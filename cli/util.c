@@ -354,8 +354,30 @@ void cli_format_float(char *buf, size_t cap, float x)
     /* FLT_DECIMAL_DIG (9) digits always round-trip; fewer often do (1e-45, 0.5). */
     for (int digits = 1; digits <= 9; digits++) {
         snprintf(buf, cap, "%.*g", digits, (double)x);
-        if (strtof(buf, NULL) == x)
-            return;
+        if (strtof(buf, NULL) != x)
+            continue;
+        /* %g writes an exponent once the exponent reaches the digit count (50 -> 5e+01,
+           100 -> 1e+02); the same digits padded with zeros are the same decimal, so they
+           read back the same: written so when not longer (50, 100; 3e+15 stays). */
+        const char *e = strchr(buf, 'e');
+        if (e && e[1] == '+') {
+            char digs[16];
+            size_t nd = 0, neg = buf[0] == '-';
+            for (const char *c = buf + neg; c < e && nd < sizeof digs; c++)
+                if (*c != '.')
+                    digs[nd++] = *c;
+            int exp10 = atoi(e + 2);
+            size_t plain = neg + (size_t)exp10 + 1;
+            if ((size_t)exp10 + 1 >= nd && plain <= strlen(buf) && plain < cap) {
+                size_t o = 0;
+                if (neg)
+                    buf[o++] = '-';
+                for (size_t i = 0; i < (size_t)exp10 + 1; i++)
+                    buf[o++] = i < nd ? digs[i] : '0';
+                buf[o] = '\0';
+            }
+        }
+        return;
     }
 }
 

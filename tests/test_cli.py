@@ -872,6 +872,32 @@ def test_floats_print_shortest_from_one_digit():
     rc, out, err = run("get", neg, "king")
     expect(rc, out, err, 0)
     check("vector: nan nan 0 0\n" in out, out)
+    # Whole numbers whose %g form takes an exponent print plain when that is not longer
+    # (50 printed as 5e+01, 100 as 1e+02); 3e+15, 1e+16 and 1e-05 keep theirs.
+    src = os.path.join(WORK, "whole.txt")
+    with open(src, "w") as f:
+        f.write("x 50 100 -250 1500 120000 3e15 1e16 1e-5 0.0001\n")
+    dst = os.path.join(WORK, "whole.ldsi")
+    pack(src, dst)
+    rc, out, err = run("get", dst, "x")
+    expect(rc, out, err, 0)
+    check("vector: 50 100 -250 1500 120000 3e+15 1e+16 1e-05 0.0001\n" in out, out)
+
+
+def test_pack_first_with_auto_scale_takes_the_scale_over_kept_rows():
+    # --on-duplicate first skips the later "a 50 0 0", so the scale is 1/127 and "a"
+    # stores 1 exactly (the skipped row set the scale to 50/127 and "a" lost its 1).
+    src = os.path.join(WORK, "first-scale.txt")
+    with open(src, "w") as f:
+        f.write("a 1 0 0\nb 0 1 0\na 50 0 0\n")
+    dst = os.path.join(WORK, "first-scale.ldsi")
+    rc, out, err = run("pack", src, dst, "--dtype", "i8", "--i8-scale", "auto",
+                       "--on-duplicate", "first")
+    expect(rc, out, err, 0)
+    check("i8 scale 0.007874016 " in out, out)
+    rc, out, err = run("get", dst, "a")
+    expect(rc, out, err, 0)
+    check("vector: 1 0 0\n" in out, out)
 
 
 def test_info_names_ownership_as_json_does():
