@@ -632,6 +632,8 @@ static bool is_superseded(const lds__imp_sink *s, uint64_t row)
 
 /* The first pass of LDS_IMPORT_DUP_LAST, for input row `row` holding `key`: if the key
    was seen, its previous row is marked superseded; the key's last row becomes `row`.
+   Under LDS_IMPORT_DUP_FIRST (the pass then runs so that i8_scale_auto's scale is taken
+   over the kept rows only) the repeat itself is marked instead.
    One keyed-hash probe per row, so linear time whatever the repeats. */
 static lds_status last_note(lds__imp_sink *s, const char *key, size_t len, uint64_t row,
                             uint64_t offset, lds_error *err)
@@ -671,6 +673,11 @@ static lds_status last_note(lds__imp_sink *s, const char *key, size_t len, uint6
         l->offs[0] = 0;
     uint64_t found = lds__hashtab_insert(&l->tab, h, l->n, last_eq, &p);
     if (found != UINT64_MAX) {
+        if (s->opts->on_duplicate == LDS_IMPORT_DUP_FIRST) {
+            /* first (the pass runs for i8_scale_auto): this later row is the one skipped */
+            s->superseded[row / 64] |= (uint64_t)1 << (row % 64);
+            return LDS_OK;
+        }
         uint64_t prev = l->row[found];
         s->superseded[prev / 64] |= (uint64_t)1 << (prev % 64);
         l->row[found] = row;
@@ -1270,8 +1277,12 @@ lds_status lds_import_file(const char *input_path, const char *output_path,
        last finds the rows to skip, i8_scale_auto the scale (over the rows kept). */
     bool keyed = format != LDS_IMPORT_NPY && format != LDS_IMPORT_FVECS &&
                  format != LDS_IMPORT_NPZ && format != LDS_IMPORT_HDF5;
-    bool need_last = o.on_duplicate == LDS_IMPORT_DUP_LAST && (keyed || o.keys_path);
     bool need_scale = o.i8_scale_auto && o.dtype == LDS_DTYPE_I8;
+    /* the duplicate pass: for last always; for first when a scale is taken, so that the
+       rows first will skip set no scale */
+    bool need_last = (o.on_duplicate == LDS_IMPORT_DUP_LAST ||
+                      (o.on_duplicate == LDS_IMPORT_DUP_FIRST && need_scale)) &&
+                     (keyed || o.keys_path);
     if ((need_last || need_scale) && c.in.file_size == UINT64_MAX) {
         st = need_scale ? lds__imp_fail(err, LDS_E_INVALID_ARG, "options.i8_scale_auto", 0, 0,
                                         "i8_scale_auto reads the input twice, so it must be a "
