@@ -512,12 +512,72 @@ static bool field_u64(json_object *o, const char *name, uint64_t *out)
     json_object *v = field(o, name, json_type_int);
     if (!v)
         return false;
-    errno = 0;
-    int64_t x = json_object_get_int64(v);
-    if (x < 0 || errno != 0)
+    /* json-c keeps a number above INT64_MAX as unsigned; get_int64 would clamp it. */
+    if (json_object_get_int64(v) < 0)
         return false;
-    *out = (uint64_t)x;
+    errno = 0;
+    uint64_t x = json_object_get_uint64(v);
+    if (errno != 0)
+        return false;
+    *out = x;
     return true;
+}
+
+/* Reads and parses a manifest: one JSON object, nothing but white space after it, at
+   most MANIFEST_MAX_BYTES; a syntax error names its byte. NULL (with a message) if not. */
+static json_object *read_manifest_json(const char *mpath)
+{
+    FILE *f = fopen(mpath, "rb");
+    if (!f) {
+        cli_failf("%s: %s", mpath, strerror(errno));
+        return NULL;
+    }
+    char *text = malloc((size_t)MANIFEST_MAX_BYTES + 1);
+    size_t n = text ? fread(text, 1, (size_t)MANIFEST_MAX_BYTES + 1, f) : 0;
+    int bad_read = ferror(f);
+    fclose(f);
+    if (!text || bad_read || n > (size_t)MANIFEST_MAX_BYTES) {
+        if (!text)
+            cli_failf("out of memory");
+        else if (bad_read)
+            cli_failf("%s: cannot read it", mpath);
+        else
+            cli_failf("%s: more than a manifest's limit of %d bytes", mpath, MANIFEST_MAX_BYTES);
+        free(text);
+        return NULL;
+    }
+    json_tokener *tok = json_tokener_new();
+    json_object *man = NULL;
+    if (tok) {
+        man = json_tokener_parse_ex(tok, text, (int)n);
+        enum json_tokener_error je = json_tokener_get_error(tok);
+        size_t end = json_tokener_get_parse_end(tok);
+        if (!man || je != json_tokener_success) {
+            cli_failf("%s: not a JSON manifest: %s at byte %zu", mpath,
+                      je == json_tokener_continue ? "the text ends inside a value"
+                                                  : json_tokener_error_desc(je),
+                      end);
+            json_object_put(man);
+            man = NULL;
+        } else {
+            while (end < n && strchr(" \t\r\n", text[end]) && text[end])
+                end++;
+            if (end < n) {
+                cli_failf("%s: bytes after the manifest's JSON object, from byte %zu", mpath, end);
+                json_object_put(man);
+                man = NULL;
+            } else if (!json_object_is_type(man, json_type_object)) {
+                cli_failf("%s: not a JSON manifest: the top level is not an object", mpath);
+                json_object_put(man);
+                man = NULL;
+            }
+        }
+        json_tokener_free(tok);
+    } else {
+        cli_failf("out of memory");
+    }
+    free(text);
+    return man;
 }
 
 /* A shard named by an http:// or https:// URL rather than by a file beside the manifest. */
@@ -533,9 +593,9 @@ int cli_verify_manifest(const char *mpath)
     if (stat(mpath, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > MANIFEST_MAX_BYTES)
         return cli_failf("%s: %lld bytes, more than a manifest's limit of %d", mpath,
                          (long long)sb.st_size, MANIFEST_MAX_BYTES);
-    json_object *man = json_object_from_file(mpath);
+    json_object *man = read_manifest_json(mpath);
     if (!man)
-        return cli_failf("%s: not a readable JSON manifest: %s", mpath, json_util_get_last_err());
+        return CLI_FAIL;
     int rc = CLI_FAIL;
     lds_index *sh = NULL;
     char dir[PATH_MAX];
@@ -554,6 +614,12 @@ int cli_verify_manifest(const char *mpath)
     uint64_t total = 0, dim = 0;
     if (!fmt || strcmp(json_object_get_string(fmt), MANIFEST_FORMAT) != 0) {
         cli_failf("%s: field \"format\": expected \"" MANIFEST_FORMAT "\"", mpath);
+        goto done;
+    }
+    uint64_t version = 0;
+    if (!field_u64(man, "version", &version) || version != 1) {
+        cli_failf("%s: field \"version\": expected 1, the only version this program reads",
+                  mpath);
         goto done;
     }
     if (!field_u64(man, "rows", &total) || !field_u64(man, "dim", &dim) || !arr || !dtype_o ||
@@ -583,6 +649,10 @@ int cli_verify_manifest(const char *mpath)
             goto done;
         }
         const char *file = json_object_get_string(file_o);
+        if (strlen(file) != (size_t)json_object_get_string_len(file_o)) {
+            cli_failf("%s: shards[%zu].file: contains a NUL character", mpath, i);
+            goto done;
+        }
         if (!manifest_url(file) &&
             (file[0] == '\0' || strchr(file, '/') || strcmp(file, "..") == 0)) {
             cli_failf("%s: shards[%zu].file: \"%s\" is neither a file name in the manifest's "
@@ -642,6 +712,7 @@ int cli_verify_manifest(const char *mpath)
         snprintf(got, sizeof got, "%016" PRIx64, lds_index_checksum(sh));
         /* What differs, with the file's value and the manifest's. */
         const char *why = NULL;
+        uint64_t pb = 0;
         char fv[32] = "", mv[32] = "";
         const char *fs = fv, *ms = mv;
         if (!lds_index_checksum_verified(sh)) {
@@ -671,6 +742,11 @@ int cli_verify_manifest(const char *mpath)
             why = "ids presence differs from the manifest's";
             fs = lds_index_has_ids(sh) ? "has ids" : "no ids";
             ms = json_object_get_boolean(ids_o) ? "has ids" : "no ids";
+        } else if (field(s, "payload_bytes", json_type_int) &&
+                   (!field_u64(s, "payload_bytes", &pb) || pb != lds_index_payload_bytes(sh))) {
+            why = "payload_bytes differs from the manifest's";
+            snprintf(fv, sizeof fv, "%" PRIu64, lds_index_payload_bytes(sh));
+            snprintf(mv, sizeof mv, "%" PRIu64, pb);
         } else if (lds_index_has_keys(sh) != json_object_get_boolean(keys_o)) {
             why = "keys presence differs from the manifest's";
             fs = lds_index_has_keys(sh) ? "has keys" : "no keys";

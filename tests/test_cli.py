@@ -1179,6 +1179,42 @@ def test_verify_manifest_escapes_names_and_shows_the_values_that_differ():
     check("\\x1b[31mRED" in err, err)
 
 
+def test_verify_manifest_is_as_strict_as_the_python_reader():
+    # Trailing bytes, a NUL in a file name, another version, a wrong payload_bytes, a
+    # syntax error (named by byte), and a first_row past 2^63 shown as written: verify
+    # said ok to the first four and showed 2^64-1 as 9223372036854775807.
+    outdir, doc = split_tiny("split-strict", 2)
+    man = os.path.join(outdir, "manifest.json")
+    text = json.dumps(doc)
+
+    def verify_with(raw, want):
+        with open(man, "w") as f:
+            f.write(raw)
+        rc, out, err = run("verify", man)
+        expect(rc, out, err, 1)
+        check(want in err, (want, err))
+
+    def changed(edit):
+        d = json.loads(text)
+        edit(d)
+        return json.dumps(d)
+
+    verify_with(text + "\n{}", "bytes after the manifest's JSON object, from byte")
+    verify_with(changed(lambda d: d["shards"][0].update(file="shard-0000.ldsi\u0000x")),
+                "shards[0].file: contains a NUL character")
+    verify_with(changed(lambda d: d.update(version=2)), 'field "version": expected 1')
+    pb = doc["shards"][1]["payload_bytes"]
+    verify_with(changed(lambda d: d["shards"][1].update(payload_bytes=pb + 64)),
+                f"payload_bytes differs from the manifest's (file {pb}, manifest {pb + 64})")
+    verify_with(text[:-3], "the text ends inside a value at byte")
+    verify_with(changed(lambda d: d["shards"][0].update(first_row=2 ** 64 - 1)),
+                "first_row: 18446744073709551615 ")
+    with open(man, "w") as f:
+        f.write(text + "\n")
+    rc, out, err = run("verify", man)
+    expect(rc, out, err, 0)
+
+
 def test_verify_manifest_refuses_bad_row_ranges():
     outdir, man = split_tiny("split-ranges", 3)
     mpath = os.path.join(outdir, "manifest.json")
