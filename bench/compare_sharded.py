@@ -37,8 +37,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, os.pardir))
+# --build DIR, else $LODESTAR_BUILD (what tests/test_bench_map.py and adr-check hand every
+# entry), else build/.
 BUILD = os.path.join(ROOT, sys.argv[sys.argv.index("--build") + 1]
-                     if "--build" in sys.argv[:-1] else "build")
+                     if "--build" in sys.argv[:-1]
+                     else os.environ.get("LODESTAR_BUILD", "build"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 os.environ.setdefault("LODESTAR_LIB", os.path.join(BUILD, "liblodestar.so"))
 os.environ["LODESTAR_LIB"] = os.path.abspath(os.environ["LODESTAR_LIB"])
@@ -128,8 +131,9 @@ def main():
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--json", help="also write every row's per-round samples (ms) as JSON "
                     "(scripts/adr-check.sh)")
-    ap.add_argument("--build", default="build", help="the build directory (configure it with "
-                    "-Dbuildtype=release for figures)")
+    ap.add_argument("--build", default=BUILD, help="the build directory (default "
+                    "$LODESTAR_BUILD, else build; configure it with -Dbuildtype=release for "
+                    "figures)")
     args = ap.parse_args()
     if args.dry:
         args.rounds, args.rows, args.dim, args.batch = 2, 2000, 16, 8

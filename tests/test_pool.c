@@ -766,6 +766,12 @@ static void test_fork_while_threads_use_pools(void **state)
     const char *san = getenv("LDS_SANITIZE"), *tsan = getenv("TSAN_OPTIONS");
     if (san && strstr(san, "thread") && !(tsan && strstr(tsan, "detect_deadlocks=0")))
         skip();
+    /* AddressSanitizer before LLVM 18 installs no fork handler for its own allocator
+     * (llvm-project pull 75290 added it): a child forked while another thread is inside
+     * malloc can wait forever on that lock, ours uninvolved. One child of 50 hung 10 s so
+     * in a CI run under clang 14; the plain builds run this test in 'pool' and 'pool-stress'. */
+    if (san && strstr(san, "address"))
+        skip();
     lds_pool *priv = make_pool(LDS_POOL_CHECK_OFF, 0);
     _Atomic int stop = 0;
     fork_ctx ctx[5] = {
