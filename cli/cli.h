@@ -127,6 +127,9 @@ void cli_print_float(FILE *f, float x);
 /* Writes the shortest decimal form of `x` into buf (at least 32 bytes). */
 void cli_format_float(char *buf, size_t cap, float x);
 
+/* The key of `row` as a new JSON string (json-c), or NULL (JSON null) without keys. */
+struct json_object *cli_json_key(const lds_index *idx, uint64_t row);
+
 /* Finishes standard output; returns CLI_FAIL (with a message) if writing it failed. */
 int cli_close_stdout(int code);
 

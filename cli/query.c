@@ -279,8 +279,8 @@ static bool resolve_row(const lds_index *idx, const query_args *a, uint64_t *row
     return true;
 }
 
-/* The key of `row` as a json string, or JSON null without keys. */
-static json_object *json_key(const lds_index *idx, uint64_t row)
+/* Declared in cli.h; similar.c uses it too. */
+json_object *cli_json_key(const lds_index *idx, uint64_t row)
 {
     const char *key = NULL;
     size_t len = 0;
@@ -402,7 +402,7 @@ int cli_get(int argc, char **argv)
     rc = CLI_OK;
     if (a.json) {
         json_object *o = json_object_new_object();
-        json_object_object_add(o, "key", json_key(idx, row));
+        json_object_object_add(o, "key", cli_json_key(idx, row));
         json_object_object_add(o, "row", json_object_new_uint64(row));
         json_object_object_add(o, "id", has_id ? json_object_new_uint64(id) : NULL);
         json_object_object_add(o, "dim", json_object_new_uint64(dim));
@@ -616,14 +616,14 @@ static json_object *similar_json(const lds_index *idx, const query *q, const lds
     if (q->line)
         json_object_object_add(o, "query", json_object_new_uint64(q->line));
     bool has_row = q->row != UINT64_MAX;
-    json_object_object_add(o, "key", has_row ? json_key(idx, q->row) : NULL);
+    json_object_object_add(o, "key", has_row ? cli_json_key(idx, q->row) : NULL);
     json_object_object_add(o, "row", has_row ? json_object_new_uint64(q->row) : NULL);
     json_object_object_add(o, "metric",
                            json_object_new_string(lds_metric_name(lds_index_metric(idx))));
     json_object *list = json_object_new_array_ext((int)kept);
     for (size_t i = 0; i < kept; i++) {
         json_object *h = json_object_new_object();
-        json_object_object_add(h, "key", json_key(idx, hits[i].row));
+        json_object_object_add(h, "key", cli_json_key(idx, hits[i].row));
         json_object_object_add(h, "row", json_object_new_uint64(hits[i].row));
         json_object_object_add(h, "score", json_float(hits[i].score));
         json_object_array_add(list, h);

@@ -204,15 +204,6 @@ static int mean_query(const cli_analogy *an, const lds_index *idx, const char *f
     return CLI_OK;
 }
 
-static json_object *json_key_of(const lds_index *idx, uint64_t row)
-{
-    const char *key = NULL;
-    size_t len = 0;
-    if (lds_index_key(idx, row, &key, &len) != LDS_OK)
-        return NULL;
-    return json_object_new_string_len(key, (int)len);
-}
-
 static int print_analogy_json(const cli_analogy *an, const lds_index *idx, const lds_hit *hits,
                               size_t kept)
 {
@@ -227,7 +218,7 @@ static int print_analogy_json(const cli_analogy *an, const lds_index *idx, const
     json_object *list = json_object_new_array_ext((int)kept);
     for (size_t i = 0; i < kept; i++) {
         json_object *h = json_object_new_object();
-        json_object_object_add(h, "key", json_key_of(idx, hits[i].row));
+        json_object_object_add(h, "key", cli_json_key(idx, hits[i].row));
         json_object_object_add(h, "row", json_object_new_uint64(hits[i].row));
         char buf[40];
         cli_format_float(buf, sizeof buf, hits[i].score);
