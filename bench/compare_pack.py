@@ -41,7 +41,6 @@ import argparse
 import json
 import os
 import resource
-import platform
 import statistics
 import subprocess
 import sys
@@ -57,6 +56,7 @@ os.environ.setdefault("LODESTAR_LIB", os.path.join(BUILD, "liblodestar.so"))
 import numpy as np  # noqa: E402
 
 import lodestar  # noqa: E402
+from benchlib import cpu_model, loadavg  # noqa: E402
 
 try:
     from gensim.models import KeyedVectors
@@ -67,20 +67,7 @@ SAMPLE = os.path.join(ROOT, "data", "glove-100d-20k.txt.zst")
 
 
 def machine():
-    model = platform.processor() or platform.machine()
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                model = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "%s, %d cpus" % (model, os.cpu_count())
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
+    return "%s, %d cpus" % (cpu_model(), os.cpu_count())
 
 
 def make_inputs(d, glove_rows, bin_rows):

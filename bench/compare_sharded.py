@@ -28,7 +28,6 @@ Needs Debian python3-distributed (scripts/deps.sh); without it, says so and exit
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -49,22 +48,15 @@ os.environ["LODESTAR_LIB"] = os.path.abspath(os.environ["LODESTAR_LIB"])
 os.environ["PYTHONPATH"] = os.path.join(ROOT, "python") + (
     os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
 
+from benchlib import cpu_model, loadavg  # noqa: E402
+
 
 def noop(x):
     return x
 
 
 def machine():
-    model = platform.processor() or "?"
-    try:
-        out = subprocess.run(["lscpu"], stdout=subprocess.PIPE, text=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                model = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "%s, %d cpus, load average %.2f %.2f %.2f" % ((model, os.cpu_count()) +
-                                                        os.getloadavg())
+    return "%s, %d cpus, load average %s" % (cpu_model(), os.cpu_count(), loadavg())
 
 
 def stats(xs):

@@ -9,13 +9,14 @@ ratios also as JSON rows named "INPUT @ CODER" (scripts/adr-check.sh).
 """
 import gzip
 import io
-import json
 import lzma
 import os
 import subprocess
 import sys
 
 import numpy as np
+
+from benchlib import cpu_model, loadavg, write_summary
 
 
 def main():
@@ -52,23 +53,9 @@ def main():
         for coder, ratio in zip(("gzip -9", "xz -1", "zstd -3"), r):
             jrows.append({"table": coder, "name": name, "unit": "decoded/compressed",
                           "median": ratio, "min": ratio, "max": ratio, "samples": [ratio]})
-    load = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else []
-    cpu = ""
-    try:
-        cpu = [l.split(":", 1)[1].strip() for l in subprocess.run(
-            ["lscpu"], stdout=subprocess.PIPE, text=True).stdout.splitlines()
-            if l.startswith("Model name")][0]
-    except (OSError, IndexError):
-        pass
-    print(f"machine: {cpu}, {os.cpu_count()} cpus | load average {' '.join(load)}")
-    if "--json" in sys.argv:
-        i = sys.argv.index("--json")
-        if i + 1 >= len(sys.argv):
-            print("compression_ratios.py: --json wants FILE", file=sys.stderr)
-            return 2
-        with open(sys.argv[i + 1], "w", encoding="utf-8") as f:
-            json.dump({"subcommand": "compression-ratios", "dry": dry,
-                       "machine": f"{cpu}, {os.cpu_count()} cpus", "rows": jrows}, f, indent=1)
+    print(f"machine: {cpu_model()}, {os.cpu_count()} cpus | load average {loadavg()}")
+    if write_summary(sys.argv, "compression_ratios.py", "compression-ratios", dry, jrows):
+        return 2
     return 0
 
 

@@ -10,7 +10,6 @@ rows, skipped without it). Input: the GloVe sample, data/glove-100d-20k.txt.zst 
 100). --dry: 500 rows, 1 round. --json FILE: the rows as JSON ("ROW", unit seconds) for
 scripts/adr-check.sh. env: LODESTAR_BUILD (default build/) for the lodestar program.
 """
-import json
 import os
 import statistics
 import subprocess
@@ -19,6 +18,8 @@ import tempfile
 import time
 
 import numpy as np
+
+from benchlib import cpu_model, loadavg, write_summary
 
 TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir)
 BUILD = os.environ.get("LODESTAR_BUILD", os.path.join(TOP, "build"))
@@ -73,23 +74,9 @@ def main():
         print(f"{name:36s} {med:8.3f} {min(s):8.3f} {max(s):8.3f}")
         jrows.append({"table": "pack", "name": name, "unit": "s", "median": med, "min": min(s),
                       "max": max(s), "samples": s})
-    load = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else []
-    cpu = ""
-    try:
-        cpu = [ln.split(":", 1)[1].strip() for ln in subprocess.run(
-            ["lscpu"], stdout=subprocess.PIPE, text=True).stdout.splitlines()
-            if ln.startswith("Model name")][0]
-    except (OSError, IndexError):
-        pass
-    print(f"machine: {cpu}, {os.cpu_count()} cpus | load average {' '.join(load)}")
-    if "--json" in sys.argv:
-        i = sys.argv.index("--json")
-        if i + 1 >= len(sys.argv):
-            print("pack_passes.py: --json wants FILE", file=sys.stderr)
-            return 2
-        with open(sys.argv[i + 1], "w", encoding="utf-8") as f:
-            json.dump({"subcommand": "pack-passes", "dry": dry,
-                       "machine": f"{cpu}, {os.cpu_count()} cpus", "rows": jrows}, f, indent=1)
+    print(f"machine: {cpu_model()}, {os.cpu_count()} cpus | load average {loadavg()}")
+    if write_summary(sys.argv, "pack_passes.py", "pack-passes", dry, jrows):
+        return 2
     for p in os.listdir(tmp):
         os.unlink(os.path.join(tmp, p))
     os.rmdir(tmp)
