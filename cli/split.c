@@ -42,14 +42,15 @@ static const char split_usage[] =
 #define MANIFEST_FORMAT    "lodestar-shards"
 #define MANIFEST_MAX_BYTES (64 << 20)
 
-/* Writes `text` to `path` through a temporary file beside it, fsynced and renamed. */
-static int write_atomically(const char *given, const char *text)
+/* Writes `text` to a temporary file beside `given` (beside the regular file a link there
+   names: cli_output_target), fsynced; fills path[PATH_MAX] with where it is to be renamed
+   and tmp[PATH_MAX + 32] with the temporary's name. The caller renames it. */
+static int write_prepared(const char *given, const char *text, char *path, char *tmp)
 {
-    char path[PATH_MAX], tmp[PATH_MAX + 32];
-    int rc = cli_output_target(given, path, sizeof path);
+    int rc = cli_output_target(given, path, PATH_MAX);
     if (rc != CLI_OK)
         return rc;
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= sizeof tmp)
+    if ((size_t)snprintf(tmp, PATH_MAX + 32, "%s.tmp-XXXXXX", path) >= PATH_MAX + 32)
         return cli_failf("%s: path too long", path);
     int fd = cli_create_temp(tmp);
     if (fd < 0)
@@ -71,11 +72,6 @@ static int write_atomically(const char *given, const char *text)
         int e = errno;
         unlink(tmp);
         return cli_failf("writing %s: %s", tmp, strerror(e));
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return cli_failf("cannot rename %s to %s: %s", tmp, path, strerror(e));
     }
     return CLI_OK;
 }
@@ -364,6 +360,18 @@ int cli_split(int argc, char **argv)
     float *vec = NULL;
     uint64_t *counts = NULL;
     json_object *man = NULL;
+    char mtmp[PATH_MAX + 32] = "";
+    struct stat in_st;
+    bool in_known = stat(req.file, &in_st) == 0;
+    /* Keys declared unique that repeat would pass into shards each unique alone: refused
+       as verify refuses IN. */
+    lds_error kerr;
+    lds_error_init(&kerr);
+    lds_status kst = lds_index_has_keys(idx) ? lds_index_check_keys(idx, &kerr) : LDS_OK;
+    if (kst != LDS_OK) {
+        rc = cli_fail(req.file, kst, &kerr);
+        goto done;
+    }
     if (rows == 0) {
         rc = cli_failf("%s has no rows to split", req.file);
         goto done;
@@ -419,6 +427,10 @@ int cli_split(int argc, char **argv)
             goto done;
         }
         staged = s + 1;
+        if (unlink(path) != 0 && errno != ENOENT) {
+            rc = cli_failf("cannot remove %s: %s", path, strerror(errno));
+            goto done;
+        }
         if ((rc = write_shard(idx, req.file, path, first, n, vec)) != CLI_OK)
             goto done;
         /* The checksum as a reader sees it: load the shard back, fully verified. */
@@ -461,6 +473,11 @@ int cli_split(int argc, char **argv)
     }
     memcpy(withnl, text, tl);
     memcpy(withnl + tl, "\n", 2);
+    char mfinal[PATH_MAX];
+    rc = write_prepared(mpath, withnl, mfinal, mtmp);
+    free(withnl);
+    if (rc != CLI_OK)
+        mtmp[0] = '\0'; /* write_prepared removed it */
     for (uint64_t s = 0; s < nshards && rc == CLI_OK; s++) {
         char from[PATH_MAX], to[PATH_MAX];
         snprintf(from, sizeof from, "%s/.shard-%04" PRIu64 ".ldsi.split-tmp", outdir, s);
@@ -470,20 +487,30 @@ int cli_split(int argc, char **argv)
     }
     if (rc == CLI_OK)
         staged = 0;
-    if (rc == CLI_OK)
-        rc = write_atomically(mpath, withnl);
-    free(withnl);
-    /* Shards of an earlier split beyond this one's count are in no manifest now. */
+    if (rc == CLI_OK) {
+        if (rename(mtmp, mfinal) != 0)
+            rc = cli_failf("cannot rename %s to %s: %s", mtmp, mfinal, strerror(errno));
+        else
+            mtmp[0] = '\0';
+    }
+    /* Shards of an earlier split beyond this one's count are in no manifest now (IN
+       itself is never removed, whatever its name). */
     for (uint64_t s = nshards; rc == CLI_OK && s < MAX_SHARDS; s++) {
         char old[PATH_MAX];
+        struct stat st;
         snprintf(old, sizeof old, "%s/shard-%04" PRIu64 ".ldsi", outdir, s);
-        if (unlink(old) != 0)
+        if (lstat(old, &st) != 0)
             break;
+        if (in_known && st.st_dev == in_st.st_dev && st.st_ino == in_st.st_ino)
+            continue;
+        unlink(old);
     }
     if (rc == CLI_OK)
         printf("split %" PRIu64 " rows of %s into %" PRIu64 " shards; manifest %s\n", rows,
                req.file, nshards, mpath);
 done:
+    if (mtmp[0])
+        unlink(mtmp);
     for (uint64_t s = 0; s < staged; s++) {
         char tmp[PATH_MAX];
         snprintf(tmp, sizeof tmp, "%s/.shard-%04" PRIu64 ".ldsi.split-tmp", outdir, s);

@@ -1132,6 +1132,47 @@ def test_a_failed_split_leaves_the_split_before_it():
           os.listdir(outdir))
 
 
+def test_split_refuses_repeated_keys_planted_links_and_keeps_its_input():
+    # Keys declared unique that repeat are refused however many shards (with 2, each
+    # shard was unique alone and the split passed verify).
+    bad = os.path.join(os.path.dirname(os.path.dirname(FIXTURES)), "bad",
+                       "keys-duplicate.E_DUP_KEY.ldsi")
+    out = os.path.join(WORK, "split-dupkeys")
+    shutil.rmtree(out, ignore_errors=True)
+    rc, o, err = run("split", bad, out, "--shards", "2")
+    expect(rc, o, err, 1)
+    check("repeats the key of row 0" in err, err)
+    check(not os.path.exists(os.path.join(out, "manifest.json")), os.listdir(out))
+    # A link planted at a staging name is replaced, not written through.
+    outdir, man = split_tiny("split-planted", 2)
+    victim = os.path.join(WORK, "victim.txt")
+    with open(victim, "w") as f:
+        f.write("mine")
+    os.symlink(victim, os.path.join(outdir, ".shard-0000.ldsi.split-tmp"))
+    rc, o, err = run("split", INDEX, outdir, "--shards", "2")
+    expect(rc, o, err, 0)
+    with open(victim) as f:
+        check(f.read() == "mine", "the planted link's target is untouched")
+    check(not os.path.islink(os.path.join(outdir, "shard-0000.ldsi")), "shard-0000 is a file")
+    # A manifest that cannot be written fails before any shard is renamed.
+    before = {n: open(os.path.join(outdir, n), "rb").read() for n in os.listdir(outdir)}
+    os.unlink(os.path.join(outdir, "manifest.json"))
+    os.symlink("/proc/version", os.path.join(outdir, "manifest.json"))
+    rc, o, err = run("split", INDEX, outdir, "--shards", "3")
+    expect(rc, o, err, 1)
+    for n in ("shard-0000.ldsi", "shard-0001.ldsi"):
+        with open(os.path.join(outdir, n), "rb") as f:
+            check(f.read() == before[n], n + " untouched by the failed split")
+    check(sorted(os.listdir(outdir)) == ["manifest.json", "shard-0000.ldsi", "shard-0001.ldsi"],
+          os.listdir(outdir))
+    # IN inside OUTDIR under a shard name past the new count is not removed.
+    outdir, man = split_tiny("split-own-input", 3)
+    own = os.path.join(outdir, "shard-0002.ldsi")
+    rc, o, err = run("split", own, outdir, "--shards", "1")
+    expect(rc, o, err, 0)
+    check(os.path.exists(own), os.listdir(outdir))
+
+
 def test_verify_manifest_names_a_corrupted_shard():
     outdir, man = split_tiny("split-bad", 3)
     path = os.path.join(outdir, "shard-0001.ldsi")
