@@ -141,8 +141,9 @@ int cli_close_stdout(int code);
    target[cap]; returns CLI_OK, or CLI_FAIL with the message printed. */
 int cli_output_target(const char *path, char *target, size_t cap);
 
-/* mkstemp(tmpl), then the mode an ordinary new file gets (0666 less the umask, as the
-   library writer's files get) instead of mkstemp's 0600. Returns the fd or -1 (errno). */
-int cli_create_temp(char *tmpl);
+/* mkstemp(tmpl), then the mode of the file at `target` it will replace, or when there is
+   none the mode an ordinary new file gets (0666 less the umask), instead of mkstemp's
+   0600. Returns the fd or -1 (errno). */
+int cli_create_temp(char *tmpl, const char *target);
 
 #endif /* LODESTAR_CLI_H */

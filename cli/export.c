@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char export_usage[] =
@@ -72,7 +73,7 @@ static int atomic_open(atomic_file *a, const char *path)
         return rc;
     if ((size_t)snprintf(a->tmp, sizeof a->tmp, "%s.tmp-XXXXXX", a->path) >= sizeof a->tmp)
         return cli_failf("%s: path too long", path);
-    int fd = cli_create_temp(a->tmp);
+    int fd = cli_create_temp(a->tmp, a->path);
     if (fd < 0)
         return cli_failf("cannot create a temporary file beside %s: %s", path, strerror(errno));
     a->f = fdopen(fd, "wb");
@@ -292,6 +293,21 @@ int cli_export(int argc, char **argv)
         goto done;
     if (keys_out && (rc = atomic_open(&kf, keys_out)) != CLI_OK)
         goto done;
+    /* OUT, --keys-out and IN are three files: one renamed over another loses it. */
+    struct stat in_st, out_st;
+    bool in_file = stat(req.file, &in_st) == 0;
+    if (keys_out && strcmp(af.path, kf.path) == 0) {
+        rc = cli_failf("--keys-out %s is OUT itself", keys_out);
+        goto done;
+    }
+    for (int i = 0; i < (keys_out ? 2 : 1) && in_file; i++) {
+        const atomic_file *a = i ? &kf : &af;
+        if (stat(a->path, &out_st) == 0 && out_st.st_dev == in_st.st_dev &&
+            out_st.st_ino == in_st.st_ino) {
+            rc = cli_failf("%s %s is the input %s", i ? "--keys-out" : "OUT", a->path, req.file);
+            goto done;
+        }
+    }
     FILE *f = af.f;
     if (x == X_NPY)
         put_npy_header(f, f16 ? "<f2" : "<f4", rows, dim);

@@ -52,7 +52,7 @@ static int write_prepared(const char *given, const char *text, char *path, char 
         return rc;
     if ((size_t)snprintf(tmp, PATH_MAX + 32, "%s.tmp-XXXXXX", path) >= PATH_MAX + 32)
         return cli_failf("%s: path too long", path);
-    int fd = cli_create_temp(tmp);
+    int fd = cli_create_temp(tmp, path);
     if (fd < 0)
         return cli_failf("cannot create a temporary file beside %s: %s", path, strerror(errno));
     size_t n = strlen(text), done = 0;

@@ -439,14 +439,21 @@ int cli_output_target(const char *path, char *target, size_t cap)
     return CLI_OK;
 }
 
-int cli_create_temp(char *tmpl)
+int cli_create_temp(char *tmpl, const char *target)
 {
     int fd = mkstemp(tmpl);
     if (fd < 0)
         return -1;
-    mode_t mask = umask(0); /* read the umask: the program is one thread here */
-    umask(mask);
-    if (fchmod(fd, 0666 & ~mask) != 0) {
+    struct stat st;
+    mode_t mode;
+    if (stat(target, &st) == 0) {
+        mode = st.st_mode & 07777;
+    } else {
+        mode_t mask = umask(0); /* read the umask: the program is one thread here */
+        umask(mask);
+        mode = 0666 & ~mask;
+    }
+    if (fchmod(fd, mode) != 0) {
         int e = errno;
         close(fd);
         unlink(tmpl);

@@ -847,6 +847,31 @@ def test_export_and_manifest_outputs_follow_the_writers_rule():
         os.umask(old_mask)
 
 
+def test_export_refuses_one_file_twice_and_keeps_a_replaced_files_mode():
+    # --keys-out OUT, OUT IN and --keys-out IN each renamed one file over another (x.npy
+    # ended up holding only keys; the index was lost); a replaced file kept no mode (0644).
+    ref = os.path.join(WORK, "twice.ldsi")
+    pack(TINY, ref)
+    with open(ref, "rb") as f:
+        want = f.read()
+    x = os.path.join(WORK, "twice.npy")
+    for args, what in (((ref, x, "--keys-out", x), "is OUT itself"),
+                       ((ref, ref, "--format", "npy"), "is the input"),
+                       ((ref, x, "--keys-out", ref), "is the input")):
+        rc, out, err = run("export", *args)
+        expect(rc, out, err, 1)
+        check(what in err, err)
+    with open(ref, "rb") as f:
+        check(f.read() == want, "the input is untouched")
+    ro = os.path.join(WORK, "ro.npy")
+    with open(ro, "w") as f:
+        f.write("old")
+    os.chmod(ro, 0o440)
+    rc, out, err = run("export", ref, ro)
+    expect(rc, out, err, 0)
+    check(stat.S_IMODE(os.stat(ro).st_mode) == 0o440, oct(os.stat(ro).st_mode))
+
+
 def test_keys_file_errors_name_the_keys_file():
     vecs = os.path.join(WORK, "three.fvecs")
     write_fvecs(vecs, [[1, 2], [3, 4], [5, 6]])
