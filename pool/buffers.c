@@ -186,6 +186,12 @@ uint32_t lds__buffer_create(lds_pool *pool, uint32_t cls, int pooled)
     s->tc_lim = pooled ? pool->tc_limit[cls] : 0;
     s->idle_since = 0;
     s->armed = 0;
+    /* The word takes the class (the slot is not leased: its generation is even, and no
+     * handle of this buffer exists yet); the generation goes on from where it was. */
+    uint64_t w = atomic_load_explicit(&s->word, RLX);
+    w = (w & ~LDS__POOL_CLS_MASK) | (uint64_t)cls << LDS__POOL_IDX_BITS;
+    s->gen_base = w >> LDS__POOL_GEN_SHIFT;
+    atomic_store_explicit(&s->word, w, RLX);
     atomic_store_explicit(&s->length, 0, RLX);
     atomic_store_explicit(&s->ptr, (uintptr_t)ptr, memory_order_release);
     if (mapped)
@@ -225,11 +231,21 @@ void lds__buffer_forget(lds_pool *pool, uint32_t idx)
         atomic_fetch_sub_explicit(&pool->pooled_bytes, cap, RLX);
     }
     s->base = NULL;
+    /* The buffer's rents are folded into the pool's (statistics read the live slots' from
+     * their generations, under the same lock, so a rent is counted once). */
+    uint64_t w = atomic_load_explicit(&s->word, RLX);
+    uint64_t rents = ((w >> LDS__POOL_GEN_SHIFT) - s->gen_base + 1) / 2;
+    pthread_mutex_lock(&pool->slot_lock);
+    pool->rents_done += rents;
+    pool->rented_bytes_done += rents * cap;
     atomic_store_explicit(&s->ptr, 0, RLX);
-    if (atomic_load_explicit(&s->word, RLX) & LDS__POOL_RETIRED)
+    if (w & LDS__POOL_RETIRED) {
         lds__count(&pool->slots_retired, 1);
-    else
-        slot_release(pool, idx, s);
+    } else {
+        s->next_free = pool->free_slots;
+        pool->free_slots = idx;
+    }
+    pthread_mutex_unlock(&pool->slot_lock);
 }
 
 /* Frees the buffer held by slot `idx` (which the caller owns: cached or just returned)

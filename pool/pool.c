@@ -44,22 +44,31 @@ static inline int stamp_ok(const lds__tcache *tc, lds_pool *pool)
 }
 
 /* Hands out slot `s` (owned by the caller: just taken from a cache or created) as a lease
- * of cache `tc`. Its generation becomes odd; plain stores suffice, no other thread can end
- * a lease the slot does not have yet (a racing stale return is refused, at once or when
- * collected: see remote_collect). `owner` is stored before the word (release), so a thread
- * that reads the new word reads this owner. A cached slot's generation is below
- * LDS__POOL_GEN_RETIRE (a slot retires at the return that reaches it), so the handle never
- * has LDS__POOL_RETIRED set. */
-static inline void lease_out(lds__tcache *tc, lds__slot *s, void *p, size_t len, lds_lease *out)
+ * of cache `tc`, whose owner it already names (see lease_out). Its generation becomes odd;
+ * plain stores suffice, no other thread can end a lease the slot does not have yet (a
+ * racing stale return is refused, at once or when collected: see remote_collect). The
+ * word is stored last (release), so a thread that reads the new word reads the slot's
+ * owner and length. A cached slot's generation is below LDS__POOL_GEN_RETIRE (a slot
+ * retires at the return that reaches it), so the handle never has LDS__POOL_RETIRED set. */
+static inline void lease_out_owned(lds__slot *s, void *p, size_t len, lds_lease *out)
 {
     uint64_t w = atomic_load_explicit(&s->word, RLX) + LDS__POOL_GEN_STEP;
-    atomic_store_explicit(&s->owner, tc, RLX);
     atomic_store_explicit(&s->length, len, RLX);
     atomic_store_explicit(&s->word, w, memory_order_release);
     out->ptr = p;
     out->length = len;
     out->capacity = s->cap;
     out->handle = w;
+}
+
+/* The same for a slot that may not name `tc` as its owner yet (the full path: a slot from
+ * the shared stacks or a new buffer). A slot in a cache's items always names that cache,
+ * so the warm rent skips this store: every slot enters a cache's items on its owner's
+ * return (lds__recycle), and `owner` changes only here. */
+static inline void lease_out(lds__tcache *tc, lds__slot *s, void *p, size_t len, lds_lease *out)
+{
+    atomic_store_explicit(&s->owner, tc, RLX);
+    lease_out_owned(s, p, len, out);
 }
 
 __attribute__((noinline, cold)) lds_status lds__refuse(lds_pool *pool, lds_pool_refusal why)
@@ -103,16 +112,19 @@ __attribute__((noinline, cold)) static lds_status rent_full(lds_pool *pool, size
             if (idx == LDS__POOL_NO_SLOT)
                 return LDS_E_NOMEM;
             s = lds__slot_at(pool, idx);
+            lds__held_add(tc, cap);
         }
         p = (char *)atomic_load_explicit(&s->ptr, RLX);
         if (lds__on_rent(pool, idx, p, min_bytes, cap))
             break;
         lds__count(&pool->canary_failures, 1);
         lds__count(&pool->drops, 1);
+        lds__held_sub(tc, cap);
         lds__buffer_destroy(pool, idx);
     }
-    lds__tally_add(hit ? &tc->hits[cls] : &tc->misses[cls], 1);
-    lds__tally_out(tc, cap, min_bytes);
+    if (!hit)
+        lds__tally_add(&tc->misses[cls], 1);
+    lds__tally_add(&tc->requested, min_bytes);
     lease_out(tc, s, p, min_bytes, out);
     return LDS_OK;
 }
@@ -145,22 +157,28 @@ lds_status lds_pool_rent(lds_pool *pool, size_t min_bytes, lds_lease *out)
     atomic_store_explicit(&tc->n[cls], (uint8_t)(n - 1), RLX);
     void *p = (void *)atomic_load_explicit(&s->ptr, RLX);
     lds__asan_unpoison(p, s->cap);
-    lds__tally_add(&tc->hits[cls], 1);
-    lds__tally_out(tc, s->cap, min_bytes);
-    lease_out(tc, s, p, min_bytes, out);
+    /* The one counter of the warm path; the rent itself is counted by the generation. */
+    lds__tally_add(&tc->requested, min_bytes);
+    lease_out_owned(s, p, min_bytes, out);
     return LDS_OK;
 }
 
-/* Keeps or frees the buffer of slot `s`, whose lease this thread has just ended (and
- * tallied). `tc` is the calling thread's cache for `pool`, or NULL (an abandoned cache's
- * lease: the buffer goes to the shared stacks). */
-__attribute__((noinline)) lds_status lds__recycle(lds_pool *pool, lds__tcache *tc, lds__slot *s,
-                                                  unsigned flags)
+/* Keeps or frees the buffer of slot `s`, whose lease of cache `holder` has just ended.
+ * `tc` is the calling thread's cache for `pool` (then tc == holder), or NULL (an abandoned
+ * cache's lease: the buffer goes to the shared stacks). Unless the buffer stays in tc's
+ * items, it leaves what `holder` holds. */
+__attribute__((noinline)) lds_status lds__recycle(lds_pool *pool, lds__tcache *holder,
+                                                  lds__tcache *tc, lds__slot *s, unsigned flags)
 {
     uint32_t idx = lds__slot_idx(s), cls = s->cls;
     size_t cap = s->cap;
     char *p = (char *)atomic_load_explicit(&s->ptr, RLX);
     lds_pool_check mode = pool->opts.check;
+    uint8_t n = tc ? atomic_load_explicit(&tc->n[cls], RLX) : 0;
+    int to_cache = tc && s->pooled && n < pool->tc_limit[cls] && mode == LDS_POOL_CHECK_OFF &&
+                   !(atomic_load_explicit(&s->word, RLX) & LDS__POOL_RETIRED);
+    if (!to_cache)
+        lds__held_sub(holder, cap);
     if (atomic_load_explicit(&s->word, RLX) & LDS__POOL_RETIRED) {
         /* Its generation is spent: the buffer goes, the slot stays out of use for good. */
         lds__buffer_destroy(pool, idx);
@@ -181,12 +199,11 @@ __attribute__((noinline)) lds_status lds__recycle(lds_pool *pool, lds__tcache *t
         memset(p, LDS_POOL_FREED_BYTE, cap);
     lds__asan_poison(p, cap);
 
-    uint8_t n = tc ? atomic_load_explicit(&tc->n[cls], RLX) : 0;
     if (mode == LDS_POOL_CHECK_GUARD) {
         idx = lds__quarantine_push(pool, idx);
         if (idx == LDS__POOL_NO_SLOT)
             return LDS_OK;
-    } else if (tc && n < pool->tc_limit[cls] && mode == LDS_POOL_CHECK_OFF) {
+    } else if (to_cache) {
         tc->items[cls][n] = s;
         atomic_store_explicit(&tc->n[cls], (uint8_t)(n + 1), RLX);
         return LDS_OK;
@@ -236,9 +253,8 @@ __attribute__((noinline, cold)) static lds_status return_full(lds_pool *pool, ld
         return lds__refuse(pool,
                            LDS_POOL_REFUSED_STALE); /* another thread's return of it is queued */
     atomic_store_explicit(&s->word, h + LDS__POOL_GEN_STEP, memory_order_release);
-    lds__tally_in(tc, s->cls, s->cap, lease->length);
     memset(lease, 0, sizeof *lease);
-    return lds__recycle(pool, tc, s, flags);
+    return lds__recycle(pool, tc, tc, s, flags);
 }
 
 lds_status lds_pool_return(lds_pool *pool, lds_lease *lease, unsigned flags)
@@ -279,17 +295,19 @@ lds_status lds_pool_return(lds_pool *pool, lds_lease *lease, unsigned flags)
         return return_full(pool, lease, flags);
     /* Only this thread ends its leases: a plain store, no read-modify-write. A return of
      * this lease racing on another thread has claimed it, or will; its claim is refused
-     * when this thread collects it (the word has moved on). */
+     * when this thread collects it (the word has moved on). The return is counted by the
+     * generation, nothing else (stats.c). */
     uint64_t next = h + LDS__POOL_GEN_STEP;
     atomic_store_explicit(&s->word, next, memory_order_release);
-    uint32_t cls = s->cls;
-    lds__tally_in(tc, cls, cap, len);
+    /* The class from the handle (equal to the word, so to the slot's class): the row's
+     * address does not wait for a load from the slot. */
+    uint32_t cls = lds__handle_cls(h);
     memset(lease, 0, sizeof *lease);
     size_t n = atomic_load_explicit(&tc->n[cls], RLX);
     /* tc_lim is 0 for a slot that is not pooled; a slot whose generation this return spent
      * (LDS__POOL_RETIRED) retires in recycle. */
     if (UNLIKELY(n >= s->tc_lim || (next & LDS__POOL_RETIRED)))
-        return lds__recycle(pool, tc, s, 0);
+        return lds__recycle(pool, tc, tc, s, 0);
     lds__asan_poison(p, cap);
     tc->items[cls][n] = s;
     atomic_store_explicit(&tc->n[cls], (uint8_t)(n + 1), RLX);
@@ -595,6 +613,12 @@ lds_status lds__pool_test_set_generation(lds_pool *pool, uint64_t handle, uint64
     if (!s || (gen & 1u) || gen >= LDS__POOL_GEN_RETIRE ||
         (atomic_load_explicit(&s->word, RLX) & (LDS__POOL_GEN_STEP | LDS__POOL_RETIRED)))
         return LDS_E_INVALID_ARG;
-    atomic_store_explicit(&s->word, gen << LDS__POOL_IDX_BITS | (handle & LDS__POOL_IDX_MASK), RLX);
+    /* The buffer's rents so far are kept (its generation base moves with it). */
+    uint64_t old = atomic_load_explicit(&s->word, RLX) >> LDS__POOL_GEN_SHIFT;
+    s->gen_base += gen - old;
+    atomic_store_explicit(&s->word,
+                          gen << LDS__POOL_GEN_SHIFT |
+                              (atomic_load_explicit(&s->word, RLX) & ~(~UINT64_C(0) << LDS__POOL_GEN_SHIFT)),
+                          RLX);
     return LDS_OK;
 }

@@ -50,15 +50,28 @@
 #define LDS__POOL_MAX_CHUNKS  4096u
 #define LDS__POOL_NO_SLOT     UINT32_MAX
 
-/* Handle words: bits 0-21 the slot index, bits 22-63 the generation. GEN_STEP is one
- * generation (and the "leased" bit); RETIRED, the generation's top bit, is set only in
- * the word of a retired slot, never in a handle (docs/adr/0011). */
-#define LDS__POOL_IDX_BITS 22
-#define LDS__POOL_IDX_MASK ((UINT64_C(1) << LDS__POOL_IDX_BITS) - 1)
-#define LDS__POOL_GEN_STEP (UINT64_C(1) << LDS__POOL_IDX_BITS)
-#define LDS__POOL_RETIRED  (UINT64_C(1) << 63)
-/* The generation at which a slot retires: 2^41, reached by the return of its 2^40th lease. */
-#define LDS__POOL_GEN_RETIRE (UINT64_C(1) << (63 - LDS__POOL_IDX_BITS))
+/* Handle words: bits 0-21 the slot index, bits 22-29 the size class of the slot's buffer,
+ * bits 30-63 the generation. GEN_STEP is one generation (and the "leased" bit); RETIRED,
+ * the generation's top bit, is set only in the word of a retired slot, never in a handle
+ * (docs/adr/0011). The class bits let the warm return find its thread-cache row from the
+ * handle alone, without waiting for a load from the slot (docs/adr/0025); they change only
+ * while the slot holds no buffer, never within a lease. */
+#define LDS__POOL_IDX_BITS  22
+#define LDS__POOL_IDX_MASK  ((UINT64_C(1) << LDS__POOL_IDX_BITS) - 1)
+#define LDS__POOL_CLS_BITS  8
+#define LDS__POOL_CLS_MASK  (((UINT64_C(1) << LDS__POOL_CLS_BITS) - 1) << LDS__POOL_IDX_BITS)
+#define LDS__POOL_GEN_SHIFT (LDS__POOL_IDX_BITS + LDS__POOL_CLS_BITS)
+#define LDS__POOL_GEN_STEP  (UINT64_C(1) << LDS__POOL_GEN_SHIFT)
+#define LDS__POOL_RETIRED   (UINT64_C(1) << 63)
+/* The generation at which a slot retires: 2^33, reached by the return of its 2^32nd lease. */
+#define LDS__POOL_GEN_RETIRE (UINT64_C(1) << (63 - LDS__POOL_GEN_SHIFT))
+_Static_assert(LDS__POOL_CLASSES <= (1 << LDS__POOL_CLS_BITS), "a class fits in a handle");
+
+/* The size class named by a handle or slot word. */
+static inline uint32_t lds__handle_cls(uint64_t h)
+{
+    return (uint32_t)((h & LDS__POOL_CLS_MASK) >> LDS__POOL_IDX_BITS);
+}
 _Static_assert((uint64_t)LDS__POOL_MAX_CHUNKS *LDS__POOL_CHUNK_SLOTS <= LDS__POOL_IDX_MASK + 1,
                "every slot index fits in a handle's index bits");
 
@@ -95,6 +108,8 @@ typedef struct lds__slot {
     void *base __attribute__((aligned(64))); /* allocation start (mapping or malloc block) */
     size_t alloc_bytes;                      /* bytes mapped or allocated at base */
     uint64_t idle_since;                  /* ns (CLOCK_MONOTONIC) when pushed to a shared stack */
+    uint64_t gen_base; /* the generation when the slot took its buffer: the buffer has been
+                          rented (gen - gen_base + 1) / 2 times (statistics, stats.c) */
     uint32_t next_free;                   /* free-slot list link */
 } __attribute__((aligned(64))) lds__slot; /* two cache lines of its own: no false sharing */
 
@@ -117,23 +132,29 @@ typedef struct lds__class {
  * rents x class capacity). Allocated on its own cache lines. A cache lives as long as its
  * pool: at its thread's exit it is abandoned (emptied, kept), then adopted by a new thread. */
 typedef struct lds__tcache {
-    /* The warm path touches these, the counters of one class and one items row. */
-    uint64_t stamp;          /* the pool's stamp (without LDS__POOL_STAMP_SLOW) when last synced */
-    _Atomic uint64_t leased; /* capacity bytes of this cache's leases out */
-    _Atomic uint64_t leased_top; /* high-water of `leased` */
-    _Atomic uint64_t requested;  /* sum of lengths rented */
-    _Atomic uint64_t len_in;     /* sum of lengths returned */
+    /* The warm path touches these: the stamp, `requested`, one class's `n` and items row.
+     * Nothing else is counted there: rents, returns and leased bytes are read off the
+     * slots' generations when statistics are taken (stats.c, docs/adr/0025). */
+    uint64_t stamp;             /* the pool's stamp (without LDS__POOL_STAMP_SLOW) when last synced */
+    _Atomic uint64_t requested; /* sum of lengths rented */
     _Atomic uint8_t n[LDS__POOL_CLASSES];
-    _Atomic uint64_t hits[LDS__POOL_CLASSES];   /* rents served from this cache */
-    _Atomic uint64_t misses[LDS__POOL_CLASSES]; /* other rents by this thread */
-    _Atomic uint64_t in[LDS__POOL_CLASSES];     /* returns of this cache's leases */
-    lds__slot *items[LDS__POOL_CLASSES][LDS__POOL_TC_MAX];
+    lds__slot *items[LDS__POOL_CLASSES][LDS__POOL_TC_MAX]; /* every slot here has owner == this
+                                                              cache, so a warm rent need not
+                                                              store it */
     /* Written by other threads: a line of its own. */
     _Atomic uint32_t remote_head __attribute__((aligned(64))); /* remote-return list: slot
                                                                    index + 1, 0 when empty */
     _Atomic int abandoned; /* its thread exited (set and cleared under lds__g_lock) */
     /* Slow paths only. */
     lds_pool *pool __attribute__((aligned(64)));
+    _Atomic uint64_t misses[LDS__POOL_CLASSES]; /* rents by this thread not served from this
+                                                   cache's items on the warm path's terms
+                                                   (shared stacks, new buffers) */
+    _Atomic uint64_t held;     /* capacity bytes of the buffers this cache holds: its leases
+                                  out (claimed or not) and its cached buffers; changes on the
+                                  slow paths only (a warm rent or return moves a buffer
+                                  between the two) */
+    _Atomic uint64_t held_top; /* high-water of `held` */
     uint64_t pool_id;
     const void *owner; /* the owning thread's cache list (tcache.c), to tell its caches apart
                           from other threads' in a forked child */
@@ -142,13 +163,7 @@ typedef struct lds__tcache {
     int dead;                                        /* pool freed; under lds__g_lock */
 } __attribute__((aligned(64))) lds__tcache;
 
-/* Sums of one cache's counters, as statistics want them. */
-typedef struct lds__tally {
-    uint64_t rents, hits_thread, returns, bytes_out, bytes_in, waste_out, waste_in, requested;
-    uint64_t cached_bytes, cached_count, leased_top;
-} lds__tally;
 
-void lds__tally_of(const lds__tcache *tc, lds__tally *out);
 
 /* pool->stamp: a value drawn from a process-wide counter at creation and at every
  * LDS_POOL_TRIM_ALL, so one comparison with a thread cache's stamp says "this cache
@@ -176,6 +191,9 @@ struct lds_pool {
     _Atomic(lds__slot *) chunks[LDS__POOL_MAX_CHUNKS];
     _Atomic uint32_t slot_count; /* slots handed out so far (bump allocator) */
     uint32_t free_slots;         /* free-slot list head, under slot_lock */
+    uint64_t rents_done;         /* rents of buffers that are gone (folded from their slots'
+                                    generations when freed), under slot_lock */
+    uint64_t rented_bytes_done;  /* their capacity bytes, rents x capacity, under slot_lock */
 
     _Atomic uint64_t pooled_bytes; /* capacity of pooled buffers; <= max_retained_bytes */
     _Atomic uint64_t bytes_mapped;
@@ -366,22 +384,17 @@ static inline lds__slot *lds__slot_at(lds_pool *pool, uint32_t idx)
     return chunk ? &chunk[idx & (LDS__POOL_CHUNK_SLOTS - 1)] : NULL;
 }
 
-/* Leased bytes and their high-water, in the renting cache: plain loads and stores (one
- * writer), no shared cache line. */
-static inline void lds__tally_out(lds__tcache *tc, size_t cap, size_t len)
+/* What a cache holds (`held`) and its high-water: slow paths only, one writer. */
+static inline void lds__held_add(lds__tcache *tc, size_t cap)
 {
-    lds__tally_add(&tc->requested, len);
-    uint64_t now = atomic_load_explicit(&tc->leased, memory_order_relaxed) + cap;
-    atomic_store_explicit(&tc->leased, now, memory_order_relaxed);
-    if (now > atomic_load_explicit(&tc->leased_top, memory_order_relaxed))
-        atomic_store_explicit(&tc->leased_top, now, memory_order_relaxed);
+    uint64_t now = atomic_load_explicit(&tc->held, memory_order_relaxed) + cap;
+    atomic_store_explicit(&tc->held, now, memory_order_relaxed);
+    if (now > atomic_load_explicit(&tc->held_top, memory_order_relaxed))
+        atomic_store_explicit(&tc->held_top, now, memory_order_relaxed);
 }
-
-static inline void lds__tally_in(lds__tcache *tc, uint32_t cls, size_t cap, size_t len)
+static inline void lds__held_sub(lds__tcache *tc, size_t cap)
 {
-    lds__tally_add(&tc->in[cls], 1);
-    lds__tally_add(&tc->len_in, len);
-    lds__tally_sub(&tc->leased, cap);
+    lds__tally_sub(&tc->held, cap);
 }
 
 /* The calling thread's most recently used cache (tcache.c); the warm path's only TLS. Never
@@ -424,7 +437,8 @@ lds_status lds__remote_claim(lds_pool *pool, lds__tcache *owner, lds__slot *s, u
 void lds__remote_collect(lds_pool *pool, lds__tcache *tc, lds__tcache *cache);
 /* pool.c */
 lds_status lds__refuse(lds_pool *pool, lds_pool_refusal why);
-lds_status lds__recycle(lds_pool *pool, lds__tcache *tc, lds__slot *s, unsigned flags);
+lds_status lds__recycle(lds_pool *pool, lds__tcache *holder, lds__tcache *tc, lds__slot *s,
+                        unsigned flags);
 
 /* buffers.c and tcache.c helpers used by stats.c */
 size_t lds__class_capacity(uint32_t cls);

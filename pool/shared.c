@@ -104,6 +104,7 @@ static void evict_for(lds_pool *pool, lds__tcache *tc, size_t need)
             if (n > 0) {
                 idx = lds__slot_idx(tc->items[c][n - 1]);
                 atomic_store_explicit(&tc->n[c], (uint8_t)(n - 1), RLX);
+                lds__held_sub(tc, cap);
             } else {
                 idx = lds__shared_pop(pool, c);
             }

@@ -1,11 +1,15 @@
 /*
  * stats.c: statistics snapshots and their JSON form.
  *
- * Hot-path counters live in each thread's cache (written by that thread only, per
- * size class; a cache outlives its thread, abandoned to its pool); a snapshot sums
- * them with the pool's own slow-path counters, under the thread-cache registry lock.
- * The peak of leased bytes is the sum of the caches' own high-waters: never below the
- * true peak, equal to it when one thread does the renting (lodestar_pool.h).
+ * The warm path counts one thing, the lengths rented (`requested`, in the renting thread's
+ * cache). Rents, returns, leases out, bytes leased and waste are read off the slots: a
+ * slot's generation grows by one at each rent and each return, so the buffer it holds has
+ * been rented (gen - gen_base + 1) / 2 times and is out on lease when gen is odd; a buffer
+ * that is freed folds its rents into the pool's (buffers.c). A snapshot walks the slot
+ * table under slot_lock, so it costs time in proportion to the slots (buffers that exist,
+ * plus retired slots). Slow-path counters (misses, refusals, trims) are the pool's or the
+ * caches'. The peak of leased bytes is bounded by the peak of what each cache held
+ * (lodestar_pool.h: bytes_leased_peak, docs/adr/0025).
  */
 #include "pool_internal.h"
 
@@ -16,28 +20,43 @@
 #define RLX     memory_order_relaxed
 #define LOAD(x) atomic_load_explicit(&(x), RLX)
 
-void lds__tally_of(const lds__tcache *tc, lds__tally *t)
+/* What the slots say: rents (done and live), leases out and their bytes. */
+typedef struct slot_sums {
+    uint64_t rents, rented_bytes, leases, leased_bytes, leased_waste;
+} slot_sums;
+
+static void sum_slots(lds_pool *pool, slot_sums *t)
 {
     memset(t, 0, sizeof *t);
-    for (uint32_t c = 0; c < LDS__POOL_CLASSES; c++) {
-        uint64_t cap = lds__class_capacity(c);
-        uint64_t hits = LOAD(tc->hits[c]), rents = hits + LOAD(tc->misses[c]);
-        uint64_t returns = LOAD(tc->in[c]), cached = LOAD(tc->n[c]);
-        t->rents += rents;
-        t->hits_thread += hits;
-        t->returns += returns;
-        t->bytes_out += rents * cap;
-        t->bytes_in += returns * cap;
-        t->cached_count += cached;
-        t->cached_bytes += cached * cap;
+    pthread_mutex_lock(&pool->slot_lock);
+    t->rents = pool->rents_done;
+    t->rented_bytes = pool->rented_bytes_done;
+    uint32_t count = atomic_load_explicit(&pool->slot_count, memory_order_acquire);
+    for (uint32_t c = 0; c * LDS__POOL_CHUNK_SLOTS < count; c++) {
+        const lds__slot *chunk = atomic_load_explicit(&pool->chunks[c], memory_order_acquire);
+        if (!chunk)
+            break;
+        uint32_t end = count - c * LDS__POOL_CHUNK_SLOTS;
+        if (end > LDS__POOL_CHUNK_SLOTS)
+            end = LDS__POOL_CHUNK_SLOTS;
+        for (uint32_t i = 0; i < end; i++) {
+            const lds__slot *s = &chunk[i];
+            if (atomic_load_explicit(&s->ptr, memory_order_acquire) == 0)
+                continue; /* no buffer (its rents are folded) */
+            uint64_t gen = atomic_load_explicit(&s->word, memory_order_acquire) >>
+                           LDS__POOL_GEN_SHIFT;
+            uint64_t rents = (gen - s->gen_base + 1) / 2;
+            t->rents += rents;
+            t->rented_bytes += rents * s->cap;
+            if (gen & 1u) {
+                size_t len = atomic_load_explicit(&s->length, RLX);
+                t->leases++;
+                t->leased_bytes += s->cap;
+                t->leased_waste += s->cap > len ? s->cap - len : 0;
+            }
+        }
     }
-    /* Lengths are read after the counts, so a rent in flight may show its length only:
-     * clamp rather than wrap. */
-    t->requested = LOAD(tc->requested);
-    t->leased_top = LOAD(tc->leased_top);
-    uint64_t len_in = LOAD(tc->len_in);
-    t->waste_out = t->bytes_out > t->requested ? t->bytes_out - t->requested : 0;
-    t->waste_in = t->bytes_in > len_in ? t->bytes_in - len_in : 0;
+    pthread_mutex_unlock(&pool->slot_lock);
 }
 
 void lds_pool_stats_init(lds_pool_stats *stats)
@@ -58,29 +77,28 @@ lds_status lds_pool_get_stats(lds_pool *pool, lds_pool_stats *out)
     memset(&st, 0, sizeof st);
     st.size = out->size < sizeof st ? out->size : sizeof st;
 
-    uint64_t bytes_out, bytes_in, waste_out, waste_in, returns;
-    uint64_t cached_bytes = 0, cached_count = 0, peak = 0;
+    uint64_t misses = 0, cached_bytes = 0, cached_count = 0, peak = 0;
     lds__pool_collect_mine(pool);
-    bytes_out = bytes_in = waste_out = waste_in = returns = 0;
     pthread_mutex_lock(&lds__g_lock);
     for (const lds__tcache *tc = pool->tcaches; tc; tc = tc->next_in_pool) {
-        lds__tally t;
-        lds__tally_of(tc, &t);
-        st.rents += t.rents;
-        st.hits_thread += t.hits_thread;
-        returns += t.returns;
-        bytes_out += t.bytes_out;
-        bytes_in += t.bytes_in;
-        waste_out += t.waste_out;
-        waste_in += t.waste_in;
-        st.bytes_requested_total += t.requested;
-        cached_bytes += t.cached_bytes;
-        cached_count += t.cached_count;
-        peak += t.leased_top;
+        for (uint32_t c = 0; c < LDS__POOL_CLASSES; c++) {
+            uint64_t n = LOAD(tc->n[c]);
+            misses += LOAD(tc->misses[c]);
+            cached_count += n;
+            cached_bytes += n * lds__class_capacity(c);
+        }
+        st.bytes_requested_total += LOAD(tc->requested);
+        peak += LOAD(tc->held_top);
     }
     pthread_mutex_unlock(&lds__g_lock);
+    /* Read after the caches' counters: a rent in flight may show its miss or its length
+     * but not yet its generation, so the differences are clamped rather than wrapped. */
+    slot_sums t;
+    sum_slots(pool, &t);
 
-    st.returns = returns;
+    st.rents = t.rents;
+    st.hits_thread = t.rents > misses ? t.rents - misses : 0;
+    st.returns = t.rents - t.leases;
     st.hits_shared = LOAD(pool->hits_shared);
     st.misses_cold = LOAD(pool->misses_cold);
     st.misses_exhausted = LOAD(pool->misses_exhausted);
@@ -95,16 +113,18 @@ lds_status lds_pool_get_stats(lds_pool *pool, lds_pool_stats *out)
     st.trimmed_bytes = LOAD(pool->trimmed_bytes);
     st.slots_retired = LOAD(pool->slots_retired);
     st.guard_failures = LOAD(pool->guard_failures);
-    st.leases_current = st.rents >= returns ? st.rents - returns : 0;
-    st.bytes_leased = bytes_out >= bytes_in ? bytes_out - bytes_in : 0;
+    st.leases_current = t.leases;
+    st.bytes_leased = t.leased_bytes;
     st.bytes_leased_peak = peak > st.bytes_leased ? peak : st.bytes_leased;
     uint64_t q_bytes = LOAD(pool->q_bytes);
     st.bytes_retained = cached_bytes + LOAD(pool->shared_bytes) + q_bytes;
     st.buffers_retained = cached_count + LOAD(pool->shared_count) + pool->q_count;
     st.bytes_resident_estimate = st.bytes_leased + st.bytes_retained;
     st.bytes_mapped = LOAD(pool->bytes_mapped);
-    st.waste_bytes_total = waste_out;
-    st.waste_bytes_current = waste_out >= waste_in ? waste_out - waste_in : 0;
+    st.waste_bytes_total = t.rented_bytes > st.bytes_requested_total
+                               ? t.rented_bytes - st.bytes_requested_total
+                               : 0;
+    st.waste_bytes_current = t.leased_waste;
     memcpy(out, &st, st.size);
     return LDS_OK;
 }

@@ -43,6 +43,7 @@ void lds__tc_flush(lds__tcache *tc, int destroy, size_t *freed)
         while (n > 0) {
             uint32_t idx = lds__slot_idx(tc->items[c][--n]);
             atomic_store_explicit(&tc->n[c], n, RLX);
+            lds__held_sub(tc, cap);
             if (destroy) {
                 lds__buffer_destroy(pool, idx);
                 lds__trimmed(pool, cap, freed);
@@ -266,8 +267,8 @@ void lds__remote_collect(lds_pool *pool, lds__tcache *tc, lds__tcache *cache)
             continue;
         }
         atomic_store_explicit(&s->word, h + LDS__POOL_GEN_STEP, memory_order_release);
-        lds__tally_in(tc, s->cls, s->cap, atomic_load_explicit(&s->length, RLX));
-        (void)lds__recycle(pool, cache, s, (r & LDS__POOL_CLAIM_CLEAR) ? LDS_RETURN_CLEAR : 0);
+        (void)lds__recycle(pool, tc, cache, s,
+                           (r & LDS__POOL_CLAIM_CLEAR) ? LDS_RETURN_CLEAR : 0);
     }
 }
 
