@@ -360,7 +360,8 @@ static inline uint32_t lds__pool_class(size_t min_bytes)
  * class boundary up to it is a multiple of 16 (the finest step, 16 bytes, lies between 64
  * and 128), so the table has one entry per 16 bytes. */
 #define LDS__POOL_TABLE_MAX ((size_t)16384)
-extern const uint8_t lds__pool_class_table[LDS__POOL_TABLE_MAX / 16 + 1];
+#define lds__pool_class_table lds__pool_class_table_v1 /* exported: lodestar_pool_inline.h */
+LDS_API extern const uint8_t lds__pool_class_table[LDS__POOL_TABLE_MAX / 16 + 1];
 
 /* lds__pool_class(min_bytes) for min_bytes <= LDS__POOL_TABLE_MAX: one add, one shift, one
  * byte load (the class computation costs a dozen instructions). */
@@ -400,8 +401,17 @@ static inline void lds__held_sub(lds__tcache *tc, size_t cap)
 /* The calling thread's most recently used cache (tcache.c); the warm path's only TLS. Never
  * NULL: a thread that has none points at lds__tc_none, a cache of no pool (pool_id 0, stamp
  * 0: no pool has either), never written, so the warm path's stamp comparison alone sends
- * such a thread to the full path. */
+ * such a thread to the full path. It is exported, with the class table, for the inline
+ * functions of lodestar_pool_inline.h (layout 1, checked in layout.c); in a build with
+ * AddressSanitizer the exported one stays at lds__tc_none (the inline code cannot poison),
+ * and the library's own is a separate, hidden variable. */
+LDS_API extern _Thread_local struct lds__tcache *lds__pool_tls_v1
+    __attribute__((tls_model("initial-exec")));
+#ifdef LDS__ASAN
 extern _Thread_local lds__tcache *lds__tls_last __attribute__((tls_model("initial-exec")));
+#else
+#define lds__tls_last lds__pool_tls_v1
+#endif
 extern lds__tcache lds__tc_none;
 /* The stand-in for a pool's first chunk before it exists (see lds_pool.chunk0). */
 extern lds__slot lds__no_slots[LDS__POOL_CHUNK_SLOTS];

@@ -21,7 +21,11 @@ typedef struct tls_root {
 
 static _Thread_local tls_root *tls_self __attribute__((tls_model("initial-exec")));
 lds__tcache lds__tc_none;
+_Thread_local lds__tcache *lds__pool_tls_v1 __attribute__((tls_model("initial-exec"))) =
+    &lds__tc_none;
+#ifdef LDS__ASAN
 _Thread_local lds__tcache *lds__tls_last __attribute__((tls_model("initial-exec"))) = &lds__tc_none;
+#endif
 
 /* ==== thread caches ======================================================= */
 

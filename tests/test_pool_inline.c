@@ -1,0 +1,298 @@
+/*
+ * The inline warm pair of lodestar_pool_inline.h, linked against liblodestar.so as a user
+ * links it (so the thread cache is reached through the shared library's exported TLS): the
+ * same results, refusals and statistics as lds_pool_rent/lds_pool_return for every case, the
+ * warm pair without any call into the library, and every other case through the call.
+ * Under AddressSanitizer the library exports a cache that matches no pool, so every inline
+ * operation is the call; the results are the same.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+static unsigned long g_calls; /* calls the inline functions made into the library */
+#define LDS__POOL_INLINE_COUNT_CALLS g_calls
+#include "lodestar_pool_inline.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define LIB_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LIB_ASAN 1
+#endif
+#endif
+#ifdef LIB_ASAN
+static const int inline_on = 0;
+#else
+static const int inline_on = 1;
+#endif
+
+static lds_pool *make_pool(lds_pool_check check)
+{
+    lds_pool_options o;
+    lds_pool_options_default(&o);
+    o.check = check;
+    lds_pool *p = NULL;
+    assert_int_equal(lds_pool_create(&o, &p), LDS_OK);
+    return p;
+}
+
+static lds_pool_stats stats_of(lds_pool *p)
+{
+    lds_pool_stats s;
+    lds_pool_stats_init(&s);
+    assert_int_equal(lds_pool_get_stats(p, &s), LDS_OK);
+    return s;
+}
+
+/* The warm pair runs without a call, and counts as the library's pair does. */
+static void test_inline_warm_pair(void **state)
+{
+    (void)state;
+    assert_int_equal(LDS_POOL_INLINE_LAYOUT, 1);
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF);
+    const size_t sizes[] = {1, 200, 1000, 4096, 16384}; /* five classes */
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        lds_lease l;
+        assert_int_equal(lds_pool_rent_inline(pool, sizes[k], &l), LDS_OK); /* cold: a call */
+        assert_int_equal(lds_pool_return_inline(pool, &l, 0), LDS_OK);
+        g_calls = 0;
+        void *first = NULL;
+        for (int i = 0; i < 1000; i++) {
+            assert_int_equal(lds_pool_rent_inline(pool, sizes[k], &l), LDS_OK);
+            assert_int_equal(l.length, sizes[k]);
+            assert_true(l.capacity >= sizes[k]);
+            assert_int_equal((uintptr_t)l.ptr % 64, 0);
+            if (!first)
+                first = l.ptr;
+            assert_ptr_equal(l.ptr, first); /* the same buffer, warm */
+            memset(l.ptr, 0xa5, l.length);
+            assert_int_equal(lds_pool_return_inline(pool, &l, 0), LDS_OK);
+            assert_int_equal(l.handle, 0); /* zeroed, as lds_pool_return does */
+            assert_null(l.ptr);
+        }
+        assert_int_equal(g_calls, inline_on ? 0 : 2000);
+    }
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.rents, 5 * 1001);
+    assert_int_equal(s.returns, 5 * 1001);
+    assert_int_equal(s.leases_current, 0);
+    assert_int_equal(s.hits_thread, 5 * 1000);
+    assert_int_equal(s.bytes_requested_total, 1001 * (1 + 200 + 1000 + 4096 + 16384));
+    assert_int_equal(s.refused_total, 0);
+    lds_pool_free(pool);
+}
+
+/* Above 16 KiB the rent is the call; the return stays inline. Mixed with the library's own
+ * functions in both directions. */
+static void test_inline_mixed_and_large(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF);
+    lds_lease l;
+    assert_int_equal(lds_pool_rent(pool, 1 << 20, &l), LDS_OK);
+    assert_int_equal(lds_pool_return_inline(pool, &l, 0), LDS_OK);
+    g_calls = 0;
+    assert_int_equal(lds_pool_rent_inline(pool, 1 << 20, &l), LDS_OK);
+    assert_int_equal(g_calls, 1);
+    assert_int_equal(lds_pool_return_inline(pool, &l, 0), LDS_OK);
+    assert_int_equal(g_calls, inline_on ? 1 : 2);
+    assert_int_equal(lds_pool_rent_inline(pool, 100, &l), LDS_OK);
+    assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    assert_int_equal(lds_pool_rent(pool, 100, &l), LDS_OK);
+    assert_int_equal(lds_pool_return_inline(pool, &l, 0), LDS_OK);
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.rents, 4);
+    assert_int_equal(s.returns, 4);
+    lds_pool_free(pool);
+}
+
+/* Every misuse the library refuses is refused through the inline return, by the same cause,
+ * and the lease it concerns is still the caller's to return. */
+static void test_inline_refusals(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF);
+    lds_pool *other = make_pool(LDS_POOL_CHECK_OFF);
+    lds_lease l, copy, bad, foreign;
+    /* warm both, so that the checks below are the inline path's */
+    assert_int_equal(lds_pool_rent_inline(pool, 500, &l), LDS_OK);
+    assert_int_equal(lds_pool_return_inline(pool, &l, 0), LDS_OK);
+
+    /* double return: the second finds its lease zeroed */
+    assert_int_equal(lds_pool_rent_inline(pool, 500, &l), LDS_OK);
+    copy = l;
+    assert_int_equal(lds_pool_return_inline(pool, &l, 0), LDS_OK);
+    assert_int_equal(lds_pool_return_inline(pool, &l, 0), LDS_E_POOL_REFUSED);
+    assert_int_equal(stats_of(pool).refused[LDS_POOL_REFUSED_STALE], 1);
+    /* a stale copy, while the same buffer is leased again under a new generation */
+    assert_int_equal(lds_pool_rent_inline(pool, 500, &l), LDS_OK);
+    assert_ptr_equal(l.ptr, copy.ptr);
+    assert_int_equal(lds_pool_return_inline(pool, &copy, 0), LDS_E_POOL_REFUSED);
+    assert_int_equal(stats_of(pool).refused[LDS_POOL_REFUSED_STALE], 2);
+    /* wrong length, wrong capacity, wrong pointer */
+    bad = l;
+    bad.length += 1;
+    assert_int_equal(lds_pool_return_inline(pool, &bad, 0), LDS_E_POOL_REFUSED);
+    bad = l;
+    bad.capacity -= 64;
+    assert_int_equal(lds_pool_return_inline(pool, &bad, 0), LDS_E_POOL_REFUSED);
+    assert_int_equal(stats_of(pool).refused[LDS_POOL_REFUSED_SIZE], 2);
+    bad = l;
+    bad.ptr = (char *)bad.ptr + 64;
+    assert_int_equal(lds_pool_return_inline(pool, &bad, 0), LDS_E_POOL_REFUSED);
+    assert_int_equal(stats_of(pool).refused[LDS_POOL_REFUSED_POINTER], 1);
+    /* the word of a cached slot (an even generation) with the pointer and sizes of its last
+     * lease: every other field matches (a cached slot names this cache), so only the
+     * generation's parity refuses it; taken, it would hand the buffer out twice */
+    lds_lease spare, again;
+    assert_int_equal(lds_pool_rent_inline(pool, 500, &spare), LDS_OK);
+    bad = spare;
+    bad.handle += LDS__V1_GEN_STEP;
+    assert_int_equal(lds_pool_return_inline(pool, &spare, 0), LDS_OK);
+    assert_int_equal(lds_pool_return_inline(pool, &bad, 0), LDS_E_POOL_REFUSED);
+    assert_int_equal(stats_of(pool).refused[LDS_POOL_REFUSED_UNKNOWN], 1);
+    assert_int_equal(lds_pool_rent_inline(pool, 500, &spare), LDS_OK);
+    assert_int_equal(lds_pool_rent_inline(pool, 500, &again), LDS_OK);
+    assert_ptr_not_equal(spare.ptr, again.ptr); /* the cached buffer went out once */
+    assert_ptr_not_equal(spare.ptr, l.ptr);
+    assert_ptr_not_equal(again.ptr, l.ptr);
+    assert_int_equal(lds_pool_return_inline(pool, &again, 0), LDS_OK);
+    assert_int_equal(lds_pool_return_inline(pool, &spare, 0), LDS_OK);
+    /* a later generation */
+    bad = l;
+    bad.handle += 2 * LDS__V1_GEN_STEP;
+    assert_int_equal(lds_pool_return_inline(pool, &bad, 0), LDS_E_POOL_REFUSED);
+    assert_int_equal(stats_of(pool).refused[LDS_POOL_REFUSED_STALE], 3);
+    /* another pool's lease */
+    assert_int_equal(lds_pool_rent_inline(other, 500, &foreign), LDS_OK);
+    bad = foreign;
+    assert_int_equal(lds_pool_return_inline(pool, &bad, 0), LDS_E_POOL_REFUSED);
+    assert_int_equal(stats_of(pool).refused_total, 8);
+    /* flags: LDS_RETURN_CLEAR is the call, and clears */
+    memset(l.ptr, 0x5a, l.capacity);
+    void *p = l.ptr;
+    size_t cap = l.capacity;
+    assert_int_equal(lds_pool_return_inline(pool, &l, LDS_RETURN_CLEAR), LDS_OK);
+    assert_int_equal(lds_pool_rent_inline(pool, 500, &l), LDS_OK);
+    assert_ptr_equal(l.ptr, p);
+    for (size_t i = 0; i < cap; i++)
+        assert_int_equal(((unsigned char *)l.ptr)[i], 0);
+    assert_int_equal(lds_pool_return_inline(pool, &l, 0), LDS_OK);
+    assert_int_equal(lds_pool_return_inline(other, &foreign, 0), LDS_OK);
+    /* NULL arguments are the library's errors */
+    assert_int_equal(lds_pool_rent_inline(pool, 10, NULL), LDS_E_INVALID_ARG);
+    assert_int_equal(lds_pool_return_inline(pool, NULL, 0), LDS_E_INVALID_ARG);
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.leases_current, 0);
+    assert_int_equal(s.rents, s.returns);
+    lds_pool_free(pool);
+    lds_pool_free(other);
+}
+
+typedef struct xret {
+    lds_pool *pool;
+    lds_lease lease;
+    lds_status got;
+} xret;
+
+static void *return_elsewhere(void *arg)
+{
+    xret *x = arg;
+    x->got = lds_pool_return_inline(x->pool, &x->lease, 0);
+    return NULL;
+}
+
+/* A lease returned inline on another thread is claimed there and ended by its owner; the
+ * owner's own return of it afterwards is refused. */
+static void test_inline_cross_thread(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF);
+    xret x = {.pool = pool};
+    assert_int_equal(lds_pool_rent_inline(pool, 4096, &x.lease), LDS_OK);
+    assert_int_equal(lds_pool_return_inline(pool, &x.lease, 0), LDS_OK);
+    assert_int_equal(lds_pool_rent_inline(pool, 4096, &x.lease), LDS_OK);
+    lds_lease mine = x.lease;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, return_elsewhere, &x), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(x.got, LDS_OK);
+    assert_int_equal(lds_pool_return_inline(pool, &mine, 0), LDS_E_POOL_REFUSED);
+    /* the next rent here collects the claimed return and serves the same buffer */
+    lds_lease again;
+    assert_int_equal(lds_pool_rent_inline(pool, 4096, &again), LDS_OK);
+    assert_ptr_equal(again.ptr, mine.ptr);
+    assert_int_equal(lds_pool_return_inline(pool, &again, 0), LDS_OK);
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.rents, 3);
+    assert_int_equal(s.returns, 3);
+    assert_int_equal(s.refused[LDS_POOL_REFUSED_STALE], 1);
+    lds_pool_free(pool);
+}
+
+/* A checked mode, a trim and a full cache each send the inline functions to the call. */
+static void test_inline_falls_back(void **state)
+{
+    (void)state;
+    lds_pool *canary = make_pool(LDS_POOL_CHECK_CANARY);
+    lds_lease l;
+    assert_int_equal(lds_pool_rent_inline(canary, 256, &l), LDS_OK);
+    assert_int_equal(lds_pool_return_inline(canary, &l, 0), LDS_OK);
+    g_calls = 0;
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(lds_pool_rent_inline(canary, 256, &l), LDS_OK);
+        ((char *)l.ptr)[0] = 1;
+        assert_int_equal(lds_pool_return_inline(canary, &l, 0), LDS_OK);
+    }
+    assert_int_equal(g_calls, 20);
+    assert_int_equal(stats_of(canary).canary_failures, 0);
+    lds_pool_free(canary);
+
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF);
+    assert_int_equal(lds_pool_rent_inline(pool, 256, &l), LDS_OK);
+    assert_int_equal(lds_pool_return_inline(pool, &l, 0), LDS_OK);
+    assert_int_equal(lds_pool_trim(pool, LDS_POOL_TRIM_ALL, NULL), LDS_OK);
+    g_calls = 0;
+    assert_int_equal(lds_pool_rent_inline(pool, 256, &l), LDS_OK); /* the trim: a call */
+    assert_int_equal(g_calls, 1);
+    assert_int_equal(lds_pool_return_inline(pool, &l, 0), LDS_OK);
+    assert_int_equal(lds_pool_rent_inline(pool, 256, &l), LDS_OK);
+    assert_int_equal(lds_pool_return_inline(pool, &l, 0), LDS_OK);
+    assert_int_equal(g_calls, inline_on ? 1 : 4);
+
+    /* more leases of one class than a thread cache keeps: the returns past its row go to
+     * the shared stacks through the call */
+    enum { N = 40 };
+    lds_lease ls[N];
+    for (int i = 0; i < N; i++)
+        assert_int_equal(lds_pool_rent_inline(pool, 256, &ls[i]), LDS_OK);
+    g_calls = 0;
+    for (int i = 0; i < N; i++)
+        assert_int_equal(lds_pool_return_inline(pool, &ls[i], 0), LDS_OK);
+    if (inline_on)
+        assert_true(g_calls > 0 && g_calls < (unsigned long)N);
+    else
+        assert_int_equal(g_calls, N);
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.leases_current, 0);
+    assert_int_equal(s.rents, s.returns);
+    assert_int_equal(s.buffers_retained, N);
+    lds_pool_free(pool);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_inline_warm_pair),   cmocka_unit_test(test_inline_mixed_and_large),
+        cmocka_unit_test(test_inline_refusals),    cmocka_unit_test(test_inline_cross_thread),
+        cmocka_unit_test(test_inline_falls_back),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
