@@ -4,6 +4,7 @@
 #include "bench.h"
 
 #include "lodestar.h"
+#include "lodestar_pool_inline.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@ typedef struct rr_ctx {
 } rr_ctx;
 
 #define MAX_OTHERS 8
+#define FIRST_OTHER 4 /* pool, malloc, scoped, inline, then the other pools */
 
 static int run_pool(void *p, uint64_t ops, uint64_t *elapsed)
 {
@@ -34,6 +36,48 @@ static int run_pool(void *p, uint64_t ops, uint64_t *elapsed)
         }
     }
     return 0;
+}
+
+/* The same pair through lodestar_pool_inline.h: the warm path in this loop, no call. */
+static int run_inline(void *p, uint64_t ops, uint64_t *elapsed)
+{
+    rr_ctx *c = p;
+    (void)elapsed;
+    for (uint64_t i = 0; i < ops; i++) {
+        lds_lease lease;
+        if (lds_pool_rent_inline(c->pool, c->size, &lease) != LDS_OK) {
+            fprintf(stderr, "rent-return: inline rent of %zu bytes failed\n", c->size);
+            return -1;
+        }
+        bench_escape(lease.ptr);
+        if (lds_pool_return_inline(c->pool, &lease, 0) != LDS_OK) {
+            fprintf(stderr, "rent-return: inline return refused\n");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of the per-round ratios a/b of two rows (the rounds alternate, so sample i of
+ * each ran in the same minute: this cancels what drifts between rounds). */
+static double round_ratio(const bench_row *a, const bench_row *b)
+{
+    double r[256];
+    size_t n = bench_row_count(a) < bench_row_count(b) ? bench_row_count(a) : bench_row_count(b);
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < 256; i++)
+        if (bench_row_at(b, i) > 0)
+            r[k++] = bench_row_at(a, i) / bench_row_at(b, i);
+    if (k == 0)
+        return 0;
+    qsort(r, k, sizeof r[0], cmp_double);
+    return k % 2 ? r[k / 2] : (r[k / 2 - 1] + r[k / 2]) / 2;
 }
 
 /* The same pair through LDS_SCOPED_LEASE: the return is the scope's cleanup. */
@@ -215,21 +259,28 @@ int bench_rent_return(const bench_opts *o)
         return -1;
     }
     bench_param(rep, "pool", "private pool, default options (thread cache on)");
-    bench_param(rep, "target", "<= 5 ns per warm rent+return pair, generation checks on");
+    bench_param(rep, "target",
+                "per-round rent+return / malloc+free <= 0.6 under glibc, <= 1.0 under mimalloc "
+                "and others (issue 14), generation checks on");
     /* pool median / other median per size, for the note after the table */
     double ratio[MAX_OTHERS][BENCH_MAX_SIZES] = {{0}};
     bench_table(rep, "warm rent+return per size class vs malloc/free of the same size, one thread",
                 true);
 
     int rc = 0;
-    size_t missed = 0;
-    double worst = 0;
+    /* Issue 14's targets, by the malloc this process runs: at most 0.6x glibc's malloc+free
+     * and at most 1.0x mimalloc's (others: 1.0). */
+    const char *alloc = bench_allocator_name();
+    double target = strcmp(alloc, "glibc") == 0 ? 0.6 : 1.0;
+    const char *target_for = strcmp(alloc, "glibc") == 0 ? "glibc" : alloc;
+    double per_round[2][BENCH_MAX_SIZES] = {{0}};
+    size_t missed[2] = {0, 0};
     for (size_t s = 0; s < n && rc == 0; s++) {
         rr_ctx ctx = {pool, sizes[s], NULL};
         rr_ctx octx[MAX_OTHERS];
         char name[64], size_s[32];
         bench_fmt_bytes((double)sizes[s], size_s, sizeof size_s);
-        bench_alt alts[3 + MAX_OTHERS];
+        bench_alt alts[FIRST_OTHER + MAX_OTHERS];
         snprintf(name, sizeof name, "rent+return %s", size_s);
         alts[0] = (bench_alt){.name = "pool",
                               .scale = BENCH_NS_PER_OP,
@@ -254,10 +305,18 @@ int bench_rent_return(const bench_opts *o)
                               .ctx = &ctx,
                               .ops = ops_for(o, sizes[s]),
                               .row = bench_row_new(rep, name, "ns/pair")};
+        snprintf(name, sizeof name, "inline rent+return %s", size_s);
+        alts[3] = (bench_alt){.name = "inline",
+                              .scale = BENCH_NS_PER_OP,
+                              .unit = "ns/pair",
+                              .run = run_inline,
+                              .ctx = &ctx,
+                              .ops = ops_for(o, sizes[s]),
+                              .row = bench_row_new(rep, name, "ns/pair")};
         for (int k = 0; k < n_others; k++) {
             octx[k] = (rr_ctx){pool, sizes[s], others[k]};
             snprintf(name, sizeof name, "%s %s", bench_other_label(others[k]), size_s);
-            alts[3 + k] = (bench_alt){.name = bench_other_label(others[k]),
+            alts[FIRST_OTHER + k] = (bench_alt){.name = bench_other_label(others[k]),
                                       .scale = BENCH_NS_PER_OP,
                                       .unit = "ns/pair",
                                       .run = run_other,
@@ -265,7 +324,7 @@ int bench_rent_return(const bench_opts *o)
                                       .ops = ops_for(o, sizes[s]),
                                       .row = bench_row_new(rep, name, "ns/pair")};
         }
-        size_t n_alts = 3 + (size_t)n_others;
+        size_t n_alts = FIRST_OTHER + (size_t)n_others;
         lds_pool_stats before, after;
         lds_pool_stats_init(&before);
         lds_pool_stats_init(&after);
@@ -291,17 +350,32 @@ int bench_rent_return(const bench_opts *o)
             bench_row_set(alts[k].row, "allocation", "requested", BENCH_BYTES, (double)sizes[s]);
             bench_row_set(alts[k].row, "pool", "vs_malloc", BENCH_RATIO,
                           bench_row_median(alts[1].row) / bench_row_median(alts[k].row));
-            ratio[k - 3][s] = bench_row_median(alts[0].row) / bench_row_median(alts[k].row);
+            if (k >= FIRST_OTHER)
+                ratio[k - FIRST_OTHER][s] =
+                    bench_row_median(alts[0].row) / bench_row_median(alts[k].row);
         }
-        double med = bench_row_median(alts[0].row);
-        if (med > worst)
-            worst = med;
-        if (med > 5.0)
-            missed++;
+        per_round[0][s] = round_ratio(alts[0].row, alts[1].row);
+        per_round[1][s] = round_ratio(alts[3].row, alts[1].row);
+        for (int k = 0; k < 2; k++)
+            if (per_round[k][s] > target)
+                missed[k]++;
     }
     if (rc == 0) {
-        bench_note(rep, "%zu of %zu size classes meet the 5 ns target (worst median %.2f ns)",
-                   n - missed, n, worst);
+        for (int k = 0; k < 2; k++) {
+            char line[1024];
+            size_t len = 0;
+            for (size_t s = 0; s < n && len < sizeof line; s++) {
+                char size_s[32];
+                bench_fmt_bytes((double)sizes[s], size_s, sizeof size_s);
+                len += (size_t)snprintf(line + len, sizeof line - len, "%s%s %.2f", s ? ", " : "",
+                                        size_s, per_round[k][s]);
+            }
+            bench_note(rep,
+                       "%s / malloc+free, median of the per-round ratios: %s; %zu of %zu sizes "
+                       "at most %.1f (the target under %s)",
+                       k ? "inline rent+return" : "rent+return", line, n - missed[k], n, target,
+                       target_for);
+        }
         bench_note(rep, "vs malloc = malloc+free median / rent+return median (above 1: the pool "
                         "is faster); scoped rent = the same pair with LDS_SCOPED_LEASE returning "
                         "at the end of the scope");
