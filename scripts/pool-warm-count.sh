@@ -10,7 +10,9 @@
 # valgrind --tool=callgrind, for N = 1,000 and 101,000; a call's count is the difference of
 # the two runs' totals for that function / 100,000, so set-up and the first (cold) pairs drop
 # out. Prints, per size: instructions per rent, per return, per loop iteration (pair plus the
-# driver's loop), and the lock-prefixed instructions in the two functions (objdump -d).
+# driver's loop), the same loop's iteration through lodestar_pool_inline.h (the pair inline
+# in the driver, no call when warm), and the lock-prefixed instructions in the two functions
+# (objdump -d).
 # Exit 77 (meson's "skipped") when valgrind, callgrind_annotate, objdump or cc is missing
 # (scripts/deps.sh valgrind binutils). -h or --help prints this.
 set -euo pipefail
@@ -53,8 +55,12 @@ int main(int argc, char **argv)
     return 0;
 }
 C
-cc -O2 -I"$here/../include" -o "$work/pair" "$work/pair.c" "$build/pool/liblds_pool.a" \
-    "$build/common/liblds_common.a" -lpthread
+sed -e 's/"lodestar_pool.h"/"lodestar_pool_inline.h"/' -e 's/lds_pool_rent(/lds_pool_rent_inline(/' \
+    -e 's/lds_pool_return(/lds_pool_return_inline(/' "$work/pair.c" >"$work/pair_inline.c"
+for d in pair pair_inline; do
+    cc -O2 -I"$here/../include" -o "$work/$d" "$work/$d.c" "$build/pool/liblds_pool.a" \
+        "$build/common/liblds_common.a" -lpthread
+done
 ir() { # FILE FUNCTION: the function's own Ir (TOTAL: the program's), from lines such as
     # "7,473,934 (40.75%)  ???:lds_pool_rent [/path/pair]"
     callgrind_annotate "$1" 2>/dev/null |
@@ -63,17 +69,19 @@ ir() { # FILE FUNCTION: the function's own Ir (TOTAL: the program's), from lines
 }
 locks=$(objdump -d --no-show-raw-insn "$work/pair" |
     awk '/<lds_pool_(rent|return)>:/ { on = 1; next } /^$/ { on = 0 } on && /\tlock /' | wc -l)
-printf '%-10s %6s %7s %9s %7s\n' size rent return iteration locked
+printf '%-10s %6s %7s %9s %9s %7s\n' size rent return iteration inline locked
 for s in "${sizes[@]}"; do
-    for n in 1000 101000; do
-        valgrind --tool=callgrind --callgrind-out-file="$work/cg.$n" "$work/pair" "$s" "$n" \
-            2>/dev/null
+    for d in pair pair_inline; do
+        for n in 1000 101000; do
+            valgrind --tool=callgrind --callgrind-out-file="$work/cg.$d.$n" "$work/$d" "$s" "$n" \
+                2>/dev/null
+        done
     done
     row=()
-    for f in lds_pool_rent lds_pool_return TOTAL; do
-        a=$(ir "$work/cg.1000" "$f")
-        b=$(ir "$work/cg.101000" "$f")
+    for f in pair:lds_pool_rent pair:lds_pool_return pair:TOTAL pair_inline:TOTAL; do
+        a=$(ir "$work/cg.${f%%:*}.1000" "${f#*:}")
+        b=$(ir "$work/cg.${f%%:*}.101000" "${f#*:}")
         row+=("$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", (b - a) / 100000 }')")
     done
-    printf '%-10s %6s %7s %9s %7s\n' "$s" "${row[0]}" "${row[1]}" "${row[2]}" "$locks"
+    printf '%-10s %6s %7s %9s %9s %7s\n' "$s" "${row[0]}" "${row[1]}" "${row[2]}" "${row[3]}" "$locks"
 done
