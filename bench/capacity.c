@@ -3,7 +3,9 @@
  * For C retained buffers (--counts; default seed 003's points 32, 256, 4,096 and 65,536) of
  * one size class: warm rent+return, renting C buffers from an empty pool, draining then
  * refilling C buffers per operation, and drain + refill as one pass over the whole capacity
- * (rent all C, then return all C, timed together, as seed 003 reports it), each beside malloc.
+ * (rent all C, then return all C, timed together, as seed 003 reports it), each beside malloc;
+ * and the cost of a statistics snapshot (lds_pool_get_stats) with C buffers in the pool, which
+ * walks every slot (docs/adr/0025).
  */
 #include "bench.h"
 
@@ -22,6 +24,22 @@ typedef struct cap_ctx {
     lds_lease *leases;
     void **ptrs;
 } cap_ctx;
+
+static int run_stats(void *p, uint64_t ops, uint64_t *elapsed)
+{
+    cap_ctx *c = p;
+    (void)elapsed;
+    for (uint64_t i = 0; i < ops; i++) {
+        lds_pool_stats st;
+        lds_pool_stats_init(&st);
+        if (lds_pool_get_stats(c->pool, &st) != LDS_OK || st.buffers_retained != c->count) {
+            fprintf(stderr, "capacity: statistics snapshot failed or counted %llu of %zu\n",
+                    (unsigned long long)st.buffers_retained, c->count);
+            return -1;
+        }
+    }
+    return 0;
+}
 
 static int rent_all(lds_pool *pool, lds_lease *leases, size_t n)
 {
@@ -191,7 +209,7 @@ int bench_capacity(const bench_opts *o)
 
         snprintf(buf, sizeof buf, "%zu retained buffers of %zu B", c.count, BUF_SIZE);
         bench_table(rep, buf, true);
-        enum { N_ALTS = 7 };
+        enum { N_ALTS = 8 };
         bench_alt alts[N_ALTS];
         const char *names[N_ALTS] = {"warm rent+return",
                                      "rent from an empty pool",
@@ -199,11 +217,13 @@ int bench_capacity(const bench_opts *o)
                                      "refill (return all)",
                                      "malloc (baseline for rent from empty)",
                                      "drain and refill (one pass over the capacity)",
-                                     "malloc and free all (baseline for the pass)"};
+                                     "malloc and free all (baseline for the pass)",
+                                     "statistics snapshot (lds_pool_get_stats)"};
         int (*fns[N_ALTS])(void *, uint64_t, uint64_t *) = {
-            run_warm, run_empty, run_drain, run_refill, run_malloc, run_pass, run_malloc_pass};
+            run_warm, run_empty, run_drain, run_refill, run_malloc, run_pass, run_malloc_pass,
+            run_stats};
         const char *units[N_ALTS] = {"ns/pair",   "ns/rent", "ns/rent", "ns/return",
-                                     "ns/malloc", "us/pass", "us/pass"};
+                                     "ns/malloc", "us/pass", "us/pass", "us/snapshot"};
         for (int k = 0; k < N_ALTS; k++)
             alts[k] = (bench_alt){.name = names[k],
                                   .scale = k >= 5 ? BENCH_US : BENCH_NS_PER_OP,
@@ -211,6 +231,7 @@ int bench_capacity(const bench_opts *o)
                                   .run = fns[k],
                                   .ctx = &c,
                                   .ops = k == 0   ? (o->dry ? 1000 : 200000)
+                                         : k == 7 ? 20
                                          : k >= 5 ? 1
                                                   : c.count,
                                   .row = bench_row_new(rep, names[k], units[k])};
@@ -229,7 +250,8 @@ int bench_capacity(const bench_opts *o)
             bench_row_set(alts[0].row, "pool", "misses", BENCH_COUNT, (double)misses);
             bench_row_set(alts[0].row, "pool", "drops", BENCH_COUNT, (double)st.drops);
             for (int k = 5; k < N_ALTS; k++)
-                bench_row_set(alts[k].row, "pass", "ns_per_buffer", BENCH_NUM,
+                bench_row_set(alts[k].row, k == 7 ? "snapshot" : "pass", "ns_per_buffer",
+                              BENCH_NUM,
                               bench_row_median(alts[k].row) * 1e3 / (double)c.count);
             bench_row_set(alts[5].row, "pass", "vs_malloc", BENCH_RATIO,
                           bench_row_median(alts[6].row) / bench_row_median(alts[5].row));
