@@ -18,7 +18,8 @@ usage: bench/pool_builds.py [--build NAME=DIR ...] [--allocator LIST] [--process
   --dry             one process, sizes 64 and 4K, 3 rounds
   --json FILE       the summary rows (name, unit, median, min, max, page_faults) as JSON
 
-Per size, allocator and build it prints: the pool's per-process median (min over processes,
+Per size, allocator and build (and "NAME inline", the pair through lodestar_pool_inline.h,
+where the build's rent-return has it) it prints: the pool's per-process median (min over processes,
 median over processes), the same for malloc+free, and the per-round ratio pool/malloc: the
 median over processes of each process's median ratio, with the processes' [min, max]. The
 issue-14 targets are a ratio of at most 0.6 under glibc and at most 1.0 under mimalloc.
@@ -104,12 +105,20 @@ def run_one(bench, env_add, size, iterations):
     pairs = {}
     for r in rows:
         name = r["name"]
-        for kind in ("rent+return ", "malloc+free "):
+        for kind in ("rent+return ", "malloc+free ", "inline rent+return "):
             if name.startswith(kind):
                 label = name[len(kind):]
                 pairs.setdefault(label, {})[kind.strip()] = r["samples"]
-    return {k: (v["rent+return"], v["malloc+free"]) for k, v in pairs.items()
-            if "rent+return" in v and "malloc+free" in v}
+    # {size: {"call": (pool, malloc), "inline": (pool, malloc)}}; a build without
+    # lodestar_pool_inline.h has no inline row
+    got = {}
+    for k, v in pairs.items():
+        if "malloc+free" not in v:
+            continue
+        for kind, key in (("rent+return", "call"), ("inline rent+return", "inline")):
+            if kind in v:
+                got.setdefault(k, {})[key] = (v[kind], v["malloc+free"])
+    return got
 
 
 def main(argv):
@@ -138,35 +147,39 @@ def main(argv):
     # results[(alloc, build)][size] = list over processes of (pool med, malloc med, ratio med)
     results = {}
     order = []
+    labels = []  # each build, and "NAME inline" where its bench has the inline pair
     for p in range(opts["processes"]):
         for alloc, env_add in envs:
             for name, d in opts["builds"]:
                 got = run_one(os.path.join(d, "bench", "lodestar-bench"), env_add, opts["size"],
                               opts["iterations"])
-                key = (alloc, name)
-                for size, (pool, mal) in got.items():
+                for size, kinds in got.items():
                     if size not in order:
                         order.append(size)
-                    ratios = [a / b for a, b in zip(pool, mal) if b > 0]
-                    results.setdefault(key, {}).setdefault(size, []).append(
-                        (statistics.median(pool), statistics.median(mal),
-                         statistics.median(ratios)))
+                    for kind, (pool, mal) in kinds.items():
+                        label = name if kind == "call" else name + " inline"
+                        if label not in labels:
+                            labels.append(label)
+                        ratios = [a / b for a, b in zip(pool, mal) if b > 0]
+                        results.setdefault((alloc, label), {}).setdefault(size, []).append(
+                            (statistics.median(pool), statistics.median(mal),
+                             statistics.median(ratios)))
     print("load average at end: %s" % benchlib.loadavg())
     print()
-    print("%-7s %-9s %-6s | pool ns/pair min  med | malloc ns/pair min  med | "
+    print("%-7s %-9s %-10s | pool ns/pair min  med | malloc ns/pair min  med | "
           "pool/malloc per round: median over processes [min, max]  n" % ("size", "malloc",
                                                                           "build"))
     summary = []
     for size in order:
         for alloc, _ in envs:
-            for name, _ in opts["builds"]:
+            for name in labels:
                 rows = results.get((alloc, name), {}).get(size, [])
                 if not rows:
                     continue
                 pool = [r[0] for r in rows]
                 mal = [r[1] for r in rows]
                 rat = [r[2] for r in rows]
-                print("%-7s %-9s %-6s |           %6.2f %6.2f |             %6.2f %6.2f | "
+                print("%-7s %-9s %-10s |           %6.2f %6.2f |             %6.2f %6.2f | "
                       "%.2f [%.2f, %.2f]  n=%d" % (size, alloc, name, min(pool),
                                                    statistics.median(pool), min(mal),
                                                    statistics.median(mal),
