@@ -350,16 +350,17 @@ typedef struct lds_pool_stats {
     uint64_t leases_current;          /* current: leases out */
     uint64_t bytes_leased;            /* current: capacity bytes out on lease */
     uint64_t bytes_leased_peak;       /* an upper bound of the high-water of bytes_leased: the
-                                         sum over thread caches of each one's high-water of
-                                         the bytes it held, out on lease or kept in it. Never
-                                         below the true peak; above it by at most what the
-                                         thread caches kept beside their leases at their own
-                                         high-waters (at most thread_cache_bytes per class
-                                         used, per thread); exact when one thread rents and
-                                         its cache is empty at the peak (a burst of leases
-                                         from a cold or trimmed pool). Kept on the slow paths
-                                         only: a warm rent or return moves a buffer between a
-                                         cache and its leases (docs/adr/0025). */
+                                         sum over thread caches of each one's own high-water
+                                         of the bytes it held, out on lease or kept in it
+                                         (high-waters of different moments). Never below the
+                                         true peak; at most (threads that rented) x the true
+                                         peak, plus what each cache kept beside its leases at
+                                         its own high-water (at most thread_cache_bytes per
+                                         class it used). Exact when one thread rents and its
+                                         cache holds nothing else at the peak (a burst of
+                                         leases from a cold or trimmed pool). Kept on the slow
+                                         paths only: a warm rent or return moves a buffer
+                                         between a cache and its leases (docs/adr/0025). */
     uint64_t bytes_retained;          /* current: bytes cached for reuse, all threads */
     uint64_t buffers_retained;        /* current: buffers cached for reuse */
     uint64_t bytes_resident_estimate; /* current: upper bound of resident bytes held by the

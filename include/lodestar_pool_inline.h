@@ -27,7 +27,8 @@
  *
  * Requires GCC or Clang on x86-64 or AArch64 (the __atomic builtins and the initial-exec
  * TLS model); elsewhere, or with LDS_POOL_NO_INLINE defined, both functions are plain calls
- * of lds_pool_rent and lds_pool_return. C only (C++ may call lds_pool_rent directly).
+ * of lds_pool_rent and lds_pool_return. C11 or later (it declares a _Thread_local); C only
+ * (from C++ the header compiles to the plain calls).
  */
 #ifndef LODESTAR_POOL_INLINE_H
 #define LODESTAR_POOL_INLINE_H
@@ -143,7 +144,7 @@ static inline lds_status lds_pool_rent_inline(lds_pool *pool, size_t min_bytes, 
         __atomic_store_n(&s->word, w, __ATOMIC_RELEASE);
         out->ptr = ptr;
         out->length = min_bytes;
-        out->capacity = s->cap;
+        out->capacity = __atomic_load_n(&s->cap, __ATOMIC_RELAXED);
         out->handle = w;
         return LDS_OK;
     }
@@ -177,7 +178,7 @@ static inline lds_status lds_pool_return_inline(lds_pool *pool, lds_lease *lease
                                  __atomic_load_n(&s->owner, __ATOMIC_RELAXED) != (void *)tc ||
                                  __atomic_load_n(&s->ptr, __ATOMIC_RELAXED) !=
                                      (uintptr_t)lease->ptr ||
-                                 s->cap != lease->capacity ||
+                                 __atomic_load_n(&s->cap, __ATOMIC_RELAXED) != lease->capacity ||
                                  __atomic_load_n(&s->length, __ATOMIC_RELAXED) != lease->length ||
                                  __atomic_load_n(&s->remote, __ATOMIC_RELAXED) != 0,
                              0))

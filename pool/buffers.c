@@ -178,7 +178,7 @@ uint32_t lds__buffer_create(lds_pool *pool, uint32_t cls, int pooled)
         return LDS__POOL_NO_SLOT;
     }
     s->cls = (uint8_t)cls;
-    s->cap = cap;
+    atomic_store_explicit(&s->cap, cap, RLX);
     s->base = base;
     s->alloc_bytes = bytes;
     s->mapped = (uint8_t)mapped;

@@ -101,13 +101,14 @@ uint32_t lds__quarantine_push(lds_pool *pool, uint32_t idx)
     uint32_t out = LDS__POOL_NO_SLOT;
     uint32_t qn = pool->opts.guard_quarantine;
     pthread_mutex_lock(&pool->guard_lock);
-    if (pool->q_count == qn) {
+    uint32_t qc = atomic_load_explicit(&pool->q_count, RLX); /* written under guard_lock */
+    if (qc == qn) {
         out = pool->quarantine[pool->q_head];
         pool->q_head = (pool->q_head + 1) % qn;
-        pool->q_count--;
+        qc--;
     }
-    pool->quarantine[(pool->q_head + pool->q_count) % qn] = idx;
-    pool->q_count++;
+    pool->quarantine[(pool->q_head + qc) % qn] = idx;
+    atomic_store_explicit(&pool->q_count, qc + 1, RLX);
     lds__count(&pool->q_bytes, cap);
     if (out != LDS__POOL_NO_SLOT)
         atomic_fetch_sub_explicit(&pool->q_bytes, lds__class_capacity(lds__slot_at(pool, out)->cls),
@@ -133,10 +134,11 @@ void lds__quarantine_drain(lds_pool *pool, size_t *freed)
     for (;;) {
         uint32_t idx = LDS__POOL_NO_SLOT;
         pthread_mutex_lock(&pool->guard_lock);
-        if (pool->q_count > 0) {
+        uint32_t qc = atomic_load_explicit(&pool->q_count, RLX);
+        if (qc > 0) {
             idx = pool->quarantine[pool->q_head];
             pool->q_head = (pool->q_head + 1) % pool->opts.guard_quarantine;
-            pool->q_count--;
+            atomic_store_explicit(&pool->q_count, qc - 1, RLX);
             atomic_fetch_sub_explicit(&pool->q_bytes,
                                       lds__class_capacity(lds__slot_at(pool, idx)->cls), RLX);
         }

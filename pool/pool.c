@@ -57,7 +57,7 @@ static inline void lease_out_owned(lds__slot *s, void *p, size_t len, lds_lease 
     atomic_store_explicit(&s->word, w, memory_order_release);
     out->ptr = p;
     out->length = len;
-    out->capacity = s->cap;
+    out->capacity = atomic_load_explicit(&s->cap, RLX);
     out->handle = w;
 }
 
@@ -156,7 +156,7 @@ lds_status lds_pool_rent(lds_pool *pool, size_t min_bytes, lds_lease *out)
     lds__slot *s = tc->items[cls][n - 1];
     atomic_store_explicit(&tc->n[cls], (uint8_t)(n - 1), RLX);
     void *p = (void *)atomic_load_explicit(&s->ptr, RLX);
-    lds__asan_unpoison(p, s->cap);
+    lds__asan_unpoison(p, atomic_load_explicit(&s->cap, RLX));
     /* The one counter of the warm path; the rent itself is counted by the generation. */
     lds__tally_add(&tc->requested, min_bytes);
     lease_out_owned(s, p, min_bytes, out);
@@ -171,7 +171,7 @@ __attribute__((noinline)) lds_status lds__recycle(lds_pool *pool, lds__tcache *h
                                                   lds__tcache *tc, lds__slot *s, unsigned flags)
 {
     uint32_t idx = lds__slot_idx(s), cls = s->cls;
-    size_t cap = s->cap;
+    size_t cap = atomic_load_explicit(&s->cap, RLX);
     char *p = (char *)atomic_load_explicit(&s->ptr, RLX);
     lds_pool_check mode = pool->opts.check;
     uint8_t n = tc ? atomic_load_explicit(&tc->n[cls], RLX) : 0;
@@ -232,7 +232,7 @@ __attribute__((noinline, cold)) static lds_status return_full(lds_pool *pool, ld
         return lds__refuse(pool, LDS_POOL_REFUSED_STALE);
     if (atomic_load_explicit(&s->ptr, RLX) != (uintptr_t)lease->ptr || lease->ptr == NULL)
         return lds__refuse(pool, LDS_POOL_REFUSED_POINTER);
-    if (lease->capacity != s->cap || lease->length != atomic_load_explicit(&s->length, RLX))
+    if (lease->capacity != atomic_load_explicit(&s->cap, RLX) || lease->length != atomic_load_explicit(&s->length, RLX))
         return lds__refuse(pool, LDS_POOL_REFUSED_SIZE);
     /* Read after the word: the owner of lease h (lease_out stores it first). */
     lds__tcache *owner = atomic_load_explicit(&s->owner, RLX);
@@ -285,7 +285,7 @@ lds_status lds_pool_return(lds_pool *pool, lds_lease *lease, unsigned flags)
      * another cache's lease; a claimed return queued on the slot) is sorted out, and
      * refused by cause, on the full path. */
     void *p = lease->ptr;
-    size_t len = lease->length, cap = s->cap;
+    size_t len = lease->length, cap = atomic_load_explicit(&s->cap, RLX);
     if (UNLIKELY((h & LDS__POOL_GEN_STEP) == 0 ||
                  atomic_load_explicit(&s->word, memory_order_acquire) != h ||
                  atomic_load_explicit(&s->owner, RLX) != tc ||

@@ -2,11 +2,11 @@
  * pool_internal.h: the pool's private structures, shared by the files of pool/ only.
  *
  * Layout: every buffer the pool has allocated owns one *slot* (its allocation,
- * size class and generation). A slot's handle word is (generation << 22 | slot index),
- * and a lease's handle is the word while leased; the generation is odd while leased and
- * even while cached. The generation only grows: a slot whose generation reaches 2^41
- * (after 2^40 rent/return cycles) is retired, its buffer freed and the slot never used
- * again, so no handle word repeats in the life of a pool (docs/adr/0011).
+ * size class and generation). A slot's handle word is (generation << 30 | class << 22 |
+ * slot index), and a lease's handle is the word while leased; the generation is odd while
+ * leased and even while cached. The generation only grows: a slot whose generation reaches
+ * 2^33 (after 2^32 rent/return cycles) is retired, its buffer freed and the slot never used
+ * again, so no handle word repeats in the life of a pool (docs/adr/0011, docs/adr/0025).
  * Free buffers sit in a per-thread cache (slot pointers; no lock) or a per-class
  * shared stack (slot indices; one mutex per class).
  *
@@ -22,13 +22,16 @@
  * the pool, its list is collected under lds__g_lock by whoever pushes to it, and a new
  * thread adopts it.
  *
- * The warm pair (pool.c: lds_pool_rent, lds_pool_return) is a cache pop and a cache
- * push guarded by one comparison of stamps (LDS__POOL_STAMP_SLOW); statistics on it are
- * per-class counts in the thread's cache, summed when a snapshot is taken (stats.c). What
- * keeps it short (docs/adr/0021): the thread's cache pointer is never NULL (lds__tc_none),
- * small requests find their class in a table, counters are one add each, the first chunk
- * of slots is reached without a bounds check (lds_pool.chunk0), and a slot's tc_lim folds
- * the "pooled" and "cache full" tests.
+ * The warm pair (pool.c: lds_pool_rent, lds_pool_return; the same inline in
+ * lodestar_pool_inline.h, whose layout layout.c checks) is a cache pop and a cache push
+ * guarded by one comparison of stamps (LDS__POOL_STAMP_SLOW). It counts only the length
+ * rented: rents, returns and leases out are read off the slots' generations when a
+ * snapshot is taken (stats.c, docs/adr/0025). What keeps it short (docs/adr/0021, 0025):
+ * the thread's cache pointer is never NULL (lds__tc_none), small requests find their class
+ * in a table, the one counter is one add, a warm rent does not store the owner (a slot in
+ * a cache's items names that cache), the return finds its row from the handle's class
+ * bits, the first chunk of slots is reached without a bounds check (lds_pool.chunk0), and
+ * a slot's tc_lim folds the "pooled" and "cache full" tests.
  */
 #ifndef LDS_POOL_INTERNAL_H
 #define LDS_POOL_INTERNAL_H
@@ -85,13 +88,15 @@ struct lds__tcache;
 
 typedef struct lds__slot {
     /* First cache line: read on every warm rent and return. */
-    _Atomic uint64_t word; /* generation << 22 | index; generation odd: leased, even:
+    _Atomic uint64_t word; /* generation << 30 | class << 22 | index; generation odd: leased, even:
                               cached or unused; LDS__POOL_RETIRED set: retired. Written
                               only by the lease's owner (or the slow paths, while no
                               lease is out) */
     _Atomic uintptr_t ptr; /* the lease pointer; 0 when the slot holds no buffer */
     _Atomic size_t length; /* requested length of the current lease */
-    size_t cap;            /* capacity of the size class; fixed while the slot holds a buffer */
+    _Atomic size_t cap;    /* capacity of the size class; fixed while the slot holds a buffer
+                              (atomic: a stale return on another thread may read it while the
+                              slot takes a new buffer; every access is a relaxed load or store) */
     _Atomic(struct lds__tcache *) owner; /* the cache that rented the current lease */
     _Atomic uint64_t remote;             /* 0, or the handle (| LDS__POOL_CLAIM_CLEAR) of a claimed
                                             return from another thread: then the slot is on one
@@ -126,10 +131,8 @@ typedef struct lds__class {
 
 /* A thread's cache for one pool. Only the owning thread writes it (an abandoned cache's,
  * whoever holds lds__g_lock); statistics read the counters (relaxed atomics: plain moves
- * on x86). Rents and returns are counted per class in the cache that rented the lease
- * (a cross-thread return is tallied by the owner when it collects it), so a warm pair
- * bumps two counters per side and the byte figures are derived (bytes out = sum of
- * rents x class capacity). Allocated on its own cache lines. A cache lives as long as its
+ * on x86). The warm pair counts only `requested`; misses and what the cache holds are
+ * counted on the slow paths. Allocated on its own cache lines. A cache lives as long as its
  * pool: at its thread's exit it is abandoned (emptied, kept), then adopted by a new thread. */
 typedef struct lds__tcache {
     /* The warm path touches these: the stamp, `requested`, one class's `n` and items row.
@@ -201,7 +204,8 @@ struct lds_pool {
 
     pthread_mutex_t guard_lock; /* the guard-mode quarantine ring */
     uint32_t *quarantine;
-    uint32_t q_head, q_count;
+    uint32_t q_head;
+    _Atomic uint32_t q_count; /* under guard_lock; statistics read it without the lock */
     _Atomic uint64_t q_bytes;
 
     _Atomic uint64_t hits_shared, misses_cold, misses_exhausted, misses_oversize;
@@ -458,7 +462,7 @@ uint32_t lds__class_of(size_t min_bytes);
 void lds__pool_collect_mine(lds_pool *pool);
 
 /* Test hook: sets the generation of the slot named by `handle` (its index bits) to `gen`,
- * so a test can take a slot to the edge without 2^40 real cycles. The slot must exist and
+ * so a test can take a slot to the edge without 2^32 real cycles. The slot must exist and
  * not be leased or retired; `gen` must be even (cached) and below LDS__POOL_GEN_RETIRE.
  * LDS_OK, or LDS_E_INVALID_ARG. Not thread-safe (the caller owns the cached slot). */
 lds_status lds__pool_test_set_generation(lds_pool *pool, uint64_t handle, uint64_t gen);

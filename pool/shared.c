@@ -153,19 +153,22 @@ uint32_t lds__rent_slow(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t ca
         }
     }
     int pooled = 0;
+    _Atomic uint64_t *miss;
     if (cap > pool->opts.max_retained_bytes || pool->opts.check == LDS_POOL_CHECK_BYPASS) {
-        lds__count(&pool->misses_oversize, 1);
+        miss = &pool->misses_oversize;
     } else {
-        if (atomic_load_explicit(&pool->classes[cls].live, RLX) == 0)
-            lds__count(&pool->misses_cold, 1);
-        else
-            lds__count(&pool->misses_exhausted, 1);
+        miss = atomic_load_explicit(&pool->classes[cls].live, RLX) == 0 ? &pool->misses_cold
+                                                                         : &pool->misses_exhausted;
         pooled = admit(pool, tc, cls, cap);
     }
     uint32_t idx = lds__buffer_create(pool, cls, pooled);
-    if (idx == LDS__POOL_NO_SLOT && pooled) {
-        atomic_fetch_sub_explicit(&pool->classes[cls].pooled, 1, RLX);
-        atomic_fetch_sub_explicit(&pool->pooled_bytes, cap, RLX);
+    if (idx == LDS__POOL_NO_SLOT) {
+        if (pooled) {
+            atomic_fetch_sub_explicit(&pool->classes[cls].pooled, 1, RLX);
+            atomic_fetch_sub_explicit(&pool->pooled_bytes, cap, RLX);
+        }
+        return idx; /* a failed rent is no miss: hits + misses stay equal to rents */
     }
+    lds__count(miss, 1);
     return idx;
 }

@@ -47,12 +47,12 @@ static void sum_slots(lds_pool *pool, slot_sums *t)
                            LDS__POOL_GEN_SHIFT;
             uint64_t rents = (gen - s->gen_base + 1) / 2;
             t->rents += rents;
-            t->rented_bytes += rents * s->cap;
+            t->rented_bytes += rents * atomic_load_explicit(&s->cap, RLX);
             if (gen & 1u) {
                 size_t len = atomic_load_explicit(&s->length, RLX);
                 t->leases++;
-                t->leased_bytes += s->cap;
-                t->leased_waste += s->cap > len ? s->cap - len : 0;
+                t->leased_bytes += atomic_load_explicit(&s->cap, RLX);
+                t->leased_waste += atomic_load_explicit(&s->cap, RLX) > len ? atomic_load_explicit(&s->cap, RLX) - len : 0;
             }
         }
     }
@@ -118,7 +118,7 @@ lds_status lds_pool_get_stats(lds_pool *pool, lds_pool_stats *out)
     st.bytes_leased_peak = peak > st.bytes_leased ? peak : st.bytes_leased;
     uint64_t q_bytes = LOAD(pool->q_bytes);
     st.bytes_retained = cached_bytes + LOAD(pool->shared_bytes) + q_bytes;
-    st.buffers_retained = cached_count + LOAD(pool->shared_count) + pool->q_count;
+    st.buffers_retained = cached_count + LOAD(pool->shared_count) + LOAD(pool->q_count);
     st.bytes_resident_estimate = st.bytes_leased + st.bytes_retained;
     st.bytes_mapped = LOAD(pool->bytes_mapped);
     st.waste_bytes_total = t.rented_bytes > st.bytes_requested_total

@@ -97,6 +97,100 @@ static void *race_thread(void *arg)
     return NULL;
 }
 
+/* A stale return on one thread while another thread's rents keep giving its slot a new
+ * buffer (nothing is pooled: every return frees the buffer and the next rent takes the freed
+ * slot again): every stale return is refused, nothing else changes. ThreadSanitizer
+ * reported the warm return's plain read of the slot's capacity racing buffer_create's
+ * write; the capacity is now a relaxed atomic. */
+typedef struct churn {
+    lds_pool *pool;
+    lds_lease stale;
+    _Atomic int stop;
+    long tried, refused;
+} churn;
+
+static void *stale_returner(void *arg)
+{
+    churn *c = arg;
+    lds_lease own; /* a cache of this thread for the pool: the stale returns take the warm path */
+    if (lds_pool_rent(c->pool, 100, &own) != LDS_OK || lds_pool_return(c->pool, &own, 0) != LDS_OK)
+        return NULL;
+    while (!atomic_load(&c->stop) || c->tried < 1000) {
+        lds_lease l = c->stale;
+        c->tried++;
+        if (lds_pool_return(c->pool, &l, 0) == LDS_E_POOL_REFUSED)
+            c->refused++;
+    }
+    return NULL;
+}
+
+static void test_stale_return_while_slot_reused(void **state)
+{
+    (void)state;
+    churn c = {.pool = make_pool(LDS_POOL_CHECK_OFF, 64)}; /* 64 bytes: nothing is pooled */
+    lds_lease l;
+    assert_int_equal(lds_pool_rent(c.pool, 1000, &l), LDS_OK);
+    c.stale = l;
+    assert_int_equal(lds_pool_return(c.pool, &l, 0), LDS_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, stale_returner, &c), 0);
+    for (int i = 0; i < 20000; i++) {
+        assert_int_equal(lds_pool_rent(c.pool, 1000, &l), LDS_OK);
+        assert_int_equal(lds_pool_return(c.pool, &l, 0), LDS_OK);
+    }
+    atomic_store(&c.stop, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_true(c.tried >= 1000);
+    assert_int_equal(c.refused, c.tried);
+    lds_pool_stats s = stats_of(c.pool);
+    assert_int_equal(s.refused_total, (uint64_t)c.tried);
+    assert_int_equal(s.rents, 20002); /* and the other thread's own pair */
+    assert_int_equal(s.returns, 20002);
+    assert_int_equal(s.leases_current, 0);
+    lds_pool_free(c.pool);
+}
+
+/* Statistics taken while another thread's guard-mode returns fill the quarantine: the
+ * quarantine's count is read as an atomic (ThreadSanitizer reported the plain read racing
+ * the return's write under guard_lock). */
+typedef struct guard_churn {
+    lds_pool *pool;
+    _Atomic int stop;
+    long snapshots;
+} guard_churn;
+
+static void *snapshots_elsewhere(void *arg)
+{
+    guard_churn *g = arg;
+    while (!atomic_load(&g->stop) || g->snapshots < 100) {
+        lds_pool_stats s;
+        lds_pool_stats_init(&s);
+        lds_pool_get_stats(g->pool, &s);
+        g->snapshots++;
+    }
+    return NULL;
+}
+
+static void test_stats_during_guard_returns(void **state)
+{
+    (void)state;
+    guard_churn g = {.pool = make_pool(LDS_POOL_CHECK_GUARD, 0)};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, snapshots_elsewhere, &g), 0);
+    for (int i = 0; i < 500; i++) {
+        lds_lease l;
+        assert_int_equal(lds_pool_rent(g.pool, 4000, &l), LDS_OK);
+        assert_int_equal(lds_pool_return(g.pool, &l, 0), LDS_OK);
+    }
+    atomic_store(&g.stop, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    lds_pool_stats s = stats_of(g.pool);
+    assert_int_equal(s.rents, 500);
+    assert_int_equal(s.returns, 500);
+    assert_true(s.buffers_retained > 0);
+    lds_pool_free(g.pool);
+}
+
 static void test_concurrent_double_return(void **state)
 {
     (void)state;
@@ -1384,6 +1478,8 @@ static void test_guard_unprotect_failure_is_loud(void **state)
     assert_int_equal(s.guard_failures, 1);
     assert_int_equal(s.bytes_mapped, 0);
     assert_int_equal(s.rents, 0);
+    /* a failed rent is no miss (it was counted as one): hits + misses == rents */
+    assert_int_equal(s.misses_cold + s.misses_exhausted + s.misses_oversize, 0);
     assert_int_equal(lds_pool_rent(pool, 1000, &l), LDS_OK); /* the next one maps */
     assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
     lds_pool_free(pool);
@@ -1788,6 +1884,58 @@ static void test_peak_bound_one_thread(void **state)
     lds_pool_free(pool);
 }
 
+typedef struct turns {
+    lds_pool *pool;
+    pthread_barrier_t between, after;
+    int failed;
+} turns;
+
+static void *first_turn(void *arg)
+{
+    turns *t = arg;
+    lds_lease l;
+    if (lds_pool_rent(t->pool, MiB, &l) != LDS_OK || lds_pool_return(t->pool, &l, 0) != LDS_OK)
+        t->failed = 1;
+    pthread_barrier_wait(&t->between);
+    pthread_barrier_wait(&t->after); /* alive (its cache its own) until the second is done */
+    return NULL;
+}
+
+static void *second_turn(void *arg)
+{
+    turns *t = arg;
+    lds_lease l;
+    pthread_barrier_wait(&t->between);
+    if (lds_pool_rent(t->pool, MiB, &l) != LDS_OK || lds_pool_return(t->pool, &l, 0) != LDS_OK)
+        t->failed = 1;
+    pthread_barrier_wait(&t->after);
+    return NULL;
+}
+
+/* Two live threads in turn, each with one 1 MiB lease out at a time and nothing else in its
+ * cache: the peak is the sum of the two caches' high-waters, 2 MiB, twice the true peak,
+ * within the bound lodestar_pool.h states (threads that rented x the true peak). */
+static void test_peak_bound_two_threads(void **state)
+{
+    (void)state;
+    turns t = {.pool = make_pool(LDS_POOL_CHECK_OFF, 0)};
+    pthread_barrier_init(&t.between, NULL, 2);
+    pthread_barrier_init(&t.after, NULL, 2);
+    pthread_t a, b;
+    assert_int_equal(pthread_create(&a, NULL, first_turn, &t), 0);
+    assert_int_equal(pthread_create(&b, NULL, second_turn, &t), 0);
+    assert_int_equal(pthread_join(a, NULL), 0);
+    assert_int_equal(pthread_join(b, NULL), 0);
+    pthread_barrier_destroy(&t.between);
+    pthread_barrier_destroy(&t.after);
+    assert_int_equal(t.failed, 0);
+    lds_pool_stats s = stats_of(t.pool);
+    assert_int_equal(s.rents, 2);
+    assert_int_equal(s.bytes_leased, 0);
+    assert_int_equal(s.bytes_leased_peak, 2 * MiB);
+    lds_pool_free(t.pool);
+}
+
 /* The warm rent finds the class of a request up to LDS__POOL_TABLE_MAX bytes in a table:
  * every entry agrees with the computed class, and warm rents of every length up to the
  * table's end and past it get their class's capacity (most of these rents hit the thread
@@ -2177,6 +2325,7 @@ int main(void)
         cmocka_unit_test(test_giant_buffer_not_pinned),
         cmocka_unit_test(test_warm_path),
         cmocka_unit_test(test_peak_bound_one_thread),
+        cmocka_unit_test(test_peak_bound_two_threads),
         cmocka_unit_test(test_class_table),
         cmocka_unit_test(test_forged_handle_first_chunk),
         cmocka_unit_test(test_warm_return_cache_limits),
@@ -2185,6 +2334,8 @@ int main(void)
         cmocka_unit_test(test_stats_json_parses),
         cmocka_unit_test(test_stats_json_short_struct),
 #endif
+        cmocka_unit_test(test_stale_return_while_slot_reused),
+        cmocka_unit_test(test_stats_during_guard_returns),
         cmocka_unit_test(test_concurrent_double_return),
         cmocka_unit_test(test_cross_thread_return_collected),
         cmocka_unit_test(test_cross_then_own_return_refused),
