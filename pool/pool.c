@@ -50,14 +50,14 @@ static inline int stamp_ok(const lds__tcache *tc, lds_pool *pool)
  * word is stored last (release), so a thread that reads the new word reads the slot's
  * owner and length. A cached slot's generation is below LDS__POOL_GEN_RETIRE (a slot
  * retires at the return that reaches it), so the handle never has LDS__POOL_RETIRED set. */
-static inline void lease_out_owned(lds__slot *s, void *p, size_t len, lds_lease *out)
+static inline void lease_out_owned(lds__slot *s, void *p, size_t len, size_t cap, lds_lease *out)
 {
     uint64_t w = atomic_load_explicit(&s->word, RLX) + LDS__POOL_GEN_STEP;
     atomic_store_explicit(&s->length, len, RLX);
     atomic_store_explicit(&s->word, w, memory_order_release);
     out->ptr = p;
     out->length = len;
-    out->capacity = atomic_load_explicit(&s->cap, RLX);
+    out->capacity = cap;
     out->handle = w;
 }
 
@@ -68,7 +68,7 @@ static inline void lease_out_owned(lds__slot *s, void *p, size_t len, lds_lease 
 static inline void lease_out(lds__tcache *tc, lds__slot *s, void *p, size_t len, lds_lease *out)
 {
     atomic_store_explicit(&s->owner, tc, RLX);
-    lease_out_owned(s, p, len, out);
+    lease_out_owned(s, p, len, atomic_load_explicit(&s->cap, RLX), out);
 }
 
 __attribute__((noinline, cold)) lds_status lds__refuse(lds_pool *pool, lds_pool_refusal why)
@@ -156,10 +156,11 @@ lds_status lds_pool_rent(lds_pool *pool, size_t min_bytes, lds_lease *out)
     lds__slot *s = tc->items[cls][n - 1];
     atomic_store_explicit(&tc->n[cls], (uint8_t)(n - 1), RLX);
     void *p = (void *)atomic_load_explicit(&s->ptr, RLX);
-    lds__asan_unpoison(p, atomic_load_explicit(&s->cap, RLX));
+    size_t cap = atomic_load_explicit(&s->cap, RLX);
+    lds__asan_unpoison(p, cap);
     /* The one counter of the warm path; the rent itself is counted by the generation. */
     lds__tally_add(&tc->requested, min_bytes);
-    lease_out_owned(s, p, min_bytes, out);
+    lease_out_owned(s, p, min_bytes, cap, out);
     return LDS_OK;
 }
 
