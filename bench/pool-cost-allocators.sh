@@ -78,7 +78,7 @@ print()
 table = "warm rent+return per size class"
 label = {"mi-heap": "mi_heap_malloc+mi_free", "tcmalloc": "tc_malloc+tc_free"}
 hdr = ["size", "malloc", "rent+return", "min-max", "malloc+free", "min-max", "pool/malloc",
-       "scoped rent"]
+       "inline", "inline/malloc", "scoped rent"]
 for k in others:
     hdr += [label[k], "min-max", "pool/" + k]
 sizes = [r["name"][len("rent+return "):] for r in first["rows"]
@@ -91,8 +91,11 @@ for size in sizes:
         by = {r["name"]: r for r in d["rows"] if r["table"].startswith(table)}
         p, m = by["rent+return " + size], by["malloc+free " + size]
         s = by.get("scoped rent " + size)
+        i = by.get("inline rent+return " + size)
         row = [size, n, num(p["median"]), rng(p), num(m["median"]), rng(m),
-               "%.2fx" % (p["median"] / m["median"]), num(s["median"]) if s else "-"]
+               "%.2fx" % (p["median"] / m["median"]),
+               num(i["median"]) if i else "-", "%.2fx" % (i["median"] / m["median"]) if i else "-",
+               num(s["median"]) if s else "-"]
         for k in others:
             o = by.get(label[k] + " " + size)
             row += [num(o["median"]), rng(o), "%.2fx" % (p["median"] / o["median"])] if o else ["-"] * 3
@@ -105,7 +108,8 @@ for r in rows:
     print(line(r) if r else "")
 print("ns per warm pair, median and min-max over the rounds of one process; malloc = the "
       "allocator malloc+free resolves to (LD_PRELOAD); pool/X = rent+return median / X median "
-      "(below 1: the pool is faster); each process interleaves its rows A B A B")
+      "(below 1: the pool is faster); inline = the same pair through lodestar_pool_inline.h; "
+      "each process interleaves its rows A B A B")
 PY
     exit 0
 fi
