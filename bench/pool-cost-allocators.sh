@@ -84,6 +84,15 @@ for k in others:
 sizes = [r["name"][len("rent+return "):] for r in first["rows"]
          if r["table"].startswith(table) and r["name"].startswith("rent+return ")]
 num = lambda v: "%.0f" % v if v >= 1000 else "%.1f" % v if v >= 10 else "%.2f" % v
+
+
+def per_round(a, b):
+    """The median of the per-round ratios a/b (the rows alternate within the process)."""
+    r = sorted(x / y for x, y in zip(a["samples"], b["samples"]) if y > 0)
+    n = len(r)
+    return "%.2fx" % ((r[n // 2] if n % 2 else (r[n // 2 - 1] + r[n // 2]) / 2) if n else 0)
+
+
 rng = lambda r: "%s-%s" % (num(r["min"]), num(r["max"]))
 rows = []
 for size in sizes:
@@ -92,13 +101,12 @@ for size in sizes:
         p, m = by["rent+return " + size], by["malloc+free " + size]
         s = by.get("scoped rent " + size)
         i = by.get("inline rent+return " + size)
-        row = [size, n, num(p["median"]), rng(p), num(m["median"]), rng(m),
-               "%.2fx" % (p["median"] / m["median"]),
-               num(i["median"]) if i else "-", "%.2fx" % (i["median"] / m["median"]) if i else "-",
+        row = [size, n, num(p["median"]), rng(p), num(m["median"]), rng(m), per_round(p, m),
+               num(i["median"]) if i else "-", per_round(i, m) if i else "-",
                num(s["median"]) if s else "-"]
         for k in others:
             o = by.get(label[k] + " " + size)
-            row += [num(o["median"]), rng(o), "%.2fx" % (p["median"] / o["median"])] if o else ["-"] * 3
+            row += [num(o["median"]), rng(o), per_round(p, o)] if o else ["-"] * 3
         rows.append(row)
     rows.append(None)
 w = [max(len(h), *(len(r[i]) for r in rows if r)) for i, h in enumerate(hdr)]
@@ -107,9 +115,10 @@ print(line(hdr))
 for r in rows:
     print(line(r) if r else "")
 print("ns per warm pair, median and min-max over the rounds of one process; malloc = the "
-      "allocator malloc+free resolves to (LD_PRELOAD); pool/X = rent+return median / X median "
-      "(below 1: the pool is faster); inline = the same pair through lodestar_pool_inline.h; "
-      "each process interleaves its rows A B A B")
+      "allocator malloc+free resolves to (LD_PRELOAD); pool/X = the median of the per-round "
+      "ratios rent+return / X (below 1: the pool is faster; each process interleaves its rows "
+      "A B A B, so round i of each shared the machine's state); inline = the same pair through "
+      "lodestar_pool_inline.h")
 PY
     exit 0
 fi
