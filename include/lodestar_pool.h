@@ -358,7 +358,8 @@ typedef struct lds_pool_stats {
                                          its own high-water (at most thread_cache_bytes per
                                          class it used). Exact when one thread rents and its
                                          cache holds nothing else at the peak (a burst of
-                                         leases from a cold or trimmed pool). Kept on the slow
+                                         leases from a cold pool; a trim does not lower a
+                                         high-water). Kept on the slow
                                          paths only: a warm rent or return moves a buffer
                                          between a cache and its leases (docs/adr/0025). */
     uint64_t bytes_retained;          /* current: bytes cached for reuse, all threads */
@@ -387,8 +388,8 @@ LDS_API void lds_pool_stats_init(lds_pool_stats *stats);
  * Returns LDS_OK or LDS_E_INVALID_ARG (out NULL or size below offsetof(lds_pool_stats,
  * hits_thread): no counter fits). Thread-safe.
  * Cost: rents, returns, leases and their bytes are read off the slots' generations (the
- * warm path counts only the lengths rented), so a snapshot walks every slot of the pool
- * under its slot lock: time in proportion to the buffers that exist plus retired slots
+ * warm path counts only the lengths rented), so a snapshot walks every slot the pool has
+ * used (the slot table's high-water, which a trim does not lower) under its slot lock
  * (about 5 ns per buffer: 0.29-0.41 ms with 65,536 buffers, `lodestar-bench capacity`, on
  * the 2-vCPU EPYC of docs/adr/0025), during which buffers are neither created nor freed.
  * Take it for reports and tests, not on every request. Numbers taken while other threads

@@ -100,6 +100,7 @@ __attribute__((noinline, cold)) static lds_status rent_full(lds_pool *pool, size
     lds__slot *s;
     char *p;
     int hit;
+    _Atomic uint64_t *counted = NULL;
     for (;;) {
         uint8_t n = atomic_load_explicit(&tc->n[cls], RLX);
         hit = n > 0;
@@ -108,7 +109,7 @@ __attribute__((noinline, cold)) static lds_status rent_full(lds_pool *pool, size
             idx = lds__slot_idx(s);
             atomic_store_explicit(&tc->n[cls], (uint8_t)(n - 1), RLX);
         } else {
-            idx = lds__rent_slow(pool, tc, cls, cap);
+            idx = lds__rent_slow(pool, tc, cls, cap, &counted);
             if (idx == LDS__POOL_NO_SLOT)
                 return LDS_E_NOMEM;
             s = lds__slot_at(pool, idx);
@@ -121,6 +122,8 @@ __attribute__((noinline, cold)) static lds_status rent_full(lds_pool *pool, size
         lds__count(&pool->drops, 1);
         lds__held_sub(tc, cap);
         lds__buffer_destroy(pool, idx);
+        if (!hit) /* the discarded buffer's hit or miss is not this rent's */
+            atomic_fetch_sub_explicit(counted, 1, RLX);
     }
     if (!hit)
         lds__tally_add(&tc->misses[cls], 1);
@@ -229,8 +232,11 @@ __attribute__((noinline, cold)) static lds_status return_full(lds_pool *pool, ld
     /* Never a handle: an even generation, or one with the retired bit. */
     if (!s || (h & LDS__POOL_GEN_STEP) == 0 || (h & LDS__POOL_RETIRED))
         return lds__refuse(pool, LDS_POOL_REFUSED_UNKNOWN);
-    if (atomic_load_explicit(&s->word, memory_order_acquire) != h)
-        return lds__refuse(pool, LDS_POOL_REFUSED_STALE);
+    uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+    if (w != h)
+        /* The slot's generation with other class bits was never a handle: unknown. */
+        return lds__refuse(pool, ((w ^ h) & ~LDS__POOL_CLS_MASK) == 0 ? LDS_POOL_REFUSED_UNKNOWN
+                                                                       : LDS_POOL_REFUSED_STALE);
     if (atomic_load_explicit(&s->ptr, RLX) != (uintptr_t)lease->ptr || lease->ptr == NULL)
         return lds__refuse(pool, LDS_POOL_REFUSED_POINTER);
     if (lease->capacity != atomic_load_explicit(&s->cap, RLX) || lease->length != atomic_load_explicit(&s->length, RLX))

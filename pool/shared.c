@@ -142,13 +142,15 @@ static int admit(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t cap)
     return 0;
 }
 
-uint32_t lds__rent_slow(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t cap)
+uint32_t lds__rent_slow(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t cap,
+                        _Atomic uint64_t **counted)
 {
     lds__maybe_age(pool);
     if (pool->opts.check != LDS_POOL_CHECK_BYPASS) {
         uint32_t idx = lds__shared_pop(pool, cls);
         if (idx != LDS__POOL_NO_SLOT) {
             lds__count(&pool->hits_shared, 1);
+            *counted = &pool->hits_shared;
             return idx;
         }
     }
@@ -170,5 +172,6 @@ uint32_t lds__rent_slow(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t ca
         return idx; /* a failed rent is no miss: hits + misses stay equal to rents */
     }
     lds__count(miss, 1);
+    *counted = miss;
     return idx;
 }

@@ -1078,13 +1078,16 @@ static void test_foreign_and_forged_returns(void **state)
     f = good;
     f.handle |= LDS__POOL_RETIRED; /* the retired bit never names a lease */
     assert_int_equal(lds_pool_return(pool, &f, 0), LDS_E_POOL_REFUSED);
+    f = good;
+    f.handle ^= (uint64_t)5 << LDS__POOL_IDX_BITS; /* the live generation, other class bits */
+    assert_int_equal(lds_pool_return(pool, &f, 0), LDS_E_POOL_REFUSED);
 
     lds_pool_stats s = stats_of(pool);
-    assert_int_equal(s.refused[LDS_POOL_REFUSED_UNKNOWN], 4);
+    assert_int_equal(s.refused[LDS_POOL_REFUSED_UNKNOWN], 5); /* never issued (was: stale) */
     assert_int_equal(s.refused[LDS_POOL_REFUSED_POINTER], 2);
     assert_int_equal(s.refused[LDS_POOL_REFUSED_SIZE], 2);
     assert_int_equal(s.refused[LDS_POOL_REFUSED_STALE], 1);
-    assert_int_equal(s.refused_total, 9);
+    assert_int_equal(s.refused_total, 10);
     assert_int_equal(s.returns, 0);
     assert_int_equal(s.leases_current, 1);
     /* nothing was passed on: the real lease still returns, and the caller's memory never
@@ -1273,6 +1276,11 @@ static void test_canary_catches_write_after_return(void **state)
         assert_int_equal(after.drops, before.drops + 1);
         assert_int_equal(after.misses_cold, before.misses_cold + 1);
         assert_int_equal(after.bytes_retained, before.bytes_retained - next.capacity);
+        /* one rent, one hit or miss: the discarded buffer's shared hit is taken back */
+        assert_int_equal(after.rents, before.rents + 1);
+        assert_int_equal(after.hits_thread + after.hits_shared + after.misses_cold +
+                             after.misses_exhausted + after.misses_oversize,
+                         after.rents);
         assert_int_equal(lds_pool_return(pool, &next, 0), LDS_OK);
     }
     assert_consistent(pool);
