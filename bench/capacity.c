@@ -219,9 +219,9 @@ int bench_capacity(const bench_opts *o)
                                      "drain and refill (one pass over the capacity)",
                                      "malloc and free all (baseline for the pass)",
                                      "statistics snapshot (lds_pool_get_stats)"};
-        int (*fns[N_ALTS])(void *, uint64_t, uint64_t *) = {
-            run_warm, run_empty, run_drain, run_refill, run_malloc, run_pass, run_malloc_pass,
-            run_stats};
+        int (*fns[N_ALTS])(void *, uint64_t, uint64_t *) = {run_warm,        run_empty,  run_drain,
+                                                            run_refill,      run_malloc, run_pass,
+                                                            run_malloc_pass, run_stats};
         const char *units[N_ALTS] = {"ns/pair",   "ns/rent", "ns/rent", "ns/return",
                                      "ns/malloc", "us/pass", "us/pass", "us/snapshot"};
         for (int k = 0; k < N_ALTS; k++)
@@ -250,8 +250,7 @@ int bench_capacity(const bench_opts *o)
             bench_row_set(alts[0].row, "pool", "misses", BENCH_COUNT, (double)misses);
             bench_row_set(alts[0].row, "pool", "drops", BENCH_COUNT, (double)st.drops);
             for (int k = 5; k < N_ALTS; k++)
-                bench_row_set(alts[k].row, k == 7 ? "snapshot" : "pass", "ns_per_buffer",
-                              BENCH_NUM,
+                bench_row_set(alts[k].row, k == 7 ? "snapshot" : "pass", "ns_per_buffer", BENCH_NUM,
                               bench_row_median(alts[k].row) * 1e3 / (double)c.count);
             bench_row_set(alts[5].row, "pass", "vs_malloc", BENCH_RATIO,
                           bench_row_median(alts[6].row) / bench_row_median(alts[5].row));

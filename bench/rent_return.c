@@ -16,7 +16,7 @@ typedef struct rr_ctx {
     bench_other *other; /* run_other: the pool it uses */
 } rr_ctx;
 
-#define MAX_OTHERS 8
+#define MAX_OTHERS  8
 #define FIRST_OTHER 4 /* pool, malloc, scoped, inline, then the other pools */
 
 static int run_pool(void *p, uint64_t ops, uint64_t *elapsed)
@@ -317,12 +317,12 @@ int bench_rent_return(const bench_opts *o)
             octx[k] = (rr_ctx){pool, sizes[s], others[k]};
             snprintf(name, sizeof name, "%s %s", bench_other_label(others[k]), size_s);
             alts[FIRST_OTHER + k] = (bench_alt){.name = bench_other_label(others[k]),
-                                      .scale = BENCH_NS_PER_OP,
-                                      .unit = "ns/pair",
-                                      .run = run_other,
-                                      .ctx = &octx[k],
-                                      .ops = ops_for(o, sizes[s]),
-                                      .row = bench_row_new(rep, name, "ns/pair")};
+                                                .scale = BENCH_NS_PER_OP,
+                                                .unit = "ns/pair",
+                                                .run = run_other,
+                                                .ctx = &octx[k],
+                                                .ops = ops_for(o, sizes[s]),
+                                                .row = bench_row_new(rep, name, "ns/pair")};
         }
         size_t n_alts = FIRST_OTHER + (size_t)n_others;
         lds_pool_stats before, after;

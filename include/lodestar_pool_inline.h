@@ -42,7 +42,7 @@
 extern "C" {
 #endif
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__aarch64__)) &&                        \
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__aarch64__)) &&                          \
     !defined(LDS_POOL_NO_INLINE) && !defined(__cplusplus)
 
 /** The layout these inline functions read; the library checks it (pool/layout.c). */
@@ -58,15 +58,15 @@ extern "C" {
 #define LDS__V1_GEN_STEP    (UINT64_C(1) << 30)
 
 typedef struct __attribute__((aligned(64))) lds__v1_slot {
-    uint64_t word;      /* generation << 30 | class << 22 | index; odd generation: leased */
-    uintptr_t ptr;      /* the buffer */
-    size_t length;      /* the current lease's length */
-    size_t cap;         /* the class's capacity */
-    const void *owner;  /* the thread cache of the current lease */
-    uint64_t remote;    /* nonzero: another thread's return of it is queued */
+    uint64_t word;     /* generation << 30 | class << 22 | index; odd generation: leased */
+    uintptr_t ptr;     /* the buffer */
+    size_t length;     /* the current lease's length */
+    size_t cap;        /* the class's capacity */
+    const void *owner; /* the thread cache of the current lease */
+    uint64_t remote;   /* nonzero: another thread's return of it is queued */
     uint32_t remote_next;
     uint8_t cls, pooled, mapped, armed;
-    uint8_t tc_lim;     /* buffers of its class a thread cache keeps; 0: not pooled */
+    uint8_t tc_lim; /* buffers of its class a thread cache keeps; 0: not pooled */
     unsigned char lds__slow[64] __attribute__((aligned(64)));
 } lds__v1_slot;
 
@@ -79,9 +79,9 @@ typedef struct lds__v1_tcache {
 } lds__v1_tcache;
 
 typedef struct lds__v1_pool {
-    uint64_t id;           /* frozen: offset 0 */
-    uint64_t stamp;        /* frozen: offset 8, never 0 */
-    lds__v1_slot *chunk0;  /* the first 1,024 slots */
+    uint64_t id;          /* frozen: offset 0 */
+    uint64_t stamp;       /* frozen: offset 8, never 0 */
+    lds__v1_slot *chunk0; /* the first 1,024 slots */
 } lds__v1_pool;
 
 struct lds__tcache;
@@ -173,15 +173,14 @@ static inline lds_status lds_pool_return_inline(lds_pool *pool, lds_lease *lease
         if (__builtin_expect(idx >= LDS__V1_CHUNK_SLOTS, 0))
             goto call;
         lds__v1_slot *s = __atomic_load_n(&p->chunk0, __ATOMIC_ACQUIRE) + idx;
-        if (__builtin_expect((h & LDS__V1_GEN_STEP) == 0 ||
-                                 __atomic_load_n(&s->word, __ATOMIC_ACQUIRE) != h ||
-                                 __atomic_load_n(&s->owner, __ATOMIC_RELAXED) != (void *)tc ||
-                                 __atomic_load_n(&s->ptr, __ATOMIC_RELAXED) !=
-                                     (uintptr_t)lease->ptr ||
-                                 __atomic_load_n(&s->cap, __ATOMIC_RELAXED) != lease->capacity ||
-                                 __atomic_load_n(&s->length, __ATOMIC_RELAXED) != lease->length ||
-                                 __atomic_load_n(&s->remote, __ATOMIC_RELAXED) != 0,
-                             0))
+        if (__builtin_expect(
+                (h & LDS__V1_GEN_STEP) == 0 || __atomic_load_n(&s->word, __ATOMIC_ACQUIRE) != h ||
+                    __atomic_load_n(&s->owner, __ATOMIC_RELAXED) != (void *)tc ||
+                    __atomic_load_n(&s->ptr, __ATOMIC_RELAXED) != (uintptr_t)lease->ptr ||
+                    __atomic_load_n(&s->cap, __ATOMIC_RELAXED) != lease->capacity ||
+                    __atomic_load_n(&s->length, __ATOMIC_RELAXED) != lease->length ||
+                    __atomic_load_n(&s->remote, __ATOMIC_RELAXED) != 0,
+                0))
             goto call;
         uint64_t next = h + LDS__V1_GEN_STEP;
         unsigned cls = (unsigned)(h >> LDS__V1_IDX_BITS) & 0xffu;

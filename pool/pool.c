@@ -236,10 +236,11 @@ __attribute__((noinline, cold)) static lds_status return_full(lds_pool *pool, ld
     if (w != h)
         /* The slot's generation with other class bits was never a handle: unknown. */
         return lds__refuse(pool, ((w ^ h) & ~LDS__POOL_CLS_MASK) == 0 ? LDS_POOL_REFUSED_UNKNOWN
-                                                                       : LDS_POOL_REFUSED_STALE);
+                                                                      : LDS_POOL_REFUSED_STALE);
     if (atomic_load_explicit(&s->ptr, RLX) != (uintptr_t)lease->ptr || lease->ptr == NULL)
         return lds__refuse(pool, LDS_POOL_REFUSED_POINTER);
-    if (lease->capacity != atomic_load_explicit(&s->cap, RLX) || lease->length != atomic_load_explicit(&s->length, RLX))
+    if (lease->capacity != atomic_load_explicit(&s->cap, RLX) ||
+        lease->length != atomic_load_explicit(&s->length, RLX))
         return lds__refuse(pool, LDS_POOL_REFUSED_SIZE);
     /* Read after the word: the owner of lease h (lease_out stores it first). */
     lds__tcache *owner = atomic_load_explicit(&s->owner, RLX);
@@ -624,8 +625,8 @@ lds_status lds__pool_test_set_generation(lds_pool *pool, uint64_t handle, uint64
     uint64_t old = atomic_load_explicit(&s->word, RLX) >> LDS__POOL_GEN_SHIFT;
     s->gen_base += gen - old;
     atomic_store_explicit(&s->word,
-                          gen << LDS__POOL_GEN_SHIFT |
-                              (atomic_load_explicit(&s->word, RLX) & ~(~UINT64_C(0) << LDS__POOL_GEN_SHIFT)),
+                          gen << LDS__POOL_GEN_SHIFT | (atomic_load_explicit(&s->word, RLX) &
+                                                        ~(~UINT64_C(0) << LDS__POOL_GEN_SHIFT)),
                           RLX);
     return LDS_OK;
 }

@@ -112,10 +112,10 @@ typedef struct lds__slot {
     /* Second cache line: slow paths only. */
     void *base __attribute__((aligned(64))); /* allocation start (mapping or malloc block) */
     size_t alloc_bytes;                      /* bytes mapped or allocated at base */
-    uint64_t idle_since;                  /* ns (CLOCK_MONOTONIC) when pushed to a shared stack */
-    uint64_t gen_base; /* the generation when the slot took its buffer: the buffer has been
-                          rented (gen - gen_base + 1) / 2 times (statistics, stats.c) */
-    uint32_t next_free;                   /* free-slot list link */
+    uint64_t idle_since; /* ns (CLOCK_MONOTONIC) when pushed to a shared stack */
+    uint64_t gen_base;   /* the generation when the slot took its buffer: the buffer has been
+                            rented (gen - gen_base + 1) / 2 times (statistics, stats.c) */
+    uint32_t next_free;  /* free-slot list link */
 } __attribute__((aligned(64))) lds__slot; /* two cache lines of its own: no false sharing */
 
 _Static_assert(sizeof(lds__slot) == 128, "a slot is two cache lines");
@@ -138,7 +138,7 @@ typedef struct lds__tcache {
     /* The warm path touches these: the stamp, `requested`, one class's `n` and items row.
      * Nothing else is counted there: rents, returns and leased bytes are read off the
      * slots' generations when statistics are taken (stats.c, docs/adr/0025). */
-    uint64_t stamp;             /* the pool's stamp (without LDS__POOL_STAMP_SLOW) when last synced */
+    uint64_t stamp; /* the pool's stamp (without LDS__POOL_STAMP_SLOW) when last synced */
     _Atomic uint64_t requested; /* sum of lengths rented */
     _Atomic uint8_t n[LDS__POOL_CLASSES];
     lds__slot *items[LDS__POOL_CLASSES][LDS__POOL_TC_MAX]; /* every slot here has owner == this
@@ -165,8 +165,6 @@ typedef struct lds__tcache {
     struct lds__tcache *next_in_pool, *prev_in_pool; /* under lds__g_lock */
     int dead;                                        /* pool freed; under lds__g_lock */
 } __attribute__((aligned(64))) lds__tcache;
-
-
 
 /* pool->stamp: a value drawn from a process-wide counter at creation and at every
  * LDS_POOL_TRIM_ALL, so one comparison with a thread cache's stamp says "this cache
@@ -363,7 +361,7 @@ static inline uint32_t lds__pool_class(size_t min_bytes)
 /* Requests up to this many bytes find their class in a table (lds__pool_class_small): every
  * class boundary up to it is a multiple of 16 (the finest step, 16 bytes, lies between 64
  * and 128), so the table has one entry per 16 bytes. */
-#define LDS__POOL_TABLE_MAX ((size_t)16384)
+#define LDS__POOL_TABLE_MAX   ((size_t)16384)
 #define lds__pool_class_table lds__pool_class_table_v1 /* exported: lodestar_pool_inline.h */
 LDS_API extern const uint8_t lds__pool_class_table[LDS__POOL_TABLE_MAX / 16 + 1];
 

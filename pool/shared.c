@@ -160,7 +160,7 @@ uint32_t lds__rent_slow(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t ca
         miss = &pool->misses_oversize;
     } else {
         miss = atomic_load_explicit(&pool->classes[cls].live, RLX) == 0 ? &pool->misses_cold
-                                                                         : &pool->misses_exhausted;
+                                                                        : &pool->misses_exhausted;
         pooled = admit(pool, tc, cls, cap);
     }
     uint32_t idx = lds__buffer_create(pool, cls, pooled);

@@ -43,8 +43,8 @@ static void sum_slots(lds_pool *pool, slot_sums *t)
             const lds__slot *s = &chunk[i];
             if (atomic_load_explicit(&s->ptr, memory_order_acquire) == 0)
                 continue; /* no buffer (its rents are folded) */
-            uint64_t gen = atomic_load_explicit(&s->word, memory_order_acquire) >>
-                           LDS__POOL_GEN_SHIFT;
+            uint64_t gen =
+                atomic_load_explicit(&s->word, memory_order_acquire) >> LDS__POOL_GEN_SHIFT;
             uint64_t rents = (gen - s->gen_base + 1) / 2;
             t->rents += rents;
             t->rented_bytes += rents * atomic_load_explicit(&s->cap, RLX);
@@ -52,7 +52,9 @@ static void sum_slots(lds_pool *pool, slot_sums *t)
                 size_t len = atomic_load_explicit(&s->length, RLX);
                 t->leases++;
                 t->leased_bytes += atomic_load_explicit(&s->cap, RLX);
-                t->leased_waste += atomic_load_explicit(&s->cap, RLX) > len ? atomic_load_explicit(&s->cap, RLX) - len : 0;
+                t->leased_waste += atomic_load_explicit(&s->cap, RLX) > len
+                                       ? atomic_load_explicit(&s->cap, RLX) - len
+                                       : 0;
             }
         }
     }
@@ -121,9 +123,8 @@ lds_status lds_pool_get_stats(lds_pool *pool, lds_pool_stats *out)
     st.buffers_retained = cached_count + LOAD(pool->shared_count) + LOAD(pool->q_count);
     st.bytes_resident_estimate = st.bytes_leased + st.bytes_retained;
     st.bytes_mapped = LOAD(pool->bytes_mapped);
-    st.waste_bytes_total = t.rented_bytes > st.bytes_requested_total
-                               ? t.rented_bytes - st.bytes_requested_total
-                               : 0;
+    st.waste_bytes_total =
+        t.rented_bytes > st.bytes_requested_total ? t.rented_bytes - st.bytes_requested_total : 0;
     st.waste_bytes_current = t.leased_waste;
     memcpy(out, &st, st.size);
     return LDS_OK;

@@ -271,8 +271,7 @@ void lds__remote_collect(lds_pool *pool, lds__tcache *tc, lds__tcache *cache)
             continue;
         }
         atomic_store_explicit(&s->word, h + LDS__POOL_GEN_STEP, memory_order_release);
-        (void)lds__recycle(pool, tc, cache, s,
-                           (r & LDS__POOL_CLAIM_CLEAR) ? LDS_RETURN_CLEAR : 0);
+        (void)lds__recycle(pool, tc, cache, s, (r & LDS__POOL_CLAIM_CLEAR) ? LDS_RETURN_CLEAR : 0);
     }
 }
 

@@ -290,8 +290,8 @@ static void test_inline_falls_back(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_inline_warm_pair),   cmocka_unit_test(test_inline_mixed_and_large),
-        cmocka_unit_test(test_inline_refusals),    cmocka_unit_test(test_inline_cross_thread),
+        cmocka_unit_test(test_inline_warm_pair),  cmocka_unit_test(test_inline_mixed_and_large),
+        cmocka_unit_test(test_inline_refusals),   cmocka_unit_test(test_inline_cross_thread),
         cmocka_unit_test(test_inline_falls_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
