@@ -134,6 +134,10 @@ void lds__fault_set_cleanup(void (*fn)(void *), void *arg);
 
 /* ==== OS calls =========================================================== */
 
+/* What a file that is not a regular one is, for messages: "a directory", "a FIFO (pipe)", ...
+ * (the writer's output rule and the importers' input checks). */
+const char *lds__file_kind(mode_t m);
+
 /* Each returns 0 on success, else the errno value (errno itself is left as the
    call left it). EINTR is retried where noted. */
 

@@ -75,6 +75,17 @@ int lds__os_fstat(int fd, struct stat *st)
     return fstat(fd, st) == 0 ? 0 : errno;
 }
 
+const char *lds__file_kind(mode_t m)
+{
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISFIFO(m) ? "a FIFO (pipe)"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISLNK(m)  ? "a symbolic link"
+                         : "not a regular file";
+}
+
 int lds__os_regular_size(int fd, uint64_t *size)
 {
     struct stat st;

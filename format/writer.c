@@ -307,17 +307,6 @@ lds_status lds_writer_open_file(FILE *f, const lds_writer_options *opts, lds_wri
     return LDS_OK;
 }
 
-static const char *file_type(mode_t m)
-{
-    return S_ISDIR(m)    ? "a directory"
-           : S_ISCHR(m)  ? "a character device"
-           : S_ISBLK(m)  ? "a block device"
-           : S_ISFIFO(m) ? "a FIFO"
-           : S_ISSOCK(m) ? "a socket"
-           : S_ISLNK(m)  ? "a symbolic link"
-                         : "not a regular file";
-}
-
 /* Decides where a path writer renames its file: `path` itself when nothing is
    there or a regular file is; the link's target when `path` is a symbolic link
    to a regular file (so the link survives, as with most tools that save files).
@@ -348,7 +337,7 @@ static lds_status resolve_target(const char *path, char **target, lds_error *err
             lds_status bad = lds__fail(err, LDS_E_INVALID_ARG, "path", 0,
                                        "writer: %s is a symbolic link to %s, which is %s; only a "
                                        "regular file is replaced",
-                                       path, real, file_type(st.st_mode));
+                                       path, real, lds__file_kind(st.st_mode));
             free(real);
             return bad;
         }
@@ -356,7 +345,7 @@ static lds_status resolve_target(const char *path, char **target, lds_error *err
     } else {
         return lds__fail(err, LDS_E_INVALID_ARG, "path", 0,
                          "writer: %s is %s; only a regular file is replaced", path,
-                         file_type(st.st_mode));
+                         lds__file_kind(st.st_mode));
     }
     if (!*target)
         return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory");

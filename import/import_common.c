@@ -83,17 +83,6 @@ const char *lds__imp_noun(const char *field)
 
 static lds_status reader_fill(lds__imp_reader *r, lds_error *err);
 
-/* What a file that is not a regular one is, for messages. */
-static const char *file_kind(mode_t m)
-{
-    return S_ISFIFO(m)   ? "a FIFO (pipe)"
-           : S_ISCHR(m)  ? "a character device"
-           : S_ISBLK(m)  ? "a block device"
-           : S_ISSOCK(m) ? "a socket"
-           : S_ISDIR(m)  ? "a directory"
-                         : "not a regular file";
-}
-
 lds_status lds__imp_reader_open(lds__imp_reader *r, const char *path, const char *field,
                                 size_t max_line, lds_error *err)
 {
@@ -122,7 +111,7 @@ lds_status lds__imp_reader_open(lds__imp_reader *r, const char *path, const char
     if (keys && !S_ISREG(st.st_mode))
         return lds__imp_fail(err, LDS_E_INVALID_ARG, field, 0, 0,
                              "%s%s is %s; it must be a regular file", what, path,
-                             file_kind(st.st_mode));
+                             lds__file_kind(st.st_mode));
     if (S_ISDIR(st.st_mode)) {
         errno = EISDIR;
         return lds__imp_fail(err, LDS_E_IO, field, 0, 0, "%s is a directory", path);

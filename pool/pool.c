@@ -100,7 +100,7 @@ __attribute__((noinline, cold)) static lds_status rent_full(lds_pool *pool, size
     lds__slot *s;
     char *p;
     int hit;
-    _Atomic uint64_t *counted = NULL;
+    _Atomic uint64_t *kind = NULL; /* a buffer not from this cache: its hit or miss */
     for (;;) {
         uint8_t n = atomic_load_explicit(&tc->n[cls], RLX);
         hit = n > 0;
@@ -109,7 +109,7 @@ __attribute__((noinline, cold)) static lds_status rent_full(lds_pool *pool, size
             idx = lds__slot_idx(s);
             atomic_store_explicit(&tc->n[cls], (uint8_t)(n - 1), RLX);
         } else {
-            idx = lds__rent_slow(pool, tc, cls, cap, &counted);
+            idx = lds__rent_slow(pool, tc, cls, cap, &kind);
             if (idx == LDS__POOL_NO_SLOT)
                 return LDS_E_NOMEM;
             s = lds__slot_at(pool, idx);
@@ -122,11 +122,11 @@ __attribute__((noinline, cold)) static lds_status rent_full(lds_pool *pool, size
         lds__count(&pool->drops, 1);
         lds__held_sub(tc, cap);
         lds__buffer_destroy(pool, idx);
-        if (!hit) /* the discarded buffer's hit or miss is not this rent's */
-            atomic_fetch_sub_explicit(counted, 1, RLX);
     }
-    if (!hit)
+    if (!hit) {
+        lds__count(kind, 1);
         lds__tally_add(&tc->misses[cls], 1);
+    }
     lds__tally_add(&tc->requested, min_bytes);
     lease_out(tc, s, p, min_bytes, out);
     return LDS_OK;
@@ -178,12 +178,13 @@ __attribute__((noinline)) lds_status lds__recycle(lds_pool *pool, lds__tcache *h
     size_t cap = atomic_load_explicit(&s->cap, RLX);
     char *p = (char *)atomic_load_explicit(&s->ptr, RLX);
     lds_pool_check mode = pool->opts.check;
+    int retired = (atomic_load_explicit(&s->word, RLX) & LDS__POOL_RETIRED) != 0;
     uint8_t n = tc ? atomic_load_explicit(&tc->n[cls], RLX) : 0;
-    int to_cache = tc && s->pooled && n < pool->tc_limit[cls] && mode == LDS_POOL_CHECK_OFF &&
-                   !(atomic_load_explicit(&s->word, RLX) & LDS__POOL_RETIRED);
+    int to_cache =
+        tc && s->pooled && n < pool->tc_limit[cls] && mode == LDS_POOL_CHECK_OFF && !retired;
     if (!to_cache)
         lds__held_sub(holder, cap);
-    if (atomic_load_explicit(&s->word, RLX) & LDS__POOL_RETIRED) {
+    if (retired) {
         /* Its generation is spent: the buffer goes, the slot stays out of use for good. */
         lds__buffer_destroy(pool, idx);
         return LDS_OK;
@@ -622,11 +623,9 @@ lds_status lds__pool_test_set_generation(lds_pool *pool, uint64_t handle, uint64
         (atomic_load_explicit(&s->word, RLX) & (LDS__POOL_GEN_STEP | LDS__POOL_RETIRED)))
         return LDS_E_INVALID_ARG;
     /* The buffer's rents so far are kept (its generation base moves with it). */
-    uint64_t old = atomic_load_explicit(&s->word, RLX) >> LDS__POOL_GEN_SHIFT;
-    s->gen_base += gen - old;
-    atomic_store_explicit(&s->word,
-                          gen << LDS__POOL_GEN_SHIFT | (atomic_load_explicit(&s->word, RLX) &
-                                                        ~(~UINT64_C(0) << LDS__POOL_GEN_SHIFT)),
+    uint64_t w = atomic_load_explicit(&s->word, RLX);
+    s->gen_base += gen - (w >> LDS__POOL_GEN_SHIFT);
+    atomic_store_explicit(&s->word, gen << LDS__POOL_GEN_SHIFT | (w & (LDS__POOL_GEN_STEP - 1)),
                           RLX);
     return LDS_OK;
 }

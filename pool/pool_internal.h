@@ -436,11 +436,12 @@ void lds__shared_push(lds_pool *pool, uint32_t idx, uint64_t now);
 uint32_t lds__shared_pop(lds_pool *pool, uint32_t cls);
 void lds__trim_idle(lds_pool *pool, uint64_t now, size_t *freed);
 void lds__maybe_age(lds_pool *pool);
-/* A buffer of class `cls` from the shared stacks or new, or LDS__POOL_NO_SLOT; `*counted` is
- * the counter it bumped (hits_shared or a misses_*), for a caller that discards the buffer
- * (a canary failure) and rents again, so that every rent counts one hit or miss. */
+/* A buffer of class `cls` from the shared stacks or new, or LDS__POOL_NO_SLOT. `*kind` is
+ * the counter the rent belongs to (hits_shared or a misses_*); the caller counts it once,
+ * when the rent succeeds with that buffer (a canary failure discards it and rents again; a
+ * failed rent counts nothing), so hits + misses == rents. */
 uint32_t lds__rent_slow(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t cap,
-                        _Atomic uint64_t **counted);
+                        _Atomic uint64_t **kind);
 /* tcache.c */
 void lds__tc_flush(lds__tcache *tc, int destroy, size_t *freed);
 void lds__tc_abandon(lds__tcache *tc);

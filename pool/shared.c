@@ -143,14 +143,13 @@ static int admit(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t cap)
 }
 
 uint32_t lds__rent_slow(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t cap,
-                        _Atomic uint64_t **counted)
+                        _Atomic uint64_t **kind)
 {
     lds__maybe_age(pool);
     if (pool->opts.check != LDS_POOL_CHECK_BYPASS) {
         uint32_t idx = lds__shared_pop(pool, cls);
         if (idx != LDS__POOL_NO_SLOT) {
-            lds__count(&pool->hits_shared, 1);
-            *counted = &pool->hits_shared;
+            *kind = &pool->hits_shared;
             return idx;
         }
     }
@@ -169,9 +168,8 @@ uint32_t lds__rent_slow(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t ca
             atomic_fetch_sub_explicit(&pool->classes[cls].pooled, 1, RLX);
             atomic_fetch_sub_explicit(&pool->pooled_bytes, cap, RLX);
         }
-        return idx; /* a failed rent is no miss: hits + misses stay equal to rents */
+        return idx;
     }
-    lds__count(miss, 1);
-    *counted = miss;
+    *kind = miss;
     return idx;
 }

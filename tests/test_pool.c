@@ -43,26 +43,7 @@
 
 #define MiB ((size_t)1 << 20)
 
-static lds_pool *make_pool(lds_pool_check check, size_t max_retained)
-{
-    lds_pool_options o;
-    lds_pool_options_default(&o);
-    o.check = check;
-    if (max_retained)
-        o.max_retained_bytes = max_retained;
-    lds_pool *p = NULL;
-    assert_int_equal(lds_pool_create(&o, &p), LDS_OK);
-    assert_non_null(p);
-    return p;
-}
-
-static lds_pool_stats stats_of(lds_pool *p)
-{
-    lds_pool_stats s;
-    lds_pool_stats_init(&s);
-    assert_int_equal(lds_pool_get_stats(p, &s), LDS_OK);
-    return s;
-}
+#include "pool_helpers.h"
 
 static void assert_consistent(lds_pool *p)
 {

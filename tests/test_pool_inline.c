@@ -33,30 +33,14 @@ static const int inline_on = 0;
 static const int inline_on = 1;
 #endif
 
-static lds_pool *make_pool(lds_pool_check check)
-{
-    lds_pool_options o;
-    lds_pool_options_default(&o);
-    o.check = check;
-    lds_pool *p = NULL;
-    assert_int_equal(lds_pool_create(&o, &p), LDS_OK);
-    return p;
-}
-
-static lds_pool_stats stats_of(lds_pool *p)
-{
-    lds_pool_stats s;
-    lds_pool_stats_init(&s);
-    assert_int_equal(lds_pool_get_stats(p, &s), LDS_OK);
-    return s;
-}
+#include "pool_helpers.h"
 
 /* The warm pair runs without a call, and counts as the library's pair does. */
 static void test_inline_warm_pair(void **state)
 {
     (void)state;
     assert_int_equal(LDS_POOL_INLINE_LAYOUT, 1);
-    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF);
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
     const size_t sizes[] = {1, 200, 1000, 4096, 16384}; /* five classes */
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         lds_lease l;
@@ -94,7 +78,7 @@ static void test_inline_warm_pair(void **state)
 static void test_inline_mixed_and_large(void **state)
 {
     (void)state;
-    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF);
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
     lds_lease l;
     assert_int_equal(lds_pool_rent(pool, 1 << 20, &l), LDS_OK);
     assert_int_equal(lds_pool_return_inline(pool, &l, 0), LDS_OK);
@@ -118,8 +102,8 @@ static void test_inline_mixed_and_large(void **state)
 static void test_inline_refusals(void **state)
 {
     (void)state;
-    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF);
-    lds_pool *other = make_pool(LDS_POOL_CHECK_OFF);
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+    lds_pool *other = make_pool(LDS_POOL_CHECK_OFF, 0);
     lds_lease l, copy, bad, foreign;
     /* warm both, so that the checks below are the inline path's */
     assert_int_equal(lds_pool_rent_inline(pool, 500, &l), LDS_OK);
@@ -214,7 +198,7 @@ static void *return_elsewhere(void *arg)
 static void test_inline_cross_thread(void **state)
 {
     (void)state;
-    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF);
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
     xret x = {.pool = pool};
     assert_int_equal(lds_pool_rent_inline(pool, 4096, &x.lease), LDS_OK);
     assert_int_equal(lds_pool_return_inline(pool, &x.lease, 0), LDS_OK);
@@ -241,7 +225,7 @@ static void test_inline_cross_thread(void **state)
 static void test_inline_falls_back(void **state)
 {
     (void)state;
-    lds_pool *canary = make_pool(LDS_POOL_CHECK_CANARY);
+    lds_pool *canary = make_pool(LDS_POOL_CHECK_CANARY, 0);
     lds_lease l;
     assert_int_equal(lds_pool_rent_inline(canary, 256, &l), LDS_OK);
     assert_int_equal(lds_pool_return_inline(canary, &l, 0), LDS_OK);
@@ -255,7 +239,7 @@ static void test_inline_falls_back(void **state)
     assert_int_equal(stats_of(canary).canary_failures, 0);
     lds_pool_free(canary);
 
-    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF);
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
     assert_int_equal(lds_pool_rent_inline(pool, 256, &l), LDS_OK);
     assert_int_equal(lds_pool_return_inline(pool, &l, 0), LDS_OK);
     assert_int_equal(lds_pool_trim(pool, LDS_POOL_TRIM_ALL, NULL), LDS_OK);
