@@ -173,7 +173,8 @@ typedef struct lds_pool_options {
     int fill_on_rent;
     /** Cap on bytes of buffers the pool keeps for reuse (cached in shared stacks and thread
      *  caches, plus pooled buffers out on lease); buffers beyond it are freed on return
-     *  (counted as drops). Default 256 MiB. */
+     *  (counted as drops). Default (and 0) 256 MiB; to keep nothing, use
+     *  LDS_POOL_CHECK_BYPASS. */
     size_t max_retained_bytes;
     /** Cap on pooled buffers per size class. Default 64. */
     uint32_t max_per_class;

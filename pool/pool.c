@@ -503,6 +503,8 @@ lds_status lds_pool_create(const lds_pool_options *opts, lds_pool **out)
     if ((unsigned)o.check > LDS_POOL_CHECK_BYPASS || o.fill_on_rent < -1 || o.fill_on_rent > 255 ||
         (unsigned)o.huge_pages > LDS_POOL_HUGE_PAGES_ON)
         return LDS_E_INVALID_ARG;
+    if (o.max_retained_bytes == 0) /* "zero means the default" (it used to mean: keep nothing) */
+        o.max_retained_bytes = LDS_POOL_DEFAULT_MAX_RETAINED_BYTES;
     if (o.max_per_class == 0)
         o.max_per_class = LDS_POOL_DEFAULT_MAX_PER_CLASS;
     if (o.thread_cache_bytes == 0)

@@ -126,7 +126,9 @@ lds_status lds_pool_get_stats(lds_pool *pool, lds_pool_stats *out)
     st.waste_bytes_total =
         t.rented_bytes > st.bytes_requested_total ? t.rented_bytes - st.bytes_requested_total : 0;
     st.waste_bytes_current = t.leased_waste;
-    memcpy(out, &st, st.size);
+    /* Whole fields only: a size that ends inside one leaves that field as it was. */
+    size_t whole = st.size < sizeof st ? st.size / sizeof(uint64_t) * sizeof(uint64_t) : st.size;
+    memcpy(out, &st, whole);
     return LDS_OK;
 }
 

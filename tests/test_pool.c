@@ -2156,6 +2156,49 @@ static void test_stats_json_parses(void **state)
 
 /* A caller built against an older, shorter lds_pool_stats: the JSON holds the fields its
  * struct has and reads nothing past `size` (heap-allocated so ASan sees an overread). */
+/* A size that ends inside a field leaves that field as it was: only whole fields are
+ * written (bytes 16-19 of hits_thread were overwritten with size 20). */
+static void test_stats_size_inside_a_field(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+    lds_lease l;
+    assert_int_equal(lds_pool_rent(pool, 100, &l), LDS_OK);
+    assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    unsigned char buf[sizeof(lds_pool_stats)];
+    memset(buf, 0xcc, sizeof buf);
+    lds_pool_stats *st = (lds_pool_stats *)buf;
+    st->size = offsetof(lds_pool_stats, hits_thread) + 4;
+    assert_int_equal(lds_pool_get_stats(pool, st), LDS_OK);
+    assert_int_equal(st->rents, 1);
+    for (size_t i = offsetof(lds_pool_stats, hits_thread); i < sizeof buf; i++)
+        assert_int_equal(buf[i], 0xcc);
+    lds_pool_free(pool);
+}
+
+/* max_retained_bytes 0 is the default, as the options' "zero means the default" says (it
+ * used to keep nothing: every return a drop). */
+static void test_zero_retention_is_the_default(void **state)
+{
+    (void)state;
+    lds_pool_options o;
+    lds_pool_options_default(&o);
+    o.max_retained_bytes = 0;
+    lds_pool *pool = NULL;
+    assert_int_equal(lds_pool_create(&o, &pool), LDS_OK);
+    for (int i = 0; i < 3; i++) {
+        lds_lease l;
+        assert_int_equal(lds_pool_rent(pool, 4096, &l), LDS_OK);
+        assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    }
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.drops, 0);
+    assert_int_equal(s.misses_oversize, 0);
+    assert_int_equal(s.hits_thread, 2);
+    assert_int_equal(s.buffers_retained, 1);
+    lds_pool_free(pool);
+}
+
 static void test_stats_json_short_struct(void **state)
 {
     (void)state;
@@ -2322,6 +2365,8 @@ int main(void)
         cmocka_unit_test(test_stats_json),
         cmocka_unit_test(test_stats_json_parses),
         cmocka_unit_test(test_stats_json_short_struct),
+        cmocka_unit_test(test_stats_size_inside_a_field),
+        cmocka_unit_test(test_zero_retention_is_the_default),
 #endif
         cmocka_unit_test(test_stale_return_while_slot_reused),
         cmocka_unit_test(test_stats_during_guard_returns),
