@@ -64,8 +64,14 @@ typedef struct lds_pool lds_pool;
  *             0 never names a live lease. No two leases of a pool ever get the same
  *             handle, so a stale handle is never honoured, for the life of the pool: a
  *             slot's generation only grows, and a slot retires (its buffer freed, the
- *             slot never used again; counted in `slots_retired`) after 2^32 leases,
- *             before its generation could wrap (docs/adr/0011, docs/adr/0025).
+ *             slot never used again; counted in `slots_retired`) after 3 x 2^30 to
+ *             2^32 leases, before its generation could wrap (docs/adr/0011, 0025, 0027).
+ *             A handle does not name its pool: a lease given to another pool is refused
+ *             because that pool's slots count their generations from another start
+ *             (pools made one after another start at least 2^31 / (their number)
+ *             generations apart), so it could match only a slot of the other pool that
+ *             has the same index, has reached that very generation, and holds a buffer
+ *             at the same address (docs/adr/0027).
  * The caller owns the buffer until it passes the lease, unchanged, to
  * lds_pool_return. Slice data by the bytes actually written, never by capacity.
  */
@@ -319,7 +325,9 @@ LDS_API lds_status lds_pool_trim(lds_pool *pool, lds_pool_trim_mode mode, size_t
 /** Causes of a refused return, indexes of lds_pool_stats.refused. */
 typedef enum lds_pool_refusal {
     LDS_POOL_REFUSED_STALE = 0,   /* handle's lease already returned (double or stale return) */
-    LDS_POOL_REFUSED_UNKNOWN = 1, /* handle names no slot of this pool (never given) */
+    LDS_POOL_REFUSED_UNKNOWN = 1, /* handle never given by this pool: no such slot, or a
+                                     generation its slot has not reached or never had (a
+                                     forged handle, another pool's lease: docs/adr/0027) */
     LDS_POOL_REFUSED_POINTER = 2, /* ptr differs from the one given with this handle */
     LDS_POOL_REFUSED_SIZE = 3,    /* length or capacity differ from the ones given */
     LDS_POOL_REFUSED_COUNT = 4
@@ -371,7 +379,7 @@ typedef struct lds_pool_stats {
     uint64_t waste_bytes_total;       /* cumulative sum of (capacity - length) over rents */
     uint64_t waste_bytes_current;     /* current: (capacity - length) over leases out */
     uint64_t bytes_requested_total;   /* cumulative sum of lengths rented */
-    uint64_t slots_retired;           /* slots whose generation was spent (2^32 leases each) and
+    uint64_t slots_retired;           /* slots whose generation was spent (see lds_lease) and
                                          that will never name a lease again (see lds_lease) */
     uint64_t guard_failures;          /* guard mode: mprotect calls that failed (see
                                          LDS_POOL_CHECK_GUARD for what the pool did) */

@@ -88,9 +88,11 @@ static uint32_t slot_alloc(lds_pool *pool)
             }
             if (chunk) {
                 idx = n;
-                /* A new slot: generation 0. A slot from the free list keeps its word, so its
-                 * generation goes on growing from where its last buffer left it. */
-                atomic_store_explicit(&chunk[n & (LDS__POOL_CHUNK_SLOTS - 1)].word, n, RLX);
+                /* A new slot: the pool's first generation (even, docs/adr/0027). A slot from
+                 * the free list keeps its word, so its generation goes on growing from where
+                 * its last buffer left it. */
+                atomic_store_explicit(&chunk[n & (LDS__POOL_CHUNK_SLOTS - 1)].word,
+                                      pool->gen_start << LDS__POOL_GEN_SHIFT | n, RLX);
                 atomic_store_explicit(&pool->slot_count, n + 1, memory_order_release);
             }
         }

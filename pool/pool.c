@@ -25,6 +25,20 @@ static lds_pool *g_pools; /* the registry of live pools, under lds__g_lock */
 #define LIKELY(x)   __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* The cause of refusing handle `h` (odd generation, never retired) whose slot's word is
+ * `w` != h. A slot's generation only grows, from its pool's gen_start: a handle whose
+ * generation is ahead of the slot's, or below the pool's start, or the slot's own with
+ * other class bits, was never given by this pool (a forged handle, or another pool's
+ * lease: docs/adr/0027), so it is unknown; any other generation was given and has ended. */
+__attribute__((cold)) static lds_pool_refusal lds__mismatch_cause(const lds_pool *pool, uint64_t w,
+                                                                  uint64_t h)
+{
+    uint64_t hg = h >> LDS__POOL_GEN_SHIFT, wg = w >> LDS__POOL_GEN_SHIFT;
+    if (((w ^ h) & ~LDS__POOL_CLS_MASK) == 0 || hg > wg || hg < pool->gen_start)
+        return LDS_POOL_REFUSED_UNKNOWN;
+    return LDS_POOL_REFUSED_STALE;
+}
+
 /* ==== rent and return ===================================================== */
 
 /* The warm path is lds_pool_rent and lds_pool_return themselves: a thread-cache hit on
@@ -235,9 +249,7 @@ __attribute__((noinline, cold)) static lds_status return_full(lds_pool *pool, ld
         return lds__refuse(pool, LDS_POOL_REFUSED_UNKNOWN);
     uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
     if (w != h)
-        /* The slot's generation with other class bits was never a handle: unknown. */
-        return lds__refuse(pool, ((w ^ h) & ~LDS__POOL_CLS_MASK) == 0 ? LDS_POOL_REFUSED_UNKNOWN
-                                                                      : LDS_POOL_REFUSED_STALE);
+        return lds__refuse(pool, lds__mismatch_cause(pool, w, h));
     if (atomic_load_explicit(&s->ptr, RLX) != (uintptr_t)lease->ptr || lease->ptr == NULL)
         return lds__refuse(pool, LDS_POOL_REFUSED_POINTER);
     if (lease->capacity != atomic_load_explicit(&s->cap, RLX) ||
@@ -524,6 +536,7 @@ lds_status lds_pool_create(const lds_pool_options *opts, lds_pool **out)
     memset(pool, 0, sizeof *pool);
     pool->opts = o;
     pool->id = atomic_fetch_add(&g_next_pool_id, 1);
+    pool->gen_start = lds__pool_gen_start(pool->id);
     atomic_store_explicit(&pool->stamp, fresh_stamp(pool), RLX);
     pool->canary_key = UINT64_C(0x9E3779B97F4A7C15) ^ ((uint64_t)(uintptr_t)pool << 7);
     pool->free_slots = LDS__POOL_NO_SLOT;

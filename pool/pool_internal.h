@@ -66,9 +66,21 @@
 #define LDS__POOL_GEN_SHIFT (LDS__POOL_IDX_BITS + LDS__POOL_CLS_BITS)
 #define LDS__POOL_GEN_STEP  (UINT64_C(1) << LDS__POOL_GEN_SHIFT)
 #define LDS__POOL_RETIRED   (UINT64_C(1) << 63)
-/* The generation at which a slot retires: 2^33, reached by the return of its 2^32nd lease. */
+/* The generation at which a slot retires: 2^33. A slot starts at its pool's gen_start (even,
+ * below LDS__POOL_GEN_START_MAX), so it retires at the return of its lease number
+ * (2^33 - gen_start) / 2: at least 3 x 2^30 leases, at most 2^32. */
 #define LDS__POOL_GEN_RETIRE (UINT64_C(1) << (63 - LDS__POOL_GEN_SHIFT))
+#define LDS__POOL_GEN_START_MAX (UINT64_C(1) << 31)
 _Static_assert(LDS__POOL_CLASSES <= (1 << LDS__POOL_CLS_BITS), "a class fits in a handle");
+
+/* The generation the slots of the pool numbered `id` start at: an even number below
+ * LDS__POOL_GEN_START_MAX. Consecutive ids land far apart (a Weyl sequence by the golden
+ * ratio, the most evenly spread there is): pools made one after another in a process
+ * differ by at least 2^31 / (their number), about 2^24 for a hundred pools. */
+static inline uint64_t lds__pool_gen_start(uint64_t id)
+{
+    return ((id * UINT64_C(0x9E3779B97F4A7C15)) >> 33) & ~UINT64_C(1);
+}
 
 /* The size class named by a handle or slot word. */
 static inline uint32_t lds__handle_cls(uint64_t h)
@@ -195,6 +207,11 @@ struct lds_pool {
     uint64_t rents_done;         /* rents of buffers that are gone (folded from their slots'
                                     generations when freed), under slot_lock */
     uint64_t rented_bytes_done;  /* their capacity bytes, rents x capacity, under slot_lock */
+    uint64_t gen_start;          /* the generation every new slot of this pool starts at: even,
+                                    below 2^31, different for pools made one after another
+                                    (lds__pool_gen_start), so that a handle of one pool matches
+                                    a slot of another only if their generations meet by chance
+                                    (docs/adr/0027) */
 
     _Atomic uint64_t pooled_bytes; /* capacity of pooled buffers; <= max_retained_bytes */
     _Atomic uint64_t bytes_mapped;

@@ -419,8 +419,11 @@ static void test_cross_thread_bad_returns_refused(void **state)
         assert_int_equal(b.got[i], LDS_E_POOL_REFUSED);
     lds_pool_stats s = stats_of(b.pool);
     assert_int_equal(s.refused[LDS_POOL_REFUSED_SIZE], 1);
-    assert_int_equal(s.refused[LDS_POOL_REFUSED_POINTER], 2); /* and the foreign one */
-    assert_int_equal(s.refused[LDS_POOL_REFUSED_STALE], 1);   /* the forged generation */
+    assert_int_equal(s.refused[LDS_POOL_REFUSED_POINTER], 1);
+    /* the forged later generation and the other pool's lease: never given by this pool
+     * (its slots' generations start elsewhere, docs/adr/0027) */
+    assert_int_equal(s.refused[LDS_POOL_REFUSED_UNKNOWN], 2);
+    assert_int_equal(s.refused[LDS_POOL_REFUSED_STALE], 0);
     assert_int_equal(s.returns, 0);
     assert_int_equal(s.leases_current, 1);
     assert_int_equal(lds_pool_return(b.pool, &b.lease, 0), LDS_OK);
@@ -1064,10 +1067,11 @@ static void test_foreign_and_forged_returns(void **state)
     assert_int_equal(lds_pool_return(pool, &f, 0), LDS_E_POOL_REFUSED);
 
     lds_pool_stats s = stats_of(pool);
-    assert_int_equal(s.refused[LDS_POOL_REFUSED_UNKNOWN], 5); /* never issued (was: stale) */
+    /* never issued: the future generation too (a slot's generation only grows) */
+    assert_int_equal(s.refused[LDS_POOL_REFUSED_UNKNOWN], 6);
     assert_int_equal(s.refused[LDS_POOL_REFUSED_POINTER], 2);
     assert_int_equal(s.refused[LDS_POOL_REFUSED_SIZE], 2);
-    assert_int_equal(s.refused[LDS_POOL_REFUSED_STALE], 1);
+    assert_int_equal(s.refused[LDS_POOL_REFUSED_STALE], 0);
     assert_int_equal(s.refused_total, 10);
     assert_int_equal(s.returns, 0);
     assert_int_equal(s.leases_current, 1);
@@ -1114,6 +1118,54 @@ static void test_stale_handle_across_old_wrap(void **state)
     lds_pool_free(pool);
 }
 
+/* A stale lease of one pool given to another (seed: a reviewer's repro, session 4): pool
+ * A frees the buffer (TRIM_ALL), pool B, made alike, maps the same address into the slot of
+ * the same index. When every pool's slots started at generation 0 the handle matched B's
+ * live lease and B took it back: its next rent handed the still-leased buffer out again.
+ * Now each pool's generations start elsewhere (docs/adr/0027), and the return is refused. */
+static void test_lease_of_other_pool_refused(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 2; round++) {
+        lds_pool *a = make_pool(LDS_POOL_CHECK_OFF, 0), *b = make_pool(LDS_POOL_CHECK_OFF, 0);
+        lds_lease ka, kb, x, y, z;
+        assert_int_equal(lds_pool_rent(a, 5000, &ka), LDS_OK); /* slot 0 of each */
+        assert_int_equal(lds_pool_rent(b, 5000, &kb), LDS_OK);
+        assert_int_equal(ka.handle & LDS__POOL_IDX_MASK, kb.handle & LDS__POOL_IDX_MASK);
+        /* the two pools' first generations differ, and by a wide margin */
+        uint64_t ga = ka.handle >> LDS__POOL_GEN_SHIFT, gb = kb.handle >> LDS__POOL_GEN_SHIFT;
+        assert_true((ga > gb ? ga - gb : gb - ga) > (UINT64_C(1) << 20));
+        assert_int_equal(ga & 1, 1);
+        size_t big = round ? (size_t)2 << 20 : 5000;
+        assert_int_equal(lds_pool_rent(a, big, &x), LDS_OK);
+        lds_lease stale = x;
+        assert_int_equal(lds_pool_return(a, &x, 0), LDS_OK);
+        assert_int_equal(lds_pool_trim(a, LDS_POOL_TRIM_ALL, NULL), LDS_OK);
+        assert_int_equal(lds_pool_rent(b, big, &y), LDS_OK);
+        assert_int_equal(stale.handle & LDS__POOL_IDX_MASK, y.handle & LDS__POOL_IDX_MASK);
+        assert_true(stale.handle != y.handle);
+        lds_lease copy = stale;
+        assert_int_equal(lds_pool_return(b, &stale, 0), LDS_E_POOL_REFUSED);
+        assert_memory_equal(&stale, &copy, sizeof copy); /* left as it was */
+        /* B's lease is still B's: its next rent is another buffer, its return works */
+        assert_int_equal(lds_pool_rent(b, big, &z), LDS_OK);
+        assert_ptr_not_equal(z.ptr, y.ptr);
+        assert_int_equal(lds_pool_return(b, &y, 0), LDS_OK);
+        assert_int_equal(lds_pool_return(b, &z, 0), LDS_OK);
+        assert_int_equal(lds_pool_return(a, &ka, 0), LDS_OK);
+        assert_int_equal(lds_pool_return(b, &kb, 0), LDS_OK);
+        lds_pool_stats sb = stats_of(b);
+        assert_int_equal(sb.refused_total, 1);
+        assert_int_equal(sb.rents, 3);
+        assert_int_equal(sb.returns, 3);
+        assert_int_equal(sb.leases_current, 0);
+        assert_consistent(a);
+        assert_consistent(b);
+        lds_pool_free(a);
+        lds_pool_free(b);
+    }
+}
+
 /* A slot at the end of its generations retires at the return that spends the last one
  * (through the warm return and through the full one, LDS_RETURN_CLEAR): its buffer is
  * freed, the slot never serves again, and every handle it gave stays refused. */
@@ -1149,7 +1201,8 @@ static void test_slot_retires_before_generation_wraps(void **state)
         /* the next rent of the class is a fresh buffer in another slot */
         assert_int_equal(lds_pool_rent(pool, 1000, &c), LDS_OK);
         assert_true((c.handle & LDS__POOL_IDX_MASK) != (stale_b.handle & LDS__POOL_IDX_MASK));
-        assert_int_equal(c.handle >> LDS__POOL_GEN_SHIFT, 1);
+        /* a fresh slot's first lease: the pool's starting generation + 1, as a's was */
+        assert_int_equal(c.handle >> LDS__POOL_GEN_SHIFT, stale_a.handle >> LDS__POOL_GEN_SHIFT);
         assert_int_equal(stats_of(pool).misses_exhausted + stats_of(pool).misses_cold, 2);
         assert_int_equal(lds_pool_return(pool, &stale_a, 0), LDS_E_POOL_REFUSED);
         assert_int_equal(lds_pool_return(pool, &stale_b, 0), LDS_E_POOL_REFUSED);
@@ -2337,6 +2390,7 @@ int main(void)
         cmocka_unit_test(test_triple_return_four_rents),
         cmocka_unit_test(test_foreign_and_forged_returns),
         cmocka_unit_test(test_stale_handle_across_old_wrap),
+        cmocka_unit_test(test_lease_of_other_pool_refused),
         cmocka_unit_test(test_slot_retires_before_generation_wraps),
         cmocka_unit_test(test_poison_past_length),
         cmocka_unit_test(test_fill_on_rent_and_clear),

@@ -153,11 +153,13 @@ static void test_inline_refusals(void **state)
     bad = l;
     bad.handle += 2 * LDS__V1_GEN_STEP;
     assert_int_equal(lds_pool_return_inline(pool, &bad, 0), LDS_E_POOL_REFUSED);
-    assert_int_equal(stats_of(pool).refused[LDS_POOL_REFUSED_STALE], 3);
-    /* another pool's lease */
+    assert_int_equal(stats_of(pool).refused[LDS_POOL_REFUSED_UNKNOWN], 2); /* never given */
+    /* another pool's lease: its generation is not one this pool's slots have had */
     assert_int_equal(lds_pool_rent_inline(other, 500, &foreign), LDS_OK);
     bad = foreign;
     assert_int_equal(lds_pool_return_inline(pool, &bad, 0), LDS_E_POOL_REFUSED);
+    assert_int_equal(stats_of(pool).refused[LDS_POOL_REFUSED_UNKNOWN], 3);
+    assert_int_equal(stats_of(pool).refused[LDS_POOL_REFUSED_STALE], 2);
     assert_int_equal(stats_of(pool).refused_total, 8);
     /* flags: LDS_RETURN_CLEAR is the call, and clears */
     memset(l.ptr, 0x5a, l.capacity);
