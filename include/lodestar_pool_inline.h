@@ -36,7 +36,6 @@
 #include "lodestar_pool.h"
 
 #include <stdint.h>
-#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -114,6 +113,41 @@ static inline void lds__v1_tally(uint64_t *c, uint64_t v)
 #endif
 }
 
+/* The calls behind the inline functions, on a lease of their own: the caller's lease never
+ * has its address passed on, so the compiler may keep it in registers on the warm path
+ * (docs/adr/0028). Each field is moved by one 8-byte load (a relaxed atomic, which the
+ * compiler keeps whole and scalar: a wide or vector copy would also pack the caller's
+ * fields into vector registers on the warm path). The result is the call's, field for
+ * field. */
+static inline void lds__v1_move(lds_lease *to, const lds_lease *from)
+{
+    to->ptr = __atomic_load_n(&from->ptr, __ATOMIC_RELAXED);
+    to->length = __atomic_load_n(&from->length, __ATOMIC_RELAXED);
+    to->capacity = __atomic_load_n(&from->capacity, __ATOMIC_RELAXED);
+    to->handle = __atomic_load_n(&from->handle, __ATOMIC_RELAXED);
+}
+
+static inline lds_status lds__v1_rent_call(lds_pool *pool, size_t min_bytes, lds_lease *out)
+{
+    lds_lease mine;
+    if (!out)
+        return lds_pool_rent(pool, min_bytes, out);
+    lds_status st = lds_pool_rent(pool, min_bytes, &mine);
+    lds__v1_move(out, &mine);
+    return st;
+}
+
+static inline lds_status lds__v1_return_call(lds_pool *pool, lds_lease *lease, unsigned flags)
+{
+    lds_lease mine;
+    if (!lease)
+        return lds_pool_return(pool, lease, flags);
+    mine = *lease;
+    lds_status st = lds_pool_return(pool, &mine, flags);
+    lds__v1_move(lease, &mine);
+    return st;
+}
+
 /**
  * lds_pool_rent, inline for a thread-cache hit of a request of up to 16 KiB on a pool
  * (not NULL) in the default mode; any other case is the call. Same contract, errors and
@@ -131,7 +165,7 @@ static inline lds_status lds_pool_rent_inline(lds_pool *pool, size_t min_bytes, 
         goto call;
     {
         unsigned cls = lds__pool_class_table_v1[(min_bytes + 15) >> 4];
-        uint8_t n = __atomic_load_n(&tc->n[cls], __ATOMIC_RELAXED);
+        size_t n = __atomic_load_n(&tc->n[cls], __ATOMIC_RELAXED);
         if (__builtin_expect(n == 0, 0))
             goto call;
         lds__v1_slot *s = tc->items[cls][n - 1];
@@ -150,7 +184,7 @@ static inline lds_status lds_pool_rent_inline(lds_pool *pool, size_t min_bytes, 
     }
 call:
     LDS__V1_CALLED();
-    return lds_pool_rent(pool, min_bytes, out);
+    return lds__v1_rent_call(pool, min_bytes, out);
 }
 
 /**
@@ -169,12 +203,19 @@ static inline lds_status lds_pool_return_inline(lds_pool *pool, lds_lease *lease
         goto call;
     {
         uint64_t h = lease->handle;
-        uint32_t idx = (uint32_t)(h & LDS__V1_IDX_MASK);
-        if (__builtin_expect(idx >= LDS__V1_CHUNK_SLOTS, 0))
-            goto call;
-        lds__v1_slot *s = __atomic_load_n(&p->chunk0, __ATOMIC_ACQUIRE) + idx;
+        /* The slot of the first chunk with the handle's low 10 index bits: no bounds test,
+         * since a handle of a slot past the first chunk differs from that slot's word in
+         * its index bits, and goes to the call at the word test below. */
+        lds__v1_slot *s = __atomic_load_n(&p->chunk0, __ATOMIC_ACQUIRE) +
+                          (h & (LDS__V1_CHUNK_SLOTS - 1));
+        /* One test for two: the handle's generation is odd (then `next` has the step bit
+         * clear), and this return does not spend the slot's last generation (then `next`
+         * has bit 63 clear). A handle with bit 63 set that passes it matches no word: a
+         * live word has bit 63 clear, a retired one is even. */
+        uint64_t next = h + LDS__V1_GEN_STEP;
         if (__builtin_expect(
-                (h & LDS__V1_GEN_STEP) == 0 || __atomic_load_n(&s->word, __ATOMIC_ACQUIRE) != h ||
+                (next & (LDS__V1_GEN_STEP | UINT64_C(1) << 63)) != 0 ||
+                    __atomic_load_n(&s->word, __ATOMIC_ACQUIRE) != h ||
                     __atomic_load_n(&s->owner, __ATOMIC_RELAXED) != (void *)tc ||
                     __atomic_load_n(&s->ptr, __ATOMIC_RELAXED) != (uintptr_t)lease->ptr ||
                     __atomic_load_n(&s->cap, __ATOMIC_RELAXED) != lease->capacity ||
@@ -182,22 +223,25 @@ static inline lds_status lds_pool_return_inline(lds_pool *pool, lds_lease *lease
                     __atomic_load_n(&s->remote, __ATOMIC_RELAXED) != 0,
                 0))
             goto call;
-        uint64_t next = h + LDS__V1_GEN_STEP;
         unsigned cls = (unsigned)(h >> LDS__V1_IDX_BITS) & 0xffu;
-        uint8_t n = __atomic_load_n(&tc->n[cls], __ATOMIC_RELAXED);
-        /* A full row, a buffer not pooled, or a generation this return would spend: the
-         * call (before anything is stored, so it sees the lease as it was). */
-        if (__builtin_expect(n >= s->tc_lim || (next >> 63) != 0, 0))
+        size_t n = __atomic_load_n(&tc->n[cls], __ATOMIC_RELAXED);
+        /* A full row or a buffer not pooled: the call (before anything is stored, so it
+         * sees the lease as it was). */
+        if (__builtin_expect(n >= s->tc_lim, 0))
             goto call;
         __atomic_store_n(&s->word, next, __ATOMIC_RELEASE);
-        memset(lease, 0, sizeof *lease);
+        /* Field by field: a memset of the struct would keep the caller's lease in memory. */
+        lease->ptr = NULL;
+        lease->length = 0;
+        lease->capacity = 0;
+        lease->handle = 0;
         tc->items[cls][n] = s;
         __atomic_store_n(&tc->n[cls], (uint8_t)(n + 1), __ATOMIC_RELAXED);
         return LDS_OK;
     }
 call:
     LDS__V1_CALLED();
-    return lds_pool_return(pool, lease, flags);
+    return lds__v1_return_call(pool, lease, flags);
 }
 
 #else /* no inline path here: the calls themselves */
