@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "lodestar.h"
+#include "lodestar_pool_inline.h"
 #include "../pool/pool_internal.h"
 
 #include <errno.h>
@@ -1167,12 +1168,14 @@ static void test_lease_of_other_pool_refused(void **state)
 }
 
 /* A slot at the end of its generations retires at the return that spends the last one
- * (through the warm return and through the full one, LDS_RETURN_CLEAR): its buffer is
+ * (through the warm return, through the full one, LDS_RETURN_CLEAR, and through the inline
+ * pair of lodestar_pool_inline.h, which hands that return to the call): its buffer is
  * freed, the slot never serves again, and every handle it gave stays refused. */
 static void test_slot_retires_before_generation_wraps(void **state)
 {
     (void)state;
-    for (int full = 0; full < 2; full++) {
+    for (int way = 0; way < 3; way++) {
+        int full = way == 1, inl = way == 2;
         lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
         lds_lease a, b, c;
         assert_int_equal(lds_pool_rent(pool, 1000, &a), LDS_OK);
@@ -1184,14 +1187,18 @@ static void test_slot_retires_before_generation_wraps(void **state)
                          LDS_E_INVALID_ARG);
         assert_int_equal(
             lds__pool_test_set_generation(pool, stale_a.handle, LDS__POOL_GEN_RETIRE - 2), LDS_OK);
-        assert_int_equal(lds_pool_rent(pool, 1000, &b), LDS_OK);
+        assert_int_equal(inl ? lds_pool_rent_inline(pool, 1000, &b) : lds_pool_rent(pool, 1000, &b),
+                         LDS_OK);
         assert_ptr_equal(b.ptr, stale_a.ptr);
         assert_int_equal(b.handle >> LDS__POOL_GEN_SHIFT, LDS__POOL_GEN_RETIRE - 1);
         assert_int_equal(lds__pool_test_set_generation(pool, b.handle, 2), LDS_E_INVALID_ARG);
         lds_lease stale_b = b;
         lds_pool_stats s0 = stats_of(pool);
         assert_int_equal(s0.slots_retired, 0);
-        assert_int_equal(lds_pool_return(pool, &b, full ? LDS_RETURN_CLEAR : 0), LDS_OK);
+        assert_int_equal(inl ? lds_pool_return_inline(pool, &b, 0)
+                             : lds_pool_return(pool, &b, full ? LDS_RETURN_CLEAR : 0),
+                         LDS_OK);
+        assert_int_equal(b.handle, 0);
         lds_pool_stats s1 = stats_of(pool);
         assert_int_equal(s1.slots_retired, 1);
         assert_int_equal(s1.buffers_retained, 0); /* the buffer went with its slot */

@@ -273,12 +273,70 @@ static void test_inline_falls_back(void **state)
     lds_pool_free(pool);
 }
 
+/* Leases past the pool's first 1,024 slots return through the call, found by the word test
+ * alone (the inline return has no bounds test, docs/adr/0028); a forged handle whose low
+ * index bits name a live slot of the first chunk, but whose index is past it, is refused by
+ * the library and ends nothing; leases moved through the call come back exactly as the
+ * call left them. */
+static void test_inline_past_first_chunk(void **state)
+{
+    (void)state;
+    enum { N = 1100 };
+    static lds_lease ls[N];
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(lds_pool_rent_inline(pool, 100, &ls[i]), LDS_OK);
+        assert_int_equal(ls[i].length, 100);
+        assert_int_equal(ls[i].capacity, 112);
+        assert_int_not_equal(ls[i].handle, 0);
+    }
+    int far = -1, near = -1;
+    for (int i = 0; i < N; i++) {
+        uint64_t idx = ls[i].handle & LDS__V1_IDX_MASK;
+        if (idx >= LDS__V1_CHUNK_SLOTS && far < 0)
+            far = i;
+        if (idx < LDS__V1_CHUNK_SLOTS && near < 0 &&
+            idx + LDS__V1_CHUNK_SLOTS < N)
+            near = i;
+    }
+    assert_true(far >= 0 && near >= 0);
+    /* a forged handle: the near lease with the index of a slot past the first chunk */
+    lds_lease forged = ls[near];
+    forged.handle |= LDS__V1_CHUNK_SLOTS;
+    lds_lease before = forged;
+    g_calls = 0;
+    assert_int_equal(lds_pool_return_inline(pool, &forged, 0), LDS_E_POOL_REFUSED);
+    assert_int_equal(g_calls, 1);
+    assert_memory_equal(&forged, &before, sizeof before); /* left as it was */
+    assert_int_equal(stats_of(pool).refused_total, 1);
+    /* a lease past the first chunk: the call, zeroed as the call zeroes */
+    g_calls = 0;
+    assert_int_equal(lds_pool_return_inline(pool, &ls[far], 0), LDS_OK);
+    assert_int_equal(g_calls, 1);
+    assert_null(ls[far].ptr);
+    assert_int_equal(ls[far].length, 0);
+    assert_int_equal(ls[far].capacity, 0);
+    assert_int_equal(ls[far].handle, 0);
+    /* and a second return of it: the call again, refused, the zeroed lease untouched */
+    assert_int_equal(lds_pool_return_inline(pool, &ls[far], 0), LDS_E_POOL_REFUSED);
+    assert_int_equal(ls[far].handle, 0);
+    for (int i = 0; i < N; i++)
+        if (i != far)
+            assert_int_equal(lds_pool_return_inline(pool, &ls[i], 0), LDS_OK);
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.rents, N);
+    assert_int_equal(s.returns, N);
+    assert_int_equal(s.leases_current, 0);
+    assert_int_equal(s.refused_total, 2);
+    lds_pool_free(pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inline_warm_pair),  cmocka_unit_test(test_inline_mixed_and_large),
         cmocka_unit_test(test_inline_refusals),   cmocka_unit_test(test_inline_cross_thread),
-        cmocka_unit_test(test_inline_falls_back),
+        cmocka_unit_test(test_inline_falls_back), cmocka_unit_test(test_inline_past_first_chunk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
