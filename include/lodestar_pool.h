@@ -182,7 +182,7 @@ typedef struct lds_pool_options {
      *  (counted as drops). Default (and 0) 256 MiB; to keep nothing, use
      *  LDS_POOL_CHECK_BYPASS. */
     size_t max_retained_bytes;
-    /** Cap on pooled buffers per size class. Default 64. */
+    /** Cap on pooled buffers per size class. Default 64; at most LDS_POOL_MAX_BUFFERS. */
     uint32_t max_per_class;
     /** Buffers per size class a thread caches without locking (0 disables thread caches;
      *  default 4, fewer for large classes: the cache holds at most `thread_cache_bytes`
@@ -196,7 +196,7 @@ typedef struct lds_pool_options {
     /** A buffer idle in a shared stack for longer than this is freed when the pool next
      *  takes its slow path (a miss, a flush, a trim). 0 = default 30 s; UINT64_MAX = never. */
     uint64_t max_idle_ns;
-    /** Buffers held in the guard-mode quarantine. Default 64. */
+    /** Buffers held in the guard-mode quarantine. Default 64; at most LDS_POOL_MAX_BUFFERS. */
     uint32_t guard_quarantine;
     /** Transparent huge pages for mapped buffers of at least LDS_POOL_HUGE_MIN bytes (see
      *  lds_pool_huge_pages). Default LDS_POOL_DEFAULT_HUGE_PAGES, or the value of the
@@ -209,6 +209,10 @@ typedef struct lds_pool_options {
  *  sizeof is 64 still). A struct of this size whose tail padding is not zero (not started
  *  from lds_pool_options_default or memset) may carry a huge_pages value. */
 #define LDS_POOL_OPTIONS_SIZE_V1 ((size_t)64)
+
+/** Most buffers a pool holds at once (the size of its slot table, 2^22): the largest
+ *  max_per_class and guard_quarantine lds_pool_create accepts. */
+#define LDS_POOL_MAX_BUFFERS ((uint32_t)1 << 22)
 
 /** Default option values (see each field). */
 #define LDS_POOL_DEFAULT_MAX_RETAINED_BYTES (((size_t)256) << 20)
@@ -238,8 +242,11 @@ LDS_API void lds_pool_options_default(lds_pool_options *opts);
  *   sizeof(lds_pool_options).
  * - out:  receives the pool, owned by the caller; release with lds_pool_free.
  * Returns LDS_OK; LDS_E_INVALID_ARG (out NULL, opts->size below LDS_POOL_OPTIONS_SIZE_V1
- * or above sizeof(lds_pool_options), check, fill_on_rent or huge_pages out of range);
- * LDS_E_NOMEM. On failure *out is set to NULL.
+ * or above sizeof(lds_pool_options), check, fill_on_rent or huge_pages out of range,
+ * max_per_class or guard_quarantine above LDS_POOL_MAX_BUFFERS); LDS_E_NOMEM. On failure
+ * *out is set to NULL. What the pool allocates at creation is bounded whatever the
+ * options: each class's stack has room for min(max_per_class, max_retained_bytes / the
+ * class's capacity) buffers (at least one), the quarantine for guard_quarantine.
  */
 LDS_API lds_status lds_pool_create(const lds_pool_options *opts, lds_pool **out);
 

@@ -515,6 +515,10 @@ lds_status lds_pool_create(const lds_pool_options *opts, lds_pool **out)
     if ((unsigned)o.check > LDS_POOL_CHECK_BYPASS || o.fill_on_rent < -1 || o.fill_on_rent > 255 ||
         (unsigned)o.huge_pages > LDS_POOL_HUGE_PAGES_ON)
         return LDS_E_INVALID_ARG;
+    /* Counts no pool could reach (it has LDS_POOL_MAX_BUFFERS slots) would only size the
+     * stacks and the quarantine below: refused, not allocated. */
+    if (o.max_per_class > LDS_POOL_MAX_BUFFERS || o.guard_quarantine > LDS_POOL_MAX_BUFFERS)
+        return LDS_E_INVALID_ARG;
     if (o.max_retained_bytes == 0) /* "zero means the default" (it used to mean: keep nothing) */
         o.max_retained_bytes = LDS_POOL_DEFAULT_MAX_RETAINED_BYTES;
     if (o.max_per_class == 0)
@@ -549,7 +553,11 @@ lds_status lds_pool_create(const lds_pool_options *opts, lds_pool **out)
         size_t n = o.thread_cache_bytes / cap;
         pool->tc_limit[c] = (uint8_t)(n < o.thread_cache_count ? n : o.thread_cache_count);
         pthread_mutex_init(&pool->classes[c].lock, NULL);
-        pool->classes[c].stack = malloc(o.max_per_class * sizeof(uint32_t));
+        /* A class never pools more than max_retained_bytes / cap buffers (admit). */
+        size_t room = o.max_retained_bytes / cap;
+        room = room < o.max_per_class ? room : o.max_per_class;
+        pool->classes[c].room = room ? (uint32_t)room : 1u;
+        pool->classes[c].stack = malloc(pool->classes[c].room * sizeof(uint32_t));
         ok = ok && pool->classes[c].stack != NULL;
     }
     pool->quarantine = malloc(o.guard_quarantine * sizeof(uint32_t));

@@ -132,11 +132,15 @@ typedef struct lds__slot {
 
 _Static_assert(sizeof(lds__slot) == 128, "a slot is two cache lines");
 _Static_assert(LDS__POOL_CLASSES <= 256, "a class fits in a byte");
+_Static_assert((uint64_t)LDS__POOL_MAX_CHUNKS * LDS__POOL_CHUNK_SLOTS == LDS_POOL_MAX_BUFFERS,
+               "a pool's slot table holds LDS_POOL_MAX_BUFFERS buffers");
 
 typedef struct lds__class {
     pthread_mutex_t lock;
     uint32_t *stack; /* cached slot indices; [0] is the oldest */
     uint32_t count;
+    uint32_t room; /* the stack's size: min(max_per_class, max_retained_bytes / capacity),
+                      at least 1; never less than the class's pooled buffers can be */
     _Atomic uint32_t live;   /* buffers of this class that exist (leased, cached, quarantined) */
     _Atomic uint32_t pooled; /* of which counted against the caps */
 } __attribute__((aligned(64))) lds__class;

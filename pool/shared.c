@@ -17,7 +17,7 @@ void lds__shared_push(lds_pool *pool, uint32_t idx, uint64_t now)
     size_t cap = lds__class_capacity(s->cls);
     s->idle_since = now;
     pthread_mutex_lock(&c->lock);
-    int room = c->count < pool->opts.max_per_class;
+    int room = c->count < c->room;
     if (room) {
         c->stack[c->count++] = idx;
         lds__count(&pool->shared_bytes, cap);

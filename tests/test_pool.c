@@ -2259,6 +2259,62 @@ static void test_zero_retention_is_the_default(void **state)
     lds_pool_free(pool);
 }
 
+/* Bytes of address space of this process (/proc/self/statm, first field). */
+static uint64_t vm_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long pages = 0;
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%llu", &pages), 1);
+    fclose(f);
+    return (uint64_t)pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Counts no pool can reach are refused, not allocated: max_per_class = UINT32_MAX sized 161
+ * class stacks of 16 GiB each at creation. A pool's class stacks are sized by what the
+ * class can pool (max_retained_bytes / capacity), so the largest accepted count costs
+ * little address space when the retention is small. */
+static void test_option_counts_bounded(void **state)
+{
+    (void)state;
+    lds_pool_options o;
+    lds_pool *pool = NULL;
+    const uint32_t bad[] = {UINT32_MAX, LDS_POOL_MAX_BUFFERS + 1};
+    for (int i = 0; i < 2; i++) {
+        lds_pool_options_default(&o);
+        o.max_per_class = bad[i];
+        assert_int_equal(lds_pool_create(&o, &pool), LDS_E_INVALID_ARG);
+        assert_null(pool);
+        lds_pool_options_default(&o);
+        o.guard_quarantine = bad[i];
+        assert_int_equal(lds_pool_create(&o, &pool), LDS_E_INVALID_ARG);
+        assert_null(pool);
+    }
+    lds_pool_options_default(&o);
+    o.max_per_class = LDS_POOL_MAX_BUFFERS;
+    o.guard_quarantine = LDS_POOL_MAX_BUFFERS;
+    o.max_retained_bytes = (size_t)1 << 20;
+    uint64_t before = vm_bytes();
+    assert_int_equal(lds_pool_create(&o, &pool), LDS_OK);
+    uint64_t grew = vm_bytes() - before;
+    /* the quarantine (16 MiB) and stacks for at most 16,384 64-byte buffers and fewer of
+     * each larger class: well under 64 MiB (it was 161 x 16 MiB) */
+    assert_true(grew < ((uint64_t)64 << 20));
+    enum { N = 300 };
+    static lds_lease ls[N];
+    for (int i = 0; i < N; i++)
+        assert_int_equal(lds_pool_rent(pool, 4096, &ls[i]), LDS_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(lds_pool_return(pool, &ls[i], 0), LDS_OK);
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.leases_current, 0);
+    assert_true(s.buffers_retained <= 256); /* 1 MiB of 4 KiB buffers */
+    assert_true(s.bytes_retained <= ((uint64_t)1 << 20));
+    assert_int_equal(s.buffers_retained + s.drops, N);
+    assert_consistent(pool);
+    lds_pool_free(pool);
+}
+
 static void test_stats_json_short_struct(void **state)
 {
     (void)state;
@@ -2398,6 +2454,7 @@ int main(void)
         cmocka_unit_test(test_foreign_and_forged_returns),
         cmocka_unit_test(test_stale_handle_across_old_wrap),
         cmocka_unit_test(test_lease_of_other_pool_refused),
+        cmocka_unit_test(test_option_counts_bounded),
         cmocka_unit_test(test_slot_retires_before_generation_wraps),
         cmocka_unit_test(test_poison_past_length),
         cmocka_unit_test(test_fill_on_rent_and_clear),
