@@ -66,12 +66,15 @@ typedef struct lds_pool lds_pool;
  *             slot's generation only grows, and a slot retires (its buffer freed, the
  *             slot never used again; counted in `slots_retired`) after 3 x 2^30 to
  *             2^32 leases, before its generation could wrap (docs/adr/0011, 0025, 0027).
- *             A handle does not name its pool: a lease given to another pool is refused
- *             because that pool's slots count their generations from another start
- *             (pools made one after another start at least 2^31 / (their number)
- *             generations apart), so it could match only a slot of the other pool that
- *             has the same index, has reached that very generation, and holds a buffer
- *             at the same address (docs/adr/0027).
+ *             A handle does not name its pool. Each pool's slots count their
+ *             generations from a start of their own (pools made one after another start
+ *             at least about 2^30 / (their number) generations apart), so a lease given
+ *             to another pool is refused unless, at that moment, the other pool's slot
+ *             of the same index is out on lease at exactly that generation (one lease in
+ *             its life, reached only after the slot has run through the generations
+ *             between the two starts) with a buffer at the same address. That rare case
+ *             is not detected: it would take a pool tag in the handle, an ABI change
+ *             (docs/adr/0027).
  * The caller owns the buffer until it passes the lease, unchanged, to
  * lds_pool_return. Slice data by the bytes actually written, never by capacity.
  */
@@ -334,7 +337,9 @@ typedef enum lds_pool_refusal {
     LDS_POOL_REFUSED_STALE = 0,   /* handle's lease already returned (double or stale return) */
     LDS_POOL_REFUSED_UNKNOWN = 1, /* handle never given by this pool: no such slot, or a
                                      generation its slot has not reached or never had (a
-                                     forged handle, another pool's lease: docs/adr/0027) */
+                                     forged handle; another pool's lease, unless the slot
+                                     has already passed that generation: then it counts
+                                     as stale; docs/adr/0027) */
     LDS_POOL_REFUSED_POINTER = 2, /* ptr differs from the one given with this handle */
     LDS_POOL_REFUSED_SIZE = 3,    /* length or capacity differ from the ones given */
     LDS_POOL_REFUSED_COUNT = 4

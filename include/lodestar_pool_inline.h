@@ -25,6 +25,10 @@
  * warm path poisons buffers, which the inline code cannot do), so a sanitizer build is never
  * wrong, only slower. docs/adr/0026 has the measurements and the decision.
  *
+ * A program built with ThreadSanitizer needs a library built with it too (meson
+ * -Db_sanitize=thread): a buffer passes between threads through the library's own atomics,
+ * which an uninstrumented library hides from TSan, so it reports a race that is not one.
+ *
  * Requires GCC or Clang on x86-64 or AArch64 (the __atomic builtins and the initial-exec
  * TLS model); elsewhere, or with LDS_POOL_NO_INLINE defined, both functions are plain calls
  * of lds_pool_rent and lds_pool_return. C11 or later (it declares a _Thread_local); C only
@@ -115,16 +119,27 @@ static inline void lds__v1_tally(uint64_t *c, uint64_t v)
 
 /* The calls behind the inline functions, on a lease of their own: the caller's lease never
  * has its address passed on, so the compiler may keep it in registers on the warm path
- * (docs/adr/0028). Each field is moved by one 8-byte load (a relaxed atomic, which the
- * compiler keeps whole and scalar: a wide or vector copy would also pack the caller's
- * fields into vector registers on the warm path). The result is the call's, field for
- * field. */
+ * (docs/adr/0028). Each field comes back from the call's lease by one 8-byte load (a
+ * relaxed atomic, which the compiler keeps whole and scalar: a wide or vector copy would
+ * also pack the caller's fields into vector registers on the warm path), and goes to it
+ * by plain loads (an atomic load of the caller's lease would keep it in memory). The
+ * result is the call's, field for field. The return clears the caller's lease before the call, as the library clears it
+ * before the buffer can go (a lease may live in its own buffer, which the call may free,
+ * unmap or hand on), and puts it back as it was when the call refuses it. */
 static inline void lds__v1_move(lds_lease *to, const lds_lease *from)
 {
     to->ptr = __atomic_load_n(&from->ptr, __ATOMIC_RELAXED);
     to->length = __atomic_load_n(&from->length, __ATOMIC_RELAXED);
     to->capacity = __atomic_load_n(&from->capacity, __ATOMIC_RELAXED);
     to->handle = __atomic_load_n(&from->handle, __ATOMIC_RELAXED);
+}
+
+static inline void lds__v1_clear(lds_lease *l)
+{
+    l->ptr = NULL;
+    l->length = 0;
+    l->capacity = 0;
+    l->handle = 0;
 }
 
 static inline lds_status lds__v1_rent_call(lds_pool *pool, size_t min_bytes, lds_lease *out)
@@ -142,9 +157,14 @@ static inline lds_status lds__v1_return_call(lds_pool *pool, lds_lease *lease, u
     lds_lease mine;
     if (!lease)
         return lds_pool_return(pool, lease, flags);
-    mine = *lease;
+    mine.ptr = lease->ptr; /* plain loads: an atomic one would keep the caller's in memory */
+    mine.length = lease->length;
+    mine.capacity = lease->capacity;
+    mine.handle = lease->handle;
+    lds__v1_clear(lease);
     lds_status st = lds_pool_return(pool, &mine, flags);
-    lds__v1_move(lease, &mine);
+    if (st != LDS_OK) /* refused: `mine` is as it was, and so the caller's lease again */
+        lds__v1_move(lease, &mine);
     return st;
 }
 
@@ -231,10 +251,7 @@ static inline lds_status lds_pool_return_inline(lds_pool *pool, lds_lease *lease
             goto call;
         __atomic_store_n(&s->word, next, __ATOMIC_RELEASE);
         /* Field by field: a memset of the struct would keep the caller's lease in memory. */
-        lease->ptr = NULL;
-        lease->length = 0;
-        lease->capacity = 0;
-        lease->handle = 0;
+        lds__v1_clear(lease);
         tc->items[cls][n] = s;
         __atomic_store_n(&tc->n[cls], (uint8_t)(n + 1), __ATOMIC_RELAXED);
         return LDS_OK;

@@ -29,7 +29,9 @@ static lds_pool *g_pools; /* the registry of live pools, under lds__g_lock */
  * `w` != h. A slot's generation only grows, from its pool's gen_start: a handle whose
  * generation is ahead of the slot's, or below the pool's start, or the slot's own with
  * other class bits, was never given by this pool (a forged handle, or another pool's
- * lease: docs/adr/0027), so it is unknown; any other generation was given and has ended. */
+ * lease: docs/adr/0027), so it is unknown; any other generation is counted as given and
+ * ended (stale), which another pool's lease is too once the slot has passed its
+ * generation: the handle cannot tell. */
 __attribute__((cold)) static lds_pool_refusal lds__mismatch_cause(const lds_pool *pool, uint64_t w,
                                                                   uint64_t h)
 {

@@ -331,12 +331,48 @@ static void test_inline_past_first_chunk(void **state)
     lds_pool_free(pool);
 }
 
+/* A lease kept in its own buffer (an intrusive header) returned through the inline function
+ * when the return is the call: the caller's lease is cleared before the buffer goes, as the
+ * library clears it. Found by a reviewer (session 5): the fallback wrote the zeroed lease
+ * back after the call, into a buffer the call had unmapped (bypass mode, or a buffer
+ * dropped past the retention cap: SIGSEGV) or armed with a canary (canary failures). */
+static void test_inline_lease_in_its_own_buffer(void **state)
+{
+    (void)state;
+    const lds_pool_check modes[] = {LDS_POOL_CHECK_BYPASS, LDS_POOL_CHECK_CANARY,
+                                    LDS_POOL_CHECK_GUARD, LDS_POOL_CHECK_OFF};
+    for (int m = 0; m < 4; m++) {
+        /* default mode: a cap of one buffer, so the second buffer out is dropped (unmapped) */
+        lds_pool *pool = make_pool(modes[m], modes[m] == LDS_POOL_CHECK_OFF ? (2u << 20) : 0);
+        lds_lease keep;
+        if (modes[m] == LDS_POOL_CHECK_OFF)
+            assert_int_equal(lds_pool_rent_inline(pool, 2u << 20, &keep), LDS_OK);
+        for (int i = 0; i < 3; i++) {
+            lds_lease l;
+            assert_int_equal(lds_pool_rent_inline(pool, 2u << 20, &l), LDS_OK);
+            lds_lease *self = (lds_lease *)l.ptr;
+            *self = l;
+            assert_int_equal(lds_pool_return_inline(pool, self, 0), LDS_OK);
+        }
+        if (modes[m] == LDS_POOL_CHECK_OFF)
+            assert_int_equal(lds_pool_return_inline(pool, &keep, 0), LDS_OK);
+        lds_pool_stats s = stats_of(pool);
+        assert_int_equal(s.canary_failures, 0);
+        assert_int_equal(s.returns, s.rents);
+        assert_int_equal(s.refused_total, 0);
+        if (modes[m] == LDS_POOL_CHECK_OFF)
+            assert_int_equal(s.drops, 3);
+        lds_pool_free(pool);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inline_warm_pair),  cmocka_unit_test(test_inline_mixed_and_large),
         cmocka_unit_test(test_inline_refusals),   cmocka_unit_test(test_inline_cross_thread),
         cmocka_unit_test(test_inline_falls_back), cmocka_unit_test(test_inline_past_first_chunk),
+        cmocka_unit_test(test_inline_lease_in_its_own_buffer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
