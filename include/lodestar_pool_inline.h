@@ -123,9 +123,10 @@ static inline void lds__v1_tally(uint64_t *c, uint64_t v)
  * relaxed atomic, which the compiler keeps whole and scalar: a wide or vector copy would
  * also pack the caller's fields into vector registers on the warm path), and goes to it
  * by plain loads (an atomic load of the caller's lease would keep it in memory). The
- * result is the call's, field for field. The return clears the caller's lease before the call, as the library clears it
- * before the buffer can go (a lease may live in its own buffer, which the call may free,
- * unmap or hand on), and puts it back as it was when the call refuses it. */
+ * result is the call's, field for field. The return clears the caller's lease before the
+ * call, as the library clears it before the buffer can go (a lease may live in its own
+ * buffer, which the call may free, unmap or hand on), and puts it back as it was when the
+ * call refuses it. */
 static inline void lds__v1_move(lds_lease *to, const lds_lease *from)
 {
     to->ptr = __atomic_load_n(&from->ptr, __ATOMIC_RELAXED);
