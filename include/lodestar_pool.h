@@ -67,8 +67,8 @@ typedef struct lds_pool lds_pool;
  *             slot never used again; counted in `slots_retired`) after 3 x 2^30 to
  *             2^32 leases, before its generation could wrap (docs/adr/0011, 0025, 0027).
  *             A handle does not name its pool. Each pool's slots count their
- *             generations from a start of their own (pools made one after another start
- *             at least about 2^30 / (their number) generations apart), so a lease given
+ *             generations from a start of their own (the first n pools made in a process
+ *             start at least 0.45 x 2^31 / n generations apart), so a lease given
  *             to another pool is refused unless, at that moment, the other pool's slot
  *             of the same index is out on lease at exactly that generation (one lease in
  *             its life, reached only after the slot has run through the generations
@@ -189,7 +189,7 @@ typedef struct lds_pool_options {
     uint32_t max_per_class;
     /** Buffers per size class a thread caches without locking (0 disables thread caches;
      *  default 4, fewer for large classes: the cache holds at most `thread_cache_bytes`
-     *  per class). */
+     *  per class). At most 16: a larger value is taken as 16. */
     uint32_t thread_cache_count;
     /** Bytes a thread may cache per size class. Default 64 MiB. */
     size_t thread_cache_bytes;
@@ -291,7 +291,9 @@ LDS_API lds_status lds_pool_rent(lds_pool *pool, size_t min_bytes, lds_lease *ou
  * (double return, stale handle), names a pointer the pool never gave, or its length or
  * capacity were altered: the refusal is counted by cause in the statistics, the buffer is
  * not touched, and *lease is left as it was. LDS_E_INVALID_ARG for lease NULL or
- * unknown flags. Thread-safe.
+ * unknown flags; LDS_E_NOMEM when pool is NULL and the shared pool cannot be made.
+ * *lease is zeroed before the buffer can be reused or freed, so a lease may be kept inside
+ * its own buffer (a refused one is written back as it was). Thread-safe.
  *
  * What is refused at the call, and what later. On the renting thread every misuse is
  * refused at the call. On another thread (the lease is then queued for the renting
@@ -334,7 +336,8 @@ LDS_API lds_status lds_pool_trim(lds_pool *pool, lds_pool_trim_mode mode, size_t
 
 /** Causes of a refused return, indexes of lds_pool_stats.refused. */
 typedef enum lds_pool_refusal {
-    LDS_POOL_REFUSED_STALE = 0,   /* handle's lease already returned (double or stale return) */
+    LDS_POOL_REFUSED_STALE = 0,   /* handle's lease already returned (double or stale return;
+                                     also a zeroed lease, as a return or failed rent leaves) */
     LDS_POOL_REFUSED_UNKNOWN = 1, /* handle never given by this pool: no such slot, or a
                                      generation its slot has not reached or never had (a
                                      forged handle; another pool's lease, unless the slot

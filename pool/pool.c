@@ -263,11 +263,16 @@ __attribute__((noinline, cold)) static lds_status return_full(lds_pool *pool, ld
     if (tc && atomic_load_explicit(&tc->remote_head, RLX) != 0)
         lds__remote_collect(pool, tc, tc);
     if (!tc || owner != tc) {
-        /* Another thread's lease: claimed here, ended when its owner collects it. */
+        /* Another thread's lease: claimed here, ended when its owner collects it, which may
+         * be at once (an exited owner's) or on its thread at any moment after the claim, so
+         * the lease is zeroed before it: it may live in its own buffer. A refused claim
+         * leaves it as it was. */
+        lds_lease keep = *lease;
+        memset(lease, 0, sizeof *lease);
         lds_status st = lds__remote_claim(
             pool, owner, s, h | ((flags & LDS_RETURN_CLEAR) ? LDS__POOL_CLAIM_CLEAR : 0), 0);
-        if (st == LDS_OK)
-            memset(lease, 0, sizeof *lease);
+        if (st != LDS_OK)
+            *lease = keep;
         return st;
     }
     /* Our own lease; the collection above may just have ended it (claimed elsewhere). */
