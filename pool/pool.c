@@ -32,8 +32,8 @@ static lds_pool *g_pools; /* the registry of live pools, under lds__g_lock */
  * lease: docs/adr/0027), so it is unknown; any other generation is counted as given and
  * ended (stale), which another pool's lease is too once the slot has passed its
  * generation: the handle cannot tell. */
-__attribute__((cold)) static lds_pool_refusal lds__mismatch_cause(const lds_pool *pool, uint64_t w,
-                                                                  uint64_t h)
+__attribute__((cold)) static lds_pool_refusal mismatch_cause(const lds_pool *pool, uint64_t w,
+                                                              uint64_t h)
 {
     uint64_t hg = h >> LDS__POOL_GEN_SHIFT, wg = w >> LDS__POOL_GEN_SHIFT;
     if (((w ^ h) & ~LDS__POOL_CLS_MASK) == 0 || hg > wg || hg < pool->gen_start)
@@ -251,7 +251,7 @@ __attribute__((noinline, cold)) static lds_status return_full(lds_pool *pool, ld
         return lds__refuse(pool, LDS_POOL_REFUSED_UNKNOWN);
     uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
     if (w != h)
-        return lds__refuse(pool, lds__mismatch_cause(pool, w, h));
+        return lds__refuse(pool, mismatch_cause(pool, w, h));
     if (atomic_load_explicit(&s->ptr, RLX) != (uintptr_t)lease->ptr || lease->ptr == NULL)
         return lds__refuse(pool, LDS_POOL_REFUSED_POINTER);
     if (lease->capacity != atomic_load_explicit(&s->cap, RLX) ||

@@ -49,12 +49,12 @@ static void sum_slots(lds_pool *pool, slot_sums *t)
             t->rents += rents;
             t->rented_bytes += rents * atomic_load_explicit(&s->cap, RLX);
             if (gen & 1u) {
+                /* Each read once: the test and the difference see the same capacity. */
                 size_t len = atomic_load_explicit(&s->length, RLX);
+                size_t cap = atomic_load_explicit(&s->cap, RLX);
                 t->leases++;
-                t->leased_bytes += atomic_load_explicit(&s->cap, RLX);
-                t->leased_waste += atomic_load_explicit(&s->cap, RLX) > len
-                                       ? atomic_load_explicit(&s->cap, RLX) - len
-                                       : 0;
+                t->leased_bytes += cap;
+                t->leased_waste += cap > len ? cap - len : 0;
             }
         }
     }

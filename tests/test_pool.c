@@ -2260,8 +2260,6 @@ static void test_stats_json_parses(void **state)
     json_object_put(o);
 }
 
-/* A caller built against an older, shorter lds_pool_stats: the JSON holds the fields its
- * struct has and reads nothing past `size` (heap-allocated so ASan sees an overread). */
 /* A size that ends inside a field leaves that field as it was: only whole fields are
  * written (bytes 16-19 of hits_thread were overwritten with size 20). */
 static void test_stats_size_inside_a_field(void **state)
@@ -2361,6 +2359,8 @@ static void test_option_counts_bounded(void **state)
     lds_pool_free(pool);
 }
 
+/* A caller built against an older, shorter lds_pool_stats: the JSON holds the fields its
+ * struct has and reads nothing past `size` (heap-allocated so ASan sees an overread). */
 static void test_stats_json_short_struct(void **state)
 {
     (void)state;
