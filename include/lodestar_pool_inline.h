@@ -40,6 +40,7 @@
 #include "lodestar_pool.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -117,58 +118,6 @@ static inline void lds__v1_tally(uint64_t *c, uint64_t v)
 #endif
 }
 
-/* The calls behind the inline functions, on a lease of their own: the caller's lease never
- * has its address passed on, so the compiler may keep it in registers on the warm path
- * (docs/adr/0028). Each field comes back from the call's lease by one 8-byte load (a
- * relaxed atomic, which the compiler keeps whole and scalar: a wide or vector copy would
- * also pack the caller's fields into vector registers on the warm path), and goes to it
- * by plain loads (an atomic load of the caller's lease would keep it in memory). The
- * result is the call's, field for field. The return clears the caller's lease before the
- * call, as the library clears it before the buffer can go (a lease may live in its own
- * buffer, which the call may free, unmap or hand on), and puts it back as it was when the
- * call refuses it. */
-static inline void lds__v1_move(lds_lease *to, const lds_lease *from)
-{
-    to->ptr = __atomic_load_n(&from->ptr, __ATOMIC_RELAXED);
-    to->length = __atomic_load_n(&from->length, __ATOMIC_RELAXED);
-    to->capacity = __atomic_load_n(&from->capacity, __ATOMIC_RELAXED);
-    to->handle = __atomic_load_n(&from->handle, __ATOMIC_RELAXED);
-}
-
-static inline void lds__v1_clear(lds_lease *l)
-{
-    l->ptr = NULL;
-    l->length = 0;
-    l->capacity = 0;
-    l->handle = 0;
-}
-
-static inline lds_status lds__v1_rent_call(lds_pool *pool, size_t min_bytes, lds_lease *out)
-{
-    lds_lease mine;
-    if (!out)
-        return lds_pool_rent(pool, min_bytes, out);
-    lds_status st = lds_pool_rent(pool, min_bytes, &mine);
-    lds__v1_move(out, &mine);
-    return st;
-}
-
-static inline lds_status lds__v1_return_call(lds_pool *pool, lds_lease *lease, unsigned flags)
-{
-    lds_lease mine;
-    if (!lease)
-        return lds_pool_return(pool, lease, flags);
-    mine.ptr = lease->ptr; /* plain loads: an atomic one would keep the caller's in memory */
-    mine.length = lease->length;
-    mine.capacity = lease->capacity;
-    mine.handle = lease->handle;
-    lds__v1_clear(lease);
-    lds_status st = lds_pool_return(pool, &mine, flags);
-    if (st != LDS_OK) /* refused: `mine` is as it was, and so the caller's lease again */
-        lds__v1_move(lease, &mine);
-    return st;
-}
-
 /**
  * lds_pool_rent, inline for a thread-cache hit of a request of up to 16 KiB on a pool
  * (not NULL) in the default mode; any other case is the call. Same contract, errors and
@@ -205,7 +154,7 @@ static inline lds_status lds_pool_rent_inline(lds_pool *pool, size_t min_bytes, 
     }
 call:
     LDS__V1_CALLED();
-    return lds__v1_rent_call(pool, min_bytes, out);
+    return lds_pool_rent(pool, min_bytes, out);
 }
 
 /**
@@ -251,15 +200,14 @@ static inline lds_status lds_pool_return_inline(lds_pool *pool, lds_lease *lease
         if (__builtin_expect(n >= s->tc_lim, 0))
             goto call;
         __atomic_store_n(&s->word, next, __ATOMIC_RELEASE);
-        /* Field by field: a memset of the struct would keep the caller's lease in memory. */
-        lds__v1_clear(lease);
+        memset(lease, 0, sizeof *lease);
         tc->items[cls][n] = s;
         __atomic_store_n(&tc->n[cls], (uint8_t)(n + 1), __ATOMIC_RELAXED);
         return LDS_OK;
     }
 call:
     LDS__V1_CALLED();
-    return lds__v1_return_call(pool, lease, flags);
+    return lds_pool_return(pool, lease, flags);
 }
 
 #else /* no inline path here: the calls themselves */

@@ -333,9 +333,10 @@ static void test_inline_past_first_chunk(void **state)
 
 /* A lease kept in its own buffer (an intrusive header) returned through the inline function
  * when the return is the call: the caller's lease is cleared before the buffer goes, as the
- * library clears it. Found by a reviewer (session 5): the fallback wrote the zeroed lease
- * back after the call, into a buffer the call had unmapped (bypass mode, or a buffer
- * dropped past the retention cap: SIGSEGV) or armed with a canary (canary failures). */
+ * library clears it. Found by a reviewer (session 5): a fallback that worked on a copy of
+ * the lease wrote the zeroed lease back after the call, into a buffer the call had unmapped
+ * (bypass mode, or a buffer dropped past the retention cap: SIGSEGV) or armed with a
+ * canary (canary failures). */
 static void test_inline_lease_in_its_own_buffer(void **state)
 {
     (void)state;
@@ -366,6 +367,53 @@ static void test_inline_lease_in_its_own_buffer(void **state)
     }
 }
 
+/* The renter's own (double) return of a lease kept in its own buffer, after another thread
+ * returned a copy of it: the library collects that return during the call, which ends the
+ * lease and lets the buffer go, then refuses this one without writing. Found by a reviewer
+ * (session 5): a fallback that worked on a copy of the lease wrote it back after the call,
+ * into the buffer just unmapped (bypass, guard: SIGSEGV) or canaried (a false canary
+ * failure); the fallback now hands the library the caller's lease itself. */
+static lds_lease g_copy;
+static lds_status g_copy_got;
+
+static void *return_copy(void *arg)
+{
+    g_copy_got = lds_pool_return_inline((lds_pool *)arg, &g_copy, 0);
+    return NULL;
+}
+
+static void test_inline_double_return_of_self_held_lease(void **state)
+{
+    (void)state;
+    const lds_pool_check modes[] = {LDS_POOL_CHECK_BYPASS, LDS_POOL_CHECK_GUARD,
+                                    LDS_POOL_CHECK_CANARY, LDS_POOL_CHECK_OFF};
+    for (int m = 0; m < 4; m++) {
+        lds_pool *pool = make_pool(modes[m], 0);
+        lds_lease l;
+        assert_int_equal(lds_pool_rent_inline(pool, 100, &l), LDS_OK);
+        lds_lease *self = (lds_lease *)l.ptr;
+        *self = l;
+        g_copy = l;
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, return_copy, pool), 0);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        assert_int_equal(g_copy_got, LDS_OK);
+        assert_int_equal(lds_pool_return_inline(pool, self, 0), LDS_E_POOL_REFUSED);
+        lds_pool_stats s = stats_of(pool);
+        assert_int_equal(s.rents, 1);
+        assert_int_equal(s.returns, 1);
+        assert_int_equal(s.leases_current, 0);
+        assert_int_equal(s.refused[LDS_POOL_REFUSED_STALE], 1);
+        assert_int_equal(s.canary_failures, 0);
+        if (modes[m] == LDS_POOL_CHECK_CANARY) { /* the next rent checks the canary */
+            assert_int_equal(lds_pool_rent_inline(pool, 100, &l), LDS_OK);
+            assert_int_equal(stats_of(pool).canary_failures, 0);
+            assert_int_equal(lds_pool_return_inline(pool, &l, 0), LDS_OK);
+        }
+        lds_pool_free(pool);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -373,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_inline_refusals),   cmocka_unit_test(test_inline_cross_thread),
         cmocka_unit_test(test_inline_falls_back), cmocka_unit_test(test_inline_past_first_chunk),
         cmocka_unit_test(test_inline_lease_in_its_own_buffer),
+        cmocka_unit_test(test_inline_double_return_of_self_held_lease),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
