@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target for a while; a crash fails the run.
 #
-# usage: scripts/fuzz.sh [-t SECONDS] [-j JOBS] [-b BUILD_DIR] [TARGET...]
+# usage: scripts/fuzz.sh [-t SECONDS | -T TOTAL] [-j JOBS] [-b BUILD_DIR] [TARGET...]
 #
 #   -t SECONDS   time per target (default 60, or $FUZZ_SECONDS)
+#   -T TOTAL     a wall-time budget for all targets together instead: they run JOBS at a
+#                time, and each gets TOTAL / rounds seconds (at least 10, at most 60), so
+#                that adding targets does not lengthen the run (scripts/test.sh: -T 300)
 #   -j JOBS      targets run at once (default: the number of CPUs)
 #   -b DIR       build folder (default build-fuzz/ in the repository, git-ignored),
 #                configured here with clang, -Dfuzz=true, ASan and UBSan
@@ -21,6 +24,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 1
 
 SECONDS_PER=${FUZZ_SECONDS:-60}
+TOTAL=
 JOBS=
 BUILD=build-fuzz
 for arg in "$@"; do
@@ -29,9 +33,10 @@ for arg in "$@"; do
     --) break ;;
     esac
 done
-while getopts "t:j:b:h" opt; do
+while getopts "t:T:j:b:h" opt; do
     case "$opt" in
-    t) SECONDS_PER=$OPTARG ;;
+    t) SECONDS_PER=$OPTARG; TOTAL= ;;
+    T) TOTAL=$OPTARG ;;
     j) JOBS=$OPTARG ;;
     b) BUILD=$OPTARG ;;
     h) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
@@ -45,6 +50,20 @@ TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
     mapfile -t TARGETS < <(sed -n "/^fuzz_targets = \[/,/^\]/ s/^ *'\([a-z0-9_]*\)',\$/\1/p" \
         tests/fuzz/meson.build)
+fi
+
+for v in "$SECONDS_PER" "$TOTAL" "$JOBS"; do
+    if [ -n "$v" ] && ! [[ $v =~ ^[1-9][0-9]*$ ]]; then
+        echo "fuzz.sh: -t, -T and -j want a positive whole number, not '$v'" >&2
+        exit 2
+    fi
+done
+if [ -n "$TOTAL" ]; then
+    # the targets run in rounds of JOBS at a time; the rounds share the budget
+    SECONDS_PER=$((TOTAL / ((${#TARGETS[@]} + JOBS - 1) / JOBS)))
+    [ "$SECONDS_PER" -lt 10 ] && SECONDS_PER=10
+    [ "$SECONDS_PER" -gt 60 ] && SECONDS_PER=60
+    echo "fuzz.sh: ${#TARGETS[@]} targets, $JOBS at a time, within ${TOTAL} s: ${SECONDS_PER} s each"
 fi
 
 if ! echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return d && n; }' |

@@ -10,7 +10,8 @@
 #
 # Stages, in order (each one a function stage_NAME below; to add one, write the
 # function and put its name in STAGES):
-#   deps    scripts/deps.sh (plus npm when the slow stage will run)
+#   deps    scripts/deps.sh: the core set; plus the lab set (--lab) and npm when the slow
+#           stage will run
 #   werror  gcc, `meson setup build-ci --werror`, build everything, `meson test`
 #           (the default 'quick' setup: suites unit and fuzz, i.e. corpus replay)
 #   asan    clang with AddressSanitizer + UndefinedBehaviorSanitizer, -Werror, the same
@@ -19,8 +20,19 @@
 #           concurrency tests) if any test is in it (build-tsan/)
 #   slow    the suite 'slow' in build-ci (the full GloVe set, downloaded with npm on
 #           first use); runs when CI=true or with --slow
-#   fuzz    scripts/fuzz.sh: each libFuzzer target for FUZZ_SECONDS (default 60) under
-#           ASan+UBSan (build-fuzz/); runs when CI=true or with --fuzz
+#   fuzz    scripts/fuzz.sh under ASan+UBSan (build-fuzz/): the targets share a budget of
+#           FUZZ_BUDGET seconds of wall time (default 300; run CPUs at a time, each target
+#           gets its share of the budget, between 10 and 60 s), or each runs FUZZ_SECONDS
+#           when that is set; runs when CI=true or with --fuzz
+#
+# Timeouts: every `meson test` run gets --timeout-multiplier M, where M is
+# LDS_TIMEOUT_MULTIPLIER when set (0 turns timeouts off), else the one-minute load average
+# divided by the CPUs, rounded up, between 1 and 10: each test's timeout in tests/meson.build
+# is sized for a machine running only this suite, and a test on a machine with load L and
+# N CPUs runs about L/N times slower. The multiplier used is printed with each run. Run by
+# hand on a busy machine: meson test -C build --timeout-multiplier 4.
+# The heavy checks (every bench-map.json command and every ADR condition in --dry mode, the
+# Dask cluster) are in suite 'slow'; the unit suite keeps their quick structural part.
 #
 # The sanitizer stages export LDS_SANITIZE (address,undefined or thread) to the tests,
 # so that a test which cannot run under a sanitizer (one that loads the library into an
@@ -85,19 +97,31 @@ keep_log() {
     [ -n "$log" ] && cp "$log" "$RESULTS/$(date +%s%N).json"
 }
 
+# The timeout multiplier for the next `meson test` (see Timeouts above).
+timeout_multiplier() {
+    if [ -n "${LDS_TIMEOUT_MULTIPLIER:-}" ]; then
+        echo "$LDS_TIMEOUT_MULTIPLIER"
+        return
+    fi
+    awk -v n="$(nproc)" '{ m = int($1 / n); if (m < $1 / n) m++; if (m < 1) m = 1; if (m > 10) m = 10; print m }' /proc/loadavg
+}
+
 # Runs `meson test` in build dir $1 with the remaining arguments; keeps its log.
 mtest() {
     local dir=$1
     shift
-    local rc=0
-    meson test -C "$dir" --print-errorlogs "$@" || rc=$?
+    local rc=0 mult
+    mult=$(timeout_multiplier)
+    echo "meson test: timeout multiplier $mult (load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs)"
+    meson test -C "$dir" --print-errorlogs --timeout-multiplier "$mult" "$@" || rc=$?
     keep_log "$dir"
     return "$rc"
 }
 
 stage_deps() {
+    # The lab set (benchmark peers, allocators, spin...) only for the slow stage that uses it.
     if [ "$SLOW" = 1 ]; then
-        scripts/deps.sh npm
+        scripts/deps.sh --lab npm
     else
         scripts/deps.sh
     fi
@@ -133,9 +157,12 @@ stage_tsan() {
     # The pool's fork handler holds every pool lock across fork() (include/lodestar_pool.h);
     # TSan's deadlock detector tracks at most 64 held locks and then stops the process, so the
     # tests that fork run with it off. Data races are still reported.
-    local rc=0
+    local rc=0 mult
+    mult=$(timeout_multiplier)
+    echo "meson test: timeout multiplier $mult (load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs)"
     TSAN_OPTIONS="detect_deadlocks=0${TSAN_OPTIONS:+ $TSAN_OPTIONS}" LDS_SANITIZE=thread \
-        "${norandom[@]}" meson test -C build-tsan --print-errorlogs --suite tsan --no-rebuild || rc=$?
+        "${norandom[@]}" meson test -C build-tsan --print-errorlogs --suite tsan --no-rebuild \
+        --timeout-multiplier "$mult" || rc=$?
     keep_log build-tsan
     return "$rc"
 }
@@ -148,12 +175,17 @@ stage_slow() {
     mtest build-ci --setup slow --suite slow
 }
 
-# Stage fuzz: every libFuzzer target for $FUZZ_SECONDS (default 60) s under ASan+UBSan
-# (scripts/fuzz.sh, build-fuzz/); a crash fails and its input joins tests/fuzz/corpus/.
+# Stage fuzz: every libFuzzer target under ASan+UBSan (scripts/fuzz.sh, build-fuzz/), within
+# a total of $FUZZ_BUDGET (default 300) s of wall time shared among the targets, or for
+# $FUZZ_SECONDS s each when set; a crash fails and its input joins tests/fuzz/corpus/.
 # Runs when CI=true or with --fuzz.
 STAGES+=(fuzz)
 stage_fuzz() {
-    scripts/fuzz.sh -t "${FUZZ_SECONDS:-60}"
+    if [ -n "${FUZZ_SECONDS:-}" ]; then
+        scripts/fuzz.sh -t "$FUZZ_SECONDS"
+    else
+        scripts/fuzz.sh -T "${FUZZ_BUDGET:-300}"
+    fi
 }
 
 # Why stage $1 will not run (printed), or nothing (status 1) if it will.
