@@ -65,8 +65,9 @@
  * lodestar_load.h); use LDS_OWN_COPY, or rename.
  *
  * Thread safety: every function may be called from any number of threads at
- * once on the same live index, except lds_live_free (no other call on it may
- * run or follow, and every pin must have been released before).
+ * once on the same live index, except lds_live_close and lds_live_free (no
+ * other call on it may run or follow; they refuse, or abort, while a pin is
+ * held).
  */
 #ifndef LODESTAR_LIVE_H
 #define LODESTAR_LIVE_H
@@ -111,16 +112,31 @@ LDS_API void lds_live_options_default(lds_live_options *opts);
 /**
  * Creates an empty live index (generation 0: nothing to pin until the first
  * successful reload). `opts` NULL = defaults. `*out` receives it, owned by the
- * caller (lds_live_free). Returns LDS_OK; LDS_E_INVALID_ARG (out NULL, bad
+ * caller (lds_live_close or lds_live_free). Returns LDS_OK; LDS_E_INVALID_ARG (out NULL, bad
  * size, max_retired above the limit; field named in `err`); LDS_E_NOMEM.
  * On failure *out is NULL.
  */
 LDS_API lds_status lds_live_create(const lds_live_options *opts, lds_live **out, lds_error *err);
 
 /**
- * Frees the live index, its current generation and every retired one. NULL
- * is accepted. Every pin must have been released first (a pin still held
- * afterwards points at freed memory); no other call may run concurrently.
+ * Frees the live index, its current generation and every retired one, if no
+ * pin is held. NULL is accepted (LDS_OK). Returns LDS_OK (freed);
+ * LDS_E_STATE (field "live.pins"): a pin is still held on some generation
+ * (the message gives how many, per generation); nothing is freed, the live
+ * index stays open and serving, and the call may be repeated once the pins
+ * are released. Pins are counted from the readers' records, so this adds
+ * nothing to lds_live_pin's cost. No other call on `live` may run
+ * concurrently, nor follow a success. The pools its generations rented from
+ * must still exist.
+ */
+LDS_API lds_status lds_live_close(lds_live *live, lds_error *err);
+
+/**
+ * lds_live_close for callers that know every pin was released: frees the live
+ * index and every generation. NULL is accepted. A pin still held is a caller
+ * error that would leave the pin pointing at freed memory: instead, the
+ * process is aborted (abort(3)) after a line on stderr naming the pins held
+ * per generation. No other call on `live` may run concurrently or follow.
  * The pools its generations rented from must still exist.
  */
 LDS_API void lds_live_free(lds_live *live);

@@ -25,6 +25,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -370,10 +371,41 @@ lds_status lds_live_create(const lds_live_options *opts, lds_live **out, lds_err
     return LDS_OK;
 }
 
-void lds_live_free(lds_live *live)
+/* Pins held now on any generation of `live`, counted from the thread records' slots and
+ * the counted pins (nothing is added to the pin's path for this: a held pin is always in
+ * one or the other). Writes "generation N: K pins, ..." into `where`. Exact when no other
+ * call on `live` runs, as close and free require. Takes the mutex. */
+static uint64_t pins_held(lds_live *live, char *where, size_t cap)
 {
-    if (!live)
-        return;
+    lv_gen *gens[1 + LDS_LIVE_MAX_RETIRED_LIMIT];
+    size_t ng = 0;
+    uint64_t total = 0;
+    size_t at = 0;
+    where[0] = '\0';
+    pthread_mutex_lock(&live->mtx);
+    lv_gen *cur = atomic_load(&live->current);
+    if (cur)
+        gens[ng++] = cur;
+    for (lv_gen *g = live->retired; g && ng < sizeof gens / sizeof gens[0]; g = g->next)
+        gens[ng++] = g;
+    for (size_t i = 0; i < ng; i++) {
+        uint64_t n = gens[i]->counted_pins;
+        for (lv_rec *r = atomic_load(&live->recs); r; r = r->next)
+            for (int k = 0; k < LV_SLOTS; k++)
+                n += atomic_load_explicit(&r->slot[k], memory_order_acquire) == gens[i];
+        if (n && at < cap) {
+            int w = snprintf(where + at, cap - at, "%sgeneration %" PRIu64 ": %" PRIu64 " pin%s",
+                             total ? ", " : "", gens[i]->number, n, n == 1 ? "" : "s");
+            at = w < 0 ? cap : at + (size_t)w;
+        }
+        total += n;
+    }
+    pthread_mutex_unlock(&live->mtx);
+    return total;
+}
+
+static void live_destroy(lds_live *live)
+{
     pthread_mutex_lock(&g_mtx);
     for (lds_live **p = &g_lives; *p; p = &(*p)->next_live)
         if (*p == live) {
@@ -396,6 +428,42 @@ void lds_live_free(lds_live *live)
     pthread_mutex_destroy(&live->reload_mtx);
     pthread_mutex_destroy(&live->mtx);
     free(live);
+}
+
+lds_status lds_live_close(lds_live *live, lds_error *err)
+{
+    if (!live)
+        return LDS_OK;
+    char where[256];
+    uint64_t held = pins_held(live, where, sizeof where);
+    if (held) {
+        char msg[sizeof where + 160];
+        snprintf(msg, sizeof msg,
+                 "lds_live_close: %" PRIu64 " pin%s still held (%s); release %s with "
+                 "lds_live_unpin first: the live index stays open",
+                 held, held == 1 ? "" : "s", where, held == 1 ? "it" : "them");
+        return set_err(err, LDS_E_STATE, "live.pins", msg);
+    }
+    live_destroy(live);
+    return LDS_OK;
+}
+
+void lds_live_free(lds_live *live)
+{
+    if (!live)
+        return;
+    char where[256];
+    uint64_t held = pins_held(live, where, sizeof where);
+    if (held) {
+        /* Freeing would leave every such pin's index pointing at freed memory (a
+         * use-after-free in the reader); the caller's error is made loud instead. */
+        fprintf(stderr,
+                "lodestar: lds_live_free: %" PRIu64 " pin%s still held (%s); release every pin "
+                "first (lds_live_close refuses with LDS_E_STATE instead); aborting\n",
+                held, held == 1 ? "" : "s", where);
+        abort();
+    }
+    live_destroy(live);
 }
 
 /* ==== pin, unpin ========================================================= */

@@ -823,6 +823,96 @@ static void test_many_pins_on_one_thread(void **state)
     lds_pool_free(pool);
 }
 
+/* ==== closing while pinned ================================================ */
+
+/* lds_live_close with pins held (in slots, counted beyond a thread's slots, on a retired
+ * generation) refuses with LDS_E_STATE naming them per generation, and the live index stays
+ * open: the pinned rows still read right, a reload still works; after the last unpin it
+ * closes and both generations are back in the pool. Before, freeing a live index while
+ * pinned freed the generation under the pin (ASan: use-after-free in lds_index_rows). */
+static void test_close_while_pinned_refuses(void **state)
+{
+    (void)state;
+    const char *p1 = gen_file("g1.ldsi", 1), *p2 = gen_file("g2.ldsi", 2);
+    lds_pool *pool = sentinel_pool(LDS_POOL_CHECK_OFF);
+    lds_live *live = new_live(0);
+    lds_load_options o = adopt_from(pool);
+    assert_int_equal(lds_live_reload_path(live, p1, &o, NULL, NULL, NULL), LDS_OK);
+    lds_pin pins[8], late;
+    for (int i = 0; i < 8; i++) /* 6 in the thread's slots, 2 counted */
+        assert_int_equal(lds_live_pin(live, &pins[i]), LDS_OK);
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_live_close(live, &err), LDS_E_STATE);
+    assert_int_equal(err.status, LDS_E_STATE);
+    assert_string_equal(err.field, "live.pins");
+    assert_non_null(strstr(err.message, "8 pins still held (generation 1: 8 pins)"));
+    assert_int_equal(wrong_rows(pins[0].index, 1), 0);
+    assert_int_equal(wrong_rows(pins[7].index, 1), 0);
+    /* still open: a reload retires generation 1 under its pins */
+    assert_int_equal(lds_live_reload_path(live, p2, &o, NULL, NULL, NULL), LDS_OK);
+    for (int i = 0; i < 5; i++)
+        lds_live_unpin(live, &pins[i]);
+    assert_int_equal(lds_live_pin(live, &late), LDS_OK);
+    assert_int_equal(late.generation, 2);
+    lds_error_init(&err);
+    assert_int_equal(lds_live_close(live, &err), LDS_E_STATE);
+    assert_non_null(
+        strstr(err.message, "4 pins still held (generation 2: 1 pin, generation 1: 3 pins)"));
+    assert_int_equal(wrong_rows(pins[7].index, 1), 0);
+    assert_int_equal(wrong_rows(late.index, 2), 0);
+    assert_int_equal(pool_stats(pool).returns, 0);
+    for (int i = 5; i < 8; i++)
+        lds_live_unpin(live, &pins[i]);
+    assert_int_equal(pool_stats(pool).returns, 1); /* generation 1 at its last unpin */
+    lds_error_init(&err);
+    assert_int_equal(lds_live_close(live, &err), LDS_E_STATE);
+    assert_non_null(strstr(err.message, "1 pin still held (generation 2: 1 pin)"));
+    lds_live_unpin(live, &late);
+    assert_int_equal(lds_live_close(live, NULL), LDS_OK);
+    assert_int_equal(pool_stats(pool).returns, 2);
+    assert_int_equal(lds_live_close(NULL, NULL), LDS_OK);
+    lds_pool_free(pool);
+}
+
+/* lds_live_free with a pin held aborts, after a line on stderr naming the pins (in a
+ * forked child); before, it freed the pinned generation and returned. */
+static void test_free_while_pinned_aborts(void **state)
+{
+    (void)state;
+    const char *p1 = gen_file("g1.ldsi", 1);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        lds_live *live = NULL;
+        lds_pin pin;
+        if (lds_live_create(NULL, &live, NULL) != LDS_OK ||
+            lds_live_reload_path(live, p1, NULL, NULL, NULL, NULL) != LDS_OK ||
+            lds_live_pin(live, &pin) != LDS_OK)
+            _exit(3);
+        lds_live_free(live);
+        _exit(lds_index_rows(pin.index) == ROWS ? 0 : 4);
+    }
+    close(fds[1]);
+    char out[1024];
+    size_t n = 0;
+    ssize_t got;
+    while (n < sizeof out - 1 && (got = read(fds[0], out + n, sizeof out - 1 - n)) > 0)
+        n += (size_t)got;
+    out[n] = '\0';
+    close(fds[0]);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), SIGABRT);
+    assert_non_null(strstr(out, "lds_live_free: 1 pin still held (generation 1: 1 pin)"));
+}
+
 typedef struct handoff {
     lds_live *live;
     lds_pin pin;
@@ -1133,6 +1223,8 @@ int main(void)
         cmocka_unit_test(test_mapped_generation_across_rename),
         cmocka_unit_test(test_many_pins_on_one_thread),
         cmocka_unit_test(test_pin_released_on_another_thread),
+        cmocka_unit_test(test_close_while_pinned_refuses),
+        cmocka_unit_test(test_free_while_pinned_aborts),
         cmocka_unit_test(test_thread_exit_returns_records_in_many_lives),
         cmocka_unit_test(test_arguments_and_install),
         cmocka_unit_test(test_stats_json),
