@@ -4,7 +4,7 @@
 #include "bench.h"
 
 #include "lodestar.h"
-#include "lodestar_pool_inline.h"
+#include "pool_inline.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -23,7 +23,7 @@
  * thread adopts it.
  *
  * The warm pair (pool.c: lds_pool_rent, lds_pool_return; the same inline in
- * lodestar_pool_inline.h, whose layout layout.c checks) is a cache pop and a cache push
+ * bench/pool_inline.h, whose layout bench/pool_inline_layout.c checks) is a cache pop and a cache push
  * guarded by one comparison of stamps (LDS__POOL_STAMP_SLOW). It counts only the length
  * rented: rents, returns and leases out are read off the slots' generations when a
  * snapshot is taken (stats.c, docs/adr/0025). What keeps it short (docs/adr/0021, 0025):
@@ -385,8 +385,8 @@ static inline uint32_t lds__pool_class(size_t min_bytes)
  * class boundary up to it is a multiple of 16 (the finest step, 16 bytes, lies between 64
  * and 128), so the table has one entry per 16 bytes. */
 #define LDS__POOL_TABLE_MAX   ((size_t)16384)
-#define lds__pool_class_table lds__pool_class_table_v1 /* exported: lodestar_pool_inline.h */
-LDS_API extern const uint8_t lds__pool_class_table[LDS__POOL_TABLE_MAX / 16 + 1];
+#define lds__pool_class_table lds__pool_class_table_v1 /* also read by bench/pool_inline.h */
+extern const uint8_t lds__pool_class_table[LDS__POOL_TABLE_MAX / 16 + 1];
 
 /* lds__pool_class(min_bytes) for min_bytes <= LDS__POOL_TABLE_MAX: one add, one shift, one
  * byte load (the class computation costs a dozen instructions). */
@@ -426,11 +426,12 @@ static inline void lds__held_sub(lds__tcache *tc, size_t cap)
 /* The calling thread's most recently used cache (tcache.c); the warm path's only TLS. Never
  * NULL: a thread that has none points at lds__tc_none, a cache of no pool (pool_id 0, stamp
  * 0: no pool has either), never written, so the warm path's stamp comparison alone sends
- * such a thread to the full path. It is exported, with the class table, for the inline
- * functions of lodestar_pool_inline.h (layout 1, checked in layout.c); in a build with
- * AddressSanitizer the exported one stays at lds__tc_none (the inline code cannot poison),
- * and the library's own is a separate, hidden variable. */
-LDS_API extern _Thread_local struct lds__tcache *lds__pool_tls_v1
+ * such a thread to the full path. Not exported from liblodestar (docs/adr/0037); with the
+ * class table it is read by the inline experiment of bench/pool_inline.h in programs that
+ * link the pool statically (layout 1, checked in bench/pool_inline_layout.c); in a build
+ * with AddressSanitizer the one it reads stays at lds__tc_none (the inline code cannot
+ * poison), and the pool's own is a separate variable. */
+extern _Thread_local struct lds__tcache *lds__pool_tls_v1
     __attribute__((tls_model("initial-exec")));
 #ifdef LDS__ASAN
 extern _Thread_local lds__tcache *lds__tls_last __attribute__((tls_model("initial-exec")));

@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "lodestar.h"
-#include "lodestar_pool_inline.h"
+#include "pool_inline.h"
 #include "../pool/pool_internal.h"
 
 #include <errno.h>

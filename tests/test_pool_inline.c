@@ -15,7 +15,7 @@
 
 static unsigned long g_calls; /* calls the inline functions made into the library */
 #define LDS__POOL_INLINE_COUNT_CALLS g_calls
-#include "lodestar_pool_inline.h"
+#include "pool_inline.h"
 
 #include <pthread.h>
 #include <string.h>

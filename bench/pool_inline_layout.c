@@ -1,12 +1,13 @@
 /*
- * layout.c: the layout that lodestar_pool_inline.h reads (LDS_POOL_INLINE_LAYOUT 1), checked
- * field by field against the pool's own structures at build time. A change that breaks one
- * of these checks changes the inline ABI: it takes a new layout number, new exported names,
- * and the old names kept as stand-ins (docs/adr/0026).
+ * pool_inline_layout.c: the layout that pool_inline.h reads (LDS_POOL_INLINE_LAYOUT 1), checked
+ * field by field against the pool's own structures at build time, in every program that
+ * compiles the experiment (lodestar-bench, test_pool_inline, test_pool). A change of the
+ * pool that breaks one of these checks must change pool_inline.h with it (docs/adr/0037;
+ * the pool no longer keeps old names for programs built against an older layout).
  */
-#include "lodestar_pool_inline.h"
+#include "pool_inline.h"
 
-#include "pool_internal.h"
+#include "../pool/pool_internal.h"
 
 #include <stddef.h>
 
@@ -14,7 +15,7 @@
 
 #define SAME(a, b, f)                                                                              \
     _Static_assert(offsetof(a, f) == offsetof(b, f) && sizeof(((a *)0)->f) == sizeof(((b *)0)->f), \
-                   #f " is where lodestar_pool_inline.h reads it")
+                   #f " is where pool_inline.h reads it")
 
 SAME(lds__slot, lds__v1_slot, word);
 SAME(lds__slot, lds__v1_slot, ptr);
@@ -50,7 +51,7 @@ _Static_assert(LDS__POOL_STAMP_SLOW == 1u, "a pool in a checked mode never match
 
 #endif
 
-/* The layout this library was built with (0: none on this target); keeps the file a
+/* The layout this program was built with (0: none on this target); keeps the file a
  * translation unit where the checks compile away. */
 #ifdef LDS_POOL_INLINE_LAYOUT
 const int lds__pool_inline_layout = LDS_POOL_INLINE_LAYOUT;

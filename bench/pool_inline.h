@@ -1,41 +1,40 @@
 /*
- * lodestar_pool_inline.h: the pool's warm rent and return, inline in the caller (opt-in).
+ * pool_inline.h: the pool's warm rent and return, inline in the caller: an experiment of
+ * bench/ and tests/, NOT an installed header (it was include/lodestar_pool_inline.h until
+ * docs/adr/0037). It reads the pool's private layout, whose two variables liblodestar does
+ * not export, so only a program that links the pool statically can use it: lodestar-bench
+ * (rent-return's inline rows) and tests/test_pool_inline.c, test_pool.c. The layout it
+ * declares is checked field by field against the pool's own structures where it is
+ * compiled (bench/pool_inline_layout.c, built into both).
  *
  * lds_pool_rent_inline and lds_pool_return_inline do what lds_pool_rent and lds_pool_return
  * do, with the same checks, refusals, statistics and thread-safety (lodestar_pool.h), and
  * the same result for every input. They differ in where the work runs: a thread-cache hit
  * on rent, and on return the end of a lease this thread rented whose row has room, run in
- * the caller's own code, without a call into the library; everything else (the shared pool,
+ * the caller's own code, without a call into the pool; everything else (the shared pool,
  * NULL arguments, flags, checked modes, misses, full caches, other threads' leases, a trim
  * since this thread last looked, anything that fails a check) calls lds_pool_rent or
  * lds_pool_return, which decide it exactly as they always do. The checks of the inline
- * return are the library's: the handle's generation must be odd and equal to the slot's
+ * return are the pool's: the handle's generation must be odd and equal to the slot's
  * word, the slot's owner must be this thread's cache, the pointer, capacity and length must
  * be the slot's, and no claim by another thread may be queued on it; only then is the lease
  * ended, with a plain store (docs/pool-protocol.md, rule 2).
  *
- * The price is the ABI. These functions read the pool's, the thread cache's and the slots'
- * layout, which this header declares as layout 1 (LDS_POOL_INLINE_LAYOUT) and which the
- * library checks field by field at its own build (pool/layout.c). A program built with it
- * works with a library of the same layout; a library whose layout differs exports the old
- * names beside its new ones, pointing every thread at a cache that matches no pool, so an
- * old program's inline functions always take the call (correct, and as fast as before it
- * inlined). Two fields are frozen for that: the 64-bit pool id at offset 0 and the nonzero
- * stamp at offset 8 of every pool. A library built with AddressSanitizer does the same (its
- * warm path poisons buffers, which the inline code cannot do), so a sanitizer build is never
- * wrong, only slower. docs/adr/0026 has the measurements and the decision.
+ * A pool built with AddressSanitizer points the variable this header reads at a cache that
+ * matches no pool (its warm path poisons buffers, which the inline code cannot do), so every
+ * inline operation is the call there: never wrong, only slower. docs/adr/0026 has the
+ * measurements of the pair, 0037 why it left the installed API.
  *
- * A program built with ThreadSanitizer needs a library built with it too (meson
- * -Db_sanitize=thread): a buffer passes between threads through the library's own atomics,
- * which an uninstrumented library hides from TSan, so it reports a race that is not one.
+ * A program built with ThreadSanitizer needs the pool built with it too: a buffer passes
+ * between threads through the pool's own atomics, which uninstrumented code hides from TSan.
  *
  * Requires GCC or Clang on x86-64 or AArch64 (the __atomic builtins and the initial-exec
  * TLS model); elsewhere, or with LDS_POOL_NO_INLINE defined, both functions are plain calls
  * of lds_pool_rent and lds_pool_return. C11 or later (it declares a _Thread_local); C only
  * (from C++ the header compiles to the plain calls).
  */
-#ifndef LODESTAR_POOL_INLINE_H
-#define LODESTAR_POOL_INLINE_H
+#ifndef LDS_BENCH_POOL_INLINE_H
+#define LDS_BENCH_POOL_INLINE_H
 
 #include "lodestar_pool.h"
 
@@ -49,7 +48,7 @@ extern "C" {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__aarch64__)) &&                          \
     !defined(LDS_POOL_NO_INLINE) && !defined(__cplusplus)
 
-/** The layout these inline functions read; the library checks it (pool/layout.c). */
+/** The layout these inline functions read, checked in bench/pool_inline_layout.c. */
 #define LDS_POOL_INLINE_LAYOUT 1
 
 /* Layout 1. Not API: names, sizes and offsets change with LDS_POOL_INLINE_LAYOUT. */
@@ -90,10 +89,10 @@ typedef struct lds__v1_pool {
 
 struct lds__tcache;
 /* The calling thread's most recently used thread cache (never NULL). */
-LDS_API extern _Thread_local struct lds__tcache *lds__pool_tls_v1
+extern _Thread_local struct lds__tcache *lds__pool_tls_v1
     __attribute__((tls_model("initial-exec")));
 /* The size class of a request of up to LDS__V1_TABLE_MAX bytes, per 16 bytes. */
-LDS_API extern const uint8_t lds__pool_class_table_v1[LDS__V1_TABLE_MAX / 16 + 1];
+extern const uint8_t lds__pool_class_table_v1[LDS__V1_TABLE_MAX / 16 + 1];
 
 /* A test build counts the calls the inline functions make (tests/test_pool_inline.c). */
 #ifdef LDS__POOL_INLINE_COUNT_CALLS
@@ -228,4 +227,4 @@ static inline lds_status lds_pool_return_inline(lds_pool *pool, lds_lease *lease
 }
 #endif
 
-#endif /* LODESTAR_POOL_INLINE_H */
+#endif /* LDS_BENCH_POOL_INLINE_H */
