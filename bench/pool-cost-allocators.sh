@@ -118,7 +118,7 @@ print("ns per warm pair, median and min-max over the rounds of one process; mall
       "allocator malloc+free resolves to (LD_PRELOAD); pool/X = the median of the per-round "
       "ratios rent+return / X (below 1: the pool is faster; each process interleaves its rows "
       "A B A B, so round i of each shared the machine's state); inline = the same pair through "
-      "lodestar_pool_inline.h")
+      "bench/pool_inline.h")
 PY
     exit 0
 fi

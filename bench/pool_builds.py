@@ -18,7 +18,7 @@ usage: bench/pool_builds.py [--build NAME=DIR ...] [--allocator LIST] [--process
   --dry             one process, sizes 64 and 4K, 3 rounds
   --json FILE       the summary rows (name, unit, median, min, max, page_faults) as JSON
 
-Per size, allocator and build (and "NAME inline", the pair through lodestar_pool_inline.h,
+Per size, allocator and build (and "NAME inline", the pair through bench/pool_inline.h,
 where the build's rent-return has it) it prints: the pool's per-process median (min over processes,
 median over processes), the same for malloc+free, and the per-round ratio pool/malloc: the
 median over processes of each process's median ratio, with the processes' [min, max]. The
@@ -110,7 +110,7 @@ def run_one(bench, env_add, size, iterations):
                 label = name[len(kind):]
                 pairs.setdefault(label, {})[kind.strip()] = r["samples"]
     # {size: {"call": (pool, malloc), "inline": (pool, malloc)}}; a build without
-    # lodestar_pool_inline.h has no inline row
+    # bench/pool_inline.h (once lodestar_pool_inline.h) has no inline row
     got = {}
     for k, v in pairs.items():
         if "malloc+free" not in v:

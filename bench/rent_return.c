@@ -38,7 +38,7 @@ static int run_pool(void *p, uint64_t ops, uint64_t *elapsed)
     return 0;
 }
 
-/* The same pair through lodestar_pool_inline.h: the warm path in this loop, no call. */
+/* The same pair through bench/pool_inline.h: the warm path in this loop, no call. */
 static int run_inline(void *p, uint64_t ops, uint64_t *elapsed)
 {
     rr_ctx *c = p;

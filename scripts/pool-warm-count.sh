@@ -10,7 +10,7 @@
 # valgrind --tool=callgrind, for N = 1,000 and 101,000; a call's count is the difference of
 # the two runs' totals for that function / 100,000, so set-up and the first (cold) pairs drop
 # out. Prints, per size: instructions per rent, per return, per loop iteration (pair plus the
-# driver's loop), the same loop's iteration through lodestar_pool_inline.h (the pair inline
+# driver's loop), the same loop's iteration through bench/pool_inline.h (the pair inline
 # in the driver, no call when warm), and the lock-prefixed instructions in the two functions
 # (objdump -d).
 # Exit 77 (meson's "skipped") when valgrind, callgrind_annotate, objdump or cc is missing
@@ -55,10 +55,10 @@ int main(int argc, char **argv)
     return 0;
 }
 C
-sed -e 's/"lodestar_pool.h"/"lodestar_pool_inline.h"/' -e 's/lds_pool_rent(/lds_pool_rent_inline(/' \
+sed -e 's/"lodestar_pool.h"/"pool_inline.h"/' -e 's/lds_pool_rent(/lds_pool_rent_inline(/' \
     -e 's/lds_pool_return(/lds_pool_return_inline(/' "$work/pair.c" >"$work/pair_inline.c"
 for d in pair pair_inline; do
-    cc -O2 -I"$here/../include" -o "$work/$d" "$work/$d.c" "$build/pool/liblds_pool.a" \
+    cc -O2 -I"$here/../include" -I"$here/../bench" -o "$work/$d" "$work/$d.c" "$build/pool/liblds_pool.a" \
         "$build/common/liblds_common.a" -lpthread
 done
 ir() { # FILE FUNCTION: the function's own Ir (TOTAL: the program's), from lines such as

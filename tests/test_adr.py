@@ -150,6 +150,17 @@ def check(root, strict_figures=False, quiet=False):
     nums = sorted(records)
     if not nums:
         fails.append("docs/adr holds no record")
+    # Numbers handed out for records still being written on other branches are listed in
+    # docs/adr/README.md as "Reserved: NNNN, NNNN-NNNN"; they may be missing, nothing else.
+    reserved = set()
+    readme_path = os.path.join(adr, "README.md")
+    if os.path.exists(readme_path):
+        with open(readme_path, encoding="utf-8") as f:
+            m = re.search(r"^Reserved: ([0-9, -]+)\.?$", f.read(), re.M)
+        for part in (m.group(1).split(",") if m else []):
+            lo, _, hi = part.strip().partition("-")
+            reserved.update("%04d" % k for k in range(int(lo), int(hi or lo) + 1))
+    nums = sorted(set(nums) | (reserved - set(records)))
     for i, num in enumerate(nums):
         if int(num) != i + 1:
             fails.append("records are not numbered 0001.. without gaps (found %s at position %d)"

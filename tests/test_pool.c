@@ -1215,7 +1215,7 @@ static void test_lease_of_other_pool_refused(void **state)
 
 /* A slot at the end of its generations retires at the return that spends the last one
  * (through the warm return, through the full one, LDS_RETURN_CLEAR, and through the inline
- * pair of lodestar_pool_inline.h, which hands that return to the call): its buffer is
+ * pair of bench/pool_inline.h, which hands that return to the call): its buffer is
  * freed, the slot never serves again, and every handle it gave stays refused. */
 static void test_slot_retires_before_generation_wraps(void **state)
 {

@@ -1,10 +1,10 @@
 /*
- * The inline warm pair of lodestar_pool_inline.h, linked against liblodestar.so as a user
- * links it (so the thread cache is reached through the shared library's exported TLS): the
- * same results, refusals and statistics as lds_pool_rent/lds_pool_return for every case, the
- * warm pair without any call into the library, and every other case through the call.
- * Under AddressSanitizer the library exports a cache that matches no pool, so every inline
- * operation is the call; the results are the same.
+ * The inline warm pair of bench/pool_inline.h (an experiment, not installed: docs/adr/0037),
+ * with the pool linked statically (its thread-cache variable is not exported from
+ * liblodestar): the same results, refusals and statistics as lds_pool_rent/lds_pool_return
+ * for every case, the warm pair without any call into the pool, and every other case through
+ * the call. Under AddressSanitizer the variable it reads points at a cache that matches no
+ * pool, so every inline operation is the call; the results are the same.
  */
 #include <setjmp.h>
 #include <stdarg.h>
