@@ -25,7 +25,8 @@ int cli_export(int argc, char **argv);
 int cli_keys(int argc, char **argv);
 int cli_split(int argc, char **argv);
 
-/* similar --positive/--negative (cli/similar.c): the keys of both lists. */
+/* similar --positive/--negative (cli/analogy.c, called by similar in cli/query.c): the keys
+   of both lists. */
 typedef struct cli_analogy cli_analogy;
 
 /* Splits each of pos[0, npos) and neg[0, nneg) (option arguments, borrowed until
@@ -127,7 +128,8 @@ void cli_print_float(FILE *f, float x);
 /* Writes the shortest decimal form of `x` into buf (at least 32 bytes). */
 void cli_format_float(char *buf, size_t cap, float x);
 
-/* The key of `row` as a new JSON string (json-c), or NULL (JSON null) without keys. */
+/* The key of `row` as a new JSON string (json-c), or NULL (JSON null) without keys
+   (cli/json.c: used by get and similar in query.c and by the analogy in analogy.c). */
 struct json_object *cli_json_key(const lds_index *idx, uint64_t row);
 
 /* Finishes standard output; returns CLI_FAIL (with a message) if writing it failed. */

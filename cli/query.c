@@ -1,4 +1,5 @@
-/* lodestar get and lodestar similar: look a key up, and find its nearest neighbours. */
+/* lodestar get and lodestar similar: look a key up, and find its nearest neighbours (the
+ * analogy of similar --positive/--negative is analogy.c, called from here). */
 #include "cli.h"
 
 #include <errno.h>
@@ -277,16 +278,6 @@ static bool resolve_row(const lds_index *idx, const query_args *a, uint64_t *row
     if (st != LDS_OK)
         return key_lookup_failed(idx, a->req.file, st);
     return true;
-}
-
-/* Declared in cli.h; similar.c uses it too. */
-json_object *cli_json_key(const lds_index *idx, uint64_t row)
-{
-    const char *key = NULL;
-    size_t len = 0;
-    if (lds_index_key(idx, row, &key, &len) != LDS_OK)
-        return NULL;
-    return json_object_new_string_len(key, (int)len);
 }
 
 /* Prints the key of `row`, escaped; nothing without keys. */

@@ -99,10 +99,6 @@ extern void (*lds__parse_test_hook)(const char *where);
 /* Converts one stored row (dim elements of dtype, any alignment) to float32. */
 void lds__row_to_f32(const uint8_t *src, lds_dtype dtype, float scale, uint32_t dim, float *out);
 
-/* Capacity of the hash tables (hashtab.h; slots of 8 bytes): a power of two
-   >= 2 * n, at least 16. Returns 0 if it overflows. */
-uint64_t lds__table_capacity(uint64_t n);
-
 /* The index (parse.c builds it, index.c reads it). */
 struct lds_index {
     const uint8_t *vectors;

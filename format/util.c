@@ -89,13 +89,3 @@ void lds__row_to_f32(const uint8_t *src, lds_dtype dtype, float scale, uint32_t 
     }
 }
 
-uint64_t lds__table_capacity(uint64_t n)
-{
-    uint64_t cap = 16;
-    while (cap / 2 < n) {
-        if (cap > (UINT64_MAX >> 4))
-            return 0;
-        cap <<= 1;
-    }
-    return cap;
-}

@@ -3,7 +3,7 @@
 #include "import_internal.h"
 #include "parse_f32.h"
 
-#include "../format/hashtab.h"
+#include "hashtab.h"
 
 #include <errno.h>
 #include <fcntl.h>

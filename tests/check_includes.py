@@ -5,13 +5,22 @@
    directly or through any header, lodestar_pool.h, lodestar_load.h or the umbrella
    lodestar.h: the parser depends on lodestar_core.h and lodestar_index.h only. The same
    holds for common/ and for the importers in import/, which may add lodestar_import.h.
-2. Every public header in include/ compiles alone, as C11 and as C++11, warning-free.
+2. Every file of a part opens internal headers (the .h files of a part's folder) of its own
+   part and of the parts below it only, as docs/design.md's table says (ALLOWED below):
+   common/ none, format/ common/, import/ format/ and common/, pool/ common/, loader/
+   format/, pool/ and common/, live/ those and loader/, cli/ none (the public API only),
+   bench/ pool/ and common/ (the inline pair's experiment reads the pool's layout). So
+   import/ reaches the hash table in common/, not in format/, and no part of the library
+   opens bench/pool_inline.h.
+3. Every public header in include/ compiles alone, as C11 and as C++11, warning-free, and
+   names no internal (`lds__`) identifier: the pool's inline layout is not installed.
 
 Usage: check_includes.py --source-root DIR --cc CC... [--cxx CXX] [--self-test]
 --self-test also proves that check 1 fails on a source that includes the pool's header.
 """
 import argparse
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -23,6 +32,65 @@ FORBIDDEN = {
                "lodestar_import.h"},
     "import": {"lodestar_pool.h", "lodestar_load.h", "lodestar.h"},
 }
+
+
+# Part -> the parts whose internal headers its files may open (besides its own).
+ALLOWED = {
+    "common": set(),
+    "format": {"common"},
+    "import": {"format", "common"},
+    "pool": {"common"},
+    "loader": {"format", "pool", "common"},
+    "live": {"loader", "format", "pool", "common"},
+    "cli": set(),
+    "bench": {"pool", "common"},
+}
+
+
+def internal_headers(root):
+    """Basename of every internal header -> the part (folder) that holds it."""
+    owner = {}
+    for part in ALLOWED:
+        d = os.path.join(root, part)
+        for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            if name.endswith(".h"):
+                owner[name] = part
+    return owner
+
+
+LIBRARY_PARTS = ("common", "format", "import", "pool", "loader", "live", "cli")
+RELATIVE_INCLUDE = re.compile(r'^\s*#\s*include\s*"\.\./', re.M)
+
+
+def check_file(cc, root, part, path, owner):
+    """The layer violations of one file of `part` (a list of messages)."""
+    bad = []
+    label = f"{part}/{os.path.basename(path)}"
+    allowed = ALLOWED[part]
+    for h in sorted(deps(cc, root, path)):
+        other = owner.get(h)
+        if other and other != part and other not in allowed:
+            bad.append(f"{label} opens {other}/{h}: {part}/ may use "
+                       f"{', '.join(sorted(allowed)) or 'no other part'}")
+    if part in LIBRARY_PARTS:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            if RELATIVE_INCLUDE.search(f.read()):
+                bad.append(f'{label} includes "../...": a part reaches another part\'s '
+                           "headers through the include path (common/, include/) only")
+    return bad
+
+
+def check_layers(cc, root):
+    owner = internal_headers(root)
+    bad = []
+    checked = 0
+    for part in ALLOWED:
+        d = os.path.join(root, part)
+        for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            if name.endswith((".c", ".h")):
+                checked += 1
+                bad += check_file(cc, root, part, os.path.join(d, name), owner)
+    return checked, bad
 
 
 def deps(cc, root, path):
@@ -70,6 +138,9 @@ def check_public(cc, cxx, root):
             out = subprocess.run(args, input=src, capture_output=True, text=True)
             if out.returncode != 0:
                 bad.append(f"{h} alone as {lang}: {out.stderr.strip()[:400]}")
+        with open(os.path.join(inc, h), encoding="utf-8") as f:
+            if "lds__" in f.read():
+                bad.append(f"{h} names an internal (lds__) identifier")
     return len(headers), bad
 
 
@@ -85,6 +156,8 @@ def main():
     root = a.source_root
 
     checked, bad = check_parts(cc, root)
+    layered, bad_layers = check_layers(cc, root)
+    bad += bad_layers
     nh, bad_pub = check_public(cc, cxx, root)
     for b in bad + bad_pub:
         print("FAIL:", b)
@@ -99,6 +172,24 @@ def main():
                 bad.append("self-test")
             else:
                 print("self-test: a probe that includes lodestar_pool.h is caught")
+            # a file of common/ that opens format/'s header, and an importer that reaches the
+            # hash table as "../format/hashtab.h" (as import/ did before it moved to common/)
+            owner = internal_headers(root)
+            f = os.path.join(tmp, "probe.c")
+            with open(f, "w") as fh:
+                fh.write('#include "../format/format_internal.h"\n')
+            os.makedirs(os.path.join(tmp, "format"))
+            with open(os.path.join(tmp, "format", "format_internal.h"), "w") as fh:
+                fh.write(f'#include "{os.path.join(root, "format", "format_internal.h")}"\n')
+            for part, want in (("common", 2), ("import", 1), ("bench", 1)):
+                got = check_file(cc, root, part, f, owner)
+                if len(got) != want:
+                    print(f"FAIL: self-test: a probe in {part}/ gave {got}, not {want} findings")
+                    bad.append("self-test")
+            if "self-test" not in bad:
+                print("self-test: common/ opening format/'s header and a \"../\" include in a "
+                      "part are caught")
+    print(f"{layered} files checked against the layers of docs/design.md")
     print(f"{checked} part files checked, {nh} public headers compiled alone "
           f"({'C and C++' if cxx else 'C only'}): {len(bad) + len(bad_pub)} failures")
     return 1 if bad or bad_pub else 0

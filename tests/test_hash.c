@@ -1,5 +1,5 @@
 /*
- * Tests of the keyed hash tables (format/hashtab.h, ADR 0010): hash flooding.
+ * Tests of the keyed hash tables (common/hashtab.h, ADR 0010): hash flooding.
  *
  * The attacker's model is the hash this library used before ADR 0010, copied
  * here: an unseeded multiply for short keys, and the SplitMix64 finalizer (a

@@ -1,4 +1,6 @@
-/* lodestar similar --positive/--negative: gensim's most_similar arithmetic on keys.
+/* The analogy query of lodestar similar --positive/--negative (the command itself, its
+ * options and the plain similar query are in query.c, which calls this file; this file calls
+ * nothing of query.c): gensim's most_similar arithmetic on keys.
  *
  * As KeyedVectors.most_similar (gensim 4) computes it: every given key's vector is
  * divided by its L2 norm, the unit vectors are averaged with weight +1 (positive) or -1

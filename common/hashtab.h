@@ -1,5 +1,6 @@
 /*
- * The keyed hash and the one hash table of format/ (ADR 0010; not installed).
+ * The keyed hash and the one hash table of lodestar (common/, ADR 0010; not installed), behind
+ * format/'s key and id tables, the writer's unique keys and import/'s duplicate-key table.
  *
  * Every in-memory table filled from input (the parser's key table, the
  * index's id table, the writer's unique-key table, the metadata check) hashes
@@ -27,6 +28,10 @@
 
 /* Bytes of XXH3 secret in the process key (at least XXH3_SECRET_SIZE_MIN, 136). */
 #define LDS__HASH_XXH_SECRET 192
+
+/* Capacity of the hash tables (slots of 8 bytes): a power of two >= 2 * n, at least 16.
+   Returns 0 if it overflows. */
+uint64_t lds__table_capacity(uint64_t n);
 
 /* The process's hash key: random, drawn once, never written anywhere. */
 typedef struct lds__hashkey {

@@ -1,4 +1,5 @@
-/* Version, status names, dtype and metric names, default limits. */
+/* The functions of lodestar_core.h: version, status names, dtype and metric names, default
+ * limits (in common/, so that every part may use them). */
 #include "lodestar_core.h"
 
 #include <string.h>

@@ -1,8 +1,6 @@
 /* The process's hash key and the table's out-of-line parts (hashtab.h, ADR 0010). */
 #include "hashtab.h"
 
-#include "format_internal.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -180,4 +178,15 @@ void lds__hashtab_stats(const lds__hashtab *t, lds__probe_stats *out)
             run = 0;
         }
     }
+}
+
+uint64_t lds__table_capacity(uint64_t n)
+{
+    uint64_t cap = 16;
+    while (cap / 2 < n) {
+        if (cap > (UINT64_MAX >> 4))
+            return 0;
+        cap <<= 1;
+    }
+    return cap;
 }
