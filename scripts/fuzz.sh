@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target for a while; a crash fails the run.
 #
-# usage: scripts/fuzz.sh [-t SECONDS | -T TOTAL] [-j JOBS] [-b BUILD_DIR] [TARGET...]
+# usage: scripts/fuzz.sh [-t SECONDS | -T TOTAL] [-j JOBS] [-n] [-b BUILD_DIR] [TARGET...]
 #
 #   -t SECONDS   time per target (default 60, or $FUZZ_SECONDS)
 #   -T TOTAL     a wall-time budget for all targets together instead: they run JOBS at a
 #                time, and each gets TOTAL / rounds seconds (at least 10, at most 60), so
 #                that adding targets does not lengthen the run (scripts/test.sh: -T 300)
 #   -j JOBS      targets run at once (default: the number of CPUs)
+#   -n           print the plan (targets, jobs, seconds each) and stop: build and run nothing
 #   -b DIR       build folder (default build-fuzz/ in the repository, git-ignored),
 #                configured here with clang, -Dfuzz=true, ASan and UBSan
 #   TARGET       header, payload, stream, zstd, import_text, import_w2v_binary,
@@ -33,8 +34,10 @@ for arg in "$@"; do
     --) break ;;
     esac
 done
-while getopts "t:T:j:b:h" opt; do
+PLAN=0
+while getopts "t:T:j:b:nh" opt; do
     case "$opt" in
+    n) PLAN=1 ;;
     t) SECONDS_PER=$OPTARG; TOTAL= ;;
     T) TOTAL=$OPTARG ;;
     j) JOBS=$OPTARG ;;
@@ -64,6 +67,10 @@ if [ -n "$TOTAL" ]; then
     [ "$SECONDS_PER" -lt 10 ] && SECONDS_PER=10
     [ "$SECONDS_PER" -gt 60 ] && SECONDS_PER=60
     echo "fuzz.sh: ${#TARGETS[@]} targets, $JOBS at a time, within ${TOTAL} s: ${SECONDS_PER} s each"
+fi
+if [ "$PLAN" = 1 ]; then
+    echo "plan: ${#TARGETS[@]} targets, $JOBS at a time, $SECONDS_PER s each"
+    exit 0
 fi
 
 if ! echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return d && n; }' |

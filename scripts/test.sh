@@ -3,6 +3,7 @@
 # The whole test suite, in stages. `.ci/run` runs exactly this.
 #
 # usage: scripts/test.sh [--slow] [--no-slow] [--fuzz] [--only STAGE[,STAGE...]] [--dry-run]
+#        scripts/test.sh --timeout-multiplier   (print the one it would use now, and stop)
 #
 #   --only S,...  run just these stages; a stage named here always runs (--only slow runs
 #                 the slow stage without --slow, configuring build-ci if needed)
@@ -54,6 +55,7 @@ SLOW=0
 [ "${CI:-}" = true ] && SLOW=1
 ONLY=""
 DRY=0
+PRINT_MULT=0
 FUZZ=${FUZZ:-0}
 [ "${CI:-}" = true ] && FUZZ=1
 while [ $# -gt 0 ]; do
@@ -62,6 +64,7 @@ while [ $# -gt 0 ]; do
     --fuzz) FUZZ=1; shift ;;
     --no-slow) SLOW=0; shift ;;
     --dry-run) DRY=1; shift ;;
+    --timeout-multiplier) PRINT_MULT=1; shift ;;
     --only)
         if [ $# -lt 2 ] || [ -z "$2" ]; then
             echo "test.sh: --only wants STAGE[,STAGE...] (try --help)" >&2
@@ -72,6 +75,20 @@ while [ $# -gt 0 ]; do
     *) echo "test.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
+
+# The timeout multiplier for the next `meson test` (see Timeouts above).
+timeout_multiplier() {
+    if [ -n "${LDS_TIMEOUT_MULTIPLIER:-}" ]; then
+        echo "$LDS_TIMEOUT_MULTIPLIER"
+        return
+    fi
+    awk -v n="$(nproc)" '{ m = int($1 / n); if (m < $1 / n) m++; if (m < 1) m = 1; if (m > 10) m = 10; print m }' \
+        "${LDS_LOADAVG_FILE:-/proc/loadavg}"
+}
+if [ "$PRINT_MULT" = 1 ]; then
+    timeout_multiplier
+    exit 0
+fi
 
 RESULTS=$(mktemp -d)
 trap 'rm -rf "$RESULTS"' EXIT
@@ -95,15 +112,6 @@ keep_log() {
     log=$(find "$1/meson-logs" -name 'testlog*.json' -printf '%T@ %p\n' 2>/dev/null |
         sort -n | tail -n 1 | cut -d' ' -f2-)
     [ -n "$log" ] && cp "$log" "$RESULTS/$(date +%s%N).json"
-}
-
-# The timeout multiplier for the next `meson test` (see Timeouts above).
-timeout_multiplier() {
-    if [ -n "${LDS_TIMEOUT_MULTIPLIER:-}" ]; then
-        echo "$LDS_TIMEOUT_MULTIPLIER"
-        return
-    fi
-    awk -v n="$(nproc)" '{ m = int($1 / n); if (m < $1 / n) m++; if (m < 1) m = 1; if (m > 10) m = 10; print m }' /proc/loadavg
 }
 
 # Runs `meson test` in build dir $1 with the remaining arguments; keeps its log.
