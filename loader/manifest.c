@@ -167,10 +167,12 @@ bad_at(vctx *v, lds_status st, const char *field, uint64_t offset, const char *f
     return lds__error_fill(v->err, st, field, offset, true, 0, 0, NULL, "%s: %s", v->shown, what);
 }
 
-/* M2: every number in the text is a non-negative integer of at most
-   LDS_MANIFEST_MAX_NUMBER_CHARS digits. One pass, outside strings; json-c
-   would turn 5,000 digits into a double (or an error far from the cause). */
-static lds_status scan_numbers(vctx *v, const char *t, size_t n)
+/* One pass over the text outside strings. M2: every number is a non-negative
+   integer of at most LDS_MANIFEST_MAX_NUMBER_CHARS digits (json-c would turn
+   5,000 digits into a double, or 2^64 into 2^64 - 1, without a word). M1:
+   nothing but JSON's punctuation, numbers and words, which json-c's strict
+   mode does not quite hold to. */
+static lds_status scan_text(vctx *v, const char *t, size_t n)
 {
     bool in_string = false;
     for (size_t i = 0; i < n; i++) {
@@ -186,8 +188,25 @@ static lds_status scan_numbers(vctx *v, const char *t, size_t n)
             in_string = true;
             continue;
         }
-        if (c != '-' && (c < '0' || c > '9'))
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+            /* M1: JSON's three words only (json-c alone takes NaN, Infinity...). */
+            size_t w = i;
+            while (w < n && ((t[w] >= 'a' && t[w] <= 'z') || (t[w] >= 'A' && t[w] <= 'Z')))
+                w++;
+            if (!((w - i == 4 && (!memcmp(t + i, "true", 4) || !memcmp(t + i, "null", 4))) ||
+                  (w - i == 5 && !memcmp(t + i, "false", 5))))
+                return bad_at(v, LDS_E_PARSE, "manifest", i,
+                              "not JSON: a word other than true, false and null (M1)");
+            i = w - 1;
             continue;
+        }
+        if (c != '-' && (c < '0' || c > '9')) {
+            /* M1: json-c alone takes 'single quotes' and comments. */
+            if (!strchr(" \t\r\n{}[],:", c) || c == '\0')
+                return bad_at(v, LDS_E_PARSE, "manifest", i,
+                              "not JSON: unexpected byte 0x%02x (M1)", (unsigned char)c);
+            continue;
+        }
         size_t start = i, digits = 0;
         bool other = false;
         while (i < n && ((t[i] >= '0' && t[i] <= '9') || strchr("-+.eE", t[i]) != NULL) &&
@@ -204,6 +223,9 @@ static lds_status scan_numbers(vctx *v, const char *t, size_t n)
         if (digits > LDS_MANIFEST_MAX_NUMBER_CHARS)
             return bad_at(v, LDS_E_LIMIT, "manifest", start, "a number of more than %d digits (M2)",
                           LDS_MANIFEST_MAX_NUMBER_CHARS);
+        /* json-c keeps 2^64 and above as 2^64 - 1, without a word: refused here. */
+        if (digits == 20 && memcmp(t + start, "18446744073709551615", 20) > 0)
+            return bad_at(v, LDS_E_BAD_VALUE, "manifest", start, "a number above 2^64 - 1 (M2)");
         i--;
     }
     return LDS_OK;
@@ -216,7 +238,7 @@ static lds_status parse_json(vctx *v, const char *text, size_t n, json_object **
     *out = NULL;
     if (n > INT_MAX)
         return bad_at(v, LDS_E_LIMIT, "manifest", INT_MAX, "more than %d bytes (M2)", INT_MAX);
-    lds_status st = scan_numbers(v, text, n);
+    lds_status st = scan_text(v, text, n);
     if (st != LDS_OK)
         return st;
     json_tokener *tok = json_tokener_new_ex(LDS_MANIFEST_MAX_DEPTH);
