@@ -6,7 +6,7 @@
  * (rows, checksum, payload bytes). This is the one reader of that file: the
  * CLI (`lodestar verify MANIFEST`) and the Python package (open_shards,
  * search_shards, Shards, lodestar.dask) all read manifests through it. The
- * format and every rule it checks (M1..M17) are docs/format.md section 9; the
+ * format and every rule it checks (MF1..MF17) are docs/format.md section 9; the
  * limits and why the reader is in C are docs/adr/0033-one-manifest-reader.md.
  *
  *   lds_manifest_read(path or URL) -> lds_manifest (immutable, validated)
@@ -35,19 +35,19 @@ typedef struct lds_index lds_index;
 /** A validated manifest (opaque); free with lds_manifest_free. */
 typedef struct lds_manifest lds_manifest;
 
-/** Default of lds_manifest_options.max_bytes: 64 MiB (M2). */
+/** Default of lds_manifest_options.max_bytes: 64 MiB (MF2). */
 #define LDS_MANIFEST_MAX_BYTES (UINT64_C(64) << 20)
-/** Deepest nesting of JSON arrays and objects accepted (M2): the manifest
+/** Deepest nesting of JSON arrays and objects accepted (MF2): the manifest
  *  object, "shards", an entry, and room for values of later minor versions. */
 #define LDS_MANIFEST_MAX_DEPTH 8
-/** Longest JSON number accepted, in characters (M2): 20 digits hold any
+/** Longest JSON number accepted, in characters (MF2): 20 digits hold any
  *  unsigned 64-bit integer; no field of the manifest holds anything else. */
 #define LDS_MANIFEST_MAX_NUMBER_CHARS 20
-/** Most entries in "shards" (M7). */
+/** Most entries in "shards" (MF7). */
 #define LDS_MANIFEST_MAX_SHARDS (1u << 20)
-/** Longest shard "file" accepted, bytes (M9). */
+/** Longest shard "file" accepted, bytes (MF9). */
 #define LDS_MANIFEST_MAX_FILE_BYTES 4095u
-/** lds_manifest_shard.payload_bytes of an entry without "payload_bytes" (M12). */
+/** lds_manifest_shard.payload_bytes of an entry without "payload_bytes" (MF12). */
 #define LDS_MANIFEST_NO_PAYLOAD_BYTES UINT64_MAX
 
 /**
@@ -82,14 +82,14 @@ LDS_API void lds_manifest_options_default(lds_manifest_options *opts);
  */
 typedef struct lds_manifest_info {
     size_t size;       /* sizeof(lds_manifest_info) */
-    uint32_t version;  /* "version": 1 (M4) */
-    uint32_t dim;      /* "dim": elements per row, >= 1 (M5) */
-    uint64_t rows;     /* "rows": rows of the unsplit index, the shards' sum (M13) */
-    lds_dtype dtype;   /* "dtype" (M5) */
-    lds_metric metric; /* "metric" (M5) */
-    bool has_ids;      /* "has_ids": every shard has ids, or none (M6) */
-    bool has_keys;     /* "has_keys": every shard has keys, or none (M6) */
-    size_t shards;     /* entries in "shards", 1..LDS_MANIFEST_MAX_SHARDS (M7) */
+    uint32_t version;  /* "version": 1 (MF4) */
+    uint32_t dim;      /* "dim": elements per row, >= 1 (MF5) */
+    uint64_t rows;     /* "rows": rows of the unsplit index, the shards' sum (MF13) */
+    lds_dtype dtype;   /* "dtype" (MF5) */
+    lds_metric metric; /* "metric" (MF5) */
+    bool has_ids;      /* "has_ids": every shard has ids, or none (MF6) */
+    bool has_keys;     /* "has_keys": every shard has keys, or none (MF6) */
+    size_t shards;     /* entries in "shards", 1..LDS_MANIFEST_MAX_SHARDS (MF7) */
 } lds_manifest_info;
 
 /** Smallest lds_manifest_info.size accepted. */
@@ -106,19 +106,19 @@ LDS_API void lds_manifest_info_init(lds_manifest_info *info);
 typedef struct lds_manifest_shard {
     size_t size; /* sizeof(lds_manifest_shard) */
     /** "file" as written: a file name beside the manifest or an http(s) URL
-     *  (M8, M9); NUL-terminated UTF-8 without control characters. */
+     *  (MF8, MF9); NUL-terminated UTF-8 without control characters. */
     const char *file;
     /** Where the shard is loaded from: "file" resolved against the manifest's
-     *  own location (M10): DIR/file for a manifest read from a path, the
+     *  own location (MF10): DIR/file for a manifest read from a path, the
      *  manifest URL's directory with "file" percent-encoded appended for a
      *  manifest read from a URL (its user:password kept, so the shard is
      *  fetched with the manifest's credentials), or "file" itself when it
      *  is a URL. May hold a password: show it through lds_url_redact. */
     const char *location;
-    uint64_t first_row;     /* global row of the shard's row 0 (M11) */
-    uint64_t rows;          /* rows in the shard file (M11) */
-    uint64_t payload_bytes; /* the file's payload bytes, or LDS_MANIFEST_NO_PAYLOAD_BYTES (M12) */
-    uint64_t checksum;      /* the file's payload checksum, XXH3-64 (M12) */
+    uint64_t first_row;     /* global row of the shard's row 0 (MF11) */
+    uint64_t rows;          /* rows in the shard file (MF11) */
+    uint64_t payload_bytes; /* the file's payload bytes, or LDS_MANIFEST_NO_PAYLOAD_BYTES (MF12) */
+    uint64_t checksum;      /* the file's payload checksum, XXH3-64 (MF12) */
 } lds_manifest_shard;
 
 /** Smallest lds_manifest_shard.size accepted. */
@@ -133,7 +133,7 @@ LDS_API void lds_manifest_shard_init(lds_manifest_shard *shard);
  * user:password is sent as HTTP authentication, never resolved as a host
  * name; opts->load->url sets timeouts and credentials). The text is read
  * through the loader's byte source, at most opts->max_bytes, and checked
- * against every rule of docs/format.md section 9 (M1..M17) before anything
+ * against every rule of docs/format.md section 9 (MF1..MF17) before anything
  * is returned; no shard file is opened (see lds_manifest_verify).
  *
  * - where: NUL-terminated; borrowed. Kept in the manifest to resolve "file".
@@ -162,7 +162,7 @@ LDS_API lds_status lds_manifest_read(const char *where, const lds_manifest_optio
 /**
  * As lds_manifest_read, from `n` bytes of manifest text at `text` (borrowed
  * for the call). `where` is the location the text came from (a path or a
- * URL), used only to resolve "file" (M10) and in messages; NULL means
+ * URL), used only to resolve "file" (MF10) and in messages; NULL means
  * "manifest.json" in the current directory. Statuses as lds_manifest_read
  * without the transport's; LDS_E_LIMIT for `n` above opts->max_bytes.
  */
@@ -182,7 +182,7 @@ LDS_API lds_status lds_manifest_get_shard(const lds_manifest *m, size_t i,
                                           lds_manifest_shard *shard);
 
 /**
- * Checks a loaded shard against its entry (M14..M16): the payload checksum
+ * Checks a loaded shard against its entry (MF14..MF16): the payload checksum
  * was verified by the load and equals shard->checksum; rows, dim, dtype,
  * metric, ids and keys presence, and payload_bytes (when the entry has it)
  * equal the manifest's. `info` and `shard` need not come from an
@@ -214,7 +214,7 @@ typedef void (*lds_manifest_verify_fn)(void *ctx, size_t i, lds_status status,
 typedef struct lds_manifest_verify_stats {
     size_t size;           /* sizeof(lds_manifest_verify_stats) */
     uint64_t entries;      /* entries checked */
-    uint64_t loads;        /* shard files loaded: one per distinct location (M17) */
+    uint64_t loads;        /* shard files loaded: one per distinct location (MF17) */
     uint64_t failed;       /* entries whose status was not LDS_OK */
     uint64_t stream_bytes; /* bytes read from the shard files, all loads together */
 } lds_manifest_verify_stats;
@@ -230,7 +230,7 @@ LDS_API void lds_manifest_verify_stats_init(lds_manifest_verify_stats *stats);
  * loaded once (lds_load_path or lds_load_url with `opts`, the checksum
  * verified whatever opts says, not mapped), its repeated keys under
  * KEYS_UNIQUE refused (lds_index_check_keys), and every entry naming it
- * compared as lds_manifest_check_index does (M17). The work is linear:
+ * compared as lds_manifest_check_index does (MF17). The work is linear:
  * entries are matched to locations through a keyed hash table, and a shard
  * file referenced by many entries is read once, whatever their number.
  * Entries are visited in order; a location is loaded at its first entry and

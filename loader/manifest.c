@@ -1,7 +1,7 @@
 /*
  * The shard manifest (lodestar_manifest.h): read through the loader's byte
  * source (a file descriptor, or libcurl for a URL), parsed by json-c with a
- * depth limit, and checked rule by rule. The rules M1..M17 are docs/format.md
+ * depth limit, and checked rule by rule. The rules MF1..MF17 are docs/format.md
  * section 9; each check below cites its rule. Why here, and the limits:
  * docs/adr/0033-one-manifest-reader.md.
  */
@@ -33,7 +33,7 @@ typedef struct mshard {
 } mshard;
 
 struct lds_manifest {
-    char *where; /* as given: resolves "file" (M10) */
+    char *where; /* as given: resolves "file" (MF10) */
     lds_manifest_info info;
     mshard *shards;
 };
@@ -167,9 +167,9 @@ bad_at(vctx *v, lds_status st, const char *field, uint64_t offset, const char *f
     return lds__error_fill(v->err, st, field, offset, true, 0, 0, NULL, "%s: %s", v->shown, what);
 }
 
-/* One pass over the text outside strings. M2: every number is a non-negative
+/* One pass over the text outside strings. MF2: every number is a non-negative
    integer of at most LDS_MANIFEST_MAX_NUMBER_CHARS digits (json-c would turn
-   5,000 digits into a double, or 2^64 into 2^64 - 1, without a word). M1:
+   5,000 digits into a double, or 2^64 into 2^64 - 1, without a word). MF1:
    nothing but JSON's punctuation, numbers and words, which json-c's strict
    mode does not quite hold to. */
 static lds_status scan_text(vctx *v, const char *t, size_t n)
@@ -189,22 +189,22 @@ static lds_status scan_text(vctx *v, const char *t, size_t n)
             continue;
         }
         if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
-            /* M1: JSON's three words only (json-c alone takes NaN, Infinity...). */
+            /* MF1: JSON's three words only (json-c alone takes NaN, Infinity...). */
             size_t w = i;
             while (w < n && ((t[w] >= 'a' && t[w] <= 'z') || (t[w] >= 'A' && t[w] <= 'Z')))
                 w++;
             if (!((w - i == 4 && (!memcmp(t + i, "true", 4) || !memcmp(t + i, "null", 4))) ||
                   (w - i == 5 && !memcmp(t + i, "false", 5))))
                 return bad_at(v, LDS_E_PARSE, "manifest", i,
-                              "not JSON: a word other than true, false and null (M1)");
+                              "not JSON: a word other than true, false and null (MF1)");
             i = w - 1;
             continue;
         }
         if (c != '-' && (c < '0' || c > '9')) {
-            /* M1: json-c alone takes 'single quotes' and comments. */
+            /* MF1: json-c alone takes 'single quotes' and comments. */
             if (!strchr(" \t\r\n{}[],:", c) || c == '\0')
                 return bad_at(v, LDS_E_PARSE, "manifest", i,
-                              "not JSON: unexpected byte 0x%02x (M1)", (unsigned char)c);
+                              "not JSON: unexpected byte 0x%02x (MF1)", (unsigned char)c);
             continue;
         }
         size_t start = i, digits = 0;
@@ -219,25 +219,25 @@ static lds_status scan_text(vctx *v, const char *t, size_t n)
         }
         if (other)
             return bad_at(v, LDS_E_BAD_VALUE, "manifest", start,
-                          "a number that is not a non-negative integer (M2)");
+                          "a number that is not a non-negative integer (MF2)");
         if (digits > LDS_MANIFEST_MAX_NUMBER_CHARS)
-            return bad_at(v, LDS_E_LIMIT, "manifest", start, "a number of more than %d digits (M2)",
-                          LDS_MANIFEST_MAX_NUMBER_CHARS);
+            return bad_at(v, LDS_E_LIMIT, "manifest", start,
+                          "a number of more than %d digits (MF2)", LDS_MANIFEST_MAX_NUMBER_CHARS);
         /* json-c keeps 2^64 and above as 2^64 - 1, without a word: refused here. */
         if (digits == 20 && memcmp(t + start, "18446744073709551615", 20) > 0)
-            return bad_at(v, LDS_E_BAD_VALUE, "manifest", start, "a number above 2^64 - 1 (M2)");
+            return bad_at(v, LDS_E_BAD_VALUE, "manifest", start, "a number above 2^64 - 1 (MF2)");
         i--;
     }
     return LDS_OK;
 }
 
-/* One JSON text, an object, nothing but white space after it (M1), parsed
-   with the depth limit (M2). */
+/* One JSON text, an object, nothing but white space after it (MF1), parsed
+   with the depth limit (MF2). */
 static lds_status parse_json(vctx *v, const char *text, size_t n, json_object **out)
 {
     *out = NULL;
     if (n > INT_MAX)
-        return bad_at(v, LDS_E_LIMIT, "manifest", INT_MAX, "more than %d bytes (M2)", INT_MAX);
+        return bad_at(v, LDS_E_LIMIT, "manifest", INT_MAX, "more than %d bytes (MF2)", INT_MAX);
     lds_status st = scan_text(v, text, n);
     if (st != LDS_OK)
         return st;
@@ -255,13 +255,13 @@ static lds_status parse_json(vctx *v, const char *text, size_t n, json_object **
         json_object_put(o);
         if (je == json_tokener_error_depth)
             return bad_at(v, LDS_E_LIMIT, "manifest", end,
-                          "JSON nested deeper than %d arrays and objects (M2)",
+                          "JSON nested deeper than %d arrays and objects (MF2)",
                           LDS_MANIFEST_MAX_DEPTH);
         if (je == json_tokener_error_parse_utf8_string)
-            return bad_at(v, LDS_E_BAD_UTF8, "manifest", end, "not UTF-8 text (M1)");
+            return bad_at(v, LDS_E_BAD_UTF8, "manifest", end, "not UTF-8 text (MF1)");
         if (je == json_tokener_continue || je == json_tokener_success)
-            return bad_at(v, LDS_E_PARSE, "manifest", n, "the text ends inside a JSON value (M1)");
-        return bad_at(v, LDS_E_PARSE, "manifest", end, "not JSON: %s (M1)",
+            return bad_at(v, LDS_E_PARSE, "manifest", n, "the text ends inside a JSON value (MF1)");
+        return bad_at(v, LDS_E_PARSE, "manifest", end, "not JSON: %s (MF1)",
                       json_tokener_error_desc(je));
     }
     while (end < n &&
@@ -269,11 +269,11 @@ static lds_status parse_json(vctx *v, const char *text, size_t n, json_object **
         end++;
     if (end < n) {
         json_object_put(o);
-        return bad_at(v, LDS_E_PARSE, "manifest", end, "bytes after the JSON object (M1)");
+        return bad_at(v, LDS_E_PARSE, "manifest", end, "bytes after the JSON object (MF1)");
     }
     if (!json_object_is_type(o, json_type_object)) {
         json_object_put(o);
-        return bad_at(v, LDS_E_PARSE, "manifest", 0, "the JSON value is not an object (M1)");
+        return bad_at(v, LDS_E_PARSE, "manifest", 0, "the JSON value is not an object (MF1)");
     }
     *out = o;
     return LDS_OK;
@@ -285,7 +285,7 @@ static json_object *member(json_object *o, const char *name)
     return json_object_object_get_ex(o, name, &m) ? m : NULL;
 }
 
-/* A whole number 0..2^64-1 (M2 left no other kind of number). */
+/* A whole number 0..2^64-1 (MF2 left no other kind of number). */
 static lds_status get_u64(vctx *v, json_object *o, const char *name, const char *field,
                           size_t entry, const char *rule, uint64_t *out)
 {
@@ -326,7 +326,7 @@ static lds_status get_bool(vctx *v, json_object *o, const char *name, const char
     return LDS_OK;
 }
 
-/* M9: no control character (C0, DEL, C1); the text is UTF-8 already (M1). */
+/* MF9: no control character (C0, DEL, C1); the text is UTF-8 already (MF1). */
 static bool has_control(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -339,7 +339,7 @@ static bool has_control(const char *s, size_t n)
     return false;
 }
 
-/* M10: `file` resolved against the manifest's location `where`. */
+/* MF10: `file` resolved against the manifest's location `where`. */
 static char *resolve(const char *where, const char *file, size_t flen)
 {
     if (is_url(file))
@@ -389,57 +389,57 @@ static lds_status check_entry(vctx *v, lds_manifest *m, json_object *e, size_t i
     mshard *s = &m->shards[i];
     s->payload_bytes = LDS_MANIFEST_NO_PAYLOAD_BYTES;
     if (!json_object_is_type(e, json_type_object))
-        return bad(v, LDS_E_BAD_VALUE, "shards[]", i, "not an object (M7)");
+        return bad(v, LDS_E_BAD_VALUE, "shards[]", i, "not an object (MF7)");
     const char *file, *sum;
     size_t flen, slen;
-    lds_status st = get_string(v, e, "file", "shards[].file", i, "M8", &file, &flen);
+    lds_status st = get_string(v, e, "file", "shards[].file", i, "MF8", &file, &flen);
     if (st != LDS_OK)
         return st;
     char esc[96];
     escape(file, flen, esc, sizeof esc);
-    if (flen == 0 || flen > LDS_MANIFEST_MAX_FILE_BYTES) /* M9 */
-        return bad(v, LDS_E_BAD_VALUE, "shards[].file", i, "%zu bytes, expected 1 to %u (M9)", flen,
-                   LDS_MANIFEST_MAX_FILE_BYTES);
-    if (has_control(file, flen)) /* M9 */
+    if (flen == 0 || flen > LDS_MANIFEST_MAX_FILE_BYTES) /* MF9 */
+        return bad(v, LDS_E_BAD_VALUE, "shards[].file", i, "%zu bytes, expected 1 to %u (MF9)",
+                   flen, LDS_MANIFEST_MAX_FILE_BYTES);
+    if (has_control(file, flen)) /* MF9 */
         return bad(v, LDS_E_BAD_VALUE, "shards[].file", i,
-                   "\"%s\" contains a control character (M9)", esc);
+                   "\"%s\" contains a control character (MF9)", esc);
     if (!is_url(file) && (strchr(file, '/') || !strcmp(file, ".") || !strcmp(file, ".."))) {
         return bad(v, LDS_E_BAD_VALUE, "shards[].file", i,
                    "\"%s\" is neither a file name in the manifest's directory nor an http(s) "
-                   "URL (M8)",
+                   "URL (MF8)",
                    esc);
     }
-    if ((st = get_u64(v, e, "first_row", "shards[].first_row", i, "M11", &s->first_row)) ||
-        (st = get_u64(v, e, "rows", "shards[].rows", i, "M11", &s->rows)))
+    if ((st = get_u64(v, e, "first_row", "shards[].first_row", i, "MF11", &s->first_row)) ||
+        (st = get_u64(v, e, "rows", "shards[].rows", i, "MF11", &s->rows)))
         return st;
-    if ((st = get_string(v, e, "checksum", "shards[].checksum", i, "M12", &sum, &slen)))
+    if ((st = get_string(v, e, "checksum", "shards[].checksum", i, "MF12", &sum, &slen)))
         return st;
     bool hex = slen == 16;
     for (size_t k = 0; hex && k < slen; k++)
         hex = strchr("0123456789abcdefABCDEF", sum[k]) != NULL;
-    if (!hex) /* M12 */
+    if (!hex) /* MF12 */
         return bad(v, LDS_E_BAD_VALUE, "shards[].checksum", i,
-                   "expected 16 hexadecimal digits (M12)");
+                   "expected 16 hexadecimal digits (MF12)");
     s->checksum = strtoull(sum, NULL, 16);
     if (member(e, "payload_bytes") && (st = get_u64(v, e, "payload_bytes", "shards[].payload_bytes",
-                                                    i, "M12", &s->payload_bytes)))
+                                                    i, "MF12", &s->payload_bytes)))
         return st;
-    if (s->payload_bytes == LDS_MANIFEST_NO_PAYLOAD_BYTES) /* M12: reserved for "absent" */
+    if (s->payload_bytes == LDS_MANIFEST_NO_PAYLOAD_BYTES) /* MF12: reserved for "absent" */
         if (member(e, "payload_bytes"))
             return bad(v, LDS_E_BAD_VALUE, "shards[].payload_bytes", i,
-                       "2^64 - 1 is no payload's size (M12)");
-    /* M11: each shard's rows follow the one before's, from row 0, no gap, no overlap. */
+                       "2^64 - 1 is no payload's size (MF12)");
+    /* MF11: each shard's rows follow the one before's, from row 0, no gap, no overlap. */
     if (s->first_row < *next)
         return bad(v, LDS_E_BAD_VALUE, "shards[].first_row", i,
-                   "%" PRIu64 " overlaps the rows before it, which end at %" PRIu64 " (M11)",
+                   "%" PRIu64 " overlaps the rows before it, which end at %" PRIu64 " (MF11)",
                    s->first_row, *next);
     if (s->first_row > *next)
         return bad(v, LDS_E_BAD_VALUE, "shards[].first_row", i,
-                   "%" PRIu64 " leaves rows %" PRIu64 " .. %" PRIu64 " in no shard (M11)",
+                   "%" PRIu64 " leaves rows %" PRIu64 " .. %" PRIu64 " in no shard (MF11)",
                    s->first_row, *next, s->first_row - 1);
-    if (s->rows > m->info.rows - *next) /* M13 */
+    if (s->rows > m->info.rows - *next) /* MF13 */
         return bad(v, LDS_E_BAD_VALUE, "shards[].rows", i,
-                   "%" PRIu64 " goes past the manifest's %" PRIu64 " rows (M13)", s->rows,
+                   "%" PRIu64 " goes past the manifest's %" PRIu64 " rows (MF13)", s->rows,
                    m->info.rows);
     *next = s->first_row + s->rows;
     s->file = strndup(file, flen);
@@ -454,57 +454,57 @@ static lds_status check_manifest(vctx *v, lds_manifest *m, json_object *o)
 {
     const char *s;
     size_t len;
-    lds_status st = get_string(v, o, "format", "format", NO_ENTRY, "M3", &s, &len);
+    lds_status st = get_string(v, o, "format", "format", NO_ENTRY, "MF3", &s, &len);
     if (st != LDS_OK)
         return st;
-    if (strcmp(s, MANIFEST_FORMAT) != 0) { /* M3 */
+    if (strcmp(s, MANIFEST_FORMAT) != 0) { /* MF3 */
         char esc[64];
         escape(s, len, esc, sizeof esc);
         return bad(v, LDS_E_BAD_VALUE, "format", NO_ENTRY,
-                   "\"%s\", expected \"" MANIFEST_FORMAT "\" (M3)", esc);
+                   "\"%s\", expected \"" MANIFEST_FORMAT "\" (MF3)", esc);
     }
     uint64_t version, dim;
-    if ((st = get_u64(v, o, "version", "version", NO_ENTRY, "M4", &version)))
+    if ((st = get_u64(v, o, "version", "version", NO_ENTRY, "MF4", &version)))
         return st;
-    if (version != 1) /* M4 */
+    if (version != 1) /* MF4 */
         return bad(v, LDS_E_VERSION, "version", NO_ENTRY,
-                   "%" PRIu64 ", and this library reads version 1 only (M4)", version);
+                   "%" PRIu64 ", and this library reads version 1 only (MF4)", version);
     m->info.version = 1;
-    if ((st = get_u64(v, o, "rows", "rows", NO_ENTRY, "M13", &m->info.rows)) ||
-        (st = get_u64(v, o, "dim", "dim", NO_ENTRY, "M5", &dim)))
+    if ((st = get_u64(v, o, "rows", "rows", NO_ENTRY, "MF13", &m->info.rows)) ||
+        (st = get_u64(v, o, "dim", "dim", NO_ENTRY, "MF5", &dim)))
         return st;
-    if (dim == 0 || dim > UINT32_MAX) /* M5 */
-        return bad(v, LDS_E_BAD_VALUE, "dim", NO_ENTRY, "%" PRIu64 ", expected 1 to 2^32 - 1 (M5)",
+    if (dim == 0 || dim > UINT32_MAX) /* MF5 */
+        return bad(v, LDS_E_BAD_VALUE, "dim", NO_ENTRY, "%" PRIu64 ", expected 1 to 2^32 - 1 (MF5)",
                    dim);
     m->info.dim = (uint32_t)dim;
-    if ((st = get_string(v, o, "dtype", "dtype", NO_ENTRY, "M5", &s, &len)))
+    if ((st = get_string(v, o, "dtype", "dtype", NO_ENTRY, "MF5", &s, &len)))
         return st;
-    if (lds_dtype_from_name(s, &m->info.dtype) != LDS_OK) { /* M5 */
+    if (lds_dtype_from_name(s, &m->info.dtype) != LDS_OK) { /* MF5 */
         char esc[64];
         escape(s, len, esc, sizeof esc);
         return bad(v, LDS_E_BAD_VALUE, "dtype", NO_ENTRY,
-                   "\"%s\", expected f32, f16, bf16 or i8 (M5)", esc);
+                   "\"%s\", expected f32, f16, bf16 or i8 (MF5)", esc);
     }
-    if ((st = get_string(v, o, "metric", "metric", NO_ENTRY, "M5", &s, &len)))
+    if ((st = get_string(v, o, "metric", "metric", NO_ENTRY, "MF5", &s, &len)))
         return st;
-    if (lds_metric_from_name(s, &m->info.metric) != LDS_OK) { /* M5 */
+    if (lds_metric_from_name(s, &m->info.metric) != LDS_OK) { /* MF5 */
         char esc[64];
         escape(s, len, esc, sizeof esc);
         return bad(v, LDS_E_BAD_VALUE, "metric", NO_ENTRY,
-                   "\"%s\", expected cosine, dot or l2 (M5)", esc);
+                   "\"%s\", expected cosine, dot or l2 (MF5)", esc);
     }
-    if ((st = get_bool(v, o, "has_ids", "M6", &m->info.has_ids)) ||
-        (st = get_bool(v, o, "has_keys", "M6", &m->info.has_keys)))
+    if ((st = get_bool(v, o, "has_ids", "MF6", &m->info.has_ids)) ||
+        (st = get_bool(v, o, "has_keys", "MF6", &m->info.has_keys)))
         return st;
     json_object *arr = member(o, "shards");
-    if (!arr || !json_object_is_type(arr, json_type_array)) /* M7 */
-        return bad(v, LDS_E_BAD_VALUE, "shards", NO_ENTRY, "%s, expected an array (M7)",
+    if (!arr || !json_object_is_type(arr, json_type_array)) /* MF7 */
+        return bad(v, LDS_E_BAD_VALUE, "shards", NO_ENTRY, "%s, expected an array (MF7)",
                    arr ? "of another type" : "missing");
     size_t n = json_object_array_length(arr);
-    if (n == 0) /* M7 */
-        return bad(v, LDS_E_BAD_VALUE, "shards", NO_ENTRY, "empty (M7)");
-    if (n > LDS_MANIFEST_MAX_SHARDS) /* M7 */
-        return bad(v, LDS_E_LIMIT, "shards", NO_ENTRY, "%zu entries, more than %u (M7)", n,
+    if (n == 0) /* MF7 */
+        return bad(v, LDS_E_BAD_VALUE, "shards", NO_ENTRY, "empty (MF7)");
+    if (n > LDS_MANIFEST_MAX_SHARDS) /* MF7 */
+        return bad(v, LDS_E_LIMIT, "shards", NO_ENTRY, "%zu entries, more than %u (MF7)", n,
                    LDS_MANIFEST_MAX_SHARDS);
     m->shards = calloc(n, sizeof *m->shards);
     if (!m->shards)
@@ -515,9 +515,9 @@ static lds_status check_manifest(vctx *v, lds_manifest *m, json_object *o)
     for (size_t i = 0; i < n; i++)
         if ((st = check_entry(v, m, json_object_array_get_idx(arr, i), i, &next)))
             return st;
-    if (next != m->info.rows) /* M13 */
+    if (next != m->info.rows) /* MF13 */
         return bad(v, LDS_E_BAD_VALUE, "rows", NO_ENTRY,
-                   "%" PRIu64 ", but the shards cover %" PRIu64 " rows (M13)", m->info.rows, next);
+                   "%" PRIu64 ", but the shards cover %" PRIu64 " rows (MF13)", m->info.rows, next);
     return LDS_OK;
 }
 
@@ -551,11 +551,11 @@ lds_status lds_manifest_parse(const void *text, size_t n, const char *where,
         return st;
     vctx v = {.err = err};
     shown_name(where, v.shown, sizeof v.shown);
-    if (n > o.max_bytes) /* M2 */
+    if (n > o.max_bytes) /* MF2 */
         return bad_at(&v, LDS_E_LIMIT, "manifest", o.max_bytes,
-                      "more than the manifest limit of %" PRIu64 " bytes (M2)", o.max_bytes);
+                      "more than the manifest limit of %" PRIu64 " bytes (MF2)", o.max_bytes);
     lds_manifest *m = calloc(1, sizeof *m);
-    /* M10: without `where`, names resolve against the current directory. */
+    /* MF10: without `where`, names resolve against the current directory. */
     if (!m || (where && !(m->where = strdup(where)))) {
         free(m);
         return lds__error_fill(err, LDS_E_NOMEM, "manifest", 0, false, 0, 0, NULL,
@@ -575,7 +575,7 @@ lds_status lds_manifest_parse(const void *text, size_t n, const char *where,
     return LDS_OK;
 }
 
-/* Reads the whole source into a buffer, at most `max` bytes (M2). */
+/* Reads the whole source into a buffer, at most `max` bytes (MF2). */
 static lds_status read_all(vctx *v, lds__source *src, uint64_t max, char **text, size_t *n)
 {
     size_t cap = 0, len = 0;
@@ -585,7 +585,7 @@ static lds_status read_all(vctx *v, lds__source *src, uint64_t max, char **text,
             if ((uint64_t)len > max) {
                 free(buf);
                 return bad_at(v, LDS_E_LIMIT, "manifest", max,
-                              "more than the manifest limit of %" PRIu64 " bytes (M2)", max);
+                              "more than the manifest limit of %" PRIu64 " bytes (MF2)", max);
             }
             size_t grow = cap ? cap * 2 : 4096;
             if ((uint64_t)grow > max + 1)
@@ -612,7 +612,7 @@ static lds_status read_all(vctx *v, lds__source *src, uint64_t max, char **text,
     if ((uint64_t)len > max) {
         free(buf);
         return bad_at(v, LDS_E_LIMIT, "manifest", max,
-                      "more than the manifest limit of %" PRIu64 " bytes (M2)", max);
+                      "more than the manifest limit of %" PRIu64 " bytes (MF2)", max);
     }
     *text = buf;
     *n = len;
@@ -663,7 +663,7 @@ lds_status lds_manifest_read(const char *where, const lds_manifest_options *opts
         if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > o.max_bytes) {
             close(fd);
             return bad_at(&v, LDS_E_LIMIT, "manifest", o.max_bytes,
-                          "%lld bytes, more than the manifest limit of %" PRIu64 " (M2)",
+                          "%lld bytes, more than the manifest limit of %" PRIu64 " (MF2)",
                           (long long)sb.st_size, o.max_bytes);
         }
         lds__source_init(&src, LDS__SRC_FD, load);
@@ -729,7 +729,7 @@ static void facts_of(const lds_index *idx, shard_facts *f)
     f->checksum = lds_index_checksum(idx);
 }
 
-/* M14..M16: a loaded shard's facts against entry i. */
+/* MF14..MF16: a loaded shard's facts against entry i. */
 static lds_status compare(const lds_manifest_info *info, const lds_manifest_shard *s, size_t i,
                           const shard_facts *f, lds_error *err)
 {
@@ -744,32 +744,32 @@ static lds_status compare(const lds_manifest_info *info, const lds_manifest_shar
                     "shards[%zu] (%s): %s differs from the manifest's (file " ffmt                 \
                     ", manifest " ffmt ")",                                                        \
                     i, name, what, fv, mv)
-    if (!f->verified) /* M14 */
+    if (!f->verified) /* MF14 */
         return lds__error_fill(
             err, LDS_E_CHECKSUM, "shards[].checksum", 0, false, (uint64_t)i + 1, 0, NULL,
-            "shards[%zu] (%s): the payload checksum was not verified (M14)", i, name);
-    if (f->checksum != s->checksum) /* M14 */
+            "shards[%zu] (%s): the payload checksum was not verified (MF14)", i, name);
+    if (f->checksum != s->checksum) /* MF14 */
         return MISMATCH(LDS_E_CHECKSUM, "shards[].checksum", "checksum", "%016" PRIx64, f->checksum,
                         s->checksum);
-    if (f->rows != s->rows) /* M15 */
+    if (f->rows != s->rows) /* MF15 */
         return MISMATCH(LDS_E_BAD_VALUE, "shards[].rows", "row count", "%" PRIu64, f->rows,
                         s->rows);
-    if (f->dim != info->dim) /* M15 */
+    if (f->dim != info->dim) /* MF15 */
         return MISMATCH(LDS_E_BAD_VALUE, "dim", "dim", "%" PRIu32, f->dim, info->dim);
-    if (f->dtype != info->dtype) /* M15 */
+    if (f->dtype != info->dtype) /* MF15 */
         return MISMATCH(LDS_E_BAD_VALUE, "dtype", "dtype", "%s", lds_dtype_name(f->dtype),
                         lds_dtype_name(info->dtype));
-    if (f->metric != info->metric) /* M15 */
+    if (f->metric != info->metric) /* MF15 */
         return MISMATCH(LDS_E_BAD_VALUE, "metric", "metric", "%s", lds_metric_name(f->metric),
                         lds_metric_name(info->metric));
-    if (f->has_ids != info->has_ids) /* M16 */
+    if (f->has_ids != info->has_ids) /* MF16 */
         return MISMATCH(LDS_E_BAD_VALUE, "has_ids", "ids presence", "%s",
                         f->has_ids ? "ids" : "no ids", info->has_ids ? "ids" : "no ids");
-    if (f->has_keys != info->has_keys) /* M16 */
+    if (f->has_keys != info->has_keys) /* MF16 */
         return MISMATCH(LDS_E_BAD_VALUE, "has_keys", "keys presence", "%s",
                         f->has_keys ? "keys" : "no keys", info->has_keys ? "keys" : "no keys");
     if (s->payload_bytes != LDS_MANIFEST_NO_PAYLOAD_BYTES &&
-        f->payload_bytes != s->payload_bytes) /* M16 */
+        f->payload_bytes != s->payload_bytes) /* MF16 */
         return MISMATCH(LDS_E_BAD_VALUE, "shards[].payload_bytes", "payload_bytes", "%" PRIu64,
                         f->payload_bytes, s->payload_bytes);
 #undef MISMATCH
@@ -789,7 +789,7 @@ lds_status lds_manifest_check_index(const lds_manifest_info *info, const lds_man
     return compare(info, shard, i, &f, err);
 }
 
-/* One distinct location during lds_manifest_verify (M17). */
+/* One distinct location during lds_manifest_verify (MF17). */
 typedef struct location {
     size_t first, last; /* entries naming it */
     bool loaded;
@@ -883,7 +883,7 @@ lds_status lds_manifest_verify(const lds_manifest *m, const lds_load_options *op
         memcpy(&lo, opts, opts->size);
         lo.size = sizeof lo;
     }
-    lo.verify_checksum = true; /* M14 */
+    lo.verify_checksum = true; /* MF14 */
     size_t n = m->info.shards, nlocs = 0;
     size_t *loc_of = malloc(n * sizeof *loc_of);
     location *locs = NULL;
@@ -900,7 +900,7 @@ lds_status lds_manifest_verify(const lds_manifest *m, const lds_load_options *op
             break;
         }
         location *l = &locs[loc_of[i]];
-        if (!l->loaded) /* M17: once per distinct location */
+        if (!l->loaded) /* MF17: once per distinct location */
             load_location(m, i, l, &lo, &own);
         lds_error e;
         lds_error_init(&e);

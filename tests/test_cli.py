@@ -1226,7 +1226,7 @@ def test_verify_manifest_names_a_swapped_shard():
 def test_verify_manifest_escapes_names_and_shows_the_values_that_differ():
     # A shard file named with terminal escapes: every line naming it is escaped (the
     # "failed verification" line printed ESC and a C1 byte raw); such a name is refused
-    # now (docs/format.md M9), the refusal escaped too. A metric that differs shows both
+    # now (docs/format.md MF9), the refusal escaped too. A metric that differs shows both
     # metrics (it showed the two equal checksums).
     outdir, doc = split_tiny("split-esc", 2)
     man = os.path.join(outdir, "manifest.json")
@@ -1241,7 +1241,7 @@ def test_verify_manifest_escapes_names_and_shows_the_values_that_differ():
     raw = p.stdout + p.stderr
     check(b"\x1b" not in raw and "\u009b".encode() not in raw, raw)
     err = p.stderr.decode()
-    check("shards[0].file: " in err and "contains a control character (M9)" in err, err)
+    check("shards[0].file: " in err and "contains a control character (MF9)" in err, err)
     check("\\x1b[31mRED" in err, err)
     os.replace(os.path.join(outdir, esc), os.path.join(outdir, "shard-0000.ldsi"))
     doc["shards"][0]["file"] = "shard-0000.ldsi"
@@ -1274,15 +1274,15 @@ def test_verify_manifest_is_as_strict_as_the_python_reader():
         edit(d)
         return json.dumps(d)
 
-    verify_with(text + "\n{}", "bytes after the JSON object (M1) (at byte")
+    verify_with(text + "\n{}", "bytes after the JSON object (MF1) (at byte")
     verify_with(changed(lambda d: d["shards"][0].update(file="shard-0000.ldsi\u0000x")),
                 "shards[0].file: contains a NUL character")
     verify_with(changed(lambda d: d.update(version=2)),
-                "version: 2, and this library reads version 1 only (M4)")
+                "version: 2, and this library reads version 1 only (MF4)")
     pb = doc["shards"][1]["payload_bytes"]
     verify_with(changed(lambda d: d["shards"][1].update(payload_bytes=pb + 64)),
                 f"payload_bytes differs from the manifest's (file {pb}, manifest {pb + 64})")
-    verify_with(text[:-3], "the text ends inside a JSON value (M1) (at byte")
+    verify_with(text[:-3], "the text ends inside a JSON value (MF1) (at byte")
     verify_with(changed(lambda d: d["shards"][0].update(first_row=2 ** 64 - 1)),
                 "first_row: 18446744073709551615 ")
     with open(man, "w") as f:
@@ -1294,7 +1294,7 @@ def test_verify_manifest_is_as_strict_as_the_python_reader():
 def test_verify_manifest_of_100000_entries_reads_a_shared_shard_once():
     # 100,000 entries naming one 8 MiB shard: verify loaded and hashed the shard once per
     # entry (800 GB of reads; not done after minutes), it loads each location once now
-    # (docs/format.md M17; the count itself is asserted in tests/test_manifest.c).
+    # (docs/format.md MF17; the count itself is asserted in tests/test_manifest.c).
     rows, dim = 2048, 1024
     src = os.path.join(WORK, "big.fvecs")
     with open(src, "wb") as f:
@@ -1334,7 +1334,7 @@ def test_verify_manifest_refuses_bad_row_ranges():
         ("gap", 1, "first_row", 4, "shards[1].first_row: 4 leaves rows 3 .. 3 in no shard"),
         ("past", 2, "rows", 3, "shards[2].rows: 3 goes past the manifest's 7 rows"),
         ("short", 2, "rows", 1, "manifest.json: rows: 7, but the shards cover 6 rows"),
-        ("negative", 0, "rows", -1, "a number that is not a non-negative integer (M2)"),
+        ("negative", 0, "rows", -1, "a number that is not a non-negative integer (MF2)"),
     ]
     for name, i, key, value, message in cases:
         bad = json.loads(json.dumps(man))

@@ -1,6 +1,6 @@
 /*
  * The shard manifest (include/lodestar_manifest.h, docs/format.md section 9):
- * every rule M1..M17 refused with its field and byte or entry, names resolved
+ * every rule MF1..MF17 refused with its field and byte or entry, names resolved
  * beside the manifest or its URL, shards compared, and verification linear:
  * a shard named by 100,000 entries is loaded once. Public API only.
  */
@@ -191,58 +191,58 @@ static void test_every_rule_is_refused_naming_its_field(void **state)
     (void)state;
     static const bad_case cases[] = {
         {"\"version\": 1", "\"version\": 2", LDS_E_VERSION, "version", 0,
-         "version: 2, and this library reads version 1 only (M4)", -1},
-        {"\"lodestar-shards\"", "\"lodestar-shard\"", LDS_E_BAD_VALUE, "format", 0, "(M3)", -1},
+         "version: 2, and this library reads version 1 only (MF4)", -1},
+        {"\"lodestar-shards\"", "\"lodestar-shard\"", LDS_E_BAD_VALUE, "format", 0, "(MF3)", -1},
         {"\"dim\": 3", "\"dim\": 0", LDS_E_BAD_VALUE, "dim", 0, "expected 1 to 2^32 - 1", -1},
-        {"\"dim\": 3", "\"dim\": 4294967296", LDS_E_BAD_VALUE, "dim", 0, "(M5)", -1},
+        {"\"dim\": 3", "\"dim\": 4294967296", LDS_E_BAD_VALUE, "dim", 0, "(MF5)", -1},
         {"\"f32\"", "\"f64\"", LDS_E_BAD_VALUE, "dtype", 0, "\"f64\", expected f32", -1},
-        {"\"cosine\"", "\"cos\"", LDS_E_BAD_VALUE, "metric", 0, "(M5)", -1},
+        {"\"cosine\"", "\"cos\"", LDS_E_BAD_VALUE, "metric", 0, "(MF5)", -1},
         {"\"has_ids\": false", "\"has_ids\": 0", LDS_E_BAD_VALUE, "has_ids", 0,
-         "expected true or false (M6)", -1},
-        {"\"has_keys\": true", "\"has_keys\": null", LDS_E_BAD_VALUE, "has_keys", 0, "(M6)", -1},
+         "expected true or false (MF6)", -1},
+        {"\"has_keys\": true", "\"has_keys\": null", LDS_E_BAD_VALUE, "has_keys", 0, "(MF6)", -1},
         {"\"rows\": 8", "\"rows\": 9", LDS_E_BAD_VALUE, "rows", 0,
-         "rows: 9, but the shards cover 8 rows (M13)", -1},
+         "rows: 9, but the shards cover 8 rows (MF13)", -1},
         {"\"rows\": 8", "\"rows\": 7", LDS_E_BAD_VALUE, "shards[].rows", 2,
-         "shards[1].rows: 4 goes past the manifest's 7 rows (M13)", -1},
+         "shards[1].rows: 4 goes past the manifest's 7 rows (MF13)", -1},
         {"\"first_row\": 4", "\"first_row\": 3", LDS_E_BAD_VALUE, "shards[].first_row", 2,
-         "shards[1].first_row: 3 overlaps the rows before it, which end at 4 (M11)", -1},
+         "shards[1].first_row: 3 overlaps the rows before it, which end at 4 (MF11)", -1},
         {"\"first_row\": 4", "\"first_row\": 5", LDS_E_BAD_VALUE, "shards[].first_row", 2,
-         "leaves rows 4 .. 4 in no shard (M11)", -1},
+         "leaves rows 4 .. 4 in no shard (MF11)", -1},
         {"\"first_row\": 4", "\"first_row\": 18446744073709551616", LDS_E_BAD_VALUE, "manifest", 0,
-         "a number above 2^64 - 1 (M2)", -1},
+         "a number above 2^64 - 1 (MF2)", -1},
         {"\"first_row\": 4", "\"first_row\": 18446744073709551615", LDS_E_BAD_VALUE,
          "shards[].first_row", 2, "18446744073709551615 leaves rows 4 ..", -1},
         {"\"first_row\": 0", "\"firstrow\": 0", LDS_E_BAD_VALUE, "shards[].first_row", 1,
          "shards[0].first_row: missing", -1},
         {"\"s.ldsi\"", "\"../s.ldsi\"", LDS_E_BAD_VALUE, "shards[].file", 1,
          "\"../s.ldsi\" is neither a file name", -1},
-        {"\"s.ldsi\"", "\"..\"", LDS_E_BAD_VALUE, "shards[].file", 1, "(M8)", -1},
+        {"\"s.ldsi\"", "\"..\"", LDS_E_BAD_VALUE, "shards[].file", 1, "(MF8)", -1},
         {"\"s.ldsi\"", "\"\"", LDS_E_BAD_VALUE, "shards[].file", 1, "0 bytes", -1},
         {"\"s.ldsi\"", "\"s\\u0000x\"", LDS_E_BAD_VALUE, "shards[].file", 1,
          "contains a NUL character", -1},
         {"\"s.ldsi\"", "\"\\u001b[31mRED\\u009b\"", LDS_E_BAD_VALUE, "shards[].file", 1,
-         "\"\\x1b[31mRED\\xc2\\x9b\" contains a control character (M9)", -1},
+         "\"\\x1b[31mRED\\xc2\\x9b\" contains a control character (MF9)", -1},
         {"\"s.ldsi\"", "7", LDS_E_BAD_VALUE, "shards[].file", 1, "of another type", -1},
         {"\"payload_bytes\"", "\"payload_bytes\": 18446744073709551615, \"x\"", LDS_E_BAD_VALUE,
          "shards[].payload_bytes", 1, "no payload's size", -1},
         {"\"checksum\": \"", "\"checksum\": \"g", LDS_E_BAD_VALUE, "shards[].checksum", 1,
-         "expected 16 hexadecimal digits (M12)", -1},
+         "expected 16 hexadecimal digits (MF12)", -1},
         {"\"shards\": [", "\"shards\": [7, ", LDS_E_BAD_VALUE, "shards[]", 1,
-         "shards[0]: not an object (M7)", -1},
+         "shards[0]: not an object (MF7)", -1},
         /* Syntax and limits: at a byte. */
         {"\"version\": 1", "\"version\": 1.0", LDS_E_BAD_VALUE, "manifest", 0,
-         "not a non-negative integer (M2)", 41},
-        {"\"version\": 1", "\"version\": -1", LDS_E_BAD_VALUE, "manifest", 0, "(M2)", 41},
+         "not a non-negative integer (MF2)", 41},
+        {"\"version\": 1", "\"version\": -1", LDS_E_BAD_VALUE, "manifest", 0, "(MF2)", 41},
         {"\"version\": 1", "\"version\": 000000000000000000001", LDS_E_LIMIT, "manifest", 0,
-         "a number of more than 20 digits (M2)", 41},
+         "a number of more than 20 digits (MF2)", 41},
         {"\"version\": 1", "\"version\": 1, \"x\": [[[[[[[[1]]]]]]]]", LDS_E_LIMIT, "manifest", 0,
          "nested deeper than 8", -1},
         {"{\"format\"", "{'format'", LDS_E_PARSE, "manifest", 0, "not JSON", 1},
         {"\"version\": 1", "\"version\": 1, /* c */", LDS_E_PARSE, "manifest", 0, "0x2f", 44},
         {"\"rows\": 8", "\"rows\": NaN", LDS_E_PARSE, "manifest", 0, "a word other", -1},
-        {"]}\n", "]}\n{}", LDS_E_PARSE, "manifest", 0, "bytes after the JSON object (M1)", -1},
-        {"]}\n", "]", LDS_E_PARSE, "manifest", 0, "ends inside a JSON value (M1)", -1},
-        {"\"s.ldsi\"", "\"s\xff\"", LDS_E_BAD_UTF8, "manifest", 0, "not UTF-8 text (M1)", -1},
+        {"]}\n", "]}\n{}", LDS_E_PARSE, "manifest", 0, "bytes after the JSON object (MF1)", -1},
+        {"]}\n", "]", LDS_E_PARSE, "manifest", 0, "ends inside a JSON value (MF1)", -1},
+        {"\"s.ldsi\"", "\"s\xff\"", LDS_E_BAD_UTF8, "manifest", 0, "not UTF-8 text (MF1)", -1},
     };
     char *good = text_of(2, "", "");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -277,7 +277,7 @@ static void test_every_rule_is_refused_naming_its_field(void **state)
                            "false, \"has_keys\": false, \"shards\": []}",
                            &m, &err),
                      LDS_E_BAD_VALUE);
-    assert_non_null(strstr(err.message, "shards: empty (M7)"));
+    assert_non_null(strstr(err.message, "shards: empty (MF7)"));
 }
 
 static void test_deep_nesting_and_long_numbers_are_bounded(void **state)
@@ -353,7 +353,7 @@ static lds_status verify_text(const char *t, seen *s, lds_manifest_verify_stats 
     return st;
 }
 
-/* M17: 100,000 entries naming one shard load it once (the CLI loaded it once per
+/* MF17: 100,000 entries naming one shard load it once (the CLI loaded it once per
    entry: 100,000 full reads and checksums of the same file). */
 static void test_verify_loads_each_location_once(void **state)
 {

@@ -122,7 +122,7 @@ class Shards:
     def __init__(self, manifest, **load_options):
         self.manifest = read_manifest(manifest)
         self._indexes = []
-        loaded = {}  # a location named by several entries is loaded once (M17)
+        loaded = {}  # a location named by several entries is loaded once (MF17)
         try:
             for i, s in enumerate(self.manifest["shards"]):
                 index = loaded.get(s["path"])
