@@ -379,7 +379,8 @@ static char *resolve(const char *where, const char *file, size_t flen)
     char *out = malloc(dlen + flen + 1);
     if (!out)
         return NULL;
-    memcpy(out, where, dlen);
+    if (dlen)
+        memcpy(out, where, dlen);
     memcpy(out + dlen, file, flen + 1);
     return out;
 }
