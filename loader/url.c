@@ -28,35 +28,79 @@ void lds_url_options_default(lds_url_options *opts)
     opts->use_netrc = true;
 }
 
+/* Appends `n` bytes of `s` to buf[*len], keeping room for the NUL; cuts what does not fit. */
+static void put(char *buf, size_t cap, size_t *len, const char *s, size_t n)
+{
+    size_t room = cap - 1 - *len;
+    if (n > room)
+        n = room;
+    memcpy(buf + *len, s, n);
+    *len += n;
+}
+
+/* Query parameters whose values are credentials: AWS SigV4 presigned URLs, OAuth 2.0
+ * bearer tokens in a query (RFC 6750 section 2.3), Azure SAS and similar signatures. */
+static const char *const secret_params[] = {
+    "X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token", "access_token", "sig", "token",
+};
+
+static bool secret_param(const char *name, size_t n)
+{
+    for (size_t i = 0; i < sizeof secret_params / sizeof secret_params[0]; i++)
+        if (strlen(secret_params[i]) == n && strncasecmp(name, secret_params[i], n) == 0)
+            return true;
+    return false;
+}
+
 char *lds_url_redact(const char *url, char *buf, size_t cap)
 {
     if (buf == NULL || cap == 0)
         return buf;
     if (url == NULL)
         url = "(null)";
+    size_t len = 0;
+    const char *p = url;
     const char *auth = strstr(url, "://");
-    size_t keep = strlen(url), skip = 0;
-    if (auth != NULL) {
-        auth += 3;
-        size_t alen = strcspn(auth, "/?#");
-        const char *at = NULL;
-        for (size_t i = 0; i < alen; i++)
-            if (auth[i] == '@')
-                at = auth + i;
-        if (at != NULL) {
-            keep = (size_t)(auth - url);
-            skip = (size_t)(at + 1 - url);
+    if (auth == NULL) {
+        put(buf, cap, &len, url, strlen(url));
+        buf[len] = '\0';
+        return buf;
+    }
+    auth += 3;
+    /* The authority ends at the first '/', '?' or '#'; its last '@' ends user:password. */
+    size_t alen = strcspn(auth, "/?#");
+    const char *at = NULL;
+    for (size_t i = 0; i < alen; i++)
+        if (auth[i] == '@')
+            at = auth + i;
+    put(buf, cap, &len, url, (size_t)(auth - url));
+    p = at != NULL ? at + 1 : auth;
+    /* The path, up to the query. */
+    size_t n = strcspn(p, "?#");
+    put(buf, cap, &len, p, n);
+    p += n;
+    if (*p == '?') {
+        put(buf, cap, &len, "?", 1);
+        p++;
+        /* name=value pairs separated by '&', up to the fragment. */
+        while (*p != '\0' && *p != '#') {
+            size_t pair = strcspn(p, "&#");
+            const char *eq = memchr(p, '=', pair);
+            if (eq != NULL && secret_param(p, (size_t)(eq - p))) {
+                put(buf, cap, &len, p, (size_t)(eq - p) + 1);
+                put(buf, cap, &len, "REDACTED", 8);
+            } else {
+                put(buf, cap, &len, p, pair);
+            }
+            p += pair;
+            if (*p == '&') {
+                put(buf, cap, &len, "&", 1);
+                p++;
+            }
         }
     }
-    size_t n = keep < cap - 1 ? keep : cap - 1;
-    memcpy(buf, url, n);
-    if (skip != 0 && n == keep) {
-        size_t rest = strlen(url + skip);
-        size_t m = rest < cap - 1 - n ? rest : cap - 1 - n;
-        memcpy(buf + n, url + skip, m);
-        n += m;
-    }
-    buf[n] = '\0';
+    put(buf, cap, &len, p, strlen(p));
+    buf[len] = '\0';
     return buf;
 }
 
@@ -98,8 +142,9 @@ static lds_status url_options(const lds_load_options *opts, lds_url_options *uo,
  * (pausing makes libcurl copy the delivery into an allocation of its own; with one
  * delivery of spill, GloVe from loopback took 45.3k page faults, with this 39.4k). */
 #define LDS__URL_SPILL_MAX ((size_t)8 * (size_t)LDS__URL_BUFFER)
-/* How long one wait for the network lasts before cancellation is checked. */
-#define LDS__URL_POLL_MS 100
+/* How long one wait for the network lasts before cancellation and the deadline are
+ * checked (the bound on a Ctrl-C's latency through a cancel callback, docs/adr/0034). */
+#define LDS__URL_POLL_MS 50
 
 struct lds__url {
     CURLM *multi;
@@ -127,7 +172,8 @@ struct lds__url {
     char v_etag[160];
     char v_last_modified[64];
 
-    uint64_t received; /* body bytes taken, across resumptions */
+    uint64_t deadline_ns; /* lds__now_ns() past which the transfer stops; 0 = none */
+    uint64_t received;    /* body bytes taken, across resumptions */
     uint64_t resume_at;
     uint32_t resumes;
 
@@ -398,6 +444,8 @@ lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url
         return lds__load_fail(err, LDS_E_NOMEM, "url", 0, 0, NULL, "out of memory");
     memcpy(u->shown, shown, sizeof shown);
     u->uo = uo;
+    if (uo.timeout_ms != 0)
+        u->deadline_ns = lds__now_ns() + (uint64_t)uo.timeout_ms * 1000000u;
     u->opts = opts;
     u->https = https;
     u->multi = curl_multi_init();
@@ -545,6 +593,22 @@ lds_status lds__url_read(lds__url *u, void *buf, size_t cap, size_t *got, lds_er
                           (unsigned long long)u->received);
             break;
         }
+        int wait_ms = LDS__URL_POLL_MS;
+        if (u->deadline_ns != 0) {
+            uint64_t now = lds__now_ns();
+            if (now >= u->deadline_ns) {
+                char of[48] = "";
+                if (u->have_length)
+                    snprintf(of, sizeof of, " of %llu", (unsigned long long)u->length);
+                st = url_fail(u, err, LDS_E_TIMEOUT, "http.timeout",
+                              "deadline of %u ms passed after %llu%s bytes received",
+                              u->uo.timeout_ms, (unsigned long long)u->received, of);
+                break;
+            }
+            uint64_t left_ms = (u->deadline_ns - now + 999999u) / 1000000u;
+            if (left_ms < (uint64_t)wait_ms)
+                wait_ms = (int)left_ms;
+        }
         int running = 0;
         CURLMcode mc = curl_multi_perform(u->multi, &running);
         if (mc != CURLM_OK) {
@@ -560,7 +624,7 @@ lds_status lds__url_read(lds__url *u, void *buf, size_t cap, size_t *got, lds_er
             }
         }
         if (!u->done && u->dst_len == 0 && u->refused == LDS_OK && !u->paused)
-            (void)curl_multi_poll(u->multi, NULL, 0, LDS__URL_POLL_MS, NULL);
+            (void)curl_multi_poll(u->multi, NULL, 0, wait_ms, NULL);
     }
     *got = u->dst_len;
     u->dst = NULL;
