@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http_parse.h"
 #include "load_internal.h"
 
 void lds_url_options_default(lds_url_options *opts)
@@ -157,11 +158,8 @@ struct lds__url {
     char errbuf[CURL_ERROR_SIZE];
     bool https;
 
-    /* The response in progress (headers reset at each status line). */
-    char etag[160];
-    char last_modified[64];
-    char content_encoding[64];
-    char content_range[96];
+    /* The response in progress (reset at each status line). */
+    lds__http_headers h;
     bool body_started; /* its first body byte has been checked and taken */
     long status;
 
@@ -222,38 +220,11 @@ static lds_status url_fail(lds__url *u, lds_error *err, lds_status st, const cha
                            what);
 }
 
-/* Copies a header's value (trimmed) into `dst` if `line` is "name: value". */
-static bool header_value(const char *line, size_t n, const char *name, char *dst, size_t cap)
-{
-    size_t k = strlen(name);
-    if (n <= k || strncasecmp(line, name, k) != 0 || line[k] != ':')
-        return false;
-    const char *v = line + k + 1;
-    const char *end = line + n;
-    while (v < end && (*v == ' ' || *v == '\t'))
-        v++;
-    while (end > v && isspace((unsigned char)end[-1]))
-        end--;
-    size_t len = (size_t)(end - v) < cap - 1 ? (size_t)(end - v) : cap - 1;
-    memcpy(dst, v, len);
-    dst[len] = '\0';
-    return true;
-}
-
 static size_t on_header(char *line, size_t size, size_t n, void *ctx)
 {
     lds__url *u = ctx;
     size_t len = size * n;
-    if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
-        /* A new response (after a redirect, a 100 Continue, a resumption). */
-        u->etag[0] = u->last_modified[0] = u->content_encoding[0] = u->content_range[0] = '\0';
-        return len;
-    }
-    if (!header_value(line, len, "ETag", u->etag, sizeof u->etag) &&
-        !header_value(line, len, "Last-Modified", u->last_modified, sizeof u->last_modified) &&
-        !header_value(line, len, "Content-Encoding", u->content_encoding,
-                      sizeof u->content_encoding))
-        (void)header_value(line, len, "Content-Range", u->content_range, sizeof u->content_range);
+    (void)lds__http_header_line(&u->h, line, len);
     return len;
 }
 
@@ -269,13 +240,20 @@ static lds_status check_response(lds__url *u)
     long code = 0;
     curl_easy_getinfo(u->easy, CURLINFO_RESPONSE_CODE, &code);
     u->status = code;
-    if (u->content_encoding[0] != '\0' && strcasecmp(u->content_encoding, "identity") != 0)
+    const lds__http_headers *h = &u->h;
+    if (h->content_encoding[0] != '\0' && strcasecmp(h->content_encoding, "identity") != 0)
         return url_fail(u, u->err, LDS_E_UNSUPPORTED, "http.content_encoding",
                         "the response is sent with Content-Encoding %s, which lodestar does "
                         "not decode (the declared length counts the index's own bytes)",
-                        u->content_encoding);
+                        h->content_encoding);
     curl_off_t cl = -1;
     curl_easy_getinfo(u->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+    /* libcurl holds the body to the length it took; it must be the one the fields say. */
+    if (cl >= 0 && (h->bad_content_length || !h->have_content_length ||
+                    h->content_length != (uint64_t)cl))
+        return url_fail(u, u->err, LDS_E_IO, "http.content_length",
+                        "the Content-Length fields are malformed or disagree (libcurl took %lld)",
+                        (long long)cl);
     if (!u->have_first) {
         if (code < 200 || code > 299 || code == 206)
             return url_fail(u, u->err, LDS_E_IO, "http.status",
@@ -284,8 +262,8 @@ static lds_status check_response(lds__url *u)
         u->have_first = true;
         u->have_length = cl >= 0;
         u->length = cl >= 0 ? (uint64_t)cl : 0;
-        memcpy(u->v_etag, u->etag, sizeof u->v_etag);
-        memcpy(u->v_last_modified, u->last_modified, sizeof u->v_last_modified);
+        memcpy(u->v_etag, h->etag, sizeof u->v_etag);
+        memcpy(u->v_last_modified, h->last_modified, sizeof u->v_last_modified);
         return LDS_OK;
     }
     /* A resumption: the same file, from the byte reached. */
@@ -294,24 +272,23 @@ static lds_status check_response(lds__url *u)
                         "HTTP %ld to a Range request from byte %llu: the file changed on the "
                         "server or ranges are not served; not spliced",
                         code, (unsigned long long)u->resume_at);
-    if (strong_etag(u->v_etag) ? strcmp(u->etag, u->v_etag) != 0
-                               : strcmp(u->last_modified, u->v_last_modified) != 0)
+    if (strong_etag(u->v_etag) ? strcmp(h->etag, u->v_etag) != 0
+                               : strcmp(h->last_modified, u->v_last_modified) != 0)
         return url_fail(u, u->err, LDS_E_IO,
                         strong_etag(u->v_etag) ? "http.etag" : "http.last_modified",
                         "the file changed on the server during the transfer (%s %s, then %s); "
                         "not spliced",
                         strong_etag(u->v_etag) ? "ETag" : "Last-Modified",
                         strong_etag(u->v_etag) ? u->v_etag : u->v_last_modified,
-                        strong_etag(u->v_etag) ? u->etag : u->last_modified);
-    unsigned long long first = 0, last = 0, total = 0;
-    char star = 0;
-    bool ok = sscanf(u->content_range, "bytes %llu-%llu/%llu", &first, &last, &total) == 3;
-    if (!ok && sscanf(u->content_range, "bytes %llu-%llu/%c", &first, &last, &star) == 3 &&
-        star == '*')
+                        strong_etag(u->v_etag) ? h->etag : h->last_modified);
+    uint64_t first = 0, last = 0, total = 0;
+    bool total_known = false;
+    bool ok = lds__http_parse_content_range(h->content_range, &first, &last, &total, &total_known);
+    if (ok && !total_known)
         ok = !u->have_length;
     if (!ok || first != u->resume_at || (u->have_length && total != u->length))
         return url_fail(u, u->err, LDS_E_IO, "http.content_range",
-                        "Content-Range '%s' does not continue byte %llu of %llu", u->content_range,
+                        "Content-Range '%s' does not continue byte %llu of %llu", h->content_range,
                         (unsigned long long)u->resume_at, (unsigned long long)u->length);
     return LDS_OK;
 }
