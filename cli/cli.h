@@ -141,7 +141,6 @@ int cli_close_stdout(int code);
    target[cap]; returns CLI_OK, or CLI_FAIL with the message printed. */
 int cli_output_target(const char *path, char *target, size_t cap);
 
-
 /* ---- options every command takes (main.c takes them out of argv before the command runs):
    --quiet (no progress line) and --timeout SECONDS (the deadline of a URL load). */
 

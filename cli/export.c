@@ -26,6 +26,7 @@ static const char export_usage[] =
     "  --dtype T       npy only: f32 (default) or f16 (f16 rounds wider values)\n"
     "  --keys-out FILE npy and fvecs: also write the keys, one per line\n"
     "  --max-payload SIZE  as for info\n"
+    "  --timeout SECONDS, --quiet  as for every command (lodestar --help)\n"
     "  -h, --help      print this help\n"
     "\n"
     "glove, word2vec and word2vec-bin need an index with keys; a key that holds a tab,\n"
@@ -39,6 +40,7 @@ static const char keys_usage[] = "usage: lodestar keys [options] FILE\n"
                                  "\n"
                                  "options:\n"
                                  "  --max-payload SIZE  as for info\n"
+                                 "  --timeout SECONDS, --quiet  as for every command\n"
                                  "  -h, --help          print this help\n";
 
 typedef enum { X_NPY, X_FVECS, X_GLOVE, X_W2V, X_W2V_BIN } xformat;

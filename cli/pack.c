@@ -57,6 +57,7 @@ static const char pack_usage[] =
     "  --normalize    L2-normalize every row before storing it\n"
     "  --model NAME   metadata \"model\"\n"
     "  --source TEXT  metadata \"source\": where the vectors came from\n"
+    "  --quiet        no progress line (shown on a terminal for work over a second)\n"
     "  -h, --help     print this help\n"
     "\n"
     "Progress is shown on stderr when it is a terminal and the input takes more\n"

@@ -37,6 +37,7 @@ static const char split_usage[] =
     "                      in row order whose largest file is smallest. Refused when one\n"
     "                      row's shard alone is larger. Exactly one of the three is given.\n"
     "  --max-payload SIZE  as for info\n"
+    "  --timeout SECONDS, --quiet  as for every command (lodestar --help)\n"
     "  -h, --help          print this help\n";
 
 #define MANIFEST_FORMAT "lodestar-shards"
@@ -423,8 +424,16 @@ int cli_split(int argc, char **argv)
        already in OUTDIR as it was; on a signal, every temporary name of this process in
        OUTDIR goes (cli_temp_add_folder). */
     cli_temp_add_folder(outdir);
+    char what[300];
+    snprintf(what, sizeof what, "lodestar split: %.280s", outdir);
+    cli_progress prog_line;
+    cli_progress_start(&prog_line, what);
     for (uint64_t s = 0; s < nshards; s++) {
         uint64_t n = counts[s];
+        /* IN's payload bytes in the shards written so far, pro rata of their rows. */
+        uint64_t payload = lds_index_payload_bytes(idx);
+        cli_progress_update(&prog_line, (uint64_t)((double)payload * (double)first / (double)rows),
+                            payload);
         char name[32], path[PATH_MAX];
         snprintf(name, sizeof name, "shard-%04" PRIu64 ".ldsi", s);
         if ((size_t)snprintf(path, sizeof path, STAGED_NAME, outdir, s, (long)getpid()) >=
@@ -464,6 +473,7 @@ int cli_split(int argc, char **argv)
         lds_index_free(sh);
         first += n;
     }
+    cli_progress_end(&prog_line);
     char mpath[PATH_MAX];
     if ((size_t)snprintf(mpath, sizeof mpath, "%s/manifest.json", outdir) >= sizeof mpath) {
         rc = cli_failf("%s: path too long", outdir);

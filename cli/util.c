@@ -179,7 +179,9 @@ void cli_print_max_payload_help(FILE *f)
             "              refuse an index whose payload (decompressed) is larger than\n"
             "              SIZE bytes; suffix K, M, G or T (powers of 1024, also KiB..TiB).\n"
             "              Default: 64G or half the physical memory, whichever is smaller\n"
-            "              (here %s)\n",
+            "              (here %s)\n"
+            "  --timeout SECONDS, --quiet\n"
+            "              a URL's deadline, no progress line: see 'lodestar --help'\n",
             here);
 }
 

@@ -418,6 +418,10 @@ LDS_API char *lds_url_redact(const char *url, char *buf, size_t cap);
  *   the growable path, bounded by max_payload_bytes. For a zstd body the
  *   Content-Length counts compressed bytes: the frame content size is the
  *   cross-check, and libcurl holds the body to its Content-Length.
+ * - Fields: the header fields read (Content-Length, Content-Range, ETag,
+ *   Last-Modified, Content-Encoding) are parsed strictly; Content-Length fields
+ *   that are malformed or disagree with each other or with the length libcurl
+ *   holds the body to are LDS_E_IO, field "http.content_length".
  * - Encoding: no Accept-Encoding is sent and nothing is decoded by HTTP; a
  *   response with a Content-Encoding other than identity is
  *   LDS_E_UNSUPPORTED, field "http.content_encoding" (its bytes are not the

@@ -98,8 +98,8 @@ static bool number(const char **p, uint64_t *out)
     return true;
 }
 
-bool lds__http_parse_content_range(const char *s, uint64_t *first, uint64_t *last,
-                                   uint64_t *total, bool *total_known)
+bool lds__http_parse_content_range(const char *s, uint64_t *first, uint64_t *last, uint64_t *total,
+                                   bool *total_known)
 {
     if (strncmp(s, "bytes ", 6) != 0)
         return false;

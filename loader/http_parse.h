@@ -36,7 +36,7 @@ bool lds__http_parse_length(const char *s, size_t n, uint64_t *out);
 /* Parses a Content-Range value "bytes FIRST-LAST/TOTAL" or "bytes FIRST-LAST/ *" (RFC 9110
  * section 14.4; no space before '*'): true when well formed with FIRST <= LAST and, with a
  * total, LAST < TOTAL; *total_known is false for '*'. */
-bool lds__http_parse_content_range(const char *s, uint64_t *first, uint64_t *last,
-                                   uint64_t *total, bool *total_known);
+bool lds__http_parse_content_range(const char *s, uint64_t *first, uint64_t *last, uint64_t *total,
+                                   bool *total_known);
 
 #endif /* LDS_HTTP_PARSE_H */

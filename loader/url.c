@@ -249,8 +249,8 @@ static lds_status check_response(lds__url *u)
     curl_off_t cl = -1;
     curl_easy_getinfo(u->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
     /* libcurl holds the body to the length it took; it must be the one the fields say. */
-    if (cl >= 0 && (h->bad_content_length || !h->have_content_length ||
-                    h->content_length != (uint64_t)cl))
+    if (cl >= 0 &&
+        (h->bad_content_length || !h->have_content_length || h->content_length != (uint64_t)cl))
         return url_fail(u, u->err, LDS_E_IO, "http.content_length",
                         "the Content-Length fields are malformed or disagree (libcurl took %lld)",
                         (long long)cl);
