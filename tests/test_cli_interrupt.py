@@ -234,6 +234,7 @@ def on_pty(argv, stdin_data=None, delay=0.0):
             break
     rc = proc.wait(30)
     os.close(master)
+    on_pty.seconds = time.monotonic() - start - delay
     return rc, out.decode(errors="replace")
 
 
@@ -290,9 +291,12 @@ def test_quiet_and_not_a_terminal_show_nothing():
     os.close(w)
     err = proc.stderr.read().decode()
     check(proc.wait(30) == 0 and err == "", repr(err))
-    # Work under a second on a terminal: no line either.
+    # Work under a second on a terminal: no line either (judged only when the run did take
+    # under 0.8 s: a loaded machine or a sanitizer may make it slower).
     rc, s = on_pty(["pack", "--format", "glove", "-", out], text, delay=0)
-    check(rc == 0 and "lodestar pack:" not in s, repr(s))
+    check(rc == 0, repr(s))
+    if on_pty.seconds < 0.8:
+        check("lodestar pack:" not in s, repr(s))
 
 
 def test_progress_of_a_slow_load_on_a_terminal():
