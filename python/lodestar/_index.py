@@ -609,7 +609,9 @@ def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, p
             callback=lambda cb: lib.lds_load_callback(cb, None, *tail), call=call)
     call.finish(st, undo=lambda: lib.lds_index_free(h))
     check(st, err)
-    return Index(h.value, info, keep)
+    index = Index(h.value, info, keep)
+    call.complete(info.payload_bytes)
+    return index
 
 
 def from_source(source, mmap, info, borrow_bytes, *, path, url, fd, memory, callback,

@@ -31,6 +31,7 @@ class Call:
         self.interrupted = False
         self.failure = None  # an exception raised by `progress`, raised again after
         self.in_python_read = False  # inside a Python file object's read (see _on_sigint)
+        self.last = None  # the last (done, total) reported
         self._old = None
         self._cancel_fn = _capi.CANCEL_FN(self._cancel)
         self._progress_fn = _capi.PROGRESS_FN(self._report) if progress is not None else None
@@ -49,14 +50,22 @@ class Call:
         if self.failure is not None:
             return
         try:
-            self._progress(done, None if total == _capi.LENGTH_UNKNOWN else total)
+            self.last = (done, None if total == _capi.LENGTH_UNKNOWN else total)
+            self._progress(*self.last)
         except BaseException as e:  # stops the call; raised again by finish
             self.failure = e
 
     def report(self, done, total):
         """A report from Python code (write's row loop); raises what `progress` raised."""
         if self._progress is not None:
+            self.last = (done, total)
             self._progress(done, total)
+
+    def complete(self, total):
+        """After a successful call: the final report (done == total) if the library made
+        none (the memory path reads nothing, so it reports nothing)."""
+        if self._progress is not None and self.last != (total, total):
+            self.report(total, total)
 
     def _on_sigint(self, signum, frame):
         self.interrupted = True

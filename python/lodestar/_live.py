@@ -241,6 +241,7 @@ class Live:
                     self._infos[gen.value] = info
             call.finish(st)
             check(st, err)
+            call.complete(info.payload_bytes)
             with self._lock:
                 self._infos[gen.value] = info
                 for g in [g for g in self._infos if g + 2 * _LIMIT < gen.value]:

@@ -35,7 +35,8 @@ def write(path, vectors, *, keys=None, ids=None, dtype="f32", metric="cosine",
     of (bytes done, bytes total) of the float32 rows written, called about every MiB and
     at the end with done == total; what it raises stops the write (nothing appears at
     `path`) and is raised here. Ctrl-C raises KeyboardInterrupt between two rows, the
-    temporary file removed.
+    temporary file removed (the final lds_writer_finish, which fsyncs, runs to its end
+    first: a Ctrl-C then is raised after it, with the file in place).
     Raises TypeError / ValueError for bad arguments, lodestar.Error subclasses for what
     the writer refuses (BadValueError for a NaN or a value the dtype cannot hold),
     before anything appears at `path`.

@@ -60,7 +60,16 @@ def test_load_progress_increases_to_the_total(big):
     assert seen[-1] == (payload, payload)
 
 
-def test_load_progress_unknown_total_is_none(big):
+def test_load_progress_from_memory_and_mapped_ends_at_the_total(big):
+    data = open(big, "rb").read()
+    for source, kw in ((data, {}), (big, {"mmap": True})):
+        seen = []
+        with lodestar.load(source, progress=lambda d, t: seen.append((d, t)), **kw) as ix:
+            n = ix.info["payload_bytes"]
+        assert seen == [(n, n)], (kw, seen)
+
+
+def test_load_progress_from_a_pipe(big):
     data = open(big, "rb").read()
     seen = []
     r, w = os.pipe()
@@ -172,12 +181,20 @@ else:
     source = arg
 if kind == "reload-pipe":
     live = lodestar.Live(sys.argv[3])
-threading.Timer(0.5, fire).start()
+if kind != "write":
+    threading.Timer(0.5, fire).start()
 t0 = time.monotonic()
 try:
     if kind == "write":
-        v = np.ones((200000, 256), np.float32)
-        lodestar.write(arg, v)
+        # The signal comes 0.2 s into the row loop (a write of 1,000,000 rows takes
+        # seconds), not during the array's conversion or the final fsync.
+        started = []
+        def progress(done, total):
+            if done > 0 and not started:
+                started.append(1)
+                threading.Timer(0.2, fire).start()
+        v = np.ones((1000000, 16), np.float32)
+        lodestar.write(arg, v, progress=progress)
     elif live is not None:
         live.reload(source)
     else:
