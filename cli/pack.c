@@ -57,44 +57,18 @@ static const char pack_usage[] =
     "  --normalize    L2-normalize every row before storing it\n"
     "  --model NAME   metadata \"model\"\n"
     "  --source TEXT  metadata \"source\": where the vectors came from\n"
+    "  --quiet        no progress line (shown on a terminal for work over a second)\n"
     "  -h, --help     print this help\n"
     "\n"
     "Progress is shown on stderr when it is a terminal and the input takes more\n"
     "than two seconds.\n";
 
 /* Progress on a terminal: silent for the first two seconds, then at most 5 updates a second. */
-typedef struct progress_state {
-    bool tty;
-    bool shown;
-    double start;
-    double last;
-} progress_state;
-
 static double now_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void on_progress(uint64_t done, uint64_t total, void *ctx)
-{
-    progress_state *p = ctx;
-    if (!p->tty)
-        return;
-    double t = now_seconds();
-    if (t - p->start < 2.0 || (t - p->last < 0.2 && done != total))
-        return;
-    p->last = t;
-    p->shown = true;
-    double mib = 1024.0 * 1024.0;
-    if (total > 0)
-        fprintf(stderr, "\rlodestar pack: %3d%% (%.1f of %.1f MiB, %.0f s)",
-                (int)((double)done * 100.0 / (double)total), (double)done / mib,
-                (double)total / mib, t - p->start);
-    else
-        fprintf(stderr, "\rlodestar pack: %.1f MiB (%.0f s)", (double)done / mib, t - p->start);
-    fflush(stderr);
 }
 
 /* Copies the finished index at `path` to standard output. */
@@ -330,18 +304,28 @@ int cli_pack(int argc, char **argv)
         snprintf(tmp_out, sizeof tmp_out, "%s/out.ldsi", tmp_dir);
         out = "(standard output)";
         out_path = tmp_out;
+        cli_temp_add_dir(tmp_dir);
+        cli_temp_add_file(tmp_out);
     }
+    /* The library writer's temporary file beside OUT (or beside the file a link at OUT
+       names), removed on a signal. */
+    cli_temp_add_writer(out_path);
+    char *real_out = realpath(out_path, NULL);
+    if (real_out != NULL && strcmp(real_out, out_path) != 0)
+        cli_temp_add_writer(real_out);
+    free(real_out);
 
-    progress_state progress = {.tty = isatty(STDERR_FILENO) == 1, .start = now_seconds()};
-    opts.progress = on_progress;
+    double start = now_seconds();
+    cli_progress progress;
+    cli_progress_start(&progress, "lodestar pack");
+    opts.progress = cli_progress_callback;
     opts.progress_ctx = &progress;
 
     lds_import_result res = {.size = sizeof res};
     lds_error err;
     lds_error_init(&err);
     lds_status st = lds_import_file(in_path, out_path, &opts, &res, &err);
-    if (progress.shown)
-        fputc('\n', stderr);
+    cli_progress_end(&progress);
     int rc =
         st == LDS_OK ? CLI_OK : pack_failed(prog, in, opts.keys_path, opts.ids_path, out, st, &err);
     if (rc == CLI_OK && to_stdout)
@@ -357,7 +341,7 @@ int cli_pack(int argc, char **argv)
     fprintf(sum, "packed %llu rows x %u dims (%s, %s, %s%s) from %s into %s in %.2f s\n",
             (unsigned long long)res.rows, (unsigned)res.dim, lds_import_format_name(res.format),
             lds_dtype_name(opts.dtype), lds_metric_name(res.metric),
-            opts.normalize ? ", normalized" : "", in, out, now_seconds() - progress.start);
+            opts.normalize ? ", normalized" : "", in, out, now_seconds() - start);
     if (res.duplicates_skipped > 0)
         fprintf(sum, "skipped %llu rows whose key %s (--on-duplicate %s)\n",
                 (unsigned long long)res.duplicates_skipped,

@@ -37,21 +37,25 @@ static const char split_usage[] =
     "                      in row order whose largest file is smallest. Refused when one\n"
     "                      row's shard alone is larger. Exactly one of the three is given.\n"
     "  --max-payload SIZE  as for info\n"
+    "  --timeout SECONDS, --quiet  as for every command (lodestar --help)\n"
     "  -h, --help          print this help\n";
 
 #define MANIFEST_FORMAT "lodestar-shards"
+/* A shard's staging name: OUTDIR/.shard-NNNN.ldsi.lds-tmp-PID-staged (the program's
+   temporary-file pattern, cli.h). */
+#define STAGED_NAME        "%s/.shard-%04" PRIu64 ".ldsi" CLI_TEMP_INFIX "%ld-staged"
 
 /* Writes `text` to a temporary file beside `given` (beside the regular file a link there
    names: cli_output_target), fsynced; fills path[PATH_MAX] with where it is to be renamed
-   and tmp[PATH_MAX + 32] with the temporary's name. The caller renames it. */
+   and tmp[PATH_MAX + 64] with the temporary's name (registered for removal on a signal:
+   cli_temp_create). The caller renames it. */
 static int write_prepared(const char *given, const char *text, char *path, char *tmp)
 {
     int rc = cli_output_target(given, path, PATH_MAX);
     if (rc != CLI_OK)
         return rc;
-    if ((size_t)snprintf(tmp, PATH_MAX + 32, "%s.tmp-XXXXXX", path) >= PATH_MAX + 32)
-        return cli_failf("%s: path too long", path);
-    int fd = cli_create_temp(tmp, path);
+    int slot;
+    int fd = cli_temp_create(path, tmp, PATH_MAX + 64, &slot);
     if (fd < 0)
         return cli_failf("cannot create a temporary file beside %s: %s", path, strerror(errno));
     size_t n = strlen(text), done = 0;
@@ -359,7 +363,7 @@ int cli_split(int argc, char **argv)
     float *vec = NULL;
     uint64_t *counts = NULL;
     json_object *man = NULL;
-    char mtmp[PATH_MAX + 32] = "";
+    char mtmp[PATH_MAX + 64] = "";
     struct stat in_st;
     bool in_known = stat(req.file, &in_st) == 0;
     /* Keys declared unique that repeat would pass into shards each unique alone: refused
@@ -414,14 +418,25 @@ int cli_split(int argc, char **argv)
     json_object *arr = json_object_new_array();
     json_object_object_add(man, "shards", arr);
     uint64_t first = 0;
-    /* Every shard is written under a staging name first (.shard-NNNN.ldsi.split-tmp) and
-       renamed into place only once all are written and read back, so a split that fails
-       leaves a split already in OUTDIR as it was. */
+    /* Every shard is written under a staging name first (STAGED_NAME) and renamed into
+       place only once all are written and read back, so a split that fails leaves a split
+       already in OUTDIR as it was; on a signal, every temporary name of this process in
+       OUTDIR goes (cli_temp_add_folder). */
+    cli_temp_add_folder(outdir);
+    char what[300];
+    snprintf(what, sizeof what, "lodestar split: %.280s", outdir);
+    cli_progress prog_line;
+    cli_progress_start(&prog_line, what);
     for (uint64_t s = 0; s < nshards; s++) {
         uint64_t n = counts[s];
+        /* IN's payload bytes in the shards written so far, pro rata of their rows. */
+        uint64_t payload = lds_index_payload_bytes(idx);
+        cli_progress_update(&prog_line, (uint64_t)((double)payload * (double)first / (double)rows),
+                            payload);
         char name[32], path[PATH_MAX];
         snprintf(name, sizeof name, "shard-%04" PRIu64 ".ldsi", s);
-        if ((size_t)snprintf(path, sizeof path, "%s/.%s.split-tmp", outdir, name) >= sizeof path) {
+        if ((size_t)snprintf(path, sizeof path, STAGED_NAME, outdir, s, (long)getpid()) >=
+            sizeof path) {
             rc = cli_failf("%s: path too long", outdir);
             goto done;
         }
@@ -457,6 +472,7 @@ int cli_split(int argc, char **argv)
         lds_index_free(sh);
         first += n;
     }
+    cli_progress_end(&prog_line);
     char mpath[PATH_MAX];
     if ((size_t)snprintf(mpath, sizeof mpath, "%s/manifest.json", outdir) >= sizeof mpath) {
         rc = cli_failf("%s: path too long", outdir);
@@ -491,7 +507,7 @@ int cli_split(int argc, char **argv)
         mtmp[0] = '\0'; /* write_prepared removed it */
     for (uint64_t s = 0; s < nshards && rc == CLI_OK; s++) {
         char from[PATH_MAX], to[PATH_MAX];
-        snprintf(from, sizeof from, "%s/.shard-%04" PRIu64 ".ldsi.split-tmp", outdir, s);
+        snprintf(from, sizeof from, STAGED_NAME, outdir, s, (long)getpid());
         snprintf(to, sizeof to, "%s/shard-%04" PRIu64 ".ldsi", outdir, s);
         if (rename(from, to) != 0)
             rc = cli_failf("cannot rename %s to %s: %s", from, to, strerror(errno));
@@ -524,7 +540,7 @@ done:
         unlink(mtmp);
     for (uint64_t s = 0; s < staged; s++) {
         char tmp[PATH_MAX];
-        snprintf(tmp, sizeof tmp, "%s/.shard-%04" PRIu64 ".ldsi.split-tmp", outdir, s);
+        snprintf(tmp, sizeof tmp, STAGED_NAME, outdir, s, (long)getpid());
         unlink(tmp);
     }
     json_object_put(man);

@@ -179,7 +179,9 @@ void cli_print_max_payload_help(FILE *f)
             "              refuse an index whose payload (decompressed) is larger than\n"
             "              SIZE bytes; suffix K, M, G or T (powers of 1024, also KiB..TiB).\n"
             "              Default: 64G or half the physical memory, whichever is smaller\n"
-            "              (here %s)\n",
+            "              (here %s)\n"
+            "  --timeout SECONDS, --quiet\n"
+            "              a URL's deadline, no progress line: see 'lodestar --help'\n",
             here);
 }
 
@@ -295,6 +297,16 @@ static lds_status load(const cli_load_request *req, lds_index **out, lds_load_in
     if (req->mmap >= 0)
         opts.use_mmap = req->mmap != 0;
     opts.max_payload_bytes = req->max_payload ? req->max_payload : cli_default_max_payload();
+    lds_url_options uo;
+    lds_url_options_default(&uo);
+    uo.timeout_ms = cli_timeout_ms;
+    opts.url = &uo;
+    char what[300];
+    snprintf(what, sizeof what, "lodestar: loading %.280s", req->file);
+    cli_progress progress;
+    cli_progress_start(&progress, what);
+    opts.progress = cli_progress_callback;
+    opts.callback_ctx = &progress;
     lds_load_info_init(info);
     if (strcmp(source, "-") == 0) {
         if (isatty(STDIN_FILENO)) {
@@ -305,11 +317,14 @@ static lds_status load(const cli_load_request *req, lds_index **out, lds_load_in
             }
             return LDS_E_INVALID_ARG;
         }
-        return lds_load_fd(STDIN_FILENO, &opts, out, info, err);
+        lds_status st = lds_load_fd(STDIN_FILENO, &opts, out, info, err);
+        cli_progress_end(&progress);
+        return st;
     }
-    if (is_url(source))
-        return lds_load_url(source, &opts, out, info, err);
-    return lds_load_path(source, &opts, out, info, err);
+    lds_status st = is_url(source) ? lds_load_url(source, &opts, out, info, err)
+                                   : lds_load_path(source, &opts, out, info, err);
+    cli_progress_end(&progress);
+    return st;
 }
 
 /* A mapped index whose file is truncated while in use faults on the next page it
@@ -437,28 +452,4 @@ int cli_output_target(const char *path, char *target, size_t cap)
     if ((size_t)snprintf(target, cap, "%s", path) >= cap)
         return cli_failf("%s: path too long", path);
     return CLI_OK;
-}
-
-int cli_create_temp(char *tmpl, const char *target)
-{
-    int fd = mkstemp(tmpl);
-    if (fd < 0)
-        return -1;
-    struct stat st;
-    mode_t mode;
-    if (stat(target, &st) == 0) {
-        mode = st.st_mode & 07777;
-    } else {
-        mode_t mask = umask(0); /* read the umask: the program is one thread here */
-        umask(mask);
-        mode = 0666 & ~mask;
-    }
-    if (fchmod(fd, mode) != 0) {
-        int e = errno;
-        close(fd);
-        unlink(tmpl);
-        errno = e;
-        return -1;
-    }
-    return fd;
 }

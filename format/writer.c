@@ -11,7 +11,7 @@
 #include <xxhash.h>
 
 #define BUF_SIZE (64 * 1024)
-/* A path writer's temporary file is DIR/.NAME + this + 6 random characters. */
+/* A path writer's temporary file is DIR/.NAME + this + PID- + 6 random characters. */
 #define LDS__TMP_INFIX ".lds-tmp-"
 
 typedef enum { W_OPEN, W_DONE, W_FAILED } wstate;
@@ -369,12 +369,14 @@ lds_status lds_writer_open_path(const char *path, const lds_writer_options *opts
         return st;
     }
     path = w->path;
-    /* DIR/.NAME.lds-tmp-XXXXXX: hidden, beside the target (rename never crosses a
-       file system), and recognisable as ours if a killed writer leaves it behind. */
+    /* DIR/.NAME.lds-tmp-PID-XXXXXX: hidden, beside the target (rename never crosses a
+       file system), recognisable as ours if a killed writer leaves it behind, and the
+       PID says whose (the CLI removes its own on SIGINT/SIGTERM/SIGHUP: ADR 0034). */
     const char *slash = strrchr(path, '/');
     int dir_len = slash ? (int)(slash - path + 1) : 0;
     const char *base = path + dir_len;
-    size_t cap = strlen(path) + sizeof "..lds-tmp-XXXXXX";
+    long pid = (long)getpid();
+    size_t cap = strlen(path) + sizeof "..lds-tmp--XXXXXX" + 24;
     w->tmp = (char *)malloc(cap);
     if (!w->tmp) {
         writer_destroy(w);
@@ -389,7 +391,7 @@ lds_status lds_writer_open_path(const char *path, const lds_writer_options *opts
         for (int i = 0; i < 6; i++)
             suffix[i] = alphabet[(seed >> (10 + 5 * i)) % 36];
         suffix[6] = '\0';
-        snprintf(w->tmp, cap, "%.*s.%s" LDS__TMP_INFIX "%s", dir_len, path, base, suffix);
+        snprintf(w->tmp, cap, "%.*s.%s" LDS__TMP_INFIX "%ld-%s", dir_len, path, base, pid, suffix);
         w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (w->fd >= 0 || errno != EEXIST)
             break;

@@ -461,13 +461,15 @@ LDS_API void lds_writer_options_default(lds_writer_options *o);
 
 /**
  * Opens a writer to `path`, atomically: bytes go to a new temporary file in the
- * same directory, named ".NAME.lds-tmp-XXXXXX" for a `path` whose last
- * component is NAME (hidden, and recognisable by the ".lds-tmp-" infix);
+ * same directory, named ".NAME.lds-tmp-PID-XXXXXX" for a `path` whose last
+ * component is NAME, PID the writing process's id in decimal and XXXXXX six
+ * random characters [a-z0-9] (hidden, recognisable by the ".lds-tmp-" infix,
+ * and the PID says which process wrote it; docs/adr/0034);
  * lds_writer_finish fsyncs it, renames it over `path` and fsyncs the
  * directory. A writer freed before finishing, or a failed one, removes the
  * temporary file; a process killed or crashing mid-write leaves any existing
  * file at `path` untouched but cannot remove its temporary file: such a
- * ".NAME.lds-tmp-XXXXXX" may be deleted once no writer to NAME is running.
+ * ".NAME.lds-tmp-PID-XXXXXX" may be deleted once no writer to NAME is running.
  * The library never deletes another writer's temporary file.
  *
  * What may be at `path`: nothing, or a regular file (replaced at finish). A

@@ -368,10 +368,20 @@ typedef struct lds_url_options {
     /** Look up credentials in ~/.netrc (or $NETRC) when the URL has none.
      *  Default true. */
     bool use_netrc;
+    /** Overall deadline, milliseconds: the whole transfer (connection,
+     *  redirects, resumptions, every body byte) must end within this long of
+     *  the lds_load_url call's start, whatever the rate (a server sending 2
+     *  bytes a second never trips the low-speed limit). Checked at least every
+     *  50 ms while waiting for the network; past it the load stops with
+     *  LDS_E_TIMEOUT, field "http.timeout", the message naming the URL
+     *  (lds_url_redact) and the body bytes received, every rental returned.
+     *  0 (default) = none. The CLI's --timeout sets it (default there 3600 s:
+     *  docs/adr/0034). */
+    uint32_t timeout_ms;
 } lds_url_options;
 
 /** Smallest lds_url_options.size accepted: the struct as first shipped. */
-#define LDS_URL_OPTIONS_MIN_SIZE sizeof(lds_url_options)
+#define LDS_URL_OPTIONS_MIN_SIZE offsetof(lds_url_options, timeout_ms)
 
 /** Fills `opts` with the defaults documented on each field (size included). */
 LDS_API void lds_url_options_default(lds_url_options *opts);
@@ -381,10 +391,15 @@ LDS_API void lds_url_options_default(lds_url_options *opts);
 LDS_API bool lds_url_supported(void);
 
 /**
- * Writes `url` without its user:password (the "user:password@" part of the
- * authority removed) into `buf` of `cap` bytes, NUL-terminated, cut if it does
- * not fit. Returns `buf`. Anything that is not a URL is copied unchanged.
- * Never fails; `url` NULL is written as "(null)". Thread-safe.
+ * Writes `url` without its secrets into `buf` of `cap` bytes, NUL-terminated,
+ * cut if it does not fit: the "user:password@" part of the authority is
+ * removed, and the value of every query parameter named X-Amz-Signature,
+ * X-Amz-Credential, X-Amz-Security-Token, access_token, sig or token (names
+ * matched case-insensitively, as written in the URL, not percent-decoded) is
+ * replaced by "REDACTED" (AWS SigV4 presigned URLs, OAuth 2.0 bearer tokens in
+ * a query, RFC 6750 section 2.3, Azure SAS signatures). Returns `buf`.
+ * Anything that is not a URL is copied unchanged. Never fails; `url` NULL is
+ * written as "(null)". Thread-safe.
  */
 LDS_API char *lds_url_redact(const char *url, char *buf, size_t cap);
 
@@ -403,6 +418,10 @@ LDS_API char *lds_url_redact(const char *url, char *buf, size_t cap);
  *   the growable path, bounded by max_payload_bytes. For a zstd body the
  *   Content-Length counts compressed bytes: the frame content size is the
  *   cross-check, and libcurl holds the body to its Content-Length.
+ * - Fields: the header fields read (Content-Length, Content-Range, ETag,
+ *   Last-Modified, Content-Encoding) are parsed strictly; Content-Length fields
+ *   that are malformed or disagree with each other or with the length libcurl
+ *   holds the body to are LDS_E_IO, field "http.content_length".
  * - Encoding: no Accept-Encoding is sent and nothing is decoded by HTTP; a
  *   response with a Content-Encoding other than identity is
  *   LDS_E_UNSUPPORTED, field "http.content_encoding" (its bytes are not the
@@ -414,8 +433,10 @@ LDS_API char *lds_url_redact(const char *url, char *buf, size_t cap);
  *   received. options.url (lds_url_options) sets the timeouts, redirects,
  *   resumption, CA file and credentials.
  * - Cancellation: options.cancel is called before each chunk and at least
- *   every 100 ms while waiting for the network; progress as for any source.
- * - Other statuses: LDS_E_INVALID_ARG (url NULL, a scheme other than http or
+ *   every 50 ms while waiting for the network; progress as for any source.
+ * - Deadline: lds_url_options.timeout_ms bounds the whole call's transfer
+ *   (LDS_E_TIMEOUT, field "http.timeout").
+ * - Other statuses: LDS_E_TIMEOUT (the deadline above), LDS_E_INVALID_ARG (url NULL, a scheme other than http or
  *   https, options.url->size), LDS_E_UNSUPPORTED (built without libcurl:
  *   lds_url_supported() is false), and those of the common tail.
  *

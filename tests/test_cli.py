@@ -1168,17 +1168,25 @@ def test_split_refuses_repeated_keys_planted_links_and_keeps_its_input():
     expect(rc, o, err, 1)
     check("repeats the key of row 0" in err, err)
     check(not os.path.exists(os.path.join(out, "manifest.json")), os.listdir(out))
-    # A link planted at a staging name is replaced, not written through.
+    # A link planted at a staging name is never written through (staging names hold the
+    # writer's pid now, .shard-NNNN.ldsi.lds-tmp-PID-staged: an old-style name and one of
+    # another pid are someone else's, left alone).
     outdir, man = split_tiny("split-planted", 2)
     victim = os.path.join(WORK, "victim.txt")
     with open(victim, "w") as f:
         f.write("mine")
-    os.symlink(victim, os.path.join(outdir, ".shard-0000.ldsi.split-tmp"))
+    planted = [os.path.join(outdir, ".shard-0000.ldsi.split-tmp"),
+               os.path.join(outdir, ".shard-0000.ldsi.lds-tmp-1-staged")]
+    for p in planted:
+        os.symlink(victim, p)
     rc, o, err = run("split", INDEX, outdir, "--shards", "2")
     expect(rc, o, err, 0)
     with open(victim) as f:
         check(f.read() == "mine", "the planted link's target is untouched")
     check(not os.path.islink(os.path.join(outdir, "shard-0000.ldsi")), "shard-0000 is a file")
+    for p in planted:
+        check(os.path.islink(p), p)
+        os.unlink(p)
     # A manifest that cannot be written fails before any shard is renamed.
     before = {n: open(os.path.join(outdir, n), "rb").read() for n in os.listdir(outdir)}
     os.unlink(os.path.join(outdir, "manifest.json"))

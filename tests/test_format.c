@@ -1071,14 +1071,18 @@ static void test_atomic_write_keeps_the_old_file(void **state)
 
     assert_int_equal(lds_writer_open_path(p, &o, &w, NULL), LDS_OK);
     add_small_rows(w, 4000, 100); /* enough to have flushed bytes to the temp file */
-    /* The temporary file: hidden, beside the target, recognisable. */
+    /* The temporary file: hidden, beside the target, recognisable, with the writer's pid:
+       .atomic.ldsi.lds-tmp-PID-XXXXXX (ADR 0034). */
     DIR *d = opendir(tmpdir);
     struct dirent *e;
     int temps = 0;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, ".atomic.ldsi.lds-tmp-%ld-", (long)getpid());
     while ((e = readdir(d))) {
         if (strncmp(e->d_name, ".atomic.ldsi.lds-tmp-", 21) != 0)
             continue;
-        assert_int_equal(strlen(e->d_name), 21 + 6);
+        assert_int_equal(strncmp(e->d_name, prefix, strlen(prefix)), 0);
+        assert_int_equal(strlen(e->d_name), strlen(prefix) + 6);
         temps++;
     }
     closedir(d);

@@ -1866,6 +1866,41 @@ static int remove_dir(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* lds_url_redact replaces the value of every signed-URL or token query parameter, each
+ * name in any case, and keeps the other parameters, the fragment and the order. */
+static void test_url_redact_query_secrets(void **state)
+{
+    (void)state;
+    static const char *const names[] = {
+        "X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token", "access_token", "sig",
+        "token",           "x-amz-signature",  "ACCESS_TOKEN",         "Sig",          "TOKEN",
+    };
+    char url[256], want[256], b[256];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(url, sizeof url, "https://h.example/x.ldsi?a=1&%s=S3CR3T%%2Fv&b=2#frag", names[i]);
+        snprintf(want, sizeof want, "https://h.example/x.ldsi?a=1&%s=REDACTED&b=2#frag", names[i]);
+        assert_string_equal(lds_url_redact(url, b, sizeof b), want);
+        assert_null(strstr(b, "S3CR3T"));
+        /* First and only parameter, no fragment, with user:password too. */
+        snprintf(url, sizeof url, "http://u:pw@h/x?%s=S3CR3T", names[i]);
+        snprintf(want, sizeof want, "http://h/x?%s=REDACTED", names[i]);
+        assert_string_equal(lds_url_redact(url, b, sizeof b), want);
+    }
+    /* Names that only contain a secret's name, and a value without '=', stay. */
+    assert_string_equal(lds_url_redact("http://h/x?mysig=1&tokens=2&token&sig=", b, sizeof b),
+                        "http://h/x?mysig=1&tokens=2&token&sig=REDACTED");
+    /* A secret in the fragment or the path is not a query parameter. */
+    assert_string_equal(lds_url_redact("http://h/token=1#sig=2", b, sizeof b),
+                        "http://h/token=1#sig=2");
+    /* Cut short: never a byte of the secret. */
+    char small[24];
+    assert_string_equal(lds_url_redact("http://h/x?sig=ABCDEFGHIJKLMNOP", small, sizeof small),
+                        "http://h/x?sig=REDACTED");
+    char tiny[18];
+    assert_string_equal(lds_url_redact("http://h/x?sig=ABCDEFGHIJKLMNOP", tiny, sizeof tiny),
+                        "http://h/x?sig=RE");
+}
+
 /* lds_url_redact drops user:password from the authority only, and cuts safely. */
 static void test_url_redact(void **state)
 {
@@ -1934,6 +1969,7 @@ int main(void)
         cmocka_unit_test(test_fd_at_an_offset_and_file),
         cmocka_unit_test(test_mapped_path_and_fallback),
         cmocka_unit_test(test_url_redact),
+        cmocka_unit_test(test_url_redact_query_secrets),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }

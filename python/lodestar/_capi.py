@@ -39,12 +39,20 @@ class Limits(_c.Structure):
 
 
 class LoadOptions(_c.Structure):
-    """lds_load_options (cancel, progress: function pointers, unused here)."""
+    """lds_load_options (cancel, progress: function pointers, set by _interrupt.Call from
+    CANCEL_FN and PROGRESS_FN)."""
     _fields_ = [("size", SZ), ("pool", P), ("max_payload_bytes", U64), ("limits", Limits),
                 ("ownership", I), ("use_mmap", B), ("populate", B), ("verify_checksum", B),
                 ("hash_while_reading", B), ("cancel", P), ("progress", P),
                 ("callback_ctx", P), ("chunk_bytes", SZ), ("hash_thread", B),
                 ("url", P)]
+
+
+class UrlOptions(_c.Structure):
+    """lds_url_options."""
+    _fields_ = [("size", SZ), ("connect_timeout_ms", U32), ("low_speed_time_s", U32),
+                ("low_speed_bytes", U32), ("max_redirects", U32), ("max_resumes", U32),
+                ("ca_file", S), ("userpwd", S), ("use_netrc", B), ("timeout_ms", U32)]
 
 
 class LoadInfo(_c.Structure):
@@ -137,6 +145,7 @@ MIRRORS = {
     "lds_error": Error_,
     "lds_limits": Limits,
     "lds_load_options": LoadOptions,
+    "lds_url_options": UrlOptions,
     "lds_load_info": LoadInfo,
     "lds_writer_options": WriterOptions,
     "lds_hit": Hit,
@@ -153,6 +162,9 @@ MIRRORS = {
 
 READ_FN = _c.CFUNCTYPE(I, P, P, SZ, _c.POINTER(SZ))
 READ_RETRY = (1 << (8 * _c.sizeof(SZ))) - 1  # LDS_READ_RETRY, SIZE_MAX
+CANCEL_FN = _c.CFUNCTYPE(B, P)  # lds_load_options.cancel
+PROGRESS_FN = _c.CFUNCTYPE(None, U64, U64, P)  # lds_load_options.progress
+LENGTH_UNKNOWN = (1 << 64) - 1  # LDS_LENGTH_UNKNOWN
 
 _PS, _PSZ, _PU64 = _c.POINTER(S), _c.POINTER(SZ), _c.POINTER(U64)
 SIGNATURES = {
@@ -170,6 +182,7 @@ SIGNATURES = {
     "lds_load_path": (I, [S, P, _c.POINTER(P), P, P]),
     "lds_load_url": (I, [S, P, _c.POINTER(P), P, P]),
     "lds_url_supported": (B, []),
+    "lds_url_options_default": (None, [P]),
     "lds_load_fd": (I, [I, P, _c.POINTER(P), P, P]),
     "lds_load_memory": (I, [P, SZ, B, P, _c.POINTER(P), P, P]),
     "lds_load_callback": (I, [READ_FN, P, P, _c.POINTER(P), P, P]),

@@ -9,7 +9,7 @@ import weakref
 
 import numpy as np
 
-from . import _capi
+from . import _capi, _interrupt
 from ._capi import library
 from ._errors import check, from_status
 
@@ -531,12 +531,17 @@ def _options(mmap, populate, verify, ownership, max_payload):
     return opts
 
 
-def _readinto_callback(f, failure):
-    """An lds_read_fn reading from file object `f` (readinto, else read)."""
+def _readinto_callback(f, failure, call=None):
+    """An lds_read_fn reading from file object `f` (readinto, else read); `call`: the
+    _interrupt.Call whose SIGINT handler may stop a read that blocks."""
     readinto = getattr(f, "readinto", None)
 
     def read(_ctx, buf, cap, got):
         try:
+            if call is not None:
+                if call.interrupted:
+                    raise KeyboardInterrupt
+                call.in_python_read = True
             if readinto is not None:
                 n = readinto(memoryview((ctypes.c_char * cap).from_address(buf)).cast("B"))
                 got[0] = _capi.READ_RETRY if n is None else n
@@ -553,11 +558,15 @@ def _readinto_callback(f, failure):
         except BaseException as e:  # stopped here, raised again by load
             failure.append(e)
             return _E_IO
+        finally:
+            if call is not None:
+                call.in_python_read = False
 
     return _capi.READ_FN(read)
 
 
-def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, populate=False):
+def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, populate=False,
+         timeout=None, progress=None):
     """Loads an index and returns an Index.
 
     source: a path (str or os.PathLike); an "http://" or "https://" URL (str, loaded
@@ -569,28 +578,44 @@ def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, p
     mmap: map the file instead of reading it (path or fd; a file that cannot be mapped
     is read). verify: check the payload checksum. ownership: None (the library's
     default), "copy" or "adopt" (docs/adr/0004). max_payload: the largest payload
-    accepted, bytes (LimitError beyond). Raises lodestar.Error subclasses (TruncatedError,
-    ChecksumError, IOError, ...), TypeError for a source of another kind.
+    accepted, bytes (LimitError beyond). timeout: a URL only, the deadline of the whole
+    transfer in seconds (None: none); past it lodestar.DeadlineError (a TimeoutError)
+    naming the URL and the bytes received. progress: None or a callable of (bytes done,
+    bytes total, or None when the length is unknown), called from this thread as the
+    payload arrives (about every MiB) and ending at the total; what it raises stops the
+    load and is raised here. Ctrl-C (SIGINT, main thread, with Python's default handler)
+    stops the load within about 50 ms and raises KeyboardInterrupt, the rental returned
+    (docs/adr/0034). Raises lodestar.Error subclasses (TruncatedError, ChecksumError,
+    IOError, ...), TypeError for a source of another kind.
     """
     lib = library()
     opts = _options(mmap, populate, verify, ownership, max_payload)
+    uo = _interrupt.url_options(timeout)
+    opts.url = ctypes.cast(ctypes.byref(uo), ctypes.c_void_p).value
     info = _capi.LoadInfo()
     lib.lds_load_info_init(ctypes.byref(info))
     err = _capi.new_error()
     h = ctypes.c_void_p()
     tail = (ctypes.byref(opts), ctypes.byref(h), ctypes.byref(info), ctypes.byref(err))
-    st, keep = from_source(
-        source, mmap, info, True,
-        path=lambda p: lib.lds_load_path(p, *tail),
-        url=lambda u: lib.lds_load_url(u, *tail),
-        fd=lambda fd: lib.lds_load_fd(fd, *tail),
-        memory=lambda address, n, copy: lib.lds_load_memory(address, n, copy, *tail),
-        callback=lambda cb: lib.lds_load_callback(cb, None, *tail))
+    call = _interrupt.Call(progress)
+    call.arm(opts)
+    with call:
+        st, keep = from_source(
+            source, mmap, info, True,
+            path=lambda p: lib.lds_load_path(p, *tail),
+            url=lambda u: lib.lds_load_url(u, *tail),
+            fd=lambda fd: lib.lds_load_fd(fd, *tail),
+            memory=lambda address, n, copy: lib.lds_load_memory(address, n, copy, *tail),
+            callback=lambda cb: lib.lds_load_callback(cb, None, *tail), call=call)
+    call.finish(st, undo=lambda: lib.lds_index_free(h))
     check(st, err)
-    return Index(h.value, info, keep)
+    index = Index(h.value, info, keep)
+    call.complete(info.payload_bytes)
+    return index
 
 
-def from_source(source, mmap, info, borrow_bytes, *, path, url, fd, memory, callback):
+def from_source(source, mmap, info, borrow_bytes, *, path, url, fd, memory, callback,
+                call=None):
     """Runs the load (or reload) call that fits `source`, as lodestar.load describes:
     url(c_url) for an http:// or https:// str, path(c_path), fd(fd),
     memory(address, n, copy) or callback(read_fn), each returning
@@ -615,8 +640,11 @@ def from_source(source, mmap, info, borrow_bytes, *, path, url, fd, memory, call
                             os.lseek(fdn, 0, os.SEEK_CUR))
             return st, None
         failure = []
-        st = callback(_readinto_callback(source, failure))
+        st = callback(_readinto_callback(source, failure, call))
         if failure:
+            if call is not None and isinstance(failure[0], KeyboardInterrupt):
+                call.interrupted = True
+                return st, None  # call.finish raises it
             raise failure[0]
         return st, None
     try:

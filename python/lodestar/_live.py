@@ -5,7 +5,7 @@ import operator
 import os
 import threading
 
-from . import _capi
+from . import _capi, _interrupt
 from ._capi import library
 from ._errors import check, from_status
 from ._index import Index, _options, from_source
@@ -198,7 +198,7 @@ class Live:
             self._pool = pool.value
             return self._pool
 
-    def reload(self, source):
+    def reload(self, source, *, timeout=None, progress=None):
         """Loads `source` (a path, a bytes-like object, a binary file object, as
         lodestar.load takes them; bytes are always copied here, since the library may
         free a generation in any thread) as the next generation, and swaps it in only
@@ -207,27 +207,41 @@ class Live:
         load's lodestar.Error (TruncatedError, ChecksumError, ...), lodestar.StateError
         (field "live.reload") when another reload of this live index is running (refused
         at once, never queued), lodestar.LimitError (field "live.max_retired") when
-        max_retired retired generations are still pinned (refused at once)."""
+        max_retired retired generations are still pinned (refused at once).
+        timeout, progress, and Ctrl-C: as lodestar.load's (KeyboardInterrupt with nothing
+        changed and the rental returned; a Ctrl-C that comes once the new generation was
+        swapped in is raised as KeyboardInterrupt too, the new generation serving)."""
         lib = library()
         h = self._enter()
         try:
             opts = _capi.LoadOptions.from_buffer_copy(self._opts)
             opts.pool = self._pool_for(source)
+            uo = _interrupt.url_options(timeout)
+            opts.url = ctypes.cast(ctypes.byref(uo), ctypes.c_void_p).value
+            call = _interrupt.Call(progress)
+            call.arm(opts)
             info = _capi.LoadInfo()
             lib.lds_load_info_init(ctypes.byref(info))
             err = _capi.new_error()
             gen = ctypes.c_uint64()
             tail = (ctypes.byref(opts), ctypes.byref(gen), ctypes.byref(info),
                     ctypes.byref(err))
-            st, _ = from_source(
-                source, self._mmap, info, False,
-                path=lambda p: lib.lds_live_reload_path(h, p, *tail),
-                url=lambda u: lib.lds_live_reload_url(h, u, *tail),
-                fd=lambda fd: lib.lds_live_reload_fd(h, fd, *tail),
-                memory=lambda address, n, copy: lib.lds_live_reload_memory(
-                    h, address, n, copy, *tail),
-                callback=lambda cb: lib.lds_live_reload_callback(h, cb, None, *tail))
+            with call:
+                st, _ = from_source(
+                    source, self._mmap, info, False,
+                    path=lambda p: lib.lds_live_reload_path(h, p, *tail),
+                    url=lambda u: lib.lds_live_reload_url(h, u, *tail),
+                    fd=lambda fd: lib.lds_live_reload_fd(h, fd, *tail),
+                    memory=lambda address, n, copy: lib.lds_live_reload_memory(
+                        h, address, n, copy, *tail),
+                    callback=lambda cb: lib.lds_live_reload_callback(h, cb, None, *tail),
+                    call=call)
+            if st == 0:
+                with self._lock:
+                    self._infos[gen.value] = info
+            call.finish(st)
             check(st, err)
+            call.complete(info.payload_bytes)
             with self._lock:
                 self._infos[gen.value] = info
                 for g in [g for g in self._infos if g + 2 * _LIMIT < gen.value]:

@@ -45,6 +45,18 @@ int main(void)
     FIELD(lds_load_options, hash_thread);
     FIELD(lds_load_options, url);
 
+    SIZE(lds_url_options);
+    FIELD(lds_url_options, size);
+    FIELD(lds_url_options, connect_timeout_ms);
+    FIELD(lds_url_options, low_speed_time_s);
+    FIELD(lds_url_options, low_speed_bytes);
+    FIELD(lds_url_options, max_redirects);
+    FIELD(lds_url_options, max_resumes);
+    FIELD(lds_url_options, ca_file);
+    FIELD(lds_url_options, userpwd);
+    FIELD(lds_url_options, use_netrc);
+    FIELD(lds_url_options, timeout_ms);
+
     SIZE(lds_load_info);
     FIELD(lds_load_info, size);
     FIELD(lds_load_info, path);
