@@ -183,6 +183,9 @@ lds_status lds__imp_reader_restart(lds__imp_reader *r, uint64_t offset, uint64_t
     r->raw_read = 0;
     r->file_base = offset;
     r->size = codec == LDS__CODEC_NONE ? length : UINT64_MAX;
+    r->crc_on = false;
+    r->crc = 0;
+    r->delivered = 0;
     return LDS_OK;
 }
 

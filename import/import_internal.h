@@ -62,6 +62,11 @@ typedef struct lds__imp_reader {
     uint64_t file_base;   /* file offset of decoded byte 0 when not decoded (an .npz entry) */
     uint64_t file_size;   /* the file's own size; UINT64_MAX when not a regular file */
     uint64_t max_decoded; /* decoded bytes allowed (options.max_decoded_bytes) */
+    /* An .npz entry's check (import_npz.c): with crc_on, the CRC-32 (zlib's crc32) and the
+       count of every byte lds__imp_source_read hands out since the last restart. */
+    bool crc_on;
+    uint32_t crc;
+    uint64_t delivered;
 } lds__imp_reader;
 
 /* The key checks and the writer at the end of every importer (the writer,

@@ -57,7 +57,14 @@ extern "C" {
  *   .npy entries, stored or deflated; options.array names the entry ("x" or
  *   "x.npy"), or the file must hold exactly one (LDS_E_INVALID_ARG, field
  *   "options.array", listing the names). Offsets in errors about the array
- *   count from the entry's first byte. Must be a regular file.
+ *   count from the entry's first byte. Must be a regular file. The entry read
+ *   is checked against its zip records (PKWARE APPNOTE 4.3.7, 4.3.12, 4.4):
+ *   the CRC-32 of its data (LDS_E_CHECKSUM, field "npz.crc32"), its uncompressed
+ *   size (LDS_E_LENGTH_MISMATCH, "npz.uncompressed_size"), no bytes after its
+ *   deflate stream inside the compressed size (LDS_E_TRAILING,
+ *   "npz.compressed_size"), and a local header whose method, name, CRC-32 and
+ *   sizes agree with the central directory (LDS_E_PARSE, "npz.method",
+ *   "npz.name", ...); each refusal names the entry and the byte of the field.
  * - LDS_IMPORT_FASTTEXT: fastText .vec, which is word2vec text.
  *
  * GloVe and word2vec text: once D is known (the first row, or the header), a
@@ -332,7 +339,10 @@ typedef struct lds_import_result {
  *   file size before any row is read).
  * - LDS_E_TRAILING: bytes after the last promised row.
  * - LDS_E_LENGTH_MISMATCH: the keys file's or the ids file's line count
- *   differs from N (field "keys_path" or "ids_path").
+ *   differs from N (field "keys_path" or "ids_path"); an .npz entry's data
+ *   that is not the size its zip records declare.
+ * - LDS_E_CHECKSUM: an .npz entry whose data has another CRC-32 than its zip
+ *   records declare.
  * - LDS_E_OVERFLOW: declared sizes whose product overflows 64 bits.
  * - LDS_E_NOMEM: allocation failed.
  * - Any status of lds_writer_add_row / lds_writer_finish, passed through.
