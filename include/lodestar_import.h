@@ -93,7 +93,11 @@ extern "C" {
  *   is rounded once to the stored dtype, as for .npy); another class or size,
  *   or a rank other than 2, is LDS_E_UNSUPPORTED naming the dataset; its
  *   declared extent N x D is checked against limits and max_decoded_bytes
- *   before a row is read. libhdf5's own error printing is silenced and its
+ *   before a row is read, and so is a chunked, filtered dataset's work: every
+ *   chunk its extent touches, at the chunk's full size (LDS_E_LIMIT, field
+ *   "hdf5.chunk"). Each chunk is then decoded once (the chunk cache holds one
+ *   row of chunks: memory of about one row of chunks, as libhdf5 needs to
+ *   decode one; ADR 0036). libhdf5's own error printing is silenced and its
  *   errors come back as LDS_E_IO (or LDS_E_PARSE when the file is not HDF5)
  *   naming the dataset and HDF5's innermost message. Must be a regular file,
  *   not compressed outside HDF5. libhdf5 parses the file: see ADR 0023 for the
