@@ -129,6 +129,8 @@ typedef enum lds_import_dup {
 
 /** Default of lds_import_options.max_decoded_bytes: 64 GiB. */
 #define LDS_IMPORT_DEFAULT_MAX_DECODED (UINT64_C(64) << 30)
+/** Default of lds_import_options.max_idle_bytes: 1 MiB. */
+#define LDS_IMPORT_DEFAULT_MAX_IDLE (UINT64_C(1) << 20)
 
 /**
  * Options of lds_import_file. Initialise with lds_import_options_default();
@@ -245,6 +247,17 @@ typedef struct lds_import_options {
      * is reported in lds_import_result.metric.
      */
     bool metric_from_input;
+    /**
+     * The most bytes of input (decoded bytes, for a compressed one) that may follow a row
+     * without making another: blank lines of a text format (accepted only at the end of
+     * the input; one between rows is LDS_E_PARSE), line ends and spaces after a word2vec
+     * binary file's rows. Beyond it: LDS_E_LIMIT at once, naming the line (or byte) where
+     * the run began, so a small compressed file of blank lines is refused after this many
+     * bytes rather than decoded to its end (ADR 0036). 0 (default):
+     * LDS_IMPORT_DEFAULT_MAX_IDLE. Added after `metric_from_input`: callers built against
+     * a shorter struct get the default.
+     */
+    uint64_t max_idle_bytes;
 } lds_import_options;
 
 /** Smallest lds_import_options.size accepted: the struct as first shipped. */

@@ -353,11 +353,39 @@ def test_bombs_are_bounded():
     open(path("bomb.npy.gz"), "wb").write(gzip.compress(npy) + chunk * 8)
     refused(1, "max_decoded_bytes = 16777216", "pack", path("bomb.npy.gz"), path("bomb.ldsi"),
             "--max-decoded", "16M", limit_as=1 << 30)
-    chunk = lzma.compress(b"\n" * (8 << 20), preset=0)
-    open(path("bomb.txt.xz"), "wb").write(lzma.compress(b"a 1 2\n") + chunk * 12)
-    refused(1, "decompression bomb", "pack", path("bomb.txt.xz"), path("bomb.ldsi"),
+    chunk = lzma.compress(bytes(8 << 20), preset=0)
+    open(path("bomb.npy.xz"), "wb").write(lzma.compress(npy) + chunk * 12)
+    refused(1, "decompression bomb", "pack", path("bomb.npy.xz"), path("bomb.ldsi"),
             limit_as=1 << 30)
     check(not os.path.exists(path("bomb.ldsi")), "output left by a refused bomb")
+
+
+def test_blank_lines_bounded():
+    """Bytes that make no row are bounded (--max-idle, default 1 MiB): a small .gz of a GiB
+    of blank lines is refused once 1 MiB of them has been read, naming the line where they
+    begin, not after decoding them all (issue 24 item 5)."""
+    blank = gzip.compress(b"\n" * (16 << 20), 9)
+    bomb = gzip.compress(b"a 1 2\n") + blank * 64 + gzip.compress(b"b 3 4\n")  # 1 GiB
+    check(len(bomb) < 2_000_000, f"bomb of {len(bomb)} bytes")
+    open(path("blank.txt.gz"), "wb").write(bomb)
+    refused(1, "line 2 (byte 6): blank lines run on for more than max_idle_bytes = 1048576 "
+               "bytes", "pack", path("blank.txt.gz"), path("blank.ldsi"), limit_as=1 << 30)
+    # Only blank lines after the last row: valid when short, bounded when long.
+    open(path("tail.txt"), "wb").write(b"a 1 2\nb 3 4\n" + b"\r\n \n\t\n")
+    ok("pack", path("tail.txt"), path("tail.ldsi"))
+    open(path("tail.txt"), "wb").write(b"a 1 2\nb 3 4\n" + b"\n" * (2 << 20))
+    refused(1, "line 3 (byte 12): blank lines run on", "pack", path("tail.txt"), path("t.ldsi"))
+    ok("pack", path("tail.txt"), path("tail.ldsi"), "--max-idle", "3M")
+    same_bits(vectors(path("tail.ldsi")), np.array([[1, 2], [3, 4]], np.float32), "--max-idle")
+    refused(2, "--max-idle wants a size above 0", "pack", path("tail.txt"), path("t.ldsi"),
+            "--max-idle", "0")
+    # word2vec binary: line ends after the rows, likewise.
+    rows = b"2 2\na " + struct.pack("<2f", 1, 2) + b"\nb " + struct.pack("<2f", 3, 4) + b"\n"
+    open(path("tail.bin"), "wb").write(rows + b"\n\n")
+    ok("pack", path("tail.bin"), path("tail.ldsi"))
+    open(path("tail.bin"), "wb").write(rows + b"\n" * (2 << 20))
+    refused(1, f"byte {len(rows) - 1}: line ends and spaces after the 2 rows run on for more than "
+               "max_idle_bytes = 1048576", "pack", path("tail.bin"), path("t.ldsi"))
 
 
 def test_glove_840b_keys_with_spaces():
