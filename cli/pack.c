@@ -47,6 +47,9 @@ static const char pack_usage[] =
     "                 not standard input)\n"
     "  --max-decoded SIZE\n"
     "                 the most bytes a compressed input may decode to (default 64G)\n"
+    "  --max-idle SIZE\n"
+    "                 the most bytes after a row that make no row: blank lines,\n"
+    "                 accepted only at the end of IN (default 1M)\n"
     "  --dtype T      stored element type: f32 (default), f16, bf16, i8\n"
     "  --i8-scale S   with --dtype i8: value = stored int8 x S, so values must lie\n"
     "                 in [-127 S, 127 S]; a value outside is refused, naming its\n"
@@ -158,6 +161,7 @@ int cli_pack(int argc, char **argv)
         OPT_ARRAY,
         OPT_ON_DUP,
         OPT_MAX_DECODED,
+        OPT_MAX_IDLE,
         OPT_DIM,
         OPT_IDS,
         OPT_DATASET
@@ -174,6 +178,7 @@ int cli_pack(int argc, char **argv)
         {"array", required_argument, NULL, OPT_ARRAY},
         {"on-duplicate", required_argument, NULL, OPT_ON_DUP},
         {"max-decoded", required_argument, NULL, OPT_MAX_DECODED},
+        {"max-idle", required_argument, NULL, OPT_MAX_IDLE},
         {"dim", required_argument, NULL, OPT_DIM},
         {"ids", required_argument, NULL, OPT_IDS},
         {"dataset", required_argument, NULL, OPT_DATASET},
@@ -245,6 +250,11 @@ int cli_pack(int argc, char **argv)
         case OPT_MAX_DECODED:
             if (!cli_parse_size(optarg, &opts.max_decoded_bytes))
                 return cli_usage_error(prog, "--max-decoded wants a size (64G, 100M), not '%s'",
+                                       optarg);
+            break;
+        case OPT_MAX_IDLE:
+            if (!cli_parse_size(optarg, &opts.max_idle_bytes) || opts.max_idle_bytes == 0)
+                return cli_usage_error(prog, "--max-idle wants a size above 0 (1M, 64K), not '%s'",
                                        optarg);
             break;
         case OPT_I8_SCALE: {

@@ -7,10 +7,8 @@
 #   -j JOBS      targets run at once (default: the number of CPUs)
 #   -b DIR       build folder (default build-fuzz/ in the repository, git-ignored),
 #                configured here with clang, -Dfuzz=true, ASan and UBSan
-#   TARGET       header, payload, stream, zstd, import_text, import_w2v_binary,
-#                import_npy, import_fvecs, manifest,
-#                http_headers (lds_load_url's response header fields)
-#                (default: all of tests/fuzz/meson.build)
+#   TARGET       one of the targets listed after this help, as tests/fuzz/meson.build
+#                names them (default: all)
 #
 # Each target starts from its committed corpus (tests/fuzz/corpus/TARGET), copied to a
 # scratch folder so that the inputs libFuzzer finds on the way do not grow the repository.
@@ -25,6 +23,11 @@ cd "$ROOT" || exit 1
 SECONDS_PER=${FUZZ_SECONDS:-60}
 JOBS=
 BUILD=build-fuzz
+# The targets, from the one list tests/fuzz/meson.build builds.
+list_targets() {
+    sed -n "/^fuzz_targets = \[/,/^\]/ s/^ *'\([a-z0-9_]*\)',\$/\1/p" tests/fuzz/meson.build
+}
+
 for arg in "$@"; do
     case "$arg" in
     --help) set -- -h ;; # getopts knows short options only
@@ -36,7 +39,13 @@ while getopts "t:j:b:h" opt; do
     t) SECONDS_PER=$OPTARG ;;
     j) JOBS=$OPTARG ;;
     b) BUILD=$OPTARG ;;
-    h) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
+    h)
+        awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
+        echo
+        echo "targets:"
+        list_targets | sed 's/^/  /'
+        exit 0
+        ;;
     *) echo "fuzz.sh: try --help" >&2; exit 2 ;;
     esac
 done
@@ -45,8 +54,7 @@ JOBS=${JOBS:-$(nproc)}
 
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-    mapfile -t TARGETS < <(sed -n "/^fuzz_targets = \[/,/^\]/ s/^ *'\([a-z0-9_]*\)',\$/\1/p" \
-        tests/fuzz/meson.build)
+    mapfile -t TARGETS < <(list_targets)
 fi
 
 if ! echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return d && n; }' |

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <xxhash.h>
+#include <zlib.h>
 #include <zstd.h>
 
 #include "lodestar.h"
@@ -640,6 +641,132 @@ static void import_cases(void)
     put("fvecs-d-negative", LDS_E_BAD_VALUE, "fvecs", fv, 40);
 }
 
+/* .npz cases: a zip of one .npy entry "v.npy" (APPNOTE 4.3.7, 4.3.12, 4.3.16), each record
+   written here so one field can disagree. The rules: an entry's CRC-32 and both sizes are
+   those of its data, a deflate stream ends where its compressed size does, and the local
+   header agrees with the central directory (lodestar_import.h, docs/format.md). */
+typedef struct npz_case {
+    unsigned method, level;
+    uint32_t crc_xor;       /* into both headers' CRC-32 */
+    uint32_t usize;         /* both headers' uncompressed size; 0: the true one */
+    size_t after;           /* junk bytes after the compressed data, inside its size */
+    unsigned local_method;  /* 0xFFFF: the central directory's */
+    const char *local_name; /* NULL: "v.npy" */
+    uint32_t local_crc_xor; /* into the local header's CRC-32 only */
+    size_t flip;            /* data byte (from the .npy's start) to flip, 0: none */
+} npz_case;
+
+static void npz(const char *name, lds_status st, npz_case k)
+{
+    static const char dict[] = "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 4), }";
+    uint8_t npyb[256], data[512], out[1024];
+    size_t dl = strlen(dict), hl = ((10 + dl + 1 + 63) / 64) * 64 - 10, nn = 10 + hl + 64;
+    memcpy(npyb, "\x93NUMPY\x01\x00", 8);
+    st16(npyb + 8, (uint16_t)hl);
+    memset(npyb + 10, ' ', hl);
+    memcpy(npyb + 10, dict, dl);
+    npyb[10 + hl - 1] = '\n';
+    for (int i = 0; i < 16; i++) {
+        float f = (float)i * 0.25f - 1.5f;
+        memcpy(npyb + 10 + hl + 4 * i, &f, 4);
+    }
+    uint32_t crc = (uint32_t)crc32(0, npyb, (uInt)nn) ^ k.crc_xor;
+    size_t dn = nn, skip = 0;
+    if (k.method == 8) {
+        z_stream z;
+        memset(&z, 0, sizeof z);
+        if (deflateInit2(&z, (int)k.level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+            exit(1);
+        z.next_in = npyb;
+        z.avail_in = (uInt)nn;
+        z.next_out = data;
+        z.avail_out = sizeof data;
+        if (deflate(&z, Z_FINISH) != Z_STREAM_END)
+            exit(1);
+        dn = z.total_out;
+        deflateEnd(&z);
+        skip = 5; /* a level-0 stream's one stored block header */
+    } else {
+        memcpy(data, npyb, nn);
+    }
+    if (k.flip)
+        data[skip + k.flip] ^= 0x01;
+    memset(data + dn, 'J', k.after);
+    dn += k.after;
+    uint32_t usize = k.usize ? k.usize : (uint32_t)nn;
+    const char *lname = k.local_name ? k.local_name : "v.npy";
+    size_t ln = strlen(lname), o = 0;
+    st32(out, 0x04034b50u); /* local file header */
+    st16(out + 4, 20);
+    st16(out + 6, 0);
+    st16(out + 8, (uint16_t)(k.local_method == 0xFFFF ? k.method : k.local_method));
+    st32(out + 10, 0);
+    st32(out + 14, crc ^ k.local_crc_xor);
+    st32(out + 18, (uint32_t)dn);
+    st32(out + 22, usize);
+    st16(out + 26, (uint16_t)ln);
+    st16(out + 28, 0);
+    memcpy(out + 30, lname, ln);
+    o = 30 + ln;
+    memcpy(out + o, data, dn);
+    o += dn;
+    size_t cd = o;
+    memset(out + o, 0, 46);
+    st32(out + o, 0x02014b50u); /* central directory header */
+    st16(out + o + 4, 20);
+    st16(out + o + 6, 20);
+    st16(out + o + 10, (uint16_t)k.method);
+    st32(out + o + 16, crc);
+    st32(out + o + 20, (uint32_t)dn);
+    st32(out + o + 24, usize);
+    st16(out + o + 28, 5);
+    memcpy(out + o + 46, "v.npy", 5);
+    o += 51;
+    memset(out + o, 0, 22);
+    st32(out + o, 0x06054b50u); /* end of central directory */
+    st16(out + o + 8, 1);
+    st16(out + o + 10, 1);
+    st32(out + o + 12, 51);
+    st32(out + o + 16, (uint32_t)cd);
+    o += 22;
+    put(name, st, "npz", out, o);
+}
+
+static void npz_cases(void)
+{
+    const npz_case stored = {.local_method = 0xFFFF}, deflated = {8, 6, .local_method = 0xFFFF};
+    npz_case k;
+    npz("npz-stored-valid", LDS_OK, stored);
+    npz("npz-deflate-valid", LDS_OK, deflated);
+    k = stored;
+    k.flip = 128 + 16 + 1; /* row 1, element 0: a different finite float */
+    npz("npz-stored-byte-flipped", LDS_E_CHECKSUM, k);
+    k = deflated;
+    k.level = 0;
+    k.flip = 128 + 16 + 1;
+    npz("npz-deflate-stored-block-byte-flipped", LDS_E_CHECKSUM, k);
+    k = stored;
+    k.crc_xor = 1;
+    npz("npz-stored-crc-wrong", LDS_E_CHECKSUM, k);
+    k = deflated;
+    k.usize = 10;
+    npz("npz-deflate-usize-10", LDS_E_LENGTH_MISMATCH, k);
+    k.usize = 1u << 31;
+    npz("npz-deflate-usize-2pow31", LDS_E_LENGTH_MISMATCH, k);
+    k = deflated;
+    k.after = 3;
+    npz("npz-deflate-bytes-after-stream", LDS_E_TRAILING, k);
+    k = stored;
+    k.local_method = 8;
+    npz("npz-local-method-disagrees", LDS_E_PARSE, k);
+    k = stored;
+    k.local_name = "w.npy";
+    npz("npz-local-name-disagrees", LDS_E_PARSE, k);
+    k = deflated;
+    k.local_crc_xor = 0x100;
+    npz("npz-local-crc-disagrees", LDS_E_PARSE, k);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -650,6 +777,7 @@ int main(int argc, char **argv)
     index_cases();
     zstd_cases();
     import_cases();
+    npz_cases();
     printf("make_catalog: %u files in %s\n", written, dir);
     return 0;
 }

@@ -6,6 +6,8 @@
  * Each seed starts with the control bytes its target expects (see fuzz_<target>.c).
  */
 #include <errno.h>
+#include <lzma.h>
+#include <zlib.h>
 #include <zstd.h>
 
 #include "fuzz_common.h"
@@ -222,6 +224,68 @@ static void text_seeds(void)
     }
 }
 
+/* fuzz_import_codec: plain bodies compressed by the target, and compressed files as they
+   are (gzip and xz made here), cut or followed by bytes; fuzz_import_ids: ids files. */
+static void codec_and_ids_seeds(void)
+{
+    const char glove[] = "king 1 0 0 0\nqueen 0.8 0.6 0 0\n\xc3\xa9t\xc3\xa9 -1e-3 2.5 3 4\n";
+    const char w2v[] = "2 3\nking 1 0 0\nqueen 0.8 0.6 0\n\n";
+    uint8_t c;
+    c = 0 | 1 << 2;
+    put("import_codec", "gzip-glove", &c, 1, glove, sizeof glove - 1);
+    c = 1 | 2 << 2;
+    put("import_codec", "xz-w2v", &c, 1, w2v, sizeof w2v - 1);
+    c = 0 | 3 << 2;
+    put("import_codec", "gzip-two-members-glove", &c, 1, glove, sizeof glove - 1);
+    c = 0 | 1 << 2 | 16 | 3 << 5;
+    put("import_codec", "gzip-cut-4", &c, 1, glove, sizeof glove - 1);
+    c = 1 | 1 << 2 | 3 << 5;
+    put("import_codec", "gzip-concatenated-copy", &c, 1, w2v, sizeof w2v - 1);
+    c = 0 | 2 << 2 | 2 << 5;
+    put("import_codec", "xz-then-gzip-magic", &c, 1, glove, sizeof glove - 1);
+    char blank[64 + 6000];
+    memcpy(blank, "a 1 2\n", 6);
+    memset(blank + 6, '\n', sizeof blank - 6);
+    c = 0 | 1 << 2;
+    put("import_codec", "gzip-blank-lines", &c, 1, blank, sizeof blank);
+
+    /* Compressed files as they are (bits 2-3 clear). */
+    uint8_t z[512];
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    if (deflateInit2(&zs, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        exit(1);
+    zs.next_in = (Bytef *)(uintptr_t)glove;
+    zs.avail_in = sizeof glove - 1;
+    zs.next_out = z;
+    zs.avail_out = sizeof z;
+    if (deflate(&zs, Z_FINISH) != Z_STREAM_END)
+        exit(1);
+    c = 0;
+    put("import_codec", "raw-gzip-glove", &c, 1, z, zs.total_out);
+    deflateEnd(&zs);
+    size_t zn = 0;
+    if (lzma_easy_buffer_encode(0, LZMA_CHECK_CRC32, NULL, (const uint8_t *)w2v, sizeof w2v - 1, z,
+                                &zn, sizeof z) != LZMA_OK)
+        exit(1);
+    c = 1;
+    put("import_codec", "raw-xz-w2v", &c, 1, z, zn);
+
+    c = 3;
+    put("import_ids", "three", &c, 1, "7\n8\n9\n", 6);
+    c = 2;
+    put("import_ids", "bom-crlf-max-no-final-newline", &c, 1,
+        "\xEF\xBB\xBF"
+        "18446744073709551615\r\n0",
+        25);
+    c = 2;
+    put("import_ids", "not-a-digit", &c, 1, "1\nx\n", 4);
+    c = 6 | 8 | 2 << 4;
+    put("import_ids", "repeat-last", &c, 1, "10\n11\n12\n13\n14\n15\n", 18);
+    c = 7 | 8 | 1 << 4 | 64;
+    put("import_ids", "repeat-first-i8-auto", &c, 1, "0\n1\n2\n3\n4\n5\n6\n", 14);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -231,6 +295,7 @@ int main(int argc, char **argv)
     root = argv[1];
     index_seeds();
     text_seeds();
+    codec_and_ids_seeds();
     rmdir(fz_tmpdir());
     return 0;
 }
