@@ -190,8 +190,8 @@ class Index:
             if self._busy:
                 raise RuntimeError("index is in use by another thread")
             if self._live_views():
-                raise RuntimeError("index still viewed by a numpy array; drop the arrays "
-                                   "first, or leave a `with` block to free it after them")
+                raise RuntimeError("index still viewed by a numpy array or DLPack tensor; drop "
+                                   "them first, or leave a `with` block to free it after them")
             self._closed = True
         self._free()
 
@@ -449,12 +449,14 @@ class Index:
 
     # ---- search
 
-    def search(self, queries, k=10, *, threads=None):
+    def search(self, queries, k=10, *, threads=None, pad=False):
         """Exact top-k of each query under the index's metric, as faiss's index.search:
         returns (scores, rows), float32 and int64 arrays shaped (nq, min(k, rows)), best
         first (for l2 the smallest distances): unlike faiss, an index with fewer than k
         rows gives fewer columns rather than a tail of rows -1, so that a large k costs
-        no more than the index's size. `queries` is an array (nq, dim) or one query
+        no more than the index's size (docs/adr/0035). pad=True gives faiss's shape
+        (nq, k) instead: the columns past the rows hold row -1 and score -FLT_MAX
+        (-3.4028235e38; cosine, dot) or +FLT_MAX (l2), the values faiss 1.7 pads with. `queries` is an array (nq, dim) or one query
         (dim,) of any real dtype (converted to float32). k: an integer >= 0
         (TypeError / ValueError otherwise). All queries go to one
         lds_index_search_batch call, which releases the GIL; its results are those of
@@ -487,10 +489,15 @@ class Index:
                 raise ValueError("queries have %d dims, the index %d" % (q.shape[1], dim))
             nq = q.shape[0]
             kk = min(k, lib.lds_index_rows(h))  # what the library can return
-            scores = np.empty((nq, kk), dtype=np.float32)
-            rows = np.empty((nq, kk), dtype=np.int64)
+            cols = k if pad else kk
+            scores = np.empty((nq, cols), dtype=np.float32)
+            rows = np.empty((nq, cols), dtype=np.int64)
             if nq and kk:
                 _search_batch(lib, h, q, kk, threads, scores, rows)
+            if cols > kk:
+                big = np.finfo(np.float32).max
+                scores[:, kk:] = big if lib.lds_index_metric(h) == 3 else -big
+                rows[:, kk:] = -1
             return scores, rows
         finally:
             self._leave()
@@ -748,6 +755,33 @@ class Index:
     def __iter__(self):
         """The rows in order, each a read-only view (dim,) of `vectors` (no copy)."""
         return iter(self.vectors)
+
+    # ---- DLPack (torch.from_dlpack, numpy.from_dlpack, ...)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule over the rows (rows, dim) in the stored dtype (f32, f16,
+        bf16 as DLPack bfloat16, i8 as int8: multiply by i8_scale), on the CPU, without a
+        copy: torch.from_dlpack(index) shares the index's payload, which is immutable:
+        never write through the tensor (a mapped index's pages are read-only). The index
+        stays alive (close() refuses, a `with` block's end defers the free) until the
+        consumer's deleter runs. With max_version >= (1, 0) the tensor is DLPack 1.0's
+        versioned one, flagged read-only; else the unversioned one numpy 1.24 and torch
+        1.13 take, which has no such flag. BufferError for copy=True or another device."""
+        from . import _dlpack
+        if copy:
+            raise BufferError("lodestar exports its rows without a copy only; copy with "
+                              "np.array(index) instead")
+        if dl_device is not None and tuple(dl_device) != (_dlpack.KDL_CPU, 0):
+            raise BufferError("the index is in CPU memory (device (1, 0)), not %r"
+                              % (tuple(dl_device),))
+        if stream is not None and stream != -1:
+            raise BufferError("a CPU tensor takes no stream, not %r" % (stream,))
+        versioned = max_version is not None and tuple(max_version)[0] >= 1
+        return _dlpack.capsule(self.vectors, self.dtype, versioned)
+
+    def __dlpack_device__(self):
+        """(1, 0): DLPack's kDLCPU, device 0."""
+        return (1, 0)
 
 
 def _search_batch(lib, h, q, k, threads, scores, rows):
