@@ -756,6 +756,16 @@ class Index:
         """The rows in order, each a read-only view (dim,) of `vectors` (no copy)."""
         return iter(self.vectors)
 
+    def export(self, path, format=None, *, dtype="f32", keys_out=None):
+        """Writes the index to `path` in a format other tools read, as `lodestar export`:
+        format "npy", "fvecs", "glove", "word2vec" or "word2vec-bin" (None: from the
+        extension .npy, .fvecs, .bin, .vec, .txt); text formats print each float in the
+        shortest decimal that reads back as the same float32 (the program's bytes).
+        dtype "f16": npy only. keys_out: npy and fvecs, the keys one per line. See
+        lodestar._export.export for the errors."""
+        from ._export import export
+        export(self, path, format, dtype=dtype, keys_out=keys_out)
+
     # ---- DLPack (torch.from_dlpack, numpy.from_dlpack, ...)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
