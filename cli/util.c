@@ -329,6 +329,73 @@ static void mapped_file_changed(int sig)
     _exit(CLI_FAIL);
 }
 
+const char *cli_sniff_path(const char *path, lds_import_format *format)
+{
+    *format = LDS_IMPORT_AUTO;
+    if (strcmp(path, "-") == 0 || is_url(path))
+        return NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    unsigned char head[1024];
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    return lds_import_sniff(head, n, format);
+}
+
+/* `name` without its last extension (and a compression suffix before it), plus ".ldsi":
+   what the hints propose as OUT. */
+static void ldsi_name(const char *name, char *out, size_t cap)
+{
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    size_t n = strlen(base);
+    static const char *const zips[] = {".gz", ".zst", ".xz"};
+    for (size_t i = 0; i < sizeof zips / sizeof zips[0]; i++) {
+        size_t z = strlen(zips[i]);
+        if (n > z && strcmp(base + n - z, zips[i]) == 0) {
+            n -= z;
+            break;
+        }
+    }
+    for (size_t i = n; i > 1; i--)
+        if (base[i - 1] == '.') {
+            n = i - 1;
+            break;
+        }
+    snprintf(out, cap, "%.*s.ldsi", (int)n, base);
+}
+
+bool cli_explain_file(const char *file, const char *path)
+{
+    lds_import_format f;
+    const char *kind = cli_sniff_path(path, &f);
+    if (!kind || strcmp(kind, "a lodestar index") == 0)
+        return false;
+    char out[512];
+    ldsi_name(path, out, sizeof out);
+    fputs("lodestar: ", stderr);
+    cli_put_escaped(stderr, file, strlen(file));
+    if (strstr(kind, "manifest")) {
+        fprintf(stderr,
+                " is %s, written by `lodestar split`: a split is searched through "
+                "Python, lodestar.search_shards(\"%s\", queries, k=10), and checked "
+                "with `lodestar verify %s`\n",
+                kind, file, file);
+    } else if (f == LDS_IMPORT_AUTO) {
+        fprintf(stderr,
+                " is %s, not a lodestar index: if it holds embeddings, `lodestar pack %s "
+                "%s` reads through the compression and converts them\n",
+                kind, file, out);
+    } else {
+        fprintf(stderr, " is %s, not a lodestar index: convert it with `lodestar pack%s%s %s %s`\n",
+                kind, f == LDS_IMPORT_HDF5 || f == LDS_IMPORT_NPZ ? " --format " : "",
+                f == LDS_IMPORT_HDF5 || f == LDS_IMPORT_NPZ ? lds_import_format_name(f) : "", file,
+                out);
+    }
+    return true;
+}
+
 int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info)
 {
     lds_error err;
@@ -344,7 +411,14 @@ int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info)
         sigemptyset(&sa.sa_mask);
         sigaction(SIGBUS, &sa, NULL);
     }
-    return st == LDS_OK ? CLI_OK : cli_fail(named ? NULL : req->file, st, &err);
+    if (st == LDS_OK)
+        return CLI_OK;
+    int rc = cli_fail(named ? NULL : req->file, st, &err);
+    /* Not an index: say what the file is and what to do with it (a file shorter than
+       the header is refused as truncated before its magic is read). */
+    if (st == LDS_E_BAD_MAGIC || st == LDS_E_TRUNCATED)
+        cli_explain_file(req->file, req->source ? req->source : req->file);
+    return rc;
 }
 
 /* The shortest scientific decimal "[-]d[.ddd]e(+|-)XX" that reads back as finite x, into

@@ -197,6 +197,8 @@ SIGNATURES = {
     "lds_live_stats_init": (None, [P]),
     "lds_live_get_stats": (I, [P, P]),
     "lds_live_stats_json": (I, [P, P, SZ, _PSZ]),
+    "lds_import_sniff": (S, [P, SZ, _c.POINTER(I)]),  # h-python: errors that say what to do
+    "lds_import_format_name": (S, [I]),
 }
 
 _lib = None

@@ -903,8 +903,73 @@ def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, p
         fd=lambda fd: lib.lds_load_fd(fd, *tail),
         memory=lambda address, n, copy: lib.lds_load_memory(address, n, copy, *tail),
         callback=lambda cb: lib.lds_load_callback(cb, None, *tail))
+    if st in (_E_BAD_MAGIC, _E_TRUNCATED):
+        explain_source(source, from_status(st, err))
     check(st, err)
     return Index(h.value, info, keep)
+
+
+_E_BAD_MAGIC, _E_TRUNCATED = 4, 7
+
+
+def sniff(head):
+    """(what the bytes `head` are, the lodestar pack format that reads them) from
+    lds_import_sniff: ("an .npy file", "npy"), ("a GloVe text file", "glove"), ...;
+    (None, None) when nothing is recognised; the format is None for kinds pack decides on
+    itself (compressed files) or does not read (an index, a manifest)."""
+    lib = library()
+    fmt = ctypes.c_int()
+    buf = ctypes.create_string_buffer(bytes(head), len(head))
+    kind = lib.lds_import_sniff(buf, len(head), ctypes.byref(fmt))
+    if kind is None:
+        return None, None
+    name = lib.lds_import_format_name(fmt.value) if fmt.value else None
+    return kind.decode(), (name.decode() if name else None)
+
+
+def explain_source(source, exc):
+    """Raises `exc` (a BadMagicError or TruncatedError of loading `source`) with what
+    the file is and what to do with it, when `source` is a path or bytes of a kind
+    lds_import_sniff knows; returns (leaving the caller to raise) otherwise."""
+    if isinstance(source, str) and source.lower().startswith(("http://", "https://")):
+        return
+    name = None
+    try:
+        if isinstance(source, (str, os.PathLike)):
+            name = os.fspath(source)
+            with open(name, "rb") as f:
+                head = f.read(1024)
+        else:
+            head = bytes(memoryview(source)[:1024])
+    except (OSError, TypeError, ValueError):
+        return
+    kind, fmt = sniff(head)
+    if kind is None or kind == "a lodestar index":
+        return
+    what = repr(name) if name is not None else "the source"
+    if "manifest" in kind:
+        hint = ("%s is %s, written by `lodestar split`: load it with "
+                "lodestar.open_shards(%s) or search it with lodestar.search_shards(%s, "
+                "queries, k=10)" % (what, kind, what, what))
+    else:
+        out = "index.ldsi"
+        if name is not None:
+            base = os.path.basename(name)
+            for z in (".gz", ".zst", ".xz"):
+                if base.endswith(z):
+                    base = base[:-len(z)]
+            out = (os.path.splitext(base)[0] or base) + ".ldsi"
+        cmd = "lodestar pack %s%s %s" % ("--format %s " % fmt if fmt in ("npz", "hdf5") else "",
+                                         name if name is not None else "FILE", out)
+        hint = "%s is %s, not a lodestar index: convert it with `%s`" % (what, kind, cmd)
+        if fmt == "npy":
+            hint += " or, from Python, lodestar.write(%r, numpy.load(%s))" % (
+                out, what if name is not None else "io.BytesIO(source)")
+        elif fmt is None:
+            hint += " (pack reads through the compression)"
+    raise type(exc)("%s; %s" % (exc.message, hint), code=exc.code, status=exc.status,
+                    field=exc.field, offset=exc.offset, line=exc.line,
+                    sys_errno=exc.errno) from None
 
 
 def from_source(source, mmap, info, borrow_bytes, *, path, url, fd, memory, callback):
