@@ -456,9 +456,10 @@ class Index:
         rows gives fewer columns rather than a tail of rows -1, so that a large k costs
         no more than the index's size (docs/adr/0035). pad=True gives faiss's shape
         (nq, k) instead: the columns past the rows hold row -1 and score -FLT_MAX
-        (-3.4028235e38; cosine, dot) or +FLT_MAX (l2), the values faiss 1.7 pads with. `queries` is an array (nq, dim) or one query
-        (dim,) of any real dtype (converted to float32). k: an integer >= 0
-        (TypeError / ValueError otherwise). All queries go to one
+        (-3.4028235e38; cosine, dot) or +FLT_MAX (l2), the values faiss 1.7 pads with.
+        `queries` is an array (nq, dim) or one query (dim,) of any real dtype (converted
+        to float32). k: an integer >= 0 (TypeError / ValueError otherwise). All queries
+        go to one
         lds_index_search_batch call, which releases the GIL; its results are those of
         lds_index_search one query at a time. threads: None for the library's choice
         (lds_search_options.threads 0), or the most threads to split the rows over (the
