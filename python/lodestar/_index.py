@@ -747,11 +747,14 @@ class Index:
         """(rows, dim), the shape of `vectors` and of np.asarray(index)."""
         return (self.rows, self.dim)
 
-    def __array__(self, dtype=None):
+    def __array__(self, dtype=None, copy=None):
         """np.asarray(index): the `vectors` view (read-only, no copy, the stored dtype:
-        uint16 bits for bf16); a copy converted to `dtype` when one is asked for."""
+        uint16 bits for bf16); a copy converted to `dtype` when one is asked for, or when
+        copy is true (numpy 2 passes it)."""
         v = self.vectors
-        return v if dtype is None or np.dtype(dtype) == v.dtype else v.astype(dtype)
+        if dtype is not None and np.dtype(dtype) != v.dtype:
+            return v.astype(dtype)
+        return v.copy() if copy else v
 
     def __iter__(self):
         """The rows in order, each a read-only view (dim,) of `vectors` (no copy)."""
