@@ -55,6 +55,7 @@ def cli():
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: the install from a fresh clone (meson suite slow)")
     config.addinivalue_line("markers", "dask: a distributed.LocalCluster (meson test python-dask)")
+    config.addinivalue_line("markers", "torch: imports torch (meson test python-torch)")
 
 
 @pytest.fixture(scope="session")

@@ -72,6 +72,7 @@ def test_numpy_from_dlpack_shares_the_payload(tiny):
     assert ref() is None
 
 
+@pytest.mark.torch
 def test_torch_from_dlpack_zero_copy(tmp_path):
     torch = pytest.importorskip("torch", reason="Debian's python3-torch is not installed")
     rng = np.random.default_rng(3)
