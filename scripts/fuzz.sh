@@ -8,7 +8,7 @@
 #   -b DIR       build folder (default build-fuzz/ in the repository, git-ignored),
 #                configured here with clang, -Dfuzz=true, ASan and UBSan
 #   TARGET       header, payload, stream, zstd, import_text, import_w2v_binary,
-#                import_npy, import_fvecs (default: all of tests/fuzz/meson.build)
+#                import_npy, import_fvecs, manifest (default: all of tests/fuzz/meson.build)
 #
 # Each target starts from its committed corpus (tests/fuzz/corpus/TARGET), copied to a
 # scratch folder so that the inputs libFuzzer finds on the way do not grow the repository.

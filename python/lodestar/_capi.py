@@ -106,6 +106,32 @@ class LiveStats(_c.Structure):
                 ("last_status", I), ("last_load", LoadInfo)]
 
 
+class ManifestOptions(_c.Structure):
+    """lds_manifest_options (load: an lds_load_options pointer)."""
+    _fields_ = [("size", SZ), ("max_bytes", U64), ("load", P)]
+
+
+class ManifestInfo(_c.Structure):
+    """lds_manifest_info."""
+    _fields_ = [("size", SZ), ("version", U32), ("dim", U32), ("rows", U64), ("dtype", I),
+                ("metric", I), ("has_ids", B), ("has_keys", B), ("shards", SZ)]
+
+
+class ManifestShard(_c.Structure):
+    """lds_manifest_shard (file, location: borrowed from the manifest)."""
+    _fields_ = [("size", SZ), ("file", S), ("location", S), ("first_row", U64), ("rows", U64),
+                ("payload_bytes", U64), ("checksum", U64)]
+
+
+MANIFEST_NO_PAYLOAD_BYTES = (1 << 64) - 1  # LDS_MANIFEST_NO_PAYLOAD_BYTES
+
+
+class ManifestVerifyStats(_c.Structure):
+    """lds_manifest_verify_stats."""
+    _fields_ = [("size", SZ), ("entries", U64), ("loads", U64), ("failed", U64),
+                ("stream_bytes", U64)]
+
+
 # name in the C headers -> mirror; the layout test walks this.
 MIRRORS = {
     "lds_error": Error_,
@@ -119,6 +145,10 @@ MIRRORS = {
     "lds_live_options": LiveOptions,
     "lds_pin": Pin,
     "lds_live_stats": LiveStats,
+    "lds_manifest_options": ManifestOptions,
+    "lds_manifest_info": ManifestInfo,
+    "lds_manifest_shard": ManifestShard,
+    "lds_manifest_verify_stats": ManifestVerifyStats,
 }
 
 READ_FN = _c.CFUNCTYPE(I, P, P, SZ, _c.POINTER(SZ))
@@ -197,6 +227,17 @@ SIGNATURES = {
     "lds_live_stats_init": (None, [P]),
     "lds_live_get_stats": (I, [P, P]),
     "lds_live_stats_json": (I, [P, P, SZ, _PSZ]),
+    "lds_manifest_options_default": (None, [P]),
+    "lds_manifest_info_init": (None, [P]),
+    "lds_manifest_shard_init": (None, [P]),
+    "lds_manifest_verify_stats_init": (None, [P]),
+    "lds_manifest_read": (I, [S, P, _c.POINTER(P), P]),
+    "lds_manifest_parse": (I, [P, SZ, S, P, _c.POINTER(P), P]),
+    "lds_manifest_free": (None, [P]),
+    "lds_manifest_get_info": (I, [P, P]),
+    "lds_manifest_get_shard": (I, [P, SZ, P]),
+    "lds_manifest_check_index": (I, [P, P, SZ, P, P]),
+    "lds_manifest_verify": (I, [P, P, P, P, P, P]),
     "lds_import_sniff": (S, [P, SZ, _c.POINTER(I)]),  # h-python: errors that say what to do
     "lds_import_format_name": (S, [I]),
 }

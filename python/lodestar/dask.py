@@ -261,7 +261,8 @@ def _call(job):
 
 def _descs(manifest):
     return [{"i": i, "shard": s, "dim": manifest["dim"], "metric": manifest["metric"],
-             "dtype": manifest["dtype"]} for i, s in enumerate(manifest["shards"])]
+             "dtype": manifest["dtype"], "has_ids": manifest["has_ids"],
+             "has_keys": manifest["has_keys"]} for i, s in enumerate(manifest["shards"])]
 
 
 class DaskShards:

@@ -117,5 +117,37 @@ int main(void)
     FIELD(lds_live_stats, generations_freed);
     FIELD(lds_live_stats, last_status);
     FIELD(lds_live_stats, last_load);
+    SIZE(lds_manifest_options);
+    FIELD(lds_manifest_options, size);
+    FIELD(lds_manifest_options, max_bytes);
+    FIELD(lds_manifest_options, load);
+
+    SIZE(lds_manifest_info);
+    FIELD(lds_manifest_info, size);
+    FIELD(lds_manifest_info, version);
+    FIELD(lds_manifest_info, dim);
+    FIELD(lds_manifest_info, rows);
+    FIELD(lds_manifest_info, dtype);
+    FIELD(lds_manifest_info, metric);
+    FIELD(lds_manifest_info, has_ids);
+    FIELD(lds_manifest_info, has_keys);
+    FIELD(lds_manifest_info, shards);
+
+    SIZE(lds_manifest_shard);
+    FIELD(lds_manifest_shard, size);
+    FIELD(lds_manifest_shard, file);
+    FIELD(lds_manifest_shard, location);
+    FIELD(lds_manifest_shard, first_row);
+    FIELD(lds_manifest_shard, rows);
+    FIELD(lds_manifest_shard, payload_bytes);
+    FIELD(lds_manifest_shard, checksum);
+
+    SIZE(lds_manifest_verify_stats);
+    FIELD(lds_manifest_verify_stats, size);
+    FIELD(lds_manifest_verify_stats, entries);
+    FIELD(lds_manifest_verify_stats, loads);
+    FIELD(lds_manifest_verify_stats, failed);
+    FIELD(lds_manifest_verify_stats, stream_bytes);
+
     return 0;
 }

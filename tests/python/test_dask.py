@@ -82,6 +82,27 @@ def test_dask_shard_failure_names_the_shard(tmp_path, cli, client, tiny):
     assert e.value.field == "shards[1]" and "shard-0001.ldsi" in str(e.value)
 
 
+def test_dask_checks_shards_as_verify_does(tmp_path, cli, client, tiny):
+    # The workers compared checksum, rows, dim, metric and dtype only: a manifest whose
+    # has_keys or payload_bytes disagree with the shards was served (lds_manifest_check_index).
+    import json
+    outdir = tmp_path / "s"
+    subprocess.run([cli, "split", tiny, str(outdir), "--shards", "2"], check=True,
+                   stdout=subprocess.PIPE)
+    man = outdir / "manifest.json"
+    good = json.loads(man.read_text())
+    for edit, words in (
+            (lambda d: d.update(has_keys=False), "keys presence differs from the manifest's"),
+            (lambda d: d["shards"][1].update(payload_bytes=d["shards"][1]["payload_bytes"] + 64),
+             "shards[1] (shard-0001.ldsi): payload_bytes differs from the manifest's")):
+        bad = json.loads(json.dumps(good))
+        edit(bad)
+        man.write_text(json.dumps(bad))
+        with pytest.raises(lodestar.Error) as e:   # the worker's BadValueError, named
+            lodestar.dask.DaskShards(client, str(man), timeout=30)
+        assert e.value.field.startswith("shards[") and words in str(e.value), str(e.value)
+
+
 def split(cli, src, outdir, *opts):
     subprocess.run([cli, "split", src, str(outdir), *opts], check=True, stdout=subprocess.PIPE)
     return str(outdir / "manifest.json")
