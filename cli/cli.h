@@ -120,6 +120,16 @@ void cli_print_max_payload_help(FILE *f);
    returns its exit code. */
 int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info);
 
+/* What the file at `path` is (lds_import_sniff of its first KiB) and, in *format, the
+   format that packs it; NULL for "-", a URL, a file that cannot be read, or no kind known. */
+const char *cli_sniff_path(const char *path, lds_import_format *format);
+
+/* When the file at `path` (shown as `file`) is not a lodestar index but a kind that
+   lds_import_sniff knows, prints to stderr what it is and what to do (the `lodestar pack`
+   command that converts it; for a shard manifest, lodestar.search_shards) and returns
+   true; else prints nothing and returns false. */
+bool cli_explain_file(const char *file, const char *path);
+
 /* Writes `x` in the shortest decimal form that reads back as the same float (from one
    significant digit up: 1e-45, 0.5); every NaN as "nan", whatever its sign bit. */
 void cli_print_float(FILE *f, float x);

@@ -103,10 +103,41 @@ static int copy_to_stdout(const char *path)
 
 /* Reports a failed import: the importer's messages name a line or row of IN, the writer's
    (which start "writer: ") concern OUT; an input the options do not fit is a usage error. */
+/* Whether `kind` (lds_import_sniff's format of IN) contradicts the format asked for: a
+   file of another known kind, which would fail there as unparseable numbers or a bad
+   header. GloVe and word2vec text are close enough to leave to the importer's message. */
+static bool other_kind(lds_import_format asked, lds_import_format kind, const char *what)
+{
+    if (asked == LDS_IMPORT_AUTO || !what)
+        return false;
+    if (strcmp(what, "a lodestar index") == 0)
+        return true;
+    bool asked_text =
+        asked == LDS_IMPORT_GLOVE || asked == LDS_IMPORT_W2V_TEXT || asked == LDS_IMPORT_FASTTEXT;
+    bool kind_text = kind == LDS_IMPORT_GLOVE || kind == LDS_IMPORT_W2V_TEXT;
+    return kind != LDS_IMPORT_AUTO && kind != asked && !(asked_text && kind_text);
+}
+
 static int pack_failed(const char *prog, const char *in, const char *keys, const char *ids,
-                       const char *out, lds_status st, const lds_error *err)
+                       const char *out, lds_import_format asked, lds_status st,
+                       const lds_error *err)
 {
     const char *field = err->status == st ? err->field : NULL;
+    /* --format names one kind, the file's magic another: say so instead of the parse error
+       the wrong reader met (`pack a.npy out --format glove`). */
+    lds_import_format kind;
+    const char *what = st == LDS_OK ? NULL : cli_sniff_path(in, &kind);
+    if (other_kind(asked, kind, what)) {
+        fputs("lodestar: ", stderr);
+        cli_put_escaped(stderr, in, strlen(in));
+        if (kind == LDS_IMPORT_AUTO)
+            fprintf(stderr, " is %s already, not %s input: nothing to pack\n", what,
+                    lds_import_format_name(asked));
+        else
+            fprintf(stderr, " is %s, not %s input: pack it with --format %s\n", what,
+                    lds_import_format_name(asked), lds_import_format_name(kind));
+        return CLI_FAIL;
+    }
     if (st == LDS_E_UNSUPPORTED && field && strcmp(field, "format") == 0)
         return cli_usage_error(
             prog,
@@ -199,7 +230,10 @@ int cli_pack(int argc, char **argv)
         case OPT_FORMAT:
             if (lds_import_format_from_name(optarg, &opts.format) != LDS_OK ||
                 opts.format == LDS_IMPORT_AUTO)
-                return cli_usage_error(prog, "unknown format '%s'", optarg);
+                return cli_usage_error(prog,
+                                       "unknown format '%s' (glove, word2vec, fasttext, "
+                                       "word2vec-bin, npy, npz, fvecs, hdf5)",
+                                       optarg);
             break;
         case OPT_KEYS:
             opts.keys_path = optarg;
@@ -336,8 +370,9 @@ int cli_pack(int argc, char **argv)
     lds_error_init(&err);
     lds_status st = lds_import_file(in_path, out_path, &opts, &res, &err);
     cli_progress_end(&progress);
-    int rc =
-        st == LDS_OK ? CLI_OK : pack_failed(prog, in, opts.keys_path, opts.ids_path, out, st, &err);
+    int rc = st == LDS_OK
+                 ? CLI_OK
+                 : pack_failed(prog, in, opts.keys_path, opts.ids_path, out, opts.format, st, &err);
     if (rc == CLI_OK && to_stdout)
         rc = copy_to_stdout(out_path);
     if (to_stdout) {

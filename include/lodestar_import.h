@@ -385,6 +385,29 @@ LDS_API const char *lds_import_format_name(lds_import_format format);
  */
 LDS_API lds_status lds_import_format_from_name(const char *name, lds_import_format *out);
 
+/**
+ * What a file is, from its first bytes, so that a refusal can say what to do with it
+ * (`lodestar info glove.txt`: "a GloVe text file: convert it with lodestar pack").
+ * head: the file's first `len` bytes (64 tell every binary kind; a text kind is judged on
+ * the complete lines and tokens among them, so 1 KiB judges text better); NULL with len 0
+ * recognises nothing.
+ *
+ * Returns a static, NUL-terminated description with its article, or NULL when nothing
+ * is recognised: "a lodestar index", "a lodestar shard manifest (JSON)", "an .npy file",
+ * "a zip file (.npz)", "a gzip-compressed file", "a zstd-compressed file", "an
+ * xz-compressed file", "an HDF5 file", "a word2vec text file", "a GloVe text file".
+ * *format (optional, may be NULL) receives the lds_import_format that packs it:
+ * LDS_IMPORT_NPY, LDS_IMPORT_NPZ, LDS_IMPORT_HDF5, LDS_IMPORT_W2V_TEXT or
+ * LDS_IMPORT_GLOVE; LDS_IMPORT_AUTO for the compressed kinds (pack looks through them
+ * and decides on what they hold), a lodestar index or manifest, and NULL.
+ * Magics: lodestar (docs/format.md), NumPy format ("\x93NUMPY"), zip local file header
+ * ("PK\3\4"), gzip (RFC 1952), zstd frame (RFC 8878), xz (.xz file format 1.1.0),
+ * HDF5 superblock signature ("\x89HDF\r\n\x1a\n", at offset 0). word2vec text: a first
+ * line of two decimal integers; GloVe text: a first line of a key and then numbers only
+ * (at least one). Reads nothing outside head[0, len); pure; safe from any thread.
+ */
+LDS_API const char *lds_import_sniff(const void *head, size_t len, lds_import_format *format);
+
 #ifdef __cplusplus
 }
 #endif

@@ -40,6 +40,8 @@ PACKAGES=(
     g++ libfast-float-dev                  # pack's number parser (optional: meson -Dfast_float=auto)
     valgrind binutils                      # scripts/pool-warm-count.sh: callgrind, objdump
     libhdf5-dev python3-h5py               # pack --format hdf5 (optional: -Dhdf5=auto); its fixtures
+    # h-python (issue 28): torch.from_dlpack(index) test (skipped without it; ~170 MB)
+    python3-torch
 )
 PACKAGES+=("$@")
 

@@ -1591,5 +1591,103 @@ def test_readme_install_lines_and_test_figures_are_current():
           "Try 'lodestar similar --help'.\n", (out, err))
 
 
+# ---- errors that say what to do (issue 28): what the file is, the command that converts it
+
+
+def _foreign_files():
+    """A GloVe text, a word2vec text, an .npy, an .npz, gzip/zstd/xz files and an HDF5
+    signature, written by hand (standard library only); {name: path}."""
+    d = os.path.join(WORK, "foreign")
+    os.makedirs(d, exist_ok=True)
+    files = {}
+
+    def put(name, data):
+        files[name] = os.path.join(d, name)
+        with open(files[name], "wb") as f:
+            f.write(data)
+
+    with open(TINY, "rb") as f:
+        put("glove.txt", f.read())
+    put("w2v.vec", b"2 3\na 1 2 3\nb 4 5 6\n")
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }"
+    header += b" " * (64 - 10 - len(header) - 1) + b"\n"
+    put("a.npy", b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header + b"\0" * 16)
+    put("a.npz", b"PK\x03\x04" + b"\0" * 60)
+    put("a.txt.gz", b"\x1f\x8b\x08\x00" + b"\0" * 60)
+    put("a.txt.zst", b"\x28\xb5\x2f\xfd" + b"\0" * 60)
+    put("a.txt.xz", b"\xfd7zXZ\x00" + b"\0" * 60)
+    put("a.hdf5", b"\x89HDF\r\n\x1a\n" + b"\0" * 120)
+    return files
+
+
+def test_info_says_what_a_foreign_file_is_and_how_to_convert_it():
+    f = _foreign_files()
+    want = {
+        "glove.txt": "is a GloVe text file, not a lodestar index: convert it with "
+                     "`lodestar pack %s glove.ldsi`",
+        "w2v.vec": "is a word2vec text file, not a lodestar index: convert it with "
+                   "`lodestar pack %s w2v.ldsi`",
+        "a.npy": "is an .npy file, not a lodestar index: convert it with `lodestar pack %s a.ldsi`",
+        "a.npz": "is a zip file (.npz), not a lodestar index: convert it with "
+                 "`lodestar pack --format npz %s a.ldsi`",
+        "a.hdf5": "is an HDF5 file, not a lodestar index: convert it with "
+                  "`lodestar pack --format hdf5 %s a.ldsi`",
+        "a.txt.gz": "is a gzip-compressed file, not a lodestar index: if it holds embeddings, "
+                    "`lodestar pack %s a.ldsi`",
+        "a.txt.zst": "is a zstd-compressed file",
+        "a.txt.xz": "is an xz-compressed file",
+    }
+    for name, text in want.items():
+        rc, out, err = run("info", f[name])
+        expect(rc, out, err, 1)
+        line = "lodestar: %s %s" % (f[name], text.replace("%s", f[name]))
+        check(line in err, (name, err))
+    rc, out, err = run("info", INDEX if os.path.exists(INDEX) else TINY)
+    check("is a" not in err, err)  # an index (or a missing one) gets no such line
+
+
+def test_pack_with_the_wrong_format_names_the_file():
+    f = _foreign_files()
+    out_path = os.path.join(WORK, "wrong.ldsi")
+    rc, out, err = run("pack", f["a.npy"], out_path, "--format", "glove")
+    expect(rc, out, err, 1)
+    check(err == "lodestar: %s is an .npy file, not glove input: pack it with --format npy\n"
+          % f["a.npy"], err)
+    rc, out, err = run("pack", f["a.npz"], out_path, "--format", "npy")
+    check(rc == 1 and "is a zip file (.npz), not npy input: pack it with --format npz" in err,
+          err)
+    pack(TINY, INDEX)
+    rc, out, err = run("pack", INDEX, out_path, "--format", "glove")
+    check(rc == 1 and "is a lodestar index already, not glove input: nothing to pack" in err,
+          err)
+    # A word2vec header asked for GloVe text stays the importer's own message.
+    rc, out, err = run("pack", f["w2v.vec"], out_path, "--format", "glove")
+    check(rc == 1 and "not glove input" not in err, err)
+    check(not os.path.exists(out_path), "OUT written")
+
+
+def test_unknown_format_lists_the_formats():
+    rc, out, err = run("pack", "--format", "foo", TINY, os.path.join(WORK, "x.ldsi"))
+    expect(rc, out, err, 2)
+    check("unknown format 'foo' (glove, word2vec, fasttext, word2vec-bin, npy, npz, fvecs, "
+          "hdf5)" in err, err)
+    rc, out, err = run("export", "--format", "foo", TINY, os.path.join(WORK, "x.txt"))
+    expect(rc, out, err, 2)
+    check("(npy, fvecs, glove, word2vec, word2vec-bin)" in err, err)
+
+
+def test_similar_on_a_manifest_points_to_python():
+    pack(TINY, INDEX)
+    d = os.path.join(WORK, "split-hint")
+    rc, out, err = run("split", INDEX, d, "--shards", "2")
+    expect(rc, out, err, 0)
+    manifest = os.path.join(d, "manifest.json")
+    rc, out, err = run("similar", manifest, "king")
+    expect(rc, out, err, 1)
+    check("is a lodestar shard manifest (JSON), written by `lodestar split`: a split is "
+          "searched through Python, lodestar.search_shards(\"%s\", queries, k=10)" % manifest
+          in err, err)
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(globals(), WORK))

@@ -251,6 +251,8 @@ SIGNATURES = {
     "lds_manifest_get_shard": (I, [P, SZ, P]),
     "lds_manifest_check_index": (I, [P, P, SZ, P, P]),
     "lds_manifest_verify": (I, [P, P, P, P, P, P]),
+    "lds_import_sniff": (S, [P, SZ, _c.POINTER(I)]),  # h-python: errors that say what to do
+    "lds_import_format_name": (S, [I]),
 }
 
 _lib = None

@@ -164,7 +164,12 @@ class Live:
             raise
         if st != 0:
             self._leave()
-            raise from_status(st)
+            e = from_status(st)
+            if e.status == "E_STATE":  # nothing loaded yet: say what to do
+                raise type(e)("nothing is loaded yet, so there is no generation to pin: "
+                              "call live.reload(source) first, or create it with "
+                              "lodestar.Live(source)", code=e.code, status=e.status)
+            raise e
         info = self._infos.get(pin.generation)
         if info is None:  # a generation older than the recent ones kept
             info = _capi.LoadInfo()

@@ -26,7 +26,7 @@ import numpy as np
 
 from . import _capi
 from ._errors import UnsupportedError, check, from_status
-from ._index import load
+from ._index import Index, load
 
 __all__ = ["read_manifest", "merge_topk", "open_shards", "search_shards", "Shards"]
 
@@ -174,6 +174,60 @@ class Shards:
 
     def __exit__(self, *exc):
         self.close()
+
+    # ---- the names Index has (issue 28): repr, most_similar, shards[key]
+
+    def __repr__(self):
+        return _describe(self, "lodestar.Shards", "" if self._indexes else " (closed)")
+
+    def __len__(self):
+        return self.rows
+
+    @property
+    def dim(self):
+        return self.manifest["dim"]
+
+    @property
+    def metric(self):
+        return self.manifest["metric"]
+
+    def key(self, row):
+        """The key of global `row`, from the shard holding it; None without keys."""
+        i, local = shard_of_row(self.manifest, row)
+        return self._indexes[i].key(local)
+
+    most_similar = Index.most_similar
+    __getitem__ = Index.__getitem__
+    _most_similar_one = Index._most_similar_one
+    _row_of = Index._row_of
+
+    def _named(self, pairs):
+        return named_rows(self, pairs)
+
+    def _cosines(self, query):
+        return all_cosines(self, query)
+
+
+def _describe(shards, name, tail):
+    m = shards.manifest
+    return "<%s %d x %d %s %s in %d shards%s>" % (name, m["rows"], m["dim"], m["dtype"],
+                                                  m["metric"], len(m["shards"]), tail)
+
+
+def named_rows(shards, pairs):
+    """[(key, score)] of [(global row, score)]: rows stand in for keys without keys."""
+    if not shards.manifest["has_keys"]:
+        return pairs
+    return [(shards.key(r), s) for r, s in pairs]
+
+
+def all_cosines(shards, query):
+    """The cosine similarity of every global row to `query`, float32 (rows,), from one
+    search of all rows (most_similar with topn=None)."""
+    scores, rows = shards.search(np.asarray(query, dtype=np.float32), shards.rows)
+    out = np.full(shards.rows, np.nan, dtype=np.float32)
+    out[rows[0][rows[0] >= 0]] = scores[0][rows[0] >= 0]
+    return out
 
 
 def shard_of_row(manifest, row):

@@ -289,3 +289,23 @@ def test_dask_shards_over_http(tmp_path, cli, client, random_index):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_dask_shards_have_the_names_index_has(tmp_path, cli, client, random_index):
+    """repr, most_similar and shards[key] of DaskShards answer as the unsplit index."""
+    path, v, keys = random_index
+    outdir = tmp_path / "s"
+    subprocess.run([cli, "split", path, str(outdir), "--shards", "3"], check=True,
+                   stdout=subprocess.PIPE)
+    man = str(outdir / "manifest.json")
+    with lodestar.load(path) as whole, lodestar.dask.DaskShards(client, man) as shards:
+        assert repr(shards) == ("<lodestar.dask.DaskShards 500 x 24 f32 cosine in 3 shards "
+                                "on 2 workers, epoch 0>")
+        for pos, neg in ((["w1", "w2"], ["w3"]), ("w7", None)):
+            ours, theirs = shards.most_similar(pos, neg, topn=6), whole.most_similar(pos, neg,
+                                                                                     topn=6)
+            assert [k for k, _ in ours] == [k for k, _ in theirs]
+            np.testing.assert_allclose([s for _, s in ours], [s for _, s in theirs], atol=1e-6)
+        assert np.array_equal(shards["w400"], v[400]) and np.array_equal(shards[3], v[3])
+        assert np.array_equal(shards[["w1", 499]], v[[1, 499]])
+        assert shards.key(250) == "w250"
