@@ -37,8 +37,6 @@ static const char usage_text[] =
     "a killed process (SIGKILL) may be deleted once process PID is gone.\n"
     "Exit status: 0 success, 1 failure, 2 usage error.\n";
 
-uint32_t cli_timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
-
 /* Takes --quiet and --timeout SECONDS (or --timeout=SECONDS) out of the command's
    arguments (argv[1..argc), up to a "--"); returns the new argc, or -1 after a usage error
    naming `prog`. */
