@@ -5,7 +5,7 @@ the entries (docs/adr/0033): before, each entry loaded its shard again.
 
 usage: bench/manifest_verify.py [--dry] [--rounds N] [--lodestar PATH] [--json FILE] [-h]
 
-Run from the repository's top with the build in build/. Sizes: 10,000 and 100,000 entries
+Run from the repository's top with the build in build/ (or $LODESTAR_BUILD). Sizes: 10,000 and 100,000 entries
 (--dry: 100 and 1,000, 2 rounds); each round runs both, smaller first. Prints ms per run
 and us per entry (median, min, max); --json FILE: rows "verify, base entries" and "verify, 10x the
 entries" (ms) for scripts/adr-check.sh. --lodestar PATH: another build's program (default build/cli/lodestar),
@@ -23,7 +23,8 @@ import time
 from benchlib import cpu_model, loadavg, write_summary
 
 def main():
-    lodestar = os.path.join("build", "cli", "lodestar")
+    # LODESTAR_BUILD: the build folder, as for the other scripts (scripts/adr_check.py sets it)
+    lodestar = os.path.join(os.environ.get("LODESTAR_BUILD", "build"), "cli", "lodestar")
     if "--lodestar" in sys.argv:
         lodestar = sys.argv[sys.argv.index("--lodestar") + 1]
     if "-h" in sys.argv or "--help" in sys.argv:
