@@ -130,7 +130,7 @@ static void index_seeds(void)
     }
     /* A header declaring an unknown length. */
     uint8_t h[LDS_HEADER_SIZE];
-    lds_header hd = {LDS_FORMAT_MAJOR, 0, 0, LDS_LENGTH_UNKNOWN};
+    lds_header hd = {.major = LDS_FORMAT_MAJOR, .payload_length = LDS_LENGTH_UNKNOWN};
     lds_header_encode(&hd, h);
     put("header", "length-unknown", &zero, 1, h, sizeof h);
 }
