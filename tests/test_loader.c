@@ -43,6 +43,7 @@ typedef struct cfg {
     bool ids;
     bool keys;
     size_t key_pad; /* extra bytes per key */
+    uint32_t chunk;  /* 0: format 1.0 (most tests edit its declared length); else 1.1 chunks */
 } cfg;
 
 /* Writes an index with the writer into a temporary FILE and returns its bytes. */
@@ -54,6 +55,7 @@ static bytes make_index(const cfg *c)
     wo.dtype = c->dtype ? c->dtype : LDS_DTYPE_F32;
     wo.with_ids = c->ids;
     wo.with_keys = c->keys;
+    wo.chunk_bytes = c->chunk ? c->chunk : LDS_CHUNKS_NONE;
     FILE *f = tmpfile();
     assert_non_null(f);
     lds_writer *w = NULL;
@@ -194,9 +196,12 @@ static lds_index *reference(const bytes *b)
     unsigned char *exact = malloc(n);
     assert_non_null(exact);
     memcpy(exact, b->p + LDS_HEADER_SIZE, n);
+    lds_header h;
+    assert_int_equal(lds_header_decode(b->p, b->n, &h, NULL), LDS_OK);
     lds_parse_options po;
     lds_parse_options_default(&po);
     po.copy = true;
+    po.header = &h; /* format 1.1: the chunk table */
     assert_int_equal(lds_index_from_payload(exact, n, &po, &idx, &err), LDS_OK);
     free(exact);
     return idx;
