@@ -189,6 +189,8 @@ lds_status lds_payload_verify_chunks(const lds_header *h, const void *payload, s
     lds_status st = lds_chunk_table_check(h, table, (size_t)(h->chunk_count * 8), err);
     if (st != LDS_OK)
         return st;
+    if (lds__parse_test_hook)
+        lds__parse_test_hook("chunk table checked");
     uint64_t n = h->chunk_count;
     verify_job j = {.h = h, .payload = p};
     atomic_init(&j.next, 0);

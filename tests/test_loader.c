@@ -43,7 +43,7 @@ typedef struct cfg {
     bool ids;
     bool keys;
     size_t key_pad; /* extra bytes per key */
-    uint32_t chunk;  /* 0: format 1.0 (most tests edit its declared length); else 1.1 chunks */
+    uint32_t chunk; /* 0: format 1.0 (most tests edit its declared length); else 1.1 chunks */
 } cfg;
 
 /* Writes an index with the writer into a temporary FILE and returns its bytes. */
