@@ -404,20 +404,28 @@ static uint64_t lds__ld64_le(const unsigned char *b)
     return v;
 }
 
-/* Format 1.1 in the single reader: the hash of each chunk, taken when it is complete. */
+/* Format 1.1 in the single reader: each chunk hashed piece by piece as its bytes
+ * arrive (while they are in cache, as the 1.0 checksum is), its digest kept. */
 typedef struct chunk_hashes {
     bool on;
     uint64_t next;      /* chunks [0, next) are hashed */
+    uint64_t done;      /* payload bytes hashed so far */
     uint64_t *computed; /* chunk_count entries */
+    XXH3_state_t *hs;   /* the chunk `next`, begun */
 } chunk_hashes;
 
 static void hash_chunks_done(load_ctx *c, chunk_hashes *ch, const unsigned char *p, size_t received)
 {
     uint64_t s, e;
     while (ch->next < c->hdr.chunk_count && lds_chunk_range(&c->hdr, ch->next, &s, &e) == LDS_OK &&
-           e <= received) {
-        ch->computed[ch->next] = lds__xxh3(p + s, (size_t)(e - s));
-        ch->next++;
+           ch->done < received) {
+        uint64_t to = e < received ? e : received;
+        lds__xxh3_update(ch->hs, p + ch->done, (size_t)(to - ch->done));
+        ch->done = to;
+        if (to < e)
+            return;
+        ch->computed[ch->next++] = XXH3_64bits_digest(ch->hs);
+        XXH3_64bits_reset(ch->hs);
     }
 }
 
@@ -465,10 +473,15 @@ static lds_status read_payload(load_ctx *c, lds__source *src, payload_buf *b, ui
         hashing = false;
         ch.on = true;
         ch.computed = malloc((size_t)c->hdr.chunk_count * sizeof(uint64_t) + 1);
-        if (ch.computed == NULL)
+        ch.hs = XXH3_createState();
+        if (ch.computed == NULL || ch.hs == NULL) {
+            free(ch.computed);
+            XXH3_freeState(ch.hs);
             return lds__load_fail(c->err, LDS_E_NOMEM, "payload", c->base + LDS_HEADER_SIZE, 0,
                                   NULL, "cannot allocate %llu chunk hashes",
                                   (unsigned long long)c->hdr.chunk_count);
+        }
+        XXH3_64bits_reset(ch.hs);
     }
     XXH3_state_t *hs = NULL;
     if (hashing) {
@@ -557,6 +570,8 @@ static lds_status read_payload(load_ctx *c, lds__source *src, payload_buf *b, ui
     *hash = *hashed ? XXH3_64bits_digest(hs) : 0;
 out:
     free(ch.computed);
+    if (ch.hs != NULL)
+        XXH3_freeState(ch.hs);
     if (threaded) {
         /* Stop it before the caller lets the buffer go. */
         hasher_publish(&th, done_hash, true, true);
