@@ -114,6 +114,8 @@ static uint64_t shard_file_bytes(const shard_sizer *z, uint64_t first, uint64_t 
     }
     p += pad64(z->meta_bytes);
     p += 32 + 24 * (uint64_t)sections + LDS_FOOTER_SIZE + LDS_CHECKSUM_SIZE;
+    /* Format 1.1: the writer's chunk table, 8 bytes per chunk (format.md §2.5). */
+    p += 8 * ((p + LDS_DEFAULT_FILE_CHUNK_BYTES - 1) / LDS_DEFAULT_FILE_CHUNK_BYTES);
     return LDS_HEADER_SIZE + p;
 }
 
