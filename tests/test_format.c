@@ -6,7 +6,7 @@
 #include <cmocka.h>
 
 #include "../format/format_internal.h"
-#include "../format/search_internal.h"
+#include "../search/search_internal.h"
 #include "lodestar.h"
 
 #include <dirent.h>

@@ -1,7 +1,7 @@
 /* The portable search kernel: 8 lanes in GCC/Clang vector extensions, a
    separate multiply and add (built with -ffp-contract=off), f16 converted one
    element at a time. Runs on any CPU; kept tested by forcing it (ADR 0015). */
-#include "format_internal.h"
+#include "../format/format_internal.h"
 
 #define LDS_K_LANES 8
 #define LDS_K_FUSED false

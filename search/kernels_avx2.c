@@ -1,7 +1,7 @@
 /* The AVX2 search kernel: 8 lanes, FMA (one rounding per multiply-add), F16C
    for binary16. Built with -mavx2 -mfma -mf16c; search.c calls it only where
    __builtin_cpu_supports says the CPU has all three (ADR 0015). */
-#include "format_internal.h"
+#include "../format/format_internal.h"
 
 #include <immintrin.h>
 

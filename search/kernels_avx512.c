@@ -1,7 +1,7 @@
 /* The AVX-512 search kernel: 16 lanes, FMA, binary16 through vcvtph2ps.
    Built with -mavx512f; search.c calls it only where __builtin_cpu_supports
    says the CPU has AVX-512F (ADR 0015). */
-#include "format_internal.h"
+#include "../format/format_internal.h"
 
 #include <immintrin.h>
 

@@ -1,6 +1,6 @@
 /* Exact top-k search: kernel choice, cosine norms, blocked and threaded scans,
    fused per-query top-k. Design and measurements: ADR 0015. */
-#include "format_internal.h"
+#include "../format/format_internal.h"
 #include "search_internal.h"
 
 #include <math.h>
