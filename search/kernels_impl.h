@@ -1,53 +1,55 @@
 /*
  * The body of one search kernel, included once per instruction set by
  * kernels_<isa>.c after it defines:
- *   LDS_K_LANES       accumulator lanes (8 or 16)
- *   LDS_K_FMA(a,b,c)  a * b + c on vf values
- *   LDS_K_F16(p)      LDS_K_LANES binary16 values at p (any alignment) as a vf
- *   LDS_K_NAME        the kernel's name (a string) and LDS_K_SYM its symbol
- * See search_internal.h for the contract and ADR 0015 for the design.
+ *   LDS_K_LANES          float lanes of one vector (8 or 16)
+ *   LDS_K_FMA(a, b, c)   a * b + c on vf values (one rounding where the ISA fuses)
+ *   LDS_K_SUB_VECS       vectors of rows per micro-tile (LDS__PANEL / LDS_K_LANES or less)
+ *   LDS_K_MAX_Q          queries per micro-tile (accumulators: LDS_K_MAX_Q x LDS_K_SUB_VECS)
+ *   LDS_K_PACK_BLOCK(...) optional: packs LDS_K_LANES rows x LDS_K_LANES columns (see below);
+ *                         without it the panel is packed one element at a time
+ *   LDS_K_MASK_GT(a, b)   optional: the lanes where a > b (ordered) as bits
+ *   LDS_K_NAME, LDS_K_SYM the kernel's name (a string) and its symbol
+ *   LDS_K_FUSED          whether LDS_K_FMA rounds once
+ * See search_internal.h for the contract and ADR 0032 for the design.
+ *
+ * The design in one paragraph. A block of up to LDS__PANEL rows is packed
+ * transposed into a panel (panel[d * LDS__PANEL + i] = element d of row i, as
+ * f32, converted exactly as lds__row_to_f32 does). A micro-tile then holds
+ * LDS_K_MAX_Q queries x LDS_K_SUB_VECS vectors of rows in registers: for each
+ * d in order it loads the rows' element d (one vector per LDS_K_LANES rows),
+ * broadcasts each query's q[d], and adds the product into the accumulator of
+ * each (query, row) pair. Every pair is therefore the sequential sum
+ * acc = q[0] r[0]; acc = q[d] r[d] + acc for d = 1 .. dim - 1, whatever the
+ * tile, the number of queries, the row's place in the block or the thread:
+ * batch, single and threaded searches give the same bits, and so do two
+ * kernels that both fuse (avx2, avx512).
  */
 #include "search_internal.h"
 
+#include <math.h>
 #include <string.h>
 
-#define LDS_K_BYTES (LDS_K_LANES * 4)
+#define LDS_K_NVEC (LDS__PANEL / LDS_K_LANES)
 
-typedef float vf __attribute__((vector_size(LDS_K_BYTES)));
-typedef uint32_t vu __attribute__((vector_size(LDS_K_BYTES)));
-typedef uint16_t vh __attribute__((vector_size(LDS_K_LANES * 2)));
-typedef int8_t vb __attribute__((vector_size(LDS_K_LANES)));
+typedef float vf __attribute__((vector_size(LDS_K_LANES * 4)));
+typedef double vd __attribute__((vector_size(LDS_K_LANES * 8)));
+typedef int32_t vi __attribute__((vector_size(LDS_K_LANES * 4)));
 
 #define LDS_K_INLINE static inline __attribute__((always_inline))
 
-/* LDS_K_LANES elements of `dt` at p as floats, converted exactly as lds__row_to_f32. */
-LDS_K_INLINE vf load_chunk(const uint8_t *p, lds_dtype dt, float scale)
+/* One element of `dt` at p as f32, exactly as lds__row_to_f32. */
+LDS_K_INLINE float elem(const uint8_t *p, lds_dtype dt, float scale)
 {
-    vf v;
-    if (dt == LDS_DTYPE_F32) {
-        memcpy(&v, p, sizeof v);
-    } else if (dt == LDS_DTYPE_F16) {
-        v = LDS_K_F16(p);
-    } else if (dt == LDS_DTYPE_BF16) {
-        vh h;
-        memcpy(&h, p, sizeof h);
-        vu u = __builtin_convertvector(h, vu) << 16;
-        memcpy(&v, &u, sizeof v);
-    } else {
-        vb b;
-        memcpy(&b, p, sizeof b);
-        v = __builtin_convertvector(b, vf) * scale;
+    switch (dt) {
+    case LDS_DTYPE_F32:
+        return lds__bits_f32(lds__ld32(p));
+    case LDS_DTYPE_F16:
+        return lds_f16_to_f32(lds__ld16(p));
+    case LDS_DTYPE_BF16:
+        return lds_bf16_to_f32(lds__ld16(p));
+    default:
+        return (float)(int8_t)p[0] * scale;
     }
-    return v;
-}
-
-/* The fixed halving tree: lanes [0, w) += lanes [w, 2w) for w = LANES/2 .. 1. */
-LDS_K_INLINE float hsum(vf v)
-{
-    for (unsigned w = LDS_K_LANES / 2; w >= 1; w /= 2)
-        for (unsigned i = 0; i < w; i++)
-            v[i] = v[i] + v[i + w];
-    return v[0];
 }
 
 LDS_K_INLINE size_t esize(lds_dtype dt)
@@ -55,142 +57,186 @@ LDS_K_INLINE size_t esize(lds_dtype dt)
     return dt == LDS_DTYPE_F32 ? 4 : dt == LDS_DTYPE_I8 ? 1 : 2;
 }
 
-/* Lanes [0, rem) all ones, the rest zero: &lane_mask[LDS_K_LANES - rem]. */
-static const uint32_t lane_mask[2 * LDS_K_LANES] = {
-    UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX,
-#if LDS_K_LANES == 16
-    UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX,
+/* Packs rows [0, nr) of the block, transposed, into the panel; lanes of rows
+   past nr in a partly used vector of rows are zero (vectors wholly past nr are
+   left as they are: their scores are never read). */
+LDS_K_INLINE void pack(const uint8_t *rows, size_t rb, size_t nr, uint32_t dim, lds_dtype dt,
+                       float scale, float *panel)
+{
+    const size_t es = esize(dt);
+    for (size_t g = 0; g < nr; g += LDS_K_LANES) {
+        size_t gn = nr - g < LDS_K_LANES ? nr - g : LDS_K_LANES;
+#if defined(LDS_K_PACK_BLOCK)
+        /* LDS_K_PACK_BLOCK(src, rb, gn, w, dt, scale, dst): rows [0, gn) (the rest zero),
+           columns [0, w) of src, w <= LANES, into dst[c * LDS__PANEL + m]. */
+        for (uint32_t c = 0; c < dim; c += LDS_K_LANES) {
+            size_t w = dim - c < LDS_K_LANES ? dim - c : LDS_K_LANES;
+            LDS_K_PACK_BLOCK(rows + g * rb + c * es, rb, gn, w, dt, scale,
+                             panel + (size_t)c * LDS__PANEL + g);
+        }
+#else
+        for (uint32_t c = 0; c < dim; c++) {
+            float *dst = panel + (size_t)c * LDS__PANEL + g;
+            for (size_t m = 0; m < gn; m++)
+                dst[m] = elem(rows + (g + m) * rb + c * es, dt, scale);
+            for (size_t m = gn; m < LDS_K_LANES; m++)
+                dst[m] = 0.0f;
+        }
 #endif
-};
-
-LDS_K_INLINE vf step(vf acc, vf qv, vf rv, bool l2)
-{
-    if (l2) {
-        vf d = qv - rv;
-        return LDS_K_FMA(d, d, acc);
     }
-    return LDS_K_FMA(qv, rv, acc);
 }
 
-/* QT queries x RT rows; QT, RT, dt and l2 are constants at every call. The
-   row tail (dim % LANES elements) is loaded whole when the chunk ends before
-   `end` (the end of the vectors) and its extra lanes cleared, else copied. */
-LDS_K_INLINE void tile(const float *q, size_t qs, int QT, const uint8_t *r, size_t rb, int RT,
-                       uint32_t dim, lds_dtype dt, float scale, bool l2, float *out, size_t os,
-                       const uint8_t *end)
+LDS_K_INLINE uint64_t mask_gt(vf a, vf b)
 {
-    vf acc[3][4];
+#if defined(LDS_K_MASK_GT)
+    return LDS_K_MASK_GT(a, b);
+#else
+    vi m = a > b; /* false where either is NaN */
+    uint64_t bits = 0;
+    for (unsigned l = 0; l < LDS_K_LANES; l++)
+        bits |= (uint64_t)(m[l] != 0) << l;
+    return bits;
+#endif
+}
+
+/* Scores of QT queries x SV vectors of rows, starting at vector s0 of the
+   panel, then cosine scaling, the candidate bits and the stores. QT, SV and l2
+   are constants at every call. */
+LDS_K_INLINE void tile(const float *q, size_t qs, int QT, const float *panel, size_t s0, int SV,
+                       uint32_t dim, bool l2, const double *inv, const float *thr, bool lower,
+                       uint64_t valid, float *out, uint64_t *mask)
+{
+    vf acc[LDS_K_MAX_Q][LDS_K_SUB_VECS];
     for (int j = 0; j < QT; j++)
-        for (int m = 0; m < RT; m++)
-            acc[j][m] = (vf){0};
-    const size_t es = esize(dt), cb = LDS_K_LANES * es, full = dim / LDS_K_LANES;
-    const size_t rem = dim % LDS_K_LANES;
-    for (size_t c = 0; c < full; c++) {
-        for (int m = 0; m < RT; m++) {
-            vf rv = load_chunk(r + (size_t)m * rb + c * cb, dt, scale);
-            for (int j = 0; j < QT; j++) {
-                vf qv;
-                memcpy(&qv, q + (size_t)j * qs + c * LDS_K_LANES, sizeof qv);
-                acc[j][m] = step(acc[j][m], qv, rv, l2);
+        for (int v = 0; v < SV; v++)
+            acc[j][v] = (vf){0};
+    const float *p = panel + s0 * LDS_K_LANES;
+    for (uint32_t d = 0; d < dim; d++, p += LDS__PANEL) {
+        vf r[LDS_K_SUB_VECS];
+        for (int v = 0; v < SV; v++)
+            memcpy(&r[v], p + v * LDS_K_LANES, sizeof r[v]);
+        for (int j = 0; j < QT; j++) {
+            vf qv = (vf){0} + q[(size_t)j * qs + d];
+            for (int v = 0; v < SV; v++) {
+                if (l2) {
+                    vf t = qv - r[v];
+                    acc[j][v] = LDS_K_FMA(t, t, acc[j][v]);
+                } else {
+                    acc[j][v] = LDS_K_FMA(qv, r[v], acc[j][v]);
+                }
             }
         }
     }
-    if (rem) {
-        vu mask;
-        memcpy(&mask, lane_mask + (LDS_K_LANES - rem), sizeof mask);
-        for (int m = 0; m < RT; m++) {
-            const uint8_t *p = r + (size_t)m * rb + full * cb;
-            vf rv;
-            if ((size_t)(end - p) >= cb) {
-                rv = load_chunk(p, dt, scale);
-            } else {
-                uint8_t buf[LDS_K_BYTES] = {0};
-                memcpy(buf, p, rem * es);
-                rv = load_chunk(buf, dt, scale);
+    for (int j = 0; j < QT; j++) {
+        const bool all = isnan(thr[j]);
+        const vf t = (vf){0} + thr[j];
+        for (int v = 0; v < SV; v++) {
+            const size_t lane0 = (s0 + (size_t)v) * LDS_K_LANES;
+            vf s = acc[j][v];
+            if (inv) {
+                /* (float)((double)score * inv[row]): one rounding, as a scalar would. */
+                vd w;
+                memcpy(&w, inv + lane0, sizeof w);
+                s = __builtin_convertvector(__builtin_convertvector(s, vd) * w, vf);
             }
-            vu bits;
-            memcpy(&bits, &rv, sizeof bits);
-            bits &= mask; /* whatever the next row holds (NaN too) becomes +0 */
-            memcpy(&rv, &bits, sizeof rv);
-            for (int j = 0; j < QT; j++) {
-                vf qv;
-                memcpy(&qv, q + (size_t)j * qs + full * LDS_K_LANES, sizeof qv);
-                acc[j][m] = step(acc[j][m], qv, rv, l2);
-            }
+            memcpy(out + (size_t)j * LDS__PANEL + lane0, &s, sizeof s);
+            uint64_t bits = all ? ~(uint64_t)0 : lower ? mask_gt(t, s) : mask_gt(s, t);
+            mask[j] |= (bits << lane0) & valid;
         }
     }
-    for (int j = 0; j < QT; j++)
-        for (int m = 0; m < RT; m++)
-            out[(size_t)j * os + (size_t)m] = hsum(acc[j][m]);
 }
 
-LDS_K_INLINE void scores_body(const float *q, size_t qs, size_t nq, const uint8_t *rows, size_t rb,
-                              size_t nr, uint32_t dim, lds_dtype dt, float scale, bool l2,
-                              float *out, size_t os, const uint8_t *end)
+/* Every query against the panel's vectors [0, nvec), in micro-tiles. */
+LDS_K_INLINE void panel_body(const float *q, size_t qs, size_t nq, const float *panel, size_t nvec,
+                             uint32_t dim, bool l2, const double *inv, const float *thr, bool lower,
+                             uint64_t valid, float *out, uint64_t *mask)
 {
-    size_t j = 0;
-    for (; j + 3 <= nq; j += 3) {
-        size_t i = 0;
-        for (; i + 4 <= nr; i += 4)
-            tile(q + j * qs, qs, 3, rows + i * rb, rb, 4, dim, dt, scale, l2, out + j * os + i, os,
-                 end);
-        for (; i < nr; i++)
-            tile(q + j * qs, qs, 3, rows + i * rb, rb, 1, dim, dt, scale, l2, out + j * os + i, os,
-                 end);
+    for (size_t s0 = 0; s0 < nvec; s0 += LDS_K_SUB_VECS) {
+        size_t j = 0;
+#define LDS_K_TILES(SV)                                                                            \
+    for (; j + LDS_K_MAX_Q <= nq; j += LDS_K_MAX_Q)                                                \
+        tile(q + j * qs, qs, LDS_K_MAX_Q, panel, s0, SV, dim, l2, inv, thr + j, lower, valid,      \
+             out + j * LDS__PANEL, mask + j);                                                      \
+    switch (nq - j) {                                                                              \
+    case 1:                                                                                        \
+        tile(q + j * qs, qs, 1, panel, s0, SV, dim, l2, inv, thr + j, lower, valid,                \
+             out + j * LDS__PANEL, mask + j);                                                      \
+        break;                                                                                     \
+    case 2:                                                                                        \
+        tile(q + j * qs, qs, 2, panel, s0, SV, dim, l2, inv, thr + j, lower, valid,                \
+             out + j * LDS__PANEL, mask + j);                                                      \
+        break;                                                                                     \
+    case 3:                                                                                        \
+        tile(q + j * qs, qs, 3, panel, s0, SV, dim, l2, inv, thr + j, lower, valid,                \
+             out + j * LDS__PANEL, mask + j);                                                      \
+        break;                                                                                     \
+    case 4:                                                                                        \
+        tile(q + j * qs, qs, 4 < LDS_K_MAX_Q ? 4 : 1, panel, s0, SV, dim, l2, inv, thr + j, lower, \
+             valid, out + j * LDS__PANEL, mask + j);                                               \
+        break;                                                                                     \
+    case 5:                                                                                        \
+        tile(q + j * qs, qs, 5 < LDS_K_MAX_Q ? 5 : 1, panel, s0, SV, dim, l2, inv, thr + j, lower, \
+             valid, out + j * LDS__PANEL, mask + j);                                               \
+        break;                                                                                     \
+    default:                                                                                       \
+        break;                                                                                     \
     }
-    if (nq - j == 2) {
-        size_t i = 0;
-        for (; i + 4 <= nr; i += 4)
-            tile(q + j * qs, qs, 2, rows + i * rb, rb, 4, dim, dt, scale, l2, out + j * os + i, os,
-                 end);
-        for (; i < nr; i++)
-            tile(q + j * qs, qs, 2, rows + i * rb, rb, 1, dim, dt, scale, l2, out + j * os + i, os,
-                 end);
-    } else if (nq - j == 1) {
-        size_t i = 0;
-        for (; i + 4 <= nr; i += 4)
-            tile(q + j * qs, qs, 1, rows + i * rb, rb, 4, dim, dt, scale, l2, out + j * os + i, os,
-                 end);
-        for (; i < nr; i++)
-            tile(q + j * qs, qs, 1, rows + i * rb, rb, 1, dim, dt, scale, l2, out + j * os + i, os,
-                 end);
+        if (nvec - s0 >= LDS_K_SUB_VECS) {
+            LDS_K_TILES(LDS_K_SUB_VECS)
+        } else {
+            /* The block's last vectors: one at a time. */
+            for (size_t s = s0; s < nvec; s++) {
+                size_t j = 0;
+                for (; j < nq; j++)
+                    tile(q + j * qs, qs, 1, panel, s, 1, dim, l2, inv, thr + j, lower, valid,
+                         out + j * LDS__PANEL, mask + j);
+            }
+        }
+#undef LDS_K_TILES
     }
+}
+
+LDS_K_INLINE void block_body(const lds__block_args *a, lds_dtype dt, bool l2)
+{
+    pack(a->rows, a->row_bytes, a->nr, a->dim, dt, a->scale, a->panel);
+    const size_t nvec = (a->nr + LDS_K_LANES - 1) / LDS_K_LANES;
+    const uint64_t valid = a->nr >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << a->nr) - 1;
+    for (size_t j = 0; j < a->nq; j++)
+        a->mask[j] = 0;
+    panel_body(a->q, a->qstride, a->nq, a->panel, nvec, a->dim, l2, a->inv, a->thr, a->lower, valid,
+               a->out, a->mask);
 }
 
 #define LDS_K_SPEC(NAME, DT, L2)                                                                   \
-    static void NAME(const float *q, size_t qs, size_t nq, const uint8_t *rows, size_t rb,         \
-                     size_t nr, uint32_t dim, float scale, float *out, size_t os,                  \
-                     const uint8_t *end)                                                           \
+    static void NAME(const lds__block_args *a)                                                     \
     {                                                                                              \
-        scores_body(q, qs, nq, rows, rb, nr, dim, DT, scale, L2, out, os, end);                    \
+        block_body(a, DT, L2);                                                                     \
     }
-LDS_K_SPEC(s_f32_dot, LDS_DTYPE_F32, false)
-LDS_K_SPEC(s_f32_l2, LDS_DTYPE_F32, true)
-LDS_K_SPEC(s_f16_dot, LDS_DTYPE_F16, false)
-LDS_K_SPEC(s_f16_l2, LDS_DTYPE_F16, true)
-LDS_K_SPEC(s_bf16_dot, LDS_DTYPE_BF16, false)
-LDS_K_SPEC(s_bf16_l2, LDS_DTYPE_BF16, true)
-LDS_K_SPEC(s_i8_dot, LDS_DTYPE_I8, false)
-LDS_K_SPEC(s_i8_l2, LDS_DTYPE_I8, true)
+LDS_K_SPEC(b_f32_dot, LDS_DTYPE_F32, false)
+LDS_K_SPEC(b_f32_l2, LDS_DTYPE_F32, true)
+LDS_K_SPEC(b_f16_dot, LDS_DTYPE_F16, false)
+LDS_K_SPEC(b_f16_l2, LDS_DTYPE_F16, true)
+LDS_K_SPEC(b_bf16_dot, LDS_DTYPE_BF16, false)
+LDS_K_SPEC(b_bf16_l2, LDS_DTYPE_BF16, true)
+LDS_K_SPEC(b_i8_dot, LDS_DTYPE_I8, false)
+LDS_K_SPEC(b_i8_l2, LDS_DTYPE_I8, true)
 
-static void scores(const float *q, size_t qs, size_t nq, const uint8_t *rows, size_t rb, size_t nr,
-                   uint32_t dim, lds_dtype dt, float scale, bool l2, float *out, size_t os,
-                   const uint8_t *end)
+static void block(const lds__block_args *a)
 {
-    switch (dt) {
+    switch (a->dtype) {
     case LDS_DTYPE_F32:
-        (l2 ? s_f32_l2 : s_f32_dot)(q, qs, nq, rows, rb, nr, dim, scale, out, os, end);
+        (a->l2 ? b_f32_l2 : b_f32_dot)(a);
         break;
     case LDS_DTYPE_F16:
-        (l2 ? s_f16_l2 : s_f16_dot)(q, qs, nq, rows, rb, nr, dim, scale, out, os, end);
+        (a->l2 ? b_f16_l2 : b_f16_dot)(a);
         break;
     case LDS_DTYPE_BF16:
-        (l2 ? s_bf16_l2 : s_bf16_dot)(q, qs, nq, rows, rb, nr, dim, scale, out, os, end);
+        (a->l2 ? b_bf16_l2 : b_bf16_dot)(a);
         break;
     case LDS_DTYPE_I8:
-        (l2 ? s_i8_l2 : s_i8_dot)(q, qs, nq, rows, rb, nr, dim, scale, out, os, end);
+        (a->l2 ? b_i8_l2 : b_i8_dot)(a);
         break;
     }
 }
 
-const lds__kernel LDS_K_SYM = {LDS_K_NAME, LDS_K_LANES, LDS_K_FUSED, scores};
+const lds__kernel LDS_K_SYM = {LDS_K_NAME, LDS_K_LANES, LDS_K_FUSED, block};

@@ -9,34 +9,55 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Queries are copied into buffers whose rows are padded with zeros to a
-   multiple of this many floats (the widest kernel's lanes), 64-byte aligned. */
-#define LDS__QPAD 16
+/* Rows per block: a kernel packs up to this many rows at a time (bits of a uint64_t). */
+#define LDS__PANEL 64
 
 /*
- * One kernel: raw scores of `nq` queries against `nr` consecutive stored rows.
- * Query j is q[j * qstride, j * qstride + dim), zero-padded up to a multiple of
- * LDS__QPAD, 64-byte aligned. Row i is rows + i * row_bytes (any alignment),
- * `dim` elements of `dtype` (i8 elements are converted as i8 * scale, exactly
- * as lds__row_to_f32 does). Writes out[j * out_stride + i] = sum of q * r
- * (l2 false) or sum of (q - r)^2 (l2 true). `end` is the end of the stored
- * vectors: a row's last partial chunk is read whole (and its extra lanes
- * cleared) when it lies before `end`, copied otherwise.
+ * One call of a kernel: the scores of `nq` queries against `nr` (1 to
+ * LDS__PANEL) consecutive stored rows, and which of them may enter each
+ * query's top-k.
+ * - q: query j is q[j * qstride, j * qstride + dim) (f32, any alignment;
+ *   scaled to unit length under cosine).
+ * - rows: row i is rows + i * row_bytes (any alignment), `dim` elements of
+ *   `dtype`, each converted exactly as lds__row_to_f32 does (i8: i8 * scale).
+ * - l2: sum of (q - r)^2, else sum of q * r.
+ * - inv: NULL, or (cosine) inv[0, ceil(nr / lanes) * lanes): each score is
+ *   multiplied by inv[i] in double and rounded to f32 once.
+ * - thr[j], lower: lane i is a candidate of query j when its score is better
+ *   than thr[j] (lower: score < thr[j], else score > thr[j]; a NaN score never
+ *   is) or when thr[j] is NaN (take every row).
+ * - out[j * LDS__PANEL + i]: the scores; mask[j]: bit i set when row i is a
+ *   candidate of query j (rows past nr never are).
+ * - panel: scratch of LDS__PANEL x dim floats, 64-byte aligned.
  *
- * Every (query, row) pair is summed in one fixed order whatever nq and nr are
- * (lane l of `lanes` accumulates elements l, l + lanes, ...; the tail is
- * zero-padded; then a fixed halving tree), so one-at-a-time, batched and
- * threaded searches agree to the bit. ADR 0015.
+ * Every (query, row) pair is the sequential sum over d = 0 .. dim - 1 in that
+ * order (a * b + acc, fused where the kernel is), whatever nq and nr are, so
+ * one-at-a-time, batched and threaded searches agree to the bit; the fused
+ * kernels (avx2, avx512) agree with each other too. ADR 0032.
  */
-typedef void lds__score_fn(const float *q, size_t qstride, size_t nq, const uint8_t *rows,
-                           size_t row_bytes, size_t nr, uint32_t dim, lds_dtype dtype, float scale,
-                           bool l2, float *out, size_t out_stride, const uint8_t *end);
+typedef struct lds__block_args {
+    const float *q;
+    size_t qstride, nq;
+    const uint8_t *rows;
+    size_t row_bytes, nr;
+    uint32_t dim;
+    lds_dtype dtype;
+    float scale;
+    bool l2, lower;
+    const double *inv;
+    const float *thr;
+    float *out;
+    uint64_t *mask;
+    float *panel;
+} lds__block_args;
+
+typedef void lds__block_fn(const lds__block_args *a);
 
 typedef struct lds__kernel {
     const char *name; /* "generic", "avx2", "avx512" */
-    unsigned lanes;   /* accumulator lanes per (query, row) pair */
+    unsigned lanes;   /* rows per vector */
     bool fused;       /* multiply-add rounds once (FMA) */
-    lds__score_fn *scores;
+    lds__block_fn *block;
 } lds__kernel;
 
 extern const lds__kernel lds__kernel_generic;

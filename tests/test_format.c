@@ -2102,12 +2102,15 @@ static int ref_cmp(const void *x, const void *y)
 /* The accuracy bound of lodestar_index.h for one row (u = 2^-24, m = ceil(dim / 8)). */
 static double search_bound(lds_metric mt, uint32_t dim, double absdot, double l2)
 {
-    double u = ldexp(1.0, -24), m = (double)((dim + 7) / 8);
+    /* lodestar_index.h: g(n) = n u / (1 - n u), one sequential chain per pair. */
+    double u = ldexp(1.0, -24);
+#define G(n) ((double)(n)*u / (1.0 - (double)(n)*u))
     if (mt == LDS_METRIC_COSINE)
-        return (2 * m + 8) * u;
+        return G(dim + 3);
     if (mt == LDS_METRIC_DOT)
-        return (2 * m + 4) * u * absdot;
-    return (2 * m + 6) * u * l2;
+        return G(dim) * absdot;
+    return G(dim + 2) * l2;
+#undef G
 }
 
 /* Double-precision scores of every row for query q, and the largest bound. */
@@ -2405,10 +2408,21 @@ static void test_search_batch_errors(void **state)
                      LDS_E_INVALID_ARG);
     lds_search_options o;
     lds_search_options_default(&o);
-    o.size = sizeof o - 1;
+    o.size = LDS_SEARCH_OPTIONS_MIN_SIZE - 1;
     assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 10, &o, h, n, &err), LDS_E_INVALID_ARG);
     assert_string_equal(err.field, "lds_search_options.size");
+    o.size = sizeof o + 1;
+    assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 10, &o, h, n, &err), LDS_E_INVALID_ARG);
+    assert_string_equal(err.field, "lds_search_options.size");
+    /* A kernel this CPU does not run (or no such kernel) is refused by name. */
+    lds_search_options_default(&o);
+    o.kernel = "no-such-kernel";
+    assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 10, &o, h, n, &err), LDS_E_UNSUPPORTED);
+    assert_string_equal(err.field, "lds_search_options.kernel");
     assert_true(n[0] == 77 && n[1] == 77 && n[2] == 77);
+    /* The first layout (size and threads) is accepted: its caller gets the automatic kernel. */
+    o.size = LDS_SEARCH_OPTIONS_MIN_SIZE;
+    assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 10, &o, h, n, &err), LDS_OK);
     /* nq = 0 writes nothing; k = 0 gives 0 hits each (hits may be NULL). */
     assert_int_equal(lds_index_search_batch(idx, NULL, 0, 3, 10, NULL, NULL, NULL, &err), LDS_OK);
     assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 0, NULL, NULL, n, &err), LDS_OK);
