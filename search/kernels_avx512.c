@@ -45,12 +45,18 @@ static inline __attribute__((always_inline)) void avx512_pack_block(const uint8_
                                                                     float *dst)
 {
     __m512 r[16], t[16], u[16];
-    for (size_t m = 0; m < 16; m++)
+#pragma GCC unroll 16
+    for (size_t m = 0; m < 16; m++) {
+        /* The same bytes of the next block of rows, a block ahead of the loads. */
+        _mm_prefetch((const char *)(src + m * rb + LDS__PANEL * rb), _MM_HINT_T0);
         r[m] = m < gn ? avx512_load(src + m * rb, w, dt, scale) : _mm512_setzero_ps();
+    }
+#pragma GCC unroll 16
     for (int i = 0; i < 8; i++) {
         t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
         t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
     }
+#pragma GCC unroll 16
     for (int i = 0; i < 4; i++) {
         __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
         __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
@@ -60,6 +66,7 @@ static inline __attribute__((always_inline)) void avx512_pack_block(const uint8_
         u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
     }
     /* u[4i + c], 128-bit lane L: column 4L + c of rows 4i .. 4i + 3. */
+#pragma GCC unroll 16
     for (int c = 0; c < 4; c++) {
         __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44);
         __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
@@ -67,6 +74,7 @@ static inline __attribute__((always_inline)) void avx512_pack_block(const uint8_
         __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
         __m512 col[4] = {_mm512_shuffle_f32x4(v0, v2, 0x88), _mm512_shuffle_f32x4(v0, v2, 0xDD),
                          _mm512_shuffle_f32x4(v1, v3, 0x88), _mm512_shuffle_f32x4(v1, v3, 0xDD)};
+#pragma GCC unroll 16
         for (int l = 0; l < 4; l++)
             if ((size_t)(4 * l + c) < w)
                 _mm512_store_ps(dst + (size_t)(4 * l + c) * LDS__PANEL, col[l]);

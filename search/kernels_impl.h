@@ -37,6 +37,15 @@ typedef int32_t vi __attribute__((vector_size(LDS_K_LANES * 4)));
 
 #define LDS_K_INLINE static inline __attribute__((always_inline))
 
+/* x in every lane. */
+LDS_K_INLINE vf splat(float x)
+{
+    vf v;
+    for (unsigned l = 0; l < LDS_K_LANES; l++)
+        v[l] = x;
+    return v;
+}
+
 /* One element of `dt` at p as f32, exactly as lds__row_to_f32. */
 LDS_K_INLINE float elem(const uint8_t *p, lds_dtype dt, float scale)
 {
@@ -107,16 +116,22 @@ LDS_K_INLINE void tile(const float *q, size_t qs, int QT, const float *panel, si
                        uint64_t valid, float *out, uint64_t *mask)
 {
     vf acc[LDS_K_MAX_Q][LDS_K_SUB_VECS];
+    /* Every loop over j and v is unrolled, so the accumulators live in registers. */
+#pragma GCC unroll 8
     for (int j = 0; j < QT; j++)
+#pragma GCC unroll 8
         for (int v = 0; v < SV; v++)
             acc[j][v] = (vf){0};
     const float *p = panel + s0 * LDS_K_LANES;
     for (uint32_t d = 0; d < dim; d++, p += LDS__PANEL) {
         vf r[LDS_K_SUB_VECS];
+#pragma GCC unroll 8
         for (int v = 0; v < SV; v++)
             memcpy(&r[v], p + v * LDS_K_LANES, sizeof r[v]);
+#pragma GCC unroll 8
         for (int j = 0; j < QT; j++) {
-            vf qv = (vf){0} + q[(size_t)j * qs + d];
+            const vf qv = splat(q[(size_t)j * qs + d]);
+#pragma GCC unroll 8
             for (int v = 0; v < SV; v++) {
                 if (l2) {
                     vf t = qv - r[v];
@@ -127,9 +142,11 @@ LDS_K_INLINE void tile(const float *q, size_t qs, int QT, const float *panel, si
             }
         }
     }
+#pragma GCC unroll 8
     for (int j = 0; j < QT; j++) {
         const bool all = isnan(thr[j]);
-        const vf t = (vf){0} + thr[j];
+        const vf t = splat(thr[j]);
+#pragma GCC unroll 8
         for (int v = 0; v < SV; v++) {
             const size_t lane0 = (s0 + (size_t)v) * LDS_K_LANES;
             vf s = acc[j][v];
