@@ -359,7 +359,7 @@ LDS_API lds_status lds_index_search(const lds_index *idx, const float *query, si
  * - size: sizeof(lds_search_options), from LDS_SEARCH_OPTIONS_MIN_SIZE.
  * - threads: the most threads to scan with; 0 (the default) means one per
  *   online core, each given at least 2^23 (8 Mi) row-elements x queries of a
- *   64-query chunk (GloVe's 341,479 x 100 gets 4 threads for one query); an
+ *   query chunk of up to 256 (GloVe's 341,479 x 100 gets 4 threads for one query); an
  *   explicit count is also capped, at 65,536 per thread, and by rows / 4.
  *   Threads are started per call (ADR 0015). Results are identical for
  *   every thread count.
