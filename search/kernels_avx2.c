@@ -45,10 +45,10 @@ static inline __attribute__((always_inline)) __m256 avx2_load(const uint8_t *p, 
     }
 }
 
-/* Rows [0, gn) x columns [0, w) of src into dst[c * LDS__PANEL + m] (8 x 8 transpose). */
-static inline __attribute__((always_inline)) void avx2_pack_block(const uint8_t *src, size_t rb,
-                                                                  size_t gn, size_t w, lds_dtype dt,
-                                                                  float scale, float *dst)
+/* Rows [0, gn) x columns [0, w) of src as cols[c] = column c (8 x 8 transpose). */
+static inline __attribute__((always_inline)) void avx2_transpose(const uint8_t *src, size_t rb,
+                                                                 size_t gn, size_t w, lds_dtype dt,
+                                                                 float scale, __m256 *cols)
 {
     __m256 r[8];
 #pragma GCC unroll 16
@@ -65,16 +65,16 @@ static inline __attribute__((always_inline)) void avx2_pack_block(const uint8_t 
     __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
     __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
     __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    __m256 c[8] = {
-        _mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
-        _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
-        _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
-        _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31),
-    };
-#pragma GCC unroll 16
-    for (size_t i = 0; i < w; i++)
-        _mm256_store_ps(dst + i * LDS__PANEL, c[i]);
+    cols[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    cols[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    cols[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    cols[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    cols[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    cols[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    cols[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    cols[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
-#define LDS_K_PACK_BLOCK avx2_pack_block
+#define LDS_K_TRANSPOSE(src, rb, gn, w, dt, scale, cols)                                           \
+    avx2_transpose(src, rb, gn, w, dt, scale, (__m256 *)(void *)(cols))
 
 #include "kernels_impl.h"

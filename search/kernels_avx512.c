@@ -12,6 +12,7 @@
 #define LDS_K_SUB_VECS 4
 #define LDS_K_MAX_Q    6
 #define LDS_K_FUSED    true
+#define LDS_K_SINGLE   1
 #define LDS_K_NAME     "avx512"
 #define LDS_K_SYM      lds__kernel_avx512
 
@@ -37,12 +38,12 @@ static inline __attribute__((always_inline)) __m512 avx512_load(const uint8_t *p
     }
 }
 
-/* Rows [0, gn) x columns [0, w) of src into dst[c * LDS__PANEL + m] (16 x 16 transpose:
-   pairs of rows, then quads by 64-bit halves, then 128-bit lanes). */
-static inline __attribute__((always_inline)) void avx512_pack_block(const uint8_t *src, size_t rb,
-                                                                    size_t gn, size_t w,
-                                                                    lds_dtype dt, float scale,
-                                                                    float *dst)
+/* Rows [0, gn) x columns [0, w) of src as cols[c] = column c (16 x 16 transpose: pairs
+   of rows, then quads by 64-bit halves, then 128-bit lanes). */
+static inline __attribute__((always_inline)) void avx512_transpose(const uint8_t *src, size_t rb,
+                                                                   size_t gn, size_t w,
+                                                                   lds_dtype dt, float scale,
+                                                                   __m512 *cols)
 {
     __m512 r[16], t[16], u[16];
 #pragma GCC unroll 16
@@ -72,14 +73,13 @@ static inline __attribute__((always_inline)) void avx512_pack_block(const uint8_
         __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
         __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
         __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
-        __m512 col[4] = {_mm512_shuffle_f32x4(v0, v2, 0x88), _mm512_shuffle_f32x4(v0, v2, 0xDD),
-                         _mm512_shuffle_f32x4(v1, v3, 0x88), _mm512_shuffle_f32x4(v1, v3, 0xDD)};
-#pragma GCC unroll 16
-        for (int l = 0; l < 4; l++)
-            if ((size_t)(4 * l + c) < w)
-                _mm512_store_ps(dst + (size_t)(4 * l + c) * LDS__PANEL, col[l]);
+        cols[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+        cols[4 + c] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+        cols[8 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+        cols[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
     }
 }
-#define LDS_K_PACK_BLOCK avx512_pack_block
+#define LDS_K_TRANSPOSE(src, rb, gn, w, dt, scale, cols)                                           \
+    avx512_transpose(src, rb, gn, w, dt, scale, (__m512 *)(void *)(cols))
 
 #include "kernels_impl.h"

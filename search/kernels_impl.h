@@ -5,8 +5,11 @@
  *   LDS_K_FMA(a, b, c)   a * b + c on vf values (one rounding where the ISA fuses)
  *   LDS_K_SUB_VECS       vectors of rows per micro-tile (LDS__PANEL / LDS_K_LANES or less)
  *   LDS_K_MAX_Q          queries per micro-tile (accumulators: LDS_K_MAX_Q x LDS_K_SUB_VECS)
- *   LDS_K_PACK_BLOCK(...) optional: packs LDS_K_LANES rows x LDS_K_LANES columns (see below);
- *                         without it the panel is packed one element at a time
+ *   LDS_K_TRANSPOSE(...) optional: LDS_K_LANES rows x LDS_K_LANES columns transposed in
+ *                        registers (see pack); without it the panel is packed one element
+ *                        at a time
+ *   LDS_K_SINGLE         optional, with LDS_K_TRANSPOSE: a query alone skips the panel
+ *                        (its accumulators and a transpose fit the registers: AVX-512)
  *   LDS_K_MASK_GT(a, b)   optional: the lanes where a > b (ordered) as bits
  *   LDS_K_NAME, LDS_K_SYM the kernel's name (a string) and its symbol
  *   LDS_K_FUSED          whether LDS_K_FMA rounds once
@@ -75,13 +78,18 @@ LDS_K_INLINE void pack(const uint8_t *rows, size_t rb, size_t nr, uint32_t dim, 
     const size_t es = esize(dt);
     for (size_t g = 0; g < nr; g += LDS_K_LANES) {
         size_t gn = nr - g < LDS_K_LANES ? nr - g : LDS_K_LANES;
-#if defined(LDS_K_PACK_BLOCK)
-        /* LDS_K_PACK_BLOCK(src, rb, gn, w, dt, scale, dst): rows [0, gn) (the rest zero),
-           columns [0, w) of src, w <= LANES, into dst[c * LDS__PANEL + m]. */
+#if defined(LDS_K_TRANSPOSE)
+        /* LDS_K_TRANSPOSE(src, rb, gn, w, dt, scale, cols): rows [0, gn) (the rest zero),
+           columns [0, w) of src, w <= LANES, as cols[c] = column c of those rows. */
         for (uint32_t c = 0; c < dim; c += LDS_K_LANES) {
             size_t w = dim - c < LDS_K_LANES ? dim - c : LDS_K_LANES;
-            LDS_K_PACK_BLOCK(rows + g * rb + c * es, rb, gn, w, dt, scale,
-                             panel + (size_t)c * LDS__PANEL + g);
+            vf cols[LDS_K_LANES];
+            LDS_K_TRANSPOSE(rows + g * rb + c * es, rb, gn, w, dt, scale, cols);
+            float *dst = panel + (size_t)c * LDS__PANEL + g;
+#pragma GCC unroll 16
+            for (size_t i = 0; i < LDS_K_LANES; i++)
+                if (i < w)
+                    memcpy(dst + i * LDS__PANEL, &cols[i], sizeof cols[i]);
         }
 #else
         for (uint32_t c = 0; c < dim; c++) {
@@ -106,6 +114,23 @@ LDS_K_INLINE uint64_t mask_gt(vf a, vf b)
         bits |= (uint64_t)(m[l] != 0) << l;
     return bits;
 #endif
+}
+
+/* One vector of a query's scores, rows [lane0, lane0 + LANES) of the block: cosine
+   scaling, the store, the candidate bits. */
+LDS_K_INLINE void finish(vf s, size_t lane0, const double *inv, float thr, bool lower,
+                         uint64_t valid, float *out, uint64_t *mask)
+{
+    if (inv) {
+        /* (float)((double)score * inv[row]): one rounding, as a scalar would. */
+        vd w;
+        memcpy(&w, inv + lane0, sizeof w);
+        s = __builtin_convertvector(__builtin_convertvector(s, vd) * w, vf);
+    }
+    memcpy(out + lane0, &s, sizeof s);
+    const vf t = splat(thr);
+    uint64_t bits = isnan(thr) ? ~(uint64_t)0 : lower ? mask_gt(t, s) : mask_gt(s, t);
+    *mask |= (bits << lane0) & valid;
 }
 
 /* Scores of QT queries x SV vectors of rows, starting at vector s0 of the
@@ -143,24 +168,11 @@ LDS_K_INLINE void tile(const float *q, size_t qs, int QT, const float *panel, si
         }
     }
 #pragma GCC unroll 8
-    for (int j = 0; j < QT; j++) {
-        const bool all = isnan(thr[j]);
-        const vf t = splat(thr[j]);
+    for (int j = 0; j < QT; j++)
 #pragma GCC unroll 8
-        for (int v = 0; v < SV; v++) {
-            const size_t lane0 = (s0 + (size_t)v) * LDS_K_LANES;
-            vf s = acc[j][v];
-            if (inv) {
-                /* (float)((double)score * inv[row]): one rounding, as a scalar would. */
-                vd w;
-                memcpy(&w, inv + lane0, sizeof w);
-                s = __builtin_convertvector(__builtin_convertvector(s, vd) * w, vf);
-            }
-            memcpy(out + (size_t)j * LDS__PANEL + lane0, &s, sizeof s);
-            uint64_t bits = all ? ~(uint64_t)0 : lower ? mask_gt(t, s) : mask_gt(s, t);
-            mask[j] |= (bits << lane0) & valid;
-        }
-    }
+        for (int v = 0; v < SV; v++)
+            finish(acc[j][v], (s0 + (size_t)v) * LDS_K_LANES, inv, thr[j], lower, valid,
+                   out + (size_t)j * LDS__PANEL, mask + j);
 }
 
 /* Every query against the panel's vectors [0, nvec), in micro-tiles. */
@@ -213,11 +225,61 @@ LDS_K_INLINE void panel_body(const float *q, size_t qs, size_t nq, const float *
     }
 }
 
+#if defined(LDS_K_TRANSPOSE) && defined(LDS_K_SINGLE)
+/* One query: each LANES x LANES block of rows is transposed in registers and fed
+   straight into its rows' FMA chains (no panel). Element d of every row still
+   enters its chain in order d = 0, 1, ..., so the scores are the tiles' bits. */
+LDS_K_INLINE void single_body(const lds__block_args *a, lds_dtype dt, bool l2, uint64_t valid)
+{
+    const size_t es = esize(dt), nr = a->nr, rb = a->row_bytes;
+    const size_t nvec = (nr + LDS_K_LANES - 1) / LDS_K_LANES;
+    const float *q = a->q;
+    vf acc[LDS_K_NVEC];
+#pragma GCC unroll 8
+    for (size_t v = 0; v < LDS_K_NVEC; v++)
+        acc[v] = (vf){0};
+    for (uint32_t c = 0; c < a->dim; c += LDS_K_LANES) {
+        const size_t w = a->dim - c < LDS_K_LANES ? a->dim - c : LDS_K_LANES;
+#pragma GCC unroll 8
+        for (size_t v = 0; v < LDS_K_NVEC; v++) {
+            if (v >= nvec)
+                break;
+            const size_t g = v * LDS_K_LANES, gn = nr - g < LDS_K_LANES ? nr - g : LDS_K_LANES;
+            vf cols[LDS_K_LANES];
+            LDS_K_TRANSPOSE(a->rows + g * rb + c * es, rb, gn, w, dt, a->scale, cols);
+#pragma GCC unroll 16
+            for (size_t i = 0; i < LDS_K_LANES; i++) {
+                if (i >= w)
+                    break;
+                const vf qv = splat(q[c + i]);
+                if (l2) {
+                    vf t = qv - cols[i];
+                    acc[v] = LDS_K_FMA(t, t, acc[v]);
+                } else {
+                    acc[v] = LDS_K_FMA(qv, cols[i], acc[v]);
+                }
+            }
+        }
+    }
+    a->mask[0] = 0;
+#pragma GCC unroll 8
+    for (size_t v = 0; v < LDS_K_NVEC; v++)
+        if (v < nvec)
+            finish(acc[v], v * LDS_K_LANES, a->inv, a->thr[0], a->lower, valid, a->out, a->mask);
+}
+#endif
+
 LDS_K_INLINE void block_body(const lds__block_args *a, lds_dtype dt, bool l2)
 {
+    const uint64_t valid = a->nr >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << a->nr) - 1;
+#if defined(LDS_K_TRANSPOSE) && defined(LDS_K_SINGLE)
+    if (a->nq == 1) {
+        single_body(a, dt, l2, valid);
+        return;
+    }
+#endif
     pack(a->rows, a->row_bytes, a->nr, a->dim, dt, a->scale, a->panel);
     const size_t nvec = (a->nr + LDS_K_LANES - 1) / LDS_K_LANES;
-    const uint64_t valid = a->nr >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << a->nr) - 1;
     for (size_t j = 0; j < a->nq; j++)
         a->mask[j] = 0;
     panel_body(a->q, a->qstride, a->nq, a->panel, nvec, a->dim, l2, a->inv, a->thr, a->lower, valid,
