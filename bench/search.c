@@ -266,8 +266,8 @@ int bench_search(const bench_opts *o)
         for (uint64_t r = 0; vec && r < rows; r++)
             lds_index_row_f32(src, r, vec + r * dim, dim);
         lds_index_free(src);
-        snprintf(source, sizeof source, "%s (%llu x %u)", o->index_path,
-                 (unsigned long long)rows, dim);
+        snprintf(source, sizeof source, "%s (%llu x %u)", o->index_path, (unsigned long long)rows,
+                 dim);
     } else {
         vec = malloc((size_t)rows * dim * sizeof *vec);
         uint64_t s = 0x9E3779B97F4A7C15u;
@@ -387,8 +387,8 @@ int bench_search(const bench_opts *o)
         char range[64];
         snprintf(range, sizeof range, "%.3f (%.3f-%.3f)", mw, vmin(x->wall, x->n),
                  vmax(x->wall, x->n));
-        printf("%-5s %-6s %5zu %3u %-8s %27s %9.3f %8.1f %7.2f %5.0f%%\n", dt_s[x->dt],
-               mt_s[x->mt], x->batch, x->threads, x->kernel, range, mc, flop / (mw * 1e6), gbs,
+        printf("%-5s %-6s %5zu %3u %-8s %27s %9.3f %8.1f %7.2f %5.0f%%\n", dt_s[x->dt], mt_s[x->mt],
+               x->batch, x->threads, x->kernel, range, mc, flop / (mw * 1e6), gbs,
                100.0 * gbs / bw);
     }
     for (int i = 0; i < nconf; i++) {
