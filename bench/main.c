@@ -158,32 +158,32 @@ static void usage(FILE *out)
     fprintf(out, "usage: lodestar-bench SUBCOMMAND [options]\n\nsubcommands:\n");
     for (size_t i = 0; i < N_SUBCOMMANDS; i++)
         fprintf(out, "  %-12s %s\n", subcommands[i].name, subcommands[i].summary);
-    fprintf(
-        out,
-        "\noptions:\n"
-        "  --json FILE        write raw samples and the summary as JSON\n"
-        "  --plot FILE.png    draw the sample distributions (gnuplot)\n"
-        "  --dry              quick mode: tiny sizes, 2 iterations\n"
-        "  --full             the full sweep (pool-cost: 64 B to 1 GiB)\n"
-        "  --iterations N     measured rounds (after warm-up)\n"
-        "  --warmup N         rounds dropped before measuring\n"
-        "  --size LIST        sizes, e.g. 4K or 64,4KiB,20589008,1G (K/M/G/T: 1024^n)\n"
-        "  --threads N        highest thread count (contention); query threads (live)\n"
-        "  --allocator LIST   rent-return: other pools (mi-heap, tcmalloc, all, none)\n"
-        "  --counts LIST      capacity: retained buffer counts, e.g. 32,256,4096,65536\n"
-        "  --index FILE       load this index (load, reload, heap-warmth, live)\n"
-        "  --rows N --dim N   shape of the generated reference index\n"
-        "  --dir DIR          where generated indexes are written (default $TMPDIR or /tmp)\n"
-        "  --cycles N         reload cycles (reload: default 100; live: per strategy, default 12)\n"
-        "  --interval MS      live: ms between reloads (default 120, 250 with --index)\n"
-        "  --acquire          pool-cost: price acquisition only (the earlier tables)\n"
-        "  --processes N      pool-cost: run the measurement in N fresh processes; report\n"
-        "                     the median of the per-process medians and their range\n"
-        "  --touch page|full  pool-cost --acquire: write one byte per page (default) or\n"
-        "                     every byte\n"
-        "  --mode fresh|warm|none --loads N   heap-warmth child process mode\n"
-        "  --list             print the subcommand names, one a line\n"
-        "  --help             this text\n");
+    fprintf(out,
+            "\noptions:\n"
+            "  --json FILE        write raw samples and the summary as JSON\n"
+            "  --plot FILE.png    draw the sample distributions (gnuplot)\n"
+            "  --dry              quick mode: tiny sizes, 2 iterations\n"
+            "  --full             the full sweep (pool-cost: 64 B to 1 GiB)\n"
+            "  --iterations N     measured rounds (after warm-up)\n"
+            "  --warmup N         rounds dropped before measuring\n"
+            "  --size LIST        sizes, e.g. 4K or 64,4KiB,20589008,1G (K/M/G/T: 1024^n)\n"
+            "  --threads N        highest thread count (contention); query threads (live)\n"
+            "  --allocator LIST   rent-return: other pools (mi-heap, tcmalloc, all, none)\n"
+            "  --counts LIST      capacity: retained buffer counts, e.g. 32,256,4096,65536\n"
+            "  --index FILE       load this index (load, reload, heap-warmth, live)\n"
+            "  --rows N --dim N   shape of the generated reference index\n"
+            "  --dir DIR          where generated indexes are written (default $TMPDIR or /tmp)\n"
+            "  --cycles N         reload cycles (reload: default 100; live: per strategy, default 12)\n"
+            "  --interval MS      live: ms between reloads (default 120, 250 with --index)\n"
+            "  --acquire          pool-cost: price acquisition only (the earlier tables)\n"
+            "  --processes N      pool-cost: run the measurement in N fresh processes; report\n"
+            "                     the median of the per-process medians and their range\n"
+            "  --touch page|full  pool-cost --acquire: write one byte per page (default) or\n"
+            "                     every byte\n"
+            "  --mode fresh|warm|none --loads N   heap-warmth child process mode\n"
+            "  --dtype LIST --metric LIST --batch LIST --kernel LIST   search: what to run\n"
+            "  --list             print the subcommand names, one a line\n"
+            "  --help             this text\n");
 }
 
 /* `lodestar-bench SUBCOMMAND --help`: that subcommand's options, defaults, run time. */
