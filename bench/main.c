@@ -142,6 +142,24 @@ static const subcommand subcommands[] = {
      "  --size LIST        file sizes (default 1M, 16M, 64M)\n"
      "  --iterations N     measured rounds (default 31), --warmup N (default 3)\n"
      "typical run time: a few seconds\n"},
+    {"search", bench_search,
+     "exact top-k per dtype, metric, batch (1, 8, 100, 1000), threads and kernel: ms/query, "
+     "GFLOP/s, % of read bandwidth",
+     "exact top-10 search on rows x dim generated unit rows (default 341,479 x 100, GloVe's\n"
+     "shape) or an index's rows, written as each dtype and metric: every combination of dtype,\n"
+     "metric, batch size, thread count (1 and --threads) and kernel, interleaved in a rotating\n"
+     "order; wall and CPU ms per query, GFLOP/s and the rows' read rate against memchr.\n"
+     "\noptions:\n"
+     "  --index FILE       search this index's rows (read as f32) instead of generated ones\n"
+     "  --rows N --dim N   shape of the generated rows (default 341479 x 100)\n"
+     "  --dtype LIST       f32, f16, bf16, i8 (default all four)\n"
+     "  --metric LIST      dot, cosine, l2 (default dot)\n"
+     "  --batch LIST       queries per call (default 1,8,100,1000; batch 1 is 8 calls)\n"
+     "  --threads N        thread counts 1 and N (default 2)\n"
+     "  --kernel LIST      kernels (default every one this CPU runs, lds_search_kernels)\n"
+     "  --dir DIR          where the temporary indexes are written (default $TMPDIR or /tmp)\n"
+     "  --iterations N     measured rounds (default 5), --warmup N (default 1)\n"
+     "typical run time: a few minutes (about 10 s with --dry)\n"},
 };
 
 #define N_SUBCOMMANDS (sizeof subcommands / sizeof subcommands[0])
@@ -174,6 +192,7 @@ static void usage(FILE *out)
             "  --touch page|full  pool-cost --acquire: write one byte per page (default) or\n"
             "                     every byte\n"
             "  --mode fresh|warm|none --loads N   heap-warmth child process mode\n"
+            "  --dtype LIST --metric LIST --batch LIST --kernel LIST   search: what to run\n"
             "  --list             print the subcommand names, one a line\n"
             "  --help             this text\n");
 }
@@ -353,6 +372,14 @@ int main(int argc, char **argv)
             o.loads = (int)n;
         } else if (strcmp(a, "--mode") == 0) {
             o.mode = v;
+        } else if (strcmp(a, "--dtype") == 0) {
+            o.dtypes = v;
+        } else if (strcmp(a, "--metric") == 0) {
+            o.metrics = v;
+        } else if (strcmp(a, "--batch") == 0) {
+            o.batches = v;
+        } else if (strcmp(a, "--kernel") == 0) {
+            o.kernels = v;
         } else if (strcmp(a, "--touch") == 0) {
             o.touch = v;
             bad = strcmp(v, "page") != 0 && strcmp(v, "full") != 0;

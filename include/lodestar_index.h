@@ -437,20 +437,22 @@ typedef struct lds_hit {
  * dot: dot(q, r), higher first; l2: squared Euclidean distance, lower first.
  *
  * Accuracy. Rows are read straight from the payload by a kernel chosen once
- * for the CPU (AVX-512, AVX2 + FMA + F16C, or portable C; ADR 0015), each
- * element converted exactly as lds_index_row_f32 does, and summed in float32
- * lanes (at least 8 per row, each lane a sequential sum, the lanes then added
- * in a fixed tree). With u = 2^-24, m = ceil(dim / 8) and the exact sums taken
- * over the float32 values of q and r, whenever no partial sum overflows:
- * - dot:    |score - dot(q, r)|      <= (2m + 4) u sum_i |q_i r_i|
- * - l2:     |score - |q - r|^2|      <= (2m + 6) u |q - r|^2
- * - cosine: |score - cos(q, r)|      <= (2m + 8) u   (absolute; |cos| <= 1)
- * For dim = 100 the cosine bound is 34 u, about 2.0e-6; for dim = 768, 200 u,
- * about 1.2e-5 (tests/test_format.c checks these against a double-precision
- * reference through every kernel the CPU runs). A kernel computes every
- * (query, row) pair in one fixed order, so a row's score does not depend on
- * the call (single, batch), the batch size, the thread count or the row's
- * place; it may differ in the last bits between kernels, i.e. between CPUs.
+ * for the CPU (AVX-512 F/BW/VL, AVX2 + FMA + F16C, or portable C; ADR 0032),
+ * each element converted exactly as lds_index_row_f32 does (i8: i8 x scale),
+ * and every (query, row) pair summed in float32 as one sequential chain over
+ * the dimension, d = 0, 1, ..., dim - 1 (a multiply-add per element, fused on
+ * AVX2 and AVX-512). With u = 2^-24, g(n) = n u / (1 - n u) and the exact sums
+ * taken over the float32 values of q and r, whenever no partial sum overflows:
+ * - dot:    |score - dot(q, r)|      <= g(dim) sum_i |q_i r_i|
+ * - l2:     |score - |q - r|^2|      <= g(dim + 2) |q - r|^2
+ * - cosine: |score - cos(q, r)|      <= g(dim + 3)   (absolute; |cos| <= 1)
+ * For dim = 100 the cosine bound is about 103 u = 6.1e-6; for dim = 768, about
+ * 4.6e-5 (worst cases: a chain's typical error grows as sqrt(dim) u; tests/
+ * test_format.c checks these against a double-precision reference through
+ * every kernel the CPU runs). Every pair is computed in that one order, so a
+ * row's score does not depend on the call (single, batch), the batch size,
+ * the thread count or the row's place; the two fused kernels (AVX2, AVX-512)
+ * give the same bits, the portable one may differ from them in the last bits.
  * Rows are ranked by the float `score`: rows whose exact scores differ but
  * round to the same float tie, and ties keep the lower row first. A NaN score
  * (a row holding NaN, or an infinite row under cosine) ranks after every
@@ -478,18 +480,23 @@ LDS_API lds_status lds_index_search(const lds_index *idx, const float *query, si
  * - size: sizeof(lds_search_options), from LDS_SEARCH_OPTIONS_MIN_SIZE.
  * - threads: the most threads to scan with; 0 (the default) means one per
  *   online core, each given at least 2^23 (8 Mi) row-elements x queries of a
- *   64-query chunk (GloVe's 341,479 x 100 gets 4 threads for one query); an
+ *   query chunk of up to 256 (GloVe's 341,479 x 100 gets 4 threads for one query); an
  *   explicit count is also capped, at 65,536 per thread, and by rows / 4.
  *   Threads are started per call (ADR 0015). Results are identical for
  *   every thread count.
+ * - kernel: NULL or "" (the default) for the automatic choice; else the name
+ *   of a kernel this CPU runs (lds_search_kernels), for benchmarks and tests.
+ *   Added in 0.1.0's second layout: a caller with the first layout (size
+ *   without this field) gets the automatic choice.
  */
 typedef struct lds_search_options {
     size_t size;
     unsigned threads;
+    const char *kernel;
 } lds_search_options;
 
-/** Smallest lds_search_options.size accepted (the first shipped layout). */
-#define LDS_SEARCH_OPTIONS_MIN_SIZE sizeof(lds_search_options)
+/** Smallest lds_search_options.size accepted (the first shipped layout: size, threads). */
+#define LDS_SEARCH_OPTIONS_MIN_SIZE (offsetof(lds_search_options, threads) + sizeof(unsigned))
 
 /** Fills `opts` with the defaults (size included; threads 0). NULL is a no-op. */
 LDS_API void lds_search_options_default(lds_search_options *opts);
@@ -503,13 +510,14 @@ LDS_API void lds_search_options_default(lds_search_options *opts);
  * - hits: room for nq x k entries, row-major; query j's start at j * k.
  * - n_hits: nq entries, each set to min(k, rows).
  * - opts: NULL for the defaults (lds_search_options_default).
- * The rows are scanned in blocks of about 64 KiB, each block scored against up
- * to 64 queries at a time while it is in cache, every score going straight to
- * its query's top-k heap (no nq x rows score matrix). Threads split the rows;
- * their heaps are merged under the strict order (NaN last, score, row), so the
- * result does not depend on the split.
- * Cost: O(nq x rows x dim) time, O(threads x min(nq, 64) x (k + 16 KiB / 4)
- * + nq x dim) extra memory.
+ * The rows are scanned in blocks of 64, each packed transposed (as f32) and
+ * scored against up to 256 queries (at most 128 KiB of them) while it is in
+ * cache, by register tiles of queries x rows (ADR 0032); a score reaches its
+ * query's top-k heap only when it beats the heap's worst (no nq x rows score
+ * matrix). Threads split the rows; their heaps are merged under the strict
+ * order (NaN last, score, row), so the result does not depend on the split.
+ * Cost: O(nq x rows x dim) time, O(threads x (min(nq, 256) x (k + 65) + 64 x
+ * dim) + nq x dim) extra memory.
  * Returns LDS_OK (nq = 0 writes nothing); LDS_E_INVALID_ARG (NULL `idx`, NULL
  * `queries`, `n_hits` or, with k > 0, `hits` when nq > 0; dim mismatch; nq x k
  * or nq x dim overflowing; a bad opts->size, field "lds_search_options.size");
@@ -520,6 +528,15 @@ LDS_API void lds_search_options_default(lds_search_options *opts);
 LDS_API lds_status lds_index_search_batch(const lds_index *idx, const float *queries, size_t nq,
                                           size_t dim, size_t k, const lds_search_options *opts,
                                           lds_hit *hits, size_t *n_hits, lds_error *err);
+
+/**
+ * The search kernels this CPU runs, in the order the automatic choice tries
+ * them (the first is the one searches use unless LDS_SEARCH_KERNEL or
+ * lds_search_options.kernel names another): "avx512", "avx2", "generic" as
+ * built and supported. Writes up to `cap` static names to `names` (NULL with
+ * cap 0 to count) and returns how many there are. Thread-safe.
+ */
+LDS_API size_t lds_search_kernels(const char **names, size_t cap);
 
 /* ==== element conversions ================================================ */
 

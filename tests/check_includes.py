@@ -4,7 +4,9 @@
 1. No source or internal header of format/ (the parser, the index, the writer) includes,
    directly or through any header, lodestar_pool.h, lodestar_load.h or the umbrella
    lodestar.h: the parser depends on lodestar_core.h and lodestar_index.h only. The same
-   holds for common/ and for the importers in import/, which may add lodestar_import.h.
+   holds for common/, for search/ (which may use format/ and common/) and for the importers
+   in import/, which may add lodestar_import.h. No part below search/ (common/, format/,
+   import/, pool/, loader/, live/) includes search/'s internal headers.
 2. Every public header in include/ compiles alone, as C11 and as C++11, warning-free.
 
 Usage: check_includes.py --source-root DIR --cc CC... [--cxx CXX] [--self-test]
@@ -22,7 +24,12 @@ FORBIDDEN = {
     "common": {"lodestar_pool.h", "lodestar_load.h", "lodestar.h", "lodestar_index.h",
                "lodestar_import.h"},
     "import": {"lodestar_pool.h", "lodestar_load.h", "lodestar.h"},
+    "search": {"lodestar_pool.h", "lodestar_load.h", "lodestar.h", "lodestar_import.h"},
 }
+# search/'s internal headers: nothing below search/ sees them (design.md, "The parts").
+SEARCH_INTERNAL = {"search_internal.h", "kernels_impl.h"}
+for _part in ("common", "format", "import", "pool", "loader", "live"):
+    FORBIDDEN[_part] = FORBIDDEN.get(_part, set()) | SEARCH_INTERNAL
 
 
 def deps(cc, root, path):
@@ -99,6 +106,13 @@ def main():
                 bad.append("self-test")
             else:
                 print("self-test: a probe that includes lodestar_pool.h is caught")
+            with open(f, "w") as fh:
+                fh.write(f'#include "{os.path.join(root, "search", "search_internal.h")}"\n')
+            if "search_internal.h" not in deps(cc, root, f) & FORBIDDEN["format"]:
+                print("FAIL: self-test: format/ may include search_internal.h")
+                bad.append("self-test")
+            else:
+                print("self-test: a format/ probe that includes search/'s header is caught")
     print(f"{checked} part files checked, {nh} public headers compiled alone "
           f"({'C and C++' if cxx else 'C only'}): {len(bad) + len(bad_pub)} failures")
     return 1 if bad or bad_pub else 0

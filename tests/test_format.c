@@ -6,7 +6,7 @@
 #include <cmocka.h>
 
 #include "../format/format_internal.h"
-#include "../format/search_internal.h"
+#include "../search/search_internal.h"
 #include "lodestar.h"
 
 #include <dirent.h>
@@ -2458,12 +2458,15 @@ static int ref_cmp(const void *x, const void *y)
 /* The accuracy bound of lodestar_index.h for one row (u = 2^-24, m = ceil(dim / 8)). */
 static double search_bound(lds_metric mt, uint32_t dim, double absdot, double l2)
 {
-    double u = ldexp(1.0, -24), m = (double)((dim + 7) / 8);
+    /* lodestar_index.h: g(n) = n u / (1 - n u), one sequential chain per pair. */
+    double u = ldexp(1.0, -24);
+#define G(n) ((double)(n)*u / (1.0 - (double)(n)*u))
     if (mt == LDS_METRIC_COSINE)
-        return (2 * m + 8) * u;
+        return G(dim + 3);
     if (mt == LDS_METRIC_DOT)
-        return (2 * m + 4) * u * absdot;
-    return (2 * m + 6) * u * l2;
+        return G(dim) * absdot;
+    return G(dim + 2) * l2;
+#undef G
 }
 
 /* Double-precision scores of every row for query q, and the largest bound. */
@@ -2556,7 +2559,7 @@ static void assert_hits_equal(const lds_hit *a, const lds_hit *b, size_t n)
     }
 }
 
-enum { NQ = 5 };
+enum { NQ = 13 }; /* two full micro-tiles of 6 queries and one more */
 
 /* One index, every k, through the kernel in force: batch (threads 1 and 3,
    unaligned queries) == one at a time, and each against the reference. */
@@ -2761,10 +2764,21 @@ static void test_search_batch_errors(void **state)
                      LDS_E_INVALID_ARG);
     lds_search_options o;
     lds_search_options_default(&o);
-    o.size = sizeof o - 1;
+    o.size = LDS_SEARCH_OPTIONS_MIN_SIZE - 1;
     assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 10, &o, h, n, &err), LDS_E_INVALID_ARG);
     assert_string_equal(err.field, "lds_search_options.size");
+    o.size = sizeof o + 1;
+    assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 10, &o, h, n, &err), LDS_E_INVALID_ARG);
+    assert_string_equal(err.field, "lds_search_options.size");
+    /* A kernel this CPU does not run (or no such kernel) is refused by name. */
+    lds_search_options_default(&o);
+    o.kernel = "no-such-kernel";
+    assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 10, &o, h, n, &err), LDS_E_UNSUPPORTED);
+    assert_string_equal(err.field, "lds_search_options.kernel");
     assert_true(n[0] == 77 && n[1] == 77 && n[2] == 77);
+    /* The first layout (size and threads) is accepted: its caller gets the automatic kernel. */
+    o.size = LDS_SEARCH_OPTIONS_MIN_SIZE;
+    assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 10, &o, h, n, &err), LDS_OK);
     /* nq = 0 writes nothing; k = 0 gives 0 hits each (hits may be NULL). */
     assert_int_equal(lds_index_search_batch(idx, NULL, 0, 3, 10, NULL, NULL, NULL, &err), LDS_OK);
     assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 0, NULL, NULL, n, &err), LDS_OK);
@@ -2780,7 +2794,11 @@ static void test_search_batch_errors(void **state)
 static void test_search_nan_rows_every_kernel(void **state)
 {
     (void)state;
-    enum { ROWS = 40, DIM = 17 };
+    /* 200 rows: three full blocks of 64 and a partial one, so the NaN rows 150 and 199
+       arrive after the heaps are full (the kernel's threshold filter) and in a partial
+       block; 5 and 9 while they fill. */
+    enum { ROWS = 200, DIM = 17 };
+    static const uint64_t nan_rows[] = {5, 9, 150, 199};
     static const lds_metric ms[] = {LDS_METRIC_COSINE, LDS_METRIC_DOT, LDS_METRIC_L2};
     for (size_t kn = 0; kn < lds__search_kernel_count(); kn++) {
         if (!lds__search_kernel_runs(kn))
@@ -2790,8 +2808,9 @@ static void test_search_nan_rows_every_kernel(void **state)
             spec s = {.metric = ms[m], .dim = DIM, .rows = ROWS};
             bytes f = build(&s);
             bytes pl = payload_of(&f);
-            lds__st32(pl.p + (9 * DIM + 16) * 4, lds__f32_bits(NAN));
-            lds__st32(pl.p + (5 * DIM + 0) * 4, lds__f32_bits(NAN));
+            for (int i = 0; i < 4; i++)
+                lds__st32(pl.p + (nan_rows[i] * DIM + (uint64_t)(i * 5) % DIM) * 4,
+                          lds__f32_bits(NAN));
             reseal(&pl);
             lds_index *idx = NULL;
             assert_int_equal(lds_index_from_payload(pl.p, pl.n, NULL, &idx, NULL), LDS_OK);
@@ -2802,20 +2821,104 @@ static void test_search_nan_rows_every_kernel(void **state)
             size_t n;
             assert_int_equal(lds_index_search(idx, q, DIM, ROWS, h, &n, NULL), LDS_OK);
             assert_int_equal(n, ROWS);
-            assert_int_equal(h[ROWS - 2].row, 5);
-            assert_int_equal(h[ROWS - 1].row, 9);
-            assert_true(isnan(h[ROWS - 2].score) && isnan(h[ROWS - 1].score));
-            for (int i = 0; i < ROWS - 2; i++)
+            for (int i = 0; i < 4; i++) {
+                assert_int_equal(h[ROWS - 4 + i].row, nan_rows[i]);
+                assert_true(isnan(h[ROWS - 4 + i].score));
+            }
+            for (int i = 0; i < ROWS - 4; i++)
                 assert_false(isnan(h[i].score));
             assert_int_equal(lds_index_search(idx, q, DIM, 10, h, &n, NULL), LDS_OK);
             for (int i = 0; i < 10; i++)
-                assert_true(h[i].row != 5 && h[i].row != 9);
+                for (int j = 0; j < 4; j++)
+                    assert_true(h[i].row != nan_rows[j]);
             lds_index_free(idx);
             free(pl.p);
             free(f.p);
         }
     }
     assert_true(lds__search_kernel_force(NULL));
+}
+
+/* The two fused kernels (AVX2, AVX-512) sum every pair in the same order with one
+   rounding per step, so they agree to the bit (lodestar_index.h); skipped where this CPU
+   does not run both. */
+static void test_search_fused_kernels_agree(void **state)
+{
+    (void)state;
+    size_t na = SIZE_MAX, nb = SIZE_MAX;
+    for (size_t kn = 0; kn < lds__search_kernel_count(); kn++) {
+        if (!lds__search_kernel_runs(kn))
+            continue;
+        if (strcmp(lds__search_kernel_at(kn)->name, "avx2") == 0)
+            na = kn;
+        if (strcmp(lds__search_kernel_at(kn)->name, "avx512") == 0)
+            nb = kn;
+    }
+    if (na == SIZE_MAX || nb == SIZE_MAX) {
+        fprintf(stderr, "fused kernels: this CPU does not run both avx2 and avx512\n");
+        return;
+    }
+    static const lds_metric ms[] = {LDS_METRIC_COSINE, LDS_METRIC_DOT, LDS_METRIC_L2};
+    static const lds_dtype dts[] = {LDS_DTYPE_F32, LDS_DTYPE_F16, LDS_DTYPE_BF16, LDS_DTYPE_I8};
+    enum { Q = 9, ROWS = 333 };
+    for (int d = 0; d < 4; d++)
+        for (int m = 0; m < 3; m++) {
+            const uint32_t dim = d == 0 ? 100 : d == 1 ? 17 : d == 2 ? 33 : 5;
+            spec s = {.dtype = dts[d], .metric = ms[m], .dim = dim, .rows = ROWS};
+            bytes f = build(&s);
+            lds_index *idx = NULL;
+            assert_int_equal(parse_file(&f, NULL, &idx, NULL), LDS_OK);
+            float q[Q * 100];
+            for (size_t i = 0; i < Q * (size_t)dim; i++)
+                q[i] = frand();
+            static lds_hit ha[Q * ROWS], hb[Q * ROWS];
+            size_t n1[Q], n2[Q];
+            assert_true(lds__search_kernel_force("avx2"));
+            assert_int_equal(lds_index_search_batch(idx, q, Q, dim, ROWS, NULL, ha, n1, NULL),
+                             LDS_OK);
+            assert_true(lds__search_kernel_force("avx512"));
+            assert_int_equal(lds_index_search_batch(idx, q, Q, dim, ROWS, NULL, hb, n2, NULL),
+                             LDS_OK);
+            for (int j = 0; j < Q; j++)
+                assert_int_equal(n1[j], n2[j]);
+            assert_hits_equal(ha, hb, (size_t)Q * ROWS);
+            lds_index_free(idx);
+            free(f.p);
+        }
+    assert_true(lds__search_kernel_force(NULL));
+}
+
+/* The dispatcher's documented rule (ADR 0032): the automatic choice is the first kernel
+   of avx512, avx2, generic that the CPU runs, read from the CPU's own feature bits here,
+   and lds_search_kernels lists the runnable ones in that order. */
+static void test_search_dispatcher_rule(void **state)
+{
+    (void)state;
+    const char *want[3];
+    size_t nw = 0;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        want[nw++] = "avx512";
+    unsigned a, b, c, d;
+    __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && (c & (1u << 29)))
+        want[nw++] = "avx2";
+#endif
+    want[nw++] = "generic";
+    const char *got[8];
+    size_t ng = lds_search_kernels(got, 8);
+    assert_int_equal(lds_search_kernels(NULL, 0), ng);
+    /* Built kernels only: a build without the AVX kernels lists fewer. */
+    size_t j = 0;
+    for (size_t i = 0; i < nw; i++)
+        if (j < ng && strcmp(got[j], want[i]) == 0)
+            j++;
+    assert_int_equal(j, ng);
+    assert_string_equal(got[ng - 1], "generic");
+    assert_true(lds__search_kernel_force(NULL));
+    assert_string_equal(lds__search_kernel()->name, got[0]);
 }
 
 static void test_search_ties_and_errors(void **state)
@@ -3037,6 +3140,8 @@ int main(void)
         cmocka_unit_test(test_lazy_norms_are_thread_safe),
         cmocka_unit_test(test_search_batch_errors),
         cmocka_unit_test(test_search_nan_rows_every_kernel),
+        cmocka_unit_test(test_search_fused_kernels_agree),
+        cmocka_unit_test(test_search_dispatcher_rule),
         cmocka_unit_test(test_search_ties_and_errors),
         cmocka_unit_test(test_search_nan_row_ranks_last),
         cmocka_unit_test(test_struct_sizes),

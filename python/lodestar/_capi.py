@@ -85,7 +85,7 @@ def hit_dtype():
 
 class SearchOptions(_c.Structure):
     """lds_search_options of lds_index_search_batch."""
-    _fields_ = [("size", SZ), ("threads", _c.c_uint)]
+    _fields_ = [("size", SZ), ("threads", _c.c_uint), ("kernel", _c.c_char_p)]
 
 
 class PoolOptions(_c.Structure):
@@ -214,6 +214,7 @@ SIGNATURES = {
     "lds_index_search": (I, [P, P, SZ, SZ, P, _PSZ, P]),
     "lds_index_search_batch": (I, [P, P, SZ, SZ, SZ, P, P, _PSZ, P]),
     "lds_search_options_default": (None, [P]),
+    "lds_search_kernels": (SZ, [P, SZ]),
     "lds_writer_options_default": (None, [P]),
     "lds_writer_open_path": (I, [S, P, _c.POINTER(P), P]),
     "lds_writer_add_row": (I, [P, P, SZ, U64, S, SZ, P]),

@@ -93,6 +93,7 @@ int main(void)
     SIZE(lds_search_options);
     FIELD(lds_search_options, size);
     FIELD(lds_search_options, threads);
+    FIELD(lds_search_options, kernel);
 
     SIZE(lds_pool_options);
     FIELD(lds_pool_options, size);

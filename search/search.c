@@ -1,6 +1,6 @@
 /* Exact top-k search: kernel choice, cosine norms, blocked and threaded scans,
    fused per-query top-k. Design and measurements: ADR 0015. */
-#include "format_internal.h"
+#include "../format/format_internal.h"
 #include "search_internal.h"
 
 #include <math.h>
@@ -48,7 +48,8 @@ bool lds__search_kernel_runs(size_t i)
         return false;
 #if defined(LDS_HAVE_KERNEL_AVX512)
     if (kernel_list[i] == &lds__kernel_avx512)
-        return __builtin_cpu_supports("avx512f");
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl");
 #endif
 #if defined(LDS_HAVE_KERNEL_AVX2)
     if (kernel_list[i] == &lds__kernel_avx2)
@@ -99,6 +100,18 @@ const lds__kernel *lds__search_kernel(void)
 {
     pthread_once(&kernel_once, kernel_init);
     return atomic_load_explicit(&current_kernel, memory_order_relaxed);
+}
+
+size_t lds_search_kernels(const char **names, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < KERNEL_COUNT; i++)
+        if (lds__search_kernel_runs(i)) {
+            if (names && n < cap)
+                names[n] = kernel_list[i]->name;
+            n++;
+        }
+    return n;
 }
 
 bool lds__search_kernel_force(const char *name)
@@ -237,44 +250,78 @@ static void heap_sort(lds_hit *h, size_t n, bool lower)
 typedef struct scan_job {
     const lds_index *idx;
     const lds__kernel *kernel;
-    const float *q; /* nq x qs, padded */
+    const float *q; /* nq x qs */
     size_t qs, nq;
     const double *inv; /* cosine: 1 / |row|, else NULL */
     uint64_t r0, r1;
-    size_t want, block;
+    size_t want;
     bool lower, l2;
-    lds_hit *heaps; /* nq x want */
-    size_t *counts; /* nq */
-    float *scores;  /* nq x block */
+    lds_hit *heaps;  /* nq x want */
+    size_t *counts;  /* nq */
+    float *scores;   /* nq x LDS__PANEL */
+    uint64_t *masks; /* nq */
+    float *thr;      /* nq */
+    float *panel;    /* LDS__PANEL x dim, 64-byte aligned */
 } scan_job;
 
 static void scan(scan_job *jb)
 {
     const lds_index *idx = jb->idx;
     const bool lower = jb->lower;
-    for (size_t j = 0; j < jb->nq; j++)
+    for (size_t j = 0; j < jb->nq; j++) {
         jb->counts[j] = 0;
-    for (uint64_t b = jb->r0; b < jb->r1; b += jb->block) {
-        size_t nr = (size_t)(jb->r1 - b < jb->block ? jb->r1 - b : jb->block);
-        jb->kernel->scores(jb->q, jb->qs, jb->nq, idx->vectors + b * idx->row_bytes, idx->row_bytes,
-                           nr, idx->dim, idx->dtype, idx->i8_scale, jb->l2, jb->scores, jb->block,
-                           idx->vectors + idx->rows * idx->row_bytes);
+        jb->thr[j] = NAN;
+    }
+    double inv_pad[LDS__PANEL];
+    lds__block_args a = {
+        .q = jb->q,
+        .qstride = jb->qs,
+        .nq = jb->nq,
+        .row_bytes = idx->row_bytes,
+        .dim = idx->dim,
+        .dtype = idx->dtype,
+        .scale = idx->i8_scale,
+        .l2 = jb->l2,
+        .lower = lower,
+        .thr = jb->thr,
+        .out = jb->scores,
+        .mask = jb->masks,
+        .panel = jb->panel,
+    };
+    for (uint64_t b = jb->r0; b < jb->r1; b += LDS__PANEL) {
+        size_t nr = (size_t)(jb->r1 - b < LDS__PANEL ? jb->r1 - b : LDS__PANEL);
+        a.rows = idx->vectors + b * idx->row_bytes;
+        a.nr = nr;
+        a.inv = NULL;
+        if (jb->inv) {
+            a.inv = jb->inv + b;
+            if (nr < LDS__PANEL) { /* the kernel reads whole vectors of rows */
+                memset(inv_pad, 0, sizeof inv_pad);
+                memcpy(inv_pad, jb->inv + b, nr * sizeof(double));
+                a.inv = inv_pad;
+            }
+        }
+        jb->kernel->block(&a);
         for (size_t j = 0; j < jb->nq; j++) {
-            float *s = jb->scores + j * jb->block;
-            if (jb->inv)
-                for (size_t i = 0; i < nr; i++)
-                    s[i] = (float)((double)s[i] * jb->inv[b + i]);
+            uint64_t m = jb->masks[j];
+            if (!m)
+                continue;
+            const float *s = jb->scores + j * LDS__PANEL;
             lds_hit *h = jb->heaps + j * jb->want;
             size_t n = jb->counts[j];
-            for (size_t i = 0; i < nr; i++) {
+            do {
+                unsigned i = (unsigned)__builtin_ctzll(m);
+                m &= m - 1;
                 /* Rows arrive in increasing order, so once the heap is full a
                    score that is not strictly better (NaN included) loses. */
                 if (n == jb->want && !isnan(h[0].score) &&
                     !(lower ? s[i] < h[0].score : s[i] > h[0].score))
                     continue;
                 heap_offer(h, &n, jb->want, (lds_hit){b + i, s[i]}, lower);
-            }
+            } while (m);
             jb->counts[j] = n;
+            /* The kernel's filter: only scores better than the root may enter. */
+            jb->thr[j] = n == jb->want && !isnan(h[0].score) ? h[0].score : NAN;
         }
     }
 }
@@ -353,6 +400,13 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
                              "query %zu is zero, which has no cosine similarity", j);
         }
     }
+    const lds__kernel *kern = lds__search_kernel();
+    if (opts && opts->size >= offsetof(lds_search_options, kernel) + sizeof(const char *) &&
+        o.kernel && *o.kernel && !(kern = kernel_named(o.kernel)))
+        return lds__fail(err, LDS_E_UNSUPPORTED, "lds_search_options.kernel", 0,
+                         "%s: lds_search_options.kernel \"%s\" is not a kernel this CPU runs "
+                         "(lds_search_kernels lists them)",
+                         fn, o.kernel);
     const size_t want = k < idx->rows ? k : (size_t)idx->rows;
     if (want == 0) {
         for (size_t j = 0; j < nq; j++)
@@ -363,8 +417,12 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
     if (cosine && !(inv = inv_norms(idx)))
         return lds__fail(err, LDS_E_NOMEM, NULL, 0, "%s: no memory for the row norms", fn);
 
-    /* Query chunks bound the heaps; threads split the rows of each chunk. */
-    size_t qc = nq < 64 ? nq : 64;
+    /* Query chunks bound the heaps and keep the chunk's queries in L2 (128 KiB,
+       up to 256 queries) while each packed block of rows is scored against all of
+       them; threads split the rows of each chunk. */
+    size_t qc_max = (size_t)131072 / ((size_t)dim * sizeof(float));
+    qc_max = qc_max < 1 ? 1 : qc_max > 256 ? 256 : qc_max;
+    size_t qc = nq < qc_max ? nq : qc_max;
     while (qc > 1 && qc * want > HEAP_HITS_CAP / 4)
         qc /= 2;
     uint64_t work = idx->rows * (uint64_t)dim * qc;
@@ -379,32 +437,32 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
     if (t > 1 && (size_t)t * qc * want > HEAP_HITS_CAP)
         t = (unsigned)(HEAP_HITS_CAP / (qc * want) > 0 ? HEAP_HITS_CAP / (qc * want) : 1);
 
-    const size_t qs = (dim + LDS__QPAD - 1) / LDS__QPAD * LDS__QPAD;
-    size_t block = 65536 / idx->row_bytes;
-    block = block < 16 ? 16 : block > 1024 ? 1024 : block & ~(size_t)3;
-
-    float *qbuf = (float *)aligned_alloc(64, (qc * qs * sizeof(float) + 63) / 64 * 64);
+    const size_t qs = dim;
+    const size_t panel_floats = (size_t)LDS__PANEL * dim; /* a multiple of 16: 64-byte panels */
+    float *qbuf = (float *)malloc(qc * qs * sizeof(float));
     lds_hit *heaps = (lds_hit *)malloc((size_t)t * qc * want * sizeof(lds_hit));
     size_t *counts = (size_t *)malloc((size_t)t * qc * sizeof(size_t));
-    float *sbuf = (float *)malloc((size_t)t * qc * block * sizeof(float));
+    float *sbuf = (float *)malloc((size_t)t * qc * (LDS__PANEL + 1) * sizeof(float));
+    uint64_t *masks = (uint64_t *)malloc((size_t)t * qc * sizeof(uint64_t));
+    float *panels = (float *)aligned_alloc(64, (size_t)t * panel_floats * sizeof(float));
     scan_job *jobs = (scan_job *)malloc(t * sizeof(scan_job));
     pthread_t *tids = (pthread_t *)malloc(t * sizeof(pthread_t));
     bool *started = (bool *)malloc(t * sizeof(bool));
-    if (!qbuf || !heaps || !counts || !sbuf || !jobs || !tids || !started) {
+    if (!qbuf || !heaps || !counts || !sbuf || !masks || !panels || !jobs || !tids || !started) {
         free(qbuf);
         free(heaps);
         free(counts);
         free(sbuf);
+        free(masks);
+        free(panels);
         free(jobs);
         free(tids);
         free(started);
         return lds__fail(err, LDS_E_NOMEM, NULL, 0, "%s: no memory", fn);
     }
-    const lds__kernel *kern = lds__search_kernel();
     const bool lower = idx->metric == LDS_METRIC_L2;
     for (size_t j0 = 0; j0 < nq; j0 += qc) {
         size_t n = nq - j0 < qc ? nq - j0 : qc;
-        memset(qbuf, 0, n * qs * sizeof(float));
         for (size_t j = 0; j < n; j++) {
             const float *src = queries + (j0 + j) * dim;
             float *dst = qbuf + j * qs;
@@ -422,25 +480,29 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
             }
         }
         uint64_t per = (idx->rows + t - 1) / t;
-        per = (per + 3) & ~(uint64_t)3;
+        per = (per + LDS__PANEL - 1) & ~(uint64_t)(LDS__PANEL - 1);
         for (unsigned w = 0; w < t; w++) {
             uint64_t r0 = per * w < idx->rows ? per * w : idx->rows;
             uint64_t r1 = per * (w + 1) < idx->rows ? per * (w + 1) : idx->rows;
-            jobs[w] = (scan_job){idx,
-                                 kern,
-                                 qbuf,
-                                 qs,
-                                 n,
-                                 inv,
-                                 r0,
-                                 r1,
-                                 want,
-                                 block,
-                                 lower,
-                                 idx->metric == LDS_METRIC_L2,
-                                 heaps + (size_t)w * qc * want,
-                                 counts + (size_t)w * qc,
-                                 sbuf + (size_t)w * qc * block};
+            jobs[w] = (scan_job){
+                .idx = idx,
+                .kernel = kern,
+                .q = qbuf,
+                .qs = qs,
+                .nq = n,
+                .inv = inv,
+                .r0 = r0,
+                .r1 = r1,
+                .want = want,
+                .lower = lower,
+                .l2 = idx->metric == LDS_METRIC_L2,
+                .heaps = heaps + (size_t)w * qc * want,
+                .counts = counts + (size_t)w * qc,
+                .scores = sbuf + (size_t)w * qc * (LDS__PANEL + 1),
+                .masks = masks + (size_t)w * qc,
+                .thr = sbuf + (size_t)w * qc * (LDS__PANEL + 1) + qc * LDS__PANEL,
+                .panel = panels + (size_t)w * panel_floats,
+            };
         }
         for (unsigned w = 1; w < t; w++)
             started[w] = pthread_create(&tids[w], NULL, scan_thread, &jobs[w]) == 0;
@@ -470,6 +532,8 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
     free(heaps);
     free(counts);
     free(sbuf);
+    free(masks);
+    free(panels);
     free(jobs);
     free(tids);
     free(started);
