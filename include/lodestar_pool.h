@@ -218,8 +218,10 @@ typedef struct lds_pool_options {
     uint32_t large_buffers;
 } lds_pool_options;
 
-/** lds_pool_options.large_buffers: keep no buffer above max_retained_bytes. */
+/** Smallest capacity, bytes, of a large buffer (lds_pool_options.large_buffers): below it a
+ *  buffer above max_retained_bytes is freed on return, as before. */
 #define LDS_POOL_LARGE_MIN ((size_t)64 << 20)
+/** lds_pool_options.large_buffers: keep no buffer above max_retained_bytes. */
 #define LDS_POOL_LARGE_BUFFERS_NONE UINT32_MAX
 
 /** Smallest `size` lds_pool_create accepts: sizeof(lds_pool_options) as first released
@@ -243,7 +245,7 @@ typedef struct lds_pool_options {
 /** On (docs/adr/0029, superseding 0009): a fresh 2 GiB load faults once per 2 MiB instead of
  *  once per 4 KiB page; where a page fault costs tens of microseconds (a VM) that is most of
  *  the load's time. */
-#define LDS_POOL_DEFAULT_HUGE_PAGES LDS_POOL_HUGE_PAGES_ON
+#define LDS_POOL_DEFAULT_HUGE_PAGES    LDS_POOL_HUGE_PAGES_ON
 #define LDS_POOL_DEFAULT_LARGE_BUFFERS 2u
 
 /**

@@ -415,6 +415,7 @@ static lds_status read_payload(load_ctx *c, lds__source *src, payload_buf *b, ui
     bool threaded = hashing && c->o.hash_thread && !b->growable && b->cap >= limit &&
                     limit / 4 >= c->chunk && hasher_start(&th, b->ptr, hs);
     c->info.hashed_on_thread = threaded;
+    c->info.read_threads = 1;
     lds_status st = LDS_OK;
     size_t received = 0, done_hash = 0;
     uint64_t payload_at = c->base + LDS_HEADER_SIZE;
@@ -523,6 +524,65 @@ static lds_status check_content_length(load_ctx *c, const transport *t, uint64_t
         (unsigned long long)(declared + LDS_HEADER_SIZE));
 }
 
+/* Readers for this load: several only for a rental filled from a regular file read
+ * through an fd, uncompressed, whose position is right after the header. */
+static unsigned read_threads_for(const load_ctx *c, const lds__source *src, const transport *t,
+                                 const payload_buf *b, uint64_t length)
+{
+    if (c->o.read_threads == 1 || src->kind != LDS__SRC_FD || src->compressed || !t->has_size ||
+        b->h.kind != HOLD_LEASE || length == LDS_LENGTH_UNKNOWN || length == 0 ||
+        src->peek_pos != src->peek_len || b->cap < length)
+        return 1;
+    unsigned n = c->o.read_threads == 0 ? lds__read_threads_auto((size_t)length)
+                 : c->o.read_threads > LDS__READ_THREADS_MAX ? LDS__READ_THREADS_MAX
+                                                             : c->o.read_threads;
+    if (n <= 1)
+        return 1;
+    off_t at = lseek(src->fd, 0, SEEK_CUR);
+    if (at < 0 || (uint64_t)at != t->pos + LDS_HEADER_SIZE)
+        return 1;
+    return n;
+}
+
+/* The payload read by `threads` readers (loader/parallel.c); then, as the read loop does,
+ * the check that nothing follows it, through the source at the payload's end. */
+static lds_status read_parallel(load_ctx *c, lds__source *src, const transport *t, payload_buf *b,
+                                size_t length, unsigned threads, size_t *received, bool *hashed,
+                                uint64_t *hash)
+{
+    lds__pread_job j = {
+        .fd = src->fd,
+        .file_at = t->pos + LDS_HEADER_SIZE,
+        .payload_at = c->base + LDS_HEADER_SIZE,
+        .stream_at = src->raw_bytes,
+        .dst = b->ptr,
+        .length = length,
+        .range = c->o.chunk_bytes != 0 ? c->chunk : LDS__READ_RANGE_DEFAULT,
+        .threads = threads,
+        .hash = c->o.verify_checksum && c->o.hash_while_reading,
+        .verify = NULL,
+        .opts = &c->o,
+    };
+    lds_status st = lds__pread_payload(&j, c->err);
+    c->info.read_threads = j.threads_used;
+    if (st != LDS_OK)
+        return st;
+    c->info.payload_bytes = length;
+    uint64_t end = t->pos + LDS_HEADER_SIZE + length;
+    if (lseek(src->fd, (off_t)end, SEEK_SET) < 0)
+        return lds__load_fail(c->err, LDS_E_IO, "stream", src->raw_bytes + length, errno, NULL,
+                              "cannot seek past the payload: %s", strerror(errno));
+    src->raw_bytes += length;
+    src->out_bytes += length;
+    st = lds__source_expect_end(src, c->err);
+    if (st != LDS_OK)
+        return st;
+    *received = length;
+    *hashed = j.hashed;
+    *hash = j.hash_value;
+    return LDS_OK;
+}
+
 static lds_status load_stream(load_ctx *c, lds__source *src, const transport *t)
 {
     c->base = t->has_size ? t->pos : 0;
@@ -620,7 +680,16 @@ static lds_status load_stream(load_ctx *c, lds__source *src, const transport *t)
     size_t received = 0;
     bool hashed = false;
     uint64_t hash = 0;
-    st = read_payload(c, src, &b, length, &received, &hashed, &hash);
+    if (b.h.kind == HOLD_LEASE) {
+        int pages = lds__pool_lease_pages(b.h.pool, &b.h.lease);
+        c->info.huge_pages = pages == 1;
+        c->info.huge_pages_fallback = pages == 2;
+    }
+    unsigned threads = read_threads_for(c, src, t, &b, length);
+    if (threads > 1)
+        st = read_parallel(c, src, t, &b, (size_t)length, threads, &received, &hashed, &hash);
+    else
+        st = read_payload(c, src, &b, length, &received, &hashed, &hash);
     c->info.capacity_bytes = b.cap;
     c->info.stream_bytes = src->raw_bytes;
     if (st != LDS_OK) {

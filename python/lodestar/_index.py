@@ -513,7 +513,7 @@ def _view_collected(index):
     return collected
 
 
-def _options(mmap, populate, verify, ownership, max_payload):
+def _options(mmap, populate, verify, ownership, max_payload, read_threads=0):
     lib = library()
     opts = _capi.LoadOptions()
     lib.lds_load_options_default(ctypes.byref(opts))
@@ -528,6 +528,10 @@ def _options(mmap, populate, verify, ownership, max_payload):
         if m < 0:
             raise ValueError("max_payload must be >= 0 bytes, not %d" % m)
         opts.max_payload_bytes = m
+    t = operator.index(read_threads)
+    if t < 0:
+        raise ValueError("read_threads must be >= 0 (0: automatic), not %d" % t)
+    opts.read_threads = min(t, 0xFFFFFFFF)
     return opts
 
 
@@ -557,7 +561,8 @@ def _readinto_callback(f, failure):
     return _capi.READ_FN(read)
 
 
-def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, populate=False):
+def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, populate=False,
+         read_threads=0):
     """Loads an index and returns an Index.
 
     source: a path (str or os.PathLike); an "http://" or "https://" URL (str, loaded
@@ -569,11 +574,13 @@ def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, p
     mmap: map the file instead of reading it (path or fd; a file that cannot be mapped
     is read). verify: check the payload checksum. ownership: None (the library's
     default), "copy" or "adopt" (docs/adr/0004). max_payload: the largest payload
-    accepted, bytes (LimitError beyond). Raises lodestar.Error subclasses (TruncatedError,
+    accepted, bytes (LimitError beyond). read_threads: threads that read a regular file's
+    payload in parallel (path or fd; 0, the default: automatic, see lds_load_options;
+    1: one reader). Raises lodestar.Error subclasses (TruncatedError,
     ChecksumError, IOError, ...), TypeError for a source of another kind.
     """
     lib = library()
-    opts = _options(mmap, populate, verify, ownership, max_payload)
+    opts = _options(mmap, populate, verify, ownership, max_payload, read_threads)
     info = _capi.LoadInfo()
     lib.lds_load_info_init(ctypes.byref(info))
     err = _capi.new_error()
