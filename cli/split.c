@@ -111,6 +111,8 @@ static uint64_t shard_file_bytes(const shard_sizer *z, uint64_t first, uint64_t 
     }
     p += pad64(z->meta_bytes);
     p += 32 + 24 * (uint64_t)sections + LDS_FOOTER_SIZE + LDS_CHECKSUM_SIZE;
+    /* Format 1.1: the writer's chunk table, 8 bytes per chunk (format.md §2.5). */
+    p += 8 * ((p + LDS_DEFAULT_FILE_CHUNK_BYTES - 1) / LDS_DEFAULT_FILE_CHUNK_BYTES);
     return LDS_HEADER_SIZE + p;
 }
 
@@ -645,8 +647,7 @@ int cli_verify_manifest(const char *mpath)
     }
     uint64_t version = 0;
     if (!field_u64(man, "version", &version) || version != 1) {
-        cli_failf("%s: field \"version\": expected 1, the only version this program reads",
-                  mpath);
+        cli_failf("%s: field \"version\": expected 1, the only version this program reads", mpath);
         goto done;
     }
     if (!field_u64(man, "rows", &total) || !field_u64(man, "dim", &dim) || !arr || !dtype_o ||
@@ -789,10 +790,12 @@ int cli_verify_manifest(const char *mpath)
         } else {
             char line[PATH_MAX + 128];
             int ln = snprintf(line, sizeof line,
-                              "%s: ok: rows [%" PRIu64 ", %" PRIu64 "), checksum %s verified",
-                              file, first, first + rows, got);
+                              "%s: ok: rows [%" PRIu64 ", %" PRIu64 "), checksum %s verified", file,
+                              first, first + rows, got);
             cli_put_escaped(stdout, line,
-                            ln < 0 ? 0 : (size_t)ln >= sizeof line ? sizeof line - 1 : (size_t)ln);
+                            ln < 0                      ? 0
+                            : (size_t)ln >= sizeof line ? sizeof line - 1
+                                                        : (size_t)ln);
             fputc('\n', stdout);
         }
         lds_index_free(sh);

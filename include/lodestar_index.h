@@ -42,21 +42,47 @@ extern "C" {
 #define LDS_MAGIC "\x89LDS\r\n\x1a\n"
 /** The format major version this library reads and writes. */
 #define LDS_FORMAT_MAJOR 1
-/** The format minor version this library writes (it reads any minor of its major). */
-#define LDS_FORMAT_MINOR 0
+/** The format minor version this library writes by default (it reads 1.0 and 1.1, and
+    any later minor that sets no must-understand header flag it does not know). */
+#define LDS_FORMAT_MINOR 1
+
+/** Header flag bit 0, CHUNKED (format 1.1, format.md §2.5): the payload ends in a chunk
+    table and header bytes 24..55 describe it. A must-understand bit: a 1.0 reader refuses
+    the file at header.flags (rule H5) before it reads a payload byte. */
+#define LDS_HEADER_CHUNKED 0x1u
+/** Smallest and largest chunk size a 1.1 file may declare (rule C1): powers of two. */
+#define LDS_MIN_CHUNK_BYTES ((uint32_t)1 << 10)
+#define LDS_MAX_CHUNK_BYTES ((uint32_t)1 << 30)
+/** The writer's chunk size (ADR 0031: 8 MiB, measured). */
+#define LDS_DEFAULT_FILE_CHUNK_BYTES ((uint32_t)8 << 20)
+/** lds_writer_options.chunk_bytes value that writes format 1.0 (one payload checksum). */
+#define LDS_CHUNKS_NONE UINT32_MAX
 
 /**
- * The decoded fields of the fixed header (format.md §2). Rules H1-H6 of format.md §6.
+ * The decoded fields of the fixed header (format.md §2). Rules H1-H6 and C1-C4 of
+ * format.md §6.
  * - major, minor: format version; the decoder refuses a major other than 1.
- * - flags: header flags; bits 0-15 must be understood (none is defined in 1.0,
- *   so a set one is refused), bits 16-31 may be ignored.
+ * - flags: header flags; bits 0-15 must be understood (1.1 defines bit 0,
+ *   LDS_HEADER_CHUNKED; any other set one is refused), bits 16-31 may be ignored.
  * - payload_length: declared bytes after the header, or LDS_LENGTH_UNKNOWN.
  *   It comes from an untrusted source: check it against your own limit.
+ * - chunk_*: zero unless flags has LDS_HEADER_CHUNKED (format 1.1, §2.5). Then the
+ *   payload's first chunk_table_offset bytes (a 1.0 payload: sections, table,
+ *   footer, checksum) are covered by chunk_count chunks of chunk_bytes bytes
+ *   (the last one shorter when it must), chunk k being payload bytes
+ *   [k x chunk_bytes, min((k + 1) x chunk_bytes, chunk_table_offset)); the chunk
+ *   table, chunk_count little-endian XXH3-64 values, fills the payload from
+ *   chunk_table_offset to its end; chunk_table_hash is the XXH3-64 of the table.
+ *   lds_header_decode has checked the geometry (C1-C4), not the table or chunks.
  */
 typedef struct lds_header {
     uint16_t major, minor;
     uint32_t flags;
     uint64_t payload_length;
+    uint64_t chunk_table_offset;
+    uint64_t chunk_count;
+    uint64_t chunk_table_hash;
+    uint32_t chunk_bytes;
 } lds_header;
 
 /**
@@ -66,27 +92,102 @@ typedef struct lds_header {
  * (LDS_E_BAD_MAGIC, which is also what text-mode or 7-bit transfer damage
  * yields); the header check value at bytes 56..63 (LDS_E_HEADER_CHECK); the
  * major version (LDS_E_VERSION); unknown must-understand flag bits
- * (LDS_E_UNSUPPORTED); reserved bytes 24..55 zero
- * (LDS_E_BAD_VALUE). LDS_E_INVALID_ARG if `bytes` or `out` is NULL.
+ * (LDS_E_UNSUPPORTED; when the header's minor is above LDS_FORMAT_MINOR the
+ * message begins "format 1.M: upgrade lodestar"); reserved bytes zero: 24..55
+ * without LDS_HEADER_CHUNKED, 52..55 with it (LDS_E_BAD_VALUE); with
+ * LDS_HEADER_CHUNKED, rules C1-C4 of format.md §6: the chunk size
+ * (LDS_E_BAD_VALUE), a known payload length (LDS_E_BAD_VALUE), the chunk count
+ * (LDS_E_OVERFLOW when 8 x count overflows) and the table's place against the
+ * payload length and the count (LDS_E_BAD_SECTION).
+ * LDS_E_INVALID_ARG if `bytes` or `out` is NULL.
  * Error offsets are relative to `bytes` (the file start).
  * On failure `*out` is unspecified. Reads at most 64 bytes. Thread-safe.
  */
 LDS_API lds_status lds_header_decode(const void *bytes, size_t n, lds_header *out, lds_error *err);
 
 /**
- * Encodes `h` into the 64 bytes at `out`: the magic, the fields, zero reserved
- * bytes and the header check value. Never fails for a non-NULL `h` and `out`
+ * Encodes `h` into the 64 bytes at `out`: the magic, the fields (the chunk_*
+ * fields only when flags has LDS_HEADER_CHUNKED), zero reserved bytes and the
+ * header check value. Never fails for a non-NULL `h` and `out`
  * (LDS_E_INVALID_ARG otherwise); does not validate the field values.
  */
 LDS_API lds_status lds_header_encode(const lds_header *h, void *out);
+
+/* ==== the chunk table (format 1.1) ======================================== */
+
+/*
+ * Per-chunk verification for readers that read a 1.1 payload in pieces (the
+ * loader's readers, one thread or several). The order: lds_header_decode; read
+ * the table (payload bytes [chunk_table_offset, payload_length), i.e. file
+ * offset 64 + chunk_table_offset for a file whose header is at offset 0), before
+ * or after the chunks, and check it with lds_chunk_table_check (rule C5); then,
+ * as each chunk's bytes are complete, lds_chunk_verify (rule C6), from any
+ * thread. Error offsets are file offsets with the header at 0 (rebase them for
+ * a header elsewhere).
+ */
+
+/** True when `h` (decoded by lds_header_decode) declares a chunk table (format 1.1). */
+LDS_API bool lds_header_chunked(const lds_header *h);
+
+/**
+ * Payload offsets of chunk `k`: [*start, *end), end - start <= chunk_bytes.
+ * LDS_E_INVALID_ARG when `h` is not chunked, k >= chunk_count or a pointer is NULL.
+ */
+LDS_API lds_status lds_chunk_range(const lds_header *h, uint64_t k, uint64_t *start,
+                                   uint64_t *end);
+
+/**
+ * Checks the chunk table `table[0, n)` against the header (rule C5): n must be
+ * 8 x chunk_count (else LDS_E_BAD_SECTION, field "chunk_table") and its XXH3-64
+ * equal chunk_table_hash (else LDS_E_CHECKSUM: "chunk table: stored hash ...
+ * (header), computed ..."). `table` may sit anywhere (read by pread before the
+ * payload, or in the payload buffer). LDS_E_INVALID_ARG for NULL arguments or
+ * an unchunked header. Reads `table` only; thread-safe.
+ */
+LDS_API lds_status lds_chunk_table_check(const lds_header *h, const void *table, size_t n,
+                                         lds_error *err);
+
+/**
+ * Verifies chunk `k` (rule C6): hashes `chunk[0, n)` (the chunk's bytes, n the
+ * length lds_chunk_range gives, else LDS_E_INVALID_ARG) with XXH3-64 and
+ * compares it with entry k of `table` (checked by lds_chunk_table_check).
+ * LDS_E_CHECKSUM names field "chunk" at the chunk's first byte: "checksum
+ * of chunk 17 (payload bytes 285212672..301989887): stored ..., computed ...".
+ * Reads its arguments only; call it from any number of threads at once.
+ */
+LDS_API lds_status lds_chunk_verify(const lds_header *h, const void *table, uint64_t k,
+                                    const void *chunk, size_t n, lds_error *err);
+
+/** What lds_payload_verify_chunks reports for one bad chunk. */
+typedef struct lds_bad_chunk {
+    uint64_t chunk;        /* its number */
+    uint64_t start, end;   /* payload offsets [start, end) */
+    uint64_t stored;       /* the table's XXH3-64 */
+    uint64_t computed;     /* the bytes' XXH3-64 */
+} lds_bad_chunk;
+
+/**
+ * Checks a whole 1.1 payload `payload[0, length)` (length = h->payload_length):
+ * the table (C5), then every chunk (C6) on up to `threads` threads (0 = one per
+ * online core, at most 8, and at most one per chunk); calls `bad(ctx, &b)` for
+ * each bad chunk, in chunk order, on the calling thread, after all were hashed.
+ * `*n_bad` (may be NULL) receives the number of bad chunks. Returns LDS_OK, the
+ * table's status, LDS_E_CHECKSUM naming the first bad chunk, LDS_E_TRUNCATED if
+ * length differs from the declared one, LDS_E_INVALID_ARG (NULL arguments, an
+ * unchunked header), LDS_E_NOMEM. Thread-safe; `bad` may be NULL.
+ */
+LDS_API lds_status lds_payload_verify_chunks(const lds_header *h, const void *payload,
+                                             size_t length, unsigned threads,
+                                             void (*bad)(void *ctx, const lds_bad_chunk *b),
+                                             void *ctx, uint64_t *n_bad, lds_error *err);
 
 /* ==== parsing ============================================================ */
 
 /**
  * Options of lds_index_from_payload. Initialize with lds_parse_options_default.
  * - limits: checked before any declared size is trusted (LDS_E_LIMIT).
- * - verify_checksum: default true. When false the checksum is read but not
- *   compared; every structural check still runs, so no input can make the
+ * - verify_checksum: default true. When false the checksum (1.1: the chunks
+ *   and their table) is read but not compared; every structural check still runs, so no input can make the
  *   parser read out of bounds.
  * - has_precomputed_hash / precomputed_hash: the caller already hashed
  *   payload[0, length - 8) (XXH3-64, seed 0) while reading it; the parser
@@ -110,6 +211,18 @@ LDS_API lds_status lds_header_encode(const lds_header *h, void *out);
  *   (vectors, ids, key text), never out of bounds. The loader sets it on
  *   its mapped path. Added after base_offset: an older, shorter struct gets
  *   the default.
+ * - header: the file's header as lds_header_decode returned it (borrowed for
+ *   the call), or NULL (the default). Required for a format 1.1 payload
+ *   (lds_header_chunked): the parser then checks `length` against the declared
+ *   payload length (LDS_E_TRUNCATED / LDS_E_TRAILING), the chunk table against
+ *   the header (C5) and, when verify_checksum, every chunk (C6), and parses the
+ *   1.0 payload in [0, chunk_table_offset). Without it a 1.1 payload reads as
+ *   a 1.0 one and fails (its last 40 bytes are no footer).
+ * - chunks_verified: 1.1 only: the caller has checked the table and every
+ *   chunk against `header` while reading (lds_chunk_table_check,
+ *   lds_chunk_verify), so the parser does not hash them again.
+ * - verify_threads: 1.1 only: threads that hash the chunks when the parser
+ *   does (0, the default: one per online core, at most 8; 1: none started).
  * - size: sizeof(lds_parse_options), set by the default function, or an older
  *   size of at least LDS_PARSE_OPTIONS_MIN_SIZE; any other value is
  *   LDS_E_INVALID_ARG (rule: "Struct sizes" in lodestar_core.h), as is
@@ -126,6 +239,9 @@ typedef struct lds_parse_options {
     void *release_ctx;
     uint64_t base_offset;
     bool copy_key_offsets;
+    const lds_header *header;
+    bool chunks_verified;
+    unsigned verify_threads;
 } lds_parse_options;
 
 /** Smallest lds_parse_options.size accepted (see "Struct sizes" in lodestar.h): the
@@ -206,6 +322,10 @@ LDS_API bool lds_index_keys_unique(const lds_index *idx);
 LDS_API uint64_t lds_index_payload_bytes(const lds_index *idx);
 /** The stored XXH3-64 checksum of the payload. */
 LDS_API uint64_t lds_index_checksum(const lds_index *idx);
+/** Format 1.1: bytes per chunk of the payload's chunk table; 0 for a 1.0 index. */
+LDS_API uint32_t lds_index_chunk_bytes(const lds_index *idx);
+/** Format 1.1: number of chunks in the chunk table; 0 for a 1.0 index. */
+LDS_API uint64_t lds_index_chunk_count(const lds_index *idx);
 /** Whether the parser compared the checksum: true exactly when verify_checksum was
     set (by hashing, or against a precomputed hash); a precomputed hash given with
     verify_checksum false is ignored and this is false. */
@@ -440,6 +560,12 @@ typedef struct lds_writer lds_writer;
  *   rounds beyond +-127 is refused by add_row (LDS_E_BAD_VALUE), never clamped.
  *   Must be finite and > 0; default 1/127 (range [-1, 1], which holds every
  *   normalized row). To pick one: max |x| / 127 over all rows (format.md §3.1).
+ * - chunk_bytes: 0 (the default): format 1.1 with LDS_DEFAULT_FILE_CHUNK_BYTES
+ *   chunks; a power of two in [LDS_MIN_CHUNK_BYTES, LDS_MAX_CHUNK_BYTES]: 1.1
+ *   with that chunk size; LDS_CHUNKS_NONE: format 1.0 (one payload checksum).
+ *   A writer whose output cannot seek back (a pipe) writes 1.0 whatever this
+ *   says, since a 1.1 header names the chunk table's hash (format.md §2.5).
+ *   Added after i8_scale: an older, shorter struct gets the default.
  */
 typedef struct lds_writer_options {
     size_t size;
@@ -451,10 +577,12 @@ typedef struct lds_writer_options {
     bool with_keys;
     bool unique_keys;
     float i8_scale;
+    uint32_t chunk_bytes;
 } lds_writer_options;
 
-/** Smallest lds_writer_options.size accepted (see "Struct sizes" in lodestar.h). */
-#define LDS_WRITER_OPTIONS_MIN_SIZE sizeof(lds_writer_options)
+/** Smallest lds_writer_options.size accepted (see "Struct sizes" in lodestar.h): the
+    struct before chunk_bytes. */
+#define LDS_WRITER_OPTIONS_MIN_SIZE (offsetof(lds_writer_options, i8_scale) + sizeof(float))
 
 /** Fills `o` with the defaults described at lds_writer_options. NULL is ignored. */
 LDS_API void lds_writer_options_default(lds_writer_options *o);

@@ -20,8 +20,10 @@
 #define XXH_DISPATCH_DISABLE_REPLACE
 #include <xxh_x86dispatch.h>
 #define lds__xxh3_update XXH3_64bits_update_dispatch
+#define lds__xxh3        XXH3_64bits_dispatch
 #else
 #define lds__xxh3_update XXH3_64bits_update
+#define lds__xxh3        XXH3_64bits
 #endif
 
 #include "load_internal.h"
@@ -122,10 +124,12 @@ typedef struct load_ctx {
     uint64_t t0_ns;
     uint64_t base; /* stream offset of the header, for error offsets */
     size_t chunk;
-    const char *name;   /* the path, for messages; NULL for an fd */
-    int fd;             /* the mapped path's file */
-    bool mapped;        /* the payload is a file mapping others may change */
-    void *pending_kept; /* parse()'s holder while the parser runs, for a fault */
+    const char *name;     /* the path, for messages; NULL for an fd */
+    int fd;               /* the mapped path's file */
+    bool mapped;          /* the payload is a file mapping others may change */
+    void *pending_kept;   /* parse()'s holder while the parser runs, for a fault */
+    lds_header hdr;       /* as decoded (format 1.1: the chunk geometry) */
+    bool chunks_verified; /* 1.1: the read loop checked the table and every chunk */
 } load_ctx;
 
 #define now_ns lds__now_ns
@@ -234,6 +238,8 @@ static lds_status decode_header(load_ctx *c, const unsigned char *bytes, size_t 
     lds_status st = lds_header_decode(bytes, n, h, c->err);
     if (st != LDS_OK)
         lds__error_rebase(c->err, c->base);
+    else
+        c->hdr = *h;
     return st;
 }
 
@@ -249,6 +255,8 @@ static lds_status parse(load_ctx *c, const void *payload, size_t length, hold *h
     po.has_precomputed_hash = c->o.verify_checksum && precomputed;
     po.precomputed_hash = hash;
     po.base_offset = c->base + LDS_HEADER_SIZE;
+    po.header = &c->hdr;
+    po.chunks_verified = c->chunks_verified;
     hold *kept = NULL;
     if (c->own == LDS_OWN_ADOPT && h->kind != HOLD_NONE) {
         kept = malloc(sizeof *kept);
@@ -273,7 +281,7 @@ static lds_status parse(load_ctx *c, const void *payload, size_t length, hold *h
     h->kind = HOLD_NONE;
     if (st == LDS_OK) {
         c->info.checksum_verified = lds_index_checksum_verified(*c->out);
-        c->info.hashed_while_reading = po.has_precomputed_hash;
+        c->info.hashed_while_reading = po.has_precomputed_hash || c->chunks_verified;
     }
     return st;
 }
@@ -388,6 +396,62 @@ static void hasher_join(hasher *t)
     pthread_mutex_destroy(&t->lock);
 }
 
+static uint64_t lds__ld64_le(const unsigned char *b)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | b[i];
+    return v;
+}
+
+/* Format 1.1 in the single reader: each chunk hashed piece by piece as its bytes
+ * arrive (while they are in cache, as the 1.0 checksum is), its digest kept. */
+typedef struct chunk_hashes {
+    bool on;
+    uint64_t next;      /* chunks [0, next) are hashed */
+    uint64_t done;      /* payload bytes hashed so far */
+    uint64_t *computed; /* chunk_count entries */
+    XXH3_state_t *hs;   /* the chunk `next`, begun */
+} chunk_hashes;
+
+static void hash_chunks_done(load_ctx *c, chunk_hashes *ch, const unsigned char *p, size_t received)
+{
+    uint64_t s, e;
+    while (ch->next < c->hdr.chunk_count && lds_chunk_range(&c->hdr, ch->next, &s, &e) == LDS_OK &&
+           ch->done < received) {
+        uint64_t to = e < received ? e : received;
+        lds__xxh3_update(ch->hs, p + ch->done, (size_t)(to - ch->done));
+        ch->done = to;
+        if (to < e)
+            return;
+        ch->computed[ch->next++] = XXH3_64bits_digest(ch->hs);
+        XXH3_64bits_reset(ch->hs);
+    }
+}
+
+/* The table (the payload's last 8 x chunk_count bytes, all read) against the header,
+ * then each chunk's hash against it: lds_chunk_verify names the first bad one. */
+static lds_status verify_chunks(load_ctx *c, const chunk_hashes *ch, const unsigned char *p)
+{
+    const lds_header *h = &c->hdr;
+    const unsigned char *table = p + h->chunk_table_offset;
+    lds_status st = lds_chunk_table_check(h, table, (size_t)(h->chunk_count * 8), c->err);
+    for (uint64_t k = 0; st == LDS_OK && k < h->chunk_count; k++) {
+        uint64_t s, e;
+        if (k >= ch->next || lds_chunk_range(h, k, &s, &e) != LDS_OK)
+            st = lds__load_fail(c->err, LDS_E_TRUNCATED, "payload", c->base + LDS_HEADER_SIZE, 0,
+                                NULL, "chunk %llu was not read", (unsigned long long)k);
+        else if (ch->computed[k] != lds__ld64_le(table + k * 8))
+            st = lds_chunk_verify(h, table, k, p + s, (size_t)(e - s), c->err);
+    }
+    if (st != LDS_OK) {
+        lds__error_rebase(c->err, c->base);
+        return st;
+    }
+    c->chunks_verified = true;
+    return LDS_OK;
+}
+
 /*
  * The read loop: bounded by the known length (or, unknown, by max_payload_bytes),
  * never by the capacity; chunked; each chunk hashed right after it arrives
@@ -402,6 +466,23 @@ static lds_status read_payload(load_ctx *c, lds__source *src, payload_buf *b, ui
                    : c->o.max_payload_bytes < SIZE_MAX ? (size_t)c->o.max_payload_bytes
                                                        : SIZE_MAX;
     bool hashing = c->o.verify_checksum && c->o.hash_while_reading;
+    /* Format 1.1: each chunk is hashed as soon as its last byte arrives, and the
+       hashes compared once the table (the payload's end) is in (verify_chunks). */
+    chunk_hashes ch = {0};
+    if (hashing && lds_header_chunked(&c->hdr) && known) {
+        hashing = false;
+        ch.on = true;
+        ch.computed = malloc((size_t)c->hdr.chunk_count * sizeof(uint64_t) + 1);
+        ch.hs = XXH3_createState();
+        if (ch.computed == NULL || ch.hs == NULL) {
+            free(ch.computed);
+            XXH3_freeState(ch.hs);
+            return lds__load_fail(c->err, LDS_E_NOMEM, "payload", c->base + LDS_HEADER_SIZE, 0,
+                                  NULL, "cannot allocate %llu chunk hashes",
+                                  (unsigned long long)c->hdr.chunk_count);
+        }
+        XXH3_64bits_reset(ch.hs);
+    }
     XXH3_state_t *hs = NULL;
     if (hashing) {
         hs = XXH3_createState();
@@ -446,6 +527,8 @@ static lds_status read_payload(load_ctx *c, lds__source *src, payload_buf *b, ui
             break;
         received += got;
         c->info.payload_bytes = received;
+        if (ch.on)
+            hash_chunks_done(c, &ch, b->ptr, received);
         if (hashing && received > LDS_CHECKSUM_SIZE + done_hash) {
             size_t to = received - LDS_CHECKSUM_SIZE;
             if (threaded)
@@ -481,10 +564,15 @@ static lds_status read_payload(load_ctx *c, lds__source *src, payload_buf *b, ui
         hasher_join(&th);
         threaded = false;
     }
+    if (ch.on && (st = verify_chunks(c, &ch, b->ptr)) != LDS_OK)
+        goto out;
     *received_out = received;
     *hashed = hashing && received >= LDS_CHECKSUM_SIZE;
     *hash = *hashed ? XXH3_64bits_digest(hs) : 0;
 out:
+    free(ch.computed);
+    if (ch.hs != NULL)
+        XXH3_freeState(ch.hs);
     if (threaded) {
         /* Stop it before the caller lets the buffer go. */
         hasher_publish(&th, done_hash, true, true);

@@ -343,7 +343,15 @@ def test_verify():
     rc, out, err = run("verify", INDEX)
     expect(rc, out, err, 0)
     check(out.startswith(f"{INDEX}: ok: 7 rows x 4 f32, checksum "), out)
-    check(out.endswith(" verified\n"), out)
+    # Format 1.1 (docs/format.md 2.5): one 8 MiB chunk holds this small index.
+    check(out.endswith(" verified (1 chunk of 8388608 bytes)\n"), out)
+    rc, out, err = run("info", INDEX)
+    expect(rc, out, err, 0)
+    check("chunks:     1 of 8388608 bytes (format 1.1, each verified)\n" in out, out)
+    rc, out, err = run("info", "--json", INDEX)
+    expect(rc, out, err, 0)
+    j = json.loads(out)
+    check(j["format"] == "1.1" and j["chunks"] == {"bytes": 8388608, "count": 1}, j)
 
 
 def corrupt_copy(name, offset, xor=0x01):
@@ -362,14 +370,18 @@ def test_verify_corrupted_vector_byte():
     bad = corrupt_copy("bad-vector.ldsi", 64 + 2)
     rc, out, err = run("verify", bad)
     expect(rc, out, err, 1)
-    check(out == "", out)
     check(err.startswith(f"lodestar: {bad}: "), err)
-    # The field, then the offset of the stored checksum: the last 8 bytes of the file.
-    at = os.path.getsize(bad) - 8
-    check(err.startswith(f"lodestar: {bad}: checksum: "), f"names the field: {err}")
-    check(err.endswith(f"(at byte {at})\n"), f"names the offset {at}: {err}")
-    # The default path hashes while reading; the message says what happened: computed.
+    # Format 1.1: the chunk is named, with its payload bytes, at its first byte (file offset 64).
+    with open(bad, "rb") as f:
+        d = covered_length(f.read())
+    check(err.startswith(f"lodestar: {bad}: checksum of chunk 0 (payload bytes 0..{d - 1}): "
+                         "stored "), f"names the chunk: {err}")
+    check(err.endswith("(at byte 64)\n"), f"names the offset: {err}")
     check("computed" in err and "precomputed" not in err and "caller" not in err, err)
+    # Then every chunk is checked and each bad one listed (here the only one).
+    lines = out.splitlines()
+    check(len(lines) == 2 and lines[0].startswith(f"{bad}: checksum of chunk 0 (payload bytes 0..")
+          and lines[1] == f"{bad}: 1 of 1 chunks bad", out)
 
 
 def test_verify_corrupted_magic():
@@ -482,12 +494,33 @@ def xxh3_64(data):
     return lib.XXH3_64bits(data, len(data))
 
 
+def covered_length(b):
+    """Payload bytes before the chunk table (format 1.1, docs/format.md 2.5), or all of them (1.0)."""
+    if struct.unpack_from("<I", b, 12)[0] & 1:
+        return struct.unpack_from("<Q", b, 24)[0]
+    return len(b) - 64
+
+
+def reseal(b):
+    """Rewrites the checksum, and for format 1.1 the chunk table, its hash and the header check."""
+    d = covered_length(b)
+    b[64 + d - 8:64 + d] = struct.pack("<Q", xxh3_64(bytes(b[64:64 + d - 8])))
+    if struct.unpack_from("<I", b, 12)[0] & 1:
+        n = struct.unpack_from("<Q", b, 32)[0]
+        cb = struct.unpack_from("<I", b, 48)[0]
+        table = b"".join(struct.pack("<Q", xxh3_64(bytes(b[64 + k * cb:64 + min((k + 1) * cb, d)])))
+                         for k in range(n))
+        b[64 + d:] = table
+        b[40:48] = struct.pack("<Q", xxh3_64(table))
+        b[56:64] = struct.pack("<Q", xxh3_64(bytes(b[:56])))
+
+
 def patched_copy(name, offset, new_bytes):
     """A copy of INDEX with bytes at file offset `offset` replaced, checksum rewritten."""
     with open(INDEX, "rb") as f:
         b = bytearray(f.read())
     b[offset:offset + len(new_bytes)] = new_bytes
-    b[-8:] = struct.pack("<Q", xxh3_64(bytes(b[64:-8])))
+    reseal(b)
     path = os.path.join(WORK, name)
     with open(path, "wb") as f:
         f.write(b)
@@ -971,8 +1004,9 @@ def test_split_rows_keys_and_checksums():
         with open(path, "rb") as f:
             b = f.read()
         check(s["payload_bytes"] == len(b) - 64, (s, len(b)))
-        stored = struct.unpack("<Q", b[-8:])[0]
-        check(int(s["checksum"], 16) == stored == xxh3_64(b[64:-8]), (s, stored))
+        d = covered_length(b)
+        stored = struct.unpack("<Q", b[64 + d - 8:64 + d])[0]
+        check(int(s["checksum"], 16) == stored == xxh3_64(b[64:64 + d - 8]), (s, stored))
         npy = os.path.join(WORK, "split-part.npy")
         rc, out, err = run("export", path, npy)
         expect(rc, out, err, 0)

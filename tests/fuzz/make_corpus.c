@@ -35,6 +35,7 @@ typedef struct spec {
     lds_dtype dtype;
     lds_metric metric;
     bool ids, keys, unique, normalize, meta;
+    uint32_t chunk; /* 0: format 1.0 (the seeds before 1.1 keep their bytes); else 1.1 */
 } spec;
 
 /* Writes the index of `s` and returns the whole file in *out (malloc'd). */
@@ -51,6 +52,7 @@ static size_t make_index(const spec *s, uint8_t **out)
     wo.with_keys = s->keys;
     wo.unique_keys = s->unique;
     wo.normalize = s->normalize;
+    wo.chunk_bytes = s->chunk ? s->chunk : LDS_CHUNKS_NONE;
     lds_writer *w;
     lds_error err;
     lds_error_init(&err);
@@ -59,7 +61,7 @@ static size_t make_index(const spec *s, uint8_t **out)
     if (s->meta && (lds_writer_set_meta(w, "model", "seed", &err) != LDS_OK ||
                     lds_writer_set_meta(w, "source", "make_corpus", &err) != LDS_OK))
         goto fail;
-    float v[16];
+    float v[64];
     for (uint32_t r = 0; r < s->rows; r++) {
         for (uint32_t i = 0; i < s->dim; i++)
             v[i] = (float)((int)((r * 7 + i * 3) % 11) - 5) / 4.0f;
@@ -87,16 +89,42 @@ fail:
     exit(1);
 }
 
+/* Format 1.1 seeds (fuzz_chunks: control byte, then the whole file; and the loader). */
+static void chunk_seeds(void)
+{
+    static const spec specs[] = {
+        {"chunked-f32-all", 40, 16, LDS_DTYPE_F32, LDS_METRIC_DOT, true, true, true, false, true,
+         1024},
+        {"chunked-one", 2, 4, LDS_DTYPE_F16, LDS_METRIC_L2, false, true, false, false, false, 1024},
+        {"chunked-empty", 0, 4, LDS_DTYPE_F32, LDS_METRIC_COSINE, false, false, false, false, false,
+         1024},
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        uint8_t *b;
+        size_t n = make_index(&specs[i], &b);
+        const uint8_t ctl[] = {0, 1, 6};
+        char name[64];
+        for (size_t c = 0; c < sizeof ctl; c++) {
+            snprintf(name, sizeof name, "%s.%u", specs[i].name, (unsigned)ctl[c]);
+            put("chunks", name, &ctl[c], 1, b, n);
+        }
+        const uint8_t plain[2] = {0, 0};
+        put("stream", specs[i].name, plain, 2, b, n);
+        put("header", specs[i].name, &plain[0], 1, b, LDS_HEADER_SIZE);
+        free(b);
+    }
+}
+
 static void index_seeds(void)
 {
     static const spec specs[] = {
-        {"f32-plain", 3, 4, LDS_DTYPE_F32, LDS_METRIC_COSINE, false, false, false, false, false},
-        {"f32-all", 4, 4, LDS_DTYPE_F32, LDS_METRIC_DOT, true, true, true, false, true},
-        {"f16-keys", 5, 3, LDS_DTYPE_F16, LDS_METRIC_L2, false, true, false, false, false},
-        {"bf16-ids", 3, 8, LDS_DTYPE_BF16, LDS_METRIC_COSINE, true, false, false, true, false},
-        {"i8-unique", 6, 2, LDS_DTYPE_I8, LDS_METRIC_COSINE, false, true, true, true, true},
-        {"empty", 0, 4, LDS_DTYPE_F32, LDS_METRIC_COSINE, false, false, false, false, false},
-        {"empty-keys", 0, 1, LDS_DTYPE_F32, LDS_METRIC_L2, true, true, true, false, true},
+        {"f32-plain", 3, 4, LDS_DTYPE_F32, LDS_METRIC_COSINE, false, false, false, false, false, 0},
+        {"f32-all", 4, 4, LDS_DTYPE_F32, LDS_METRIC_DOT, true, true, true, false, true, 0},
+        {"f16-keys", 5, 3, LDS_DTYPE_F16, LDS_METRIC_L2, false, true, false, false, false, 0},
+        {"bf16-ids", 3, 8, LDS_DTYPE_BF16, LDS_METRIC_COSINE, true, false, false, true, false, 0},
+        {"i8-unique", 6, 2, LDS_DTYPE_I8, LDS_METRIC_COSINE, false, true, true, true, true, 0},
+        {"empty", 0, 4, LDS_DTYPE_F32, LDS_METRIC_COSINE, false, false, false, false, false, 0},
+        {"empty-keys", 0, 1, LDS_DTYPE_F32, LDS_METRIC_L2, true, true, true, false, true, 0},
     };
     const uint8_t zero = 0, one = 1;
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
@@ -130,7 +158,7 @@ static void index_seeds(void)
     }
     /* A header declaring an unknown length. */
     uint8_t h[LDS_HEADER_SIZE];
-    lds_header hd = {LDS_FORMAT_MAJOR, 0, 0, LDS_LENGTH_UNKNOWN};
+    lds_header hd = {.major = LDS_FORMAT_MAJOR, .payload_length = LDS_LENGTH_UNKNOWN};
     lds_header_encode(&hd, h);
     put("header", "length-unknown", &zero, 1, h, sizeof h);
 }
@@ -230,6 +258,7 @@ int main(int argc, char **argv)
     }
     root = argv[1];
     index_seeds();
+    chunk_seeds();
     text_seeds();
     rmdir(fz_tmpdir());
     return 0;

@@ -76,6 +76,7 @@ int main(void)
     FIELD(lds_writer_options, with_keys);
     FIELD(lds_writer_options, unique_keys);
     FIELD(lds_writer_options, i8_scale);
+    FIELD(lds_writer_options, chunk_bytes);
 
     SIZE(lds_hit);
     FIELD(lds_hit, row);
