@@ -634,10 +634,69 @@ static unsigned read_threads_for(const load_ctx *c, const lds__source *src, cons
 
 /* The payload read by `threads` readers (loader/parallel.c); then, as the read loop does,
  * the check that nothing follows it, through the source at the payload's end. */
+/* Format 1.1 under several readers: the table is read and checked first (a copy of its
+ * own), then each chunk is verified by the reader that completed it (ranges are chunks). */
+typedef struct chunk_check {
+    const lds_header *h;
+    const unsigned char *table; /* checked with lds_chunk_table_check */
+    uint64_t base;              /* stream offset of the header, for error offsets */
+} chunk_check;
+
+static lds_status verify_range_chunk(void *ctx, size_t offset, const unsigned char *p, size_t n,
+                                     lds_error *err)
+{
+    const chunk_check *cc = ctx;
+    uint64_t k = offset / cc->h->chunk_bytes, s, e;
+    if (k >= cc->h->chunk_count || lds_chunk_range(cc->h, k, &s, &e) != LDS_OK)
+        return LDS_OK; /* the table's own bytes: checked against the copy at the end */
+    if (s != offset || e - s > n)
+        return lds__load_fail(err, LDS_E_INVALID_ARG, "chunk", cc->base + LDS_HEADER_SIZE + offset,
+                              0, NULL, "range %zu+%zu is not chunk %llu", offset, n,
+                              (unsigned long long)k);
+    if (lds__xxh3(p, (size_t)(e - s)) == lds__ld64_le(cc->table + k * 8))
+        return LDS_OK;
+    lds_status st = lds_chunk_verify(cc->h, cc->table, k, p, (size_t)(e - s), err);
+    if (st != LDS_OK)
+        lds__error_rebase(err, cc->base);
+    return st;
+}
+
+/* Reads the chunk table (payload bytes [chunk_table_offset, length)) into `out`. */
+static lds_status read_table(load_ctx *c, int fd, uint64_t file_at, size_t length,
+                             unsigned char *out, size_t n)
+{
+    size_t got = 0;
+    uint64_t at = c->hdr.chunk_table_offset;
+    while (got < n) {
+        ssize_t r = pread(fd, out + got, n - got, (off_t)(file_at + at + got));
+        if (r > 0) {
+            got += (size_t)r;
+            continue;
+        }
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r == 0)
+            return lds__load_fail(c->err, LDS_E_TRUNCATED, "payload",
+                                  c->base + LDS_HEADER_SIZE + at + got, 0, NULL,
+                                  "the input ended after %llu of the %zu declared payload bytes",
+                                  (unsigned long long)(at + got), length);
+        return lds__load_fail(c->err, LDS_E_IO, "chunk_table", c->base + LDS_HEADER_SIZE + at + got,
+                              errno, NULL, "read of the chunk table failed: %s", strerror(errno));
+    }
+    lds_status st = lds_chunk_table_check(&c->hdr, out, n, c->err);
+    if (st != LDS_OK)
+        lds__error_rebase(c->err, c->base);
+    return st;
+}
+
+/* The payload read by `threads` readers (loader/parallel.c); then, as the read loop does,
+ * the check that nothing follows it, through the source at the payload's end. */
 static lds_status read_parallel(load_ctx *c, lds__source *src, const transport *t, payload_buf *b,
                                 size_t length, unsigned threads, size_t *received, bool *hashed,
                                 uint64_t *hash)
 {
+    bool verifying = c->o.verify_checksum && c->o.hash_while_reading;
+    bool chunked = verifying && lds_header_chunked(&c->hdr);
     lds__pread_job j = {
         .fd = src->fd,
         .file_at = t->pos + LDS_HEADER_SIZE,
@@ -647,14 +706,38 @@ static lds_status read_parallel(load_ctx *c, lds__source *src, const transport *
         .length = length,
         .range = c->o.chunk_bytes != 0 ? c->chunk : LDS__READ_RANGE_DEFAULT,
         .threads = threads,
-        .hash = c->o.verify_checksum && c->o.hash_while_reading,
+        .hash = verifying && !chunked,
         .verify = NULL,
         .opts = &c->o,
     };
+    unsigned char *table = NULL;
+    size_t table_n = chunked ? (size_t)c->hdr.chunk_count * 8 : 0;
+    chunk_check cc = {.h = &c->hdr, .base = c->base};
+    if (chunked) {
+        table = malloc(table_n + 1);
+        if (table == NULL)
+            return lds__load_fail(c->err, LDS_E_NOMEM, "chunk_table", c->base + LDS_HEADER_SIZE, 0,
+                                  NULL, "cannot allocate the %zu-byte chunk table", table_n);
+        lds_status st = read_table(c, src->fd, j.file_at, length, table, table_n);
+        if (st != LDS_OK) {
+            free(table);
+            return st;
+        }
+        cc.table = table;
+        j.range = c->hdr.chunk_bytes; /* ranges are chunks: each verified where it was read */
+        j.verify = verify_range_chunk;
+        j.verify_ctx = &cc;
+    }
     lds_status st = lds__pread_payload(&j, c->err);
     c->info.read_threads = j.threads_used;
+    if (st == LDS_OK && chunked && memcmp(b->ptr + c->hdr.chunk_table_offset, table, table_n) != 0)
+        st = lds__load_fail(c->err, LDS_E_CHECKSUM, "chunk_table",
+                            c->base + LDS_HEADER_SIZE + c->hdr.chunk_table_offset, 0, NULL,
+                            "the chunk table changed while the file was read");
+    free(table);
     if (st != LDS_OK)
         return st;
+    c->chunks_verified = chunked;
     c->info.payload_bytes = length;
     uint64_t end = t->pos + LDS_HEADER_SIZE + length;
     if (lseek(src->fd, (off_t)end, SEEK_SET) < 0)

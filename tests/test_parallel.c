@@ -36,11 +36,14 @@ static const char *tmp_path(const char *name)
     return path;
 }
 
-/* Writes an index of `rows` x `dim` f32 with keys (and ids when `ids`) to `path`. */
-static void write_index(const char *path, uint64_t rows, uint32_t dim, bool ids)
+/* Writes an index of `rows` x `dim` f32 with keys (and ids when `ids`) to `path`: format
+ * 1.1 with chunks of `chunk` bytes, or 1.0 for LDS_CHUNKS_NONE. */
+static void write_index_chunked(const char *path, uint64_t rows, uint32_t dim, bool ids,
+                                uint32_t chunk)
 {
     lds_writer_options wo;
     lds_writer_options_default(&wo);
+    wo.chunk_bytes = chunk;
     wo.dim = dim;
     wo.dtype = LDS_DTYPE_F32;
     wo.with_ids = ids;
@@ -61,6 +64,12 @@ static void write_index(const char *path, uint64_t rows, uint32_t dim, bool ids)
     free(v);
     assert_int_equal(lds_writer_finish(w, &err), LDS_OK);
     lds_writer_free(w);
+}
+
+/* Format 1.0 (one payload checksum, hashed in order while the readers read). */
+static void write_index(const char *path, uint64_t rows, uint32_t dim, bool ids)
+{
+    write_index_chunked(path, rows, dim, ids, LDS_CHUNKS_NONE);
 }
 
 static uint64_t payload_of(const char *path)
@@ -622,6 +631,61 @@ static void test_parallel_verify_hook(void **state)
     close(fd);
 }
 
+/* Format 1.1 under 1..8 readers: the same index as format 1.0 (and as one reader), every
+ * chunk verified on the reader that read it (the parser hashes nothing again); a byte
+ * flipped in chunk k is named as chunk k, whichever reader read it; every rental back. */
+static void test_parallel_chunked(void **state)
+{
+    (void)state;
+    const char *p10 = tmp_path("v10.ldsi"), *p11 = tmp_path("v11.ldsi");
+    write_index(p10, 3001, 37, true);
+    write_index_chunked(p11, 3001, 37, true, 4096);
+    lds_pool *pool = private_pool();
+    lds_index *ref = NULL;
+    lds_load_options o1 = opts(pool, 1, 0);
+    assert_int_equal(lds_load_path(p10, &o1, &ref, NULL, NULL), LDS_OK);
+    for (unsigned t = 1; t <= 8; t++) {
+        lds_load_options o = opts(pool, t, 0);
+        lds_index *idx = NULL;
+        lds_load_info info;
+        lds_load_info_init(&info);
+        lds_error err;
+        lds_error_init(&err);
+        assert_int_equal(lds_load_path(p11, &o, &idx, &info, &err), LDS_OK);
+        assert_int_equal(info.read_threads, t);
+        assert_true(info.checksum_verified);
+        assert_true(info.hashed_while_reading);
+        assert_int_equal(lds_index_chunk_bytes(idx), 4096);
+        assert_int_equal(lds_index_rows(idx), lds_index_rows(ref));
+        for (uint64_t r = 0; r < lds_index_rows(ref); r += 7)
+            assert_memory_equal(lds_index_row(idx, r), lds_index_row(ref, r), 37 * sizeof(float));
+        lds_index_free(idx);
+    }
+    /* a byte flipped in chunk 17 */
+    int fd = open(p11, O_RDWR);
+    assert_true(fd >= 0);
+    off_t at = LDS_HEADER_SIZE + 17 * 4096 + 1234;
+    unsigned char byte;
+    assert_int_equal(pread(fd, &byte, 1, at), 1);
+    byte ^= 0x40;
+    assert_int_equal(pwrite(fd, &byte, 1, at), 1);
+    close(fd);
+    for (unsigned t = 1; t <= 8; t++) {
+        lds_load_options o = opts(pool, t, 0);
+        lds_index *idx = NULL;
+        lds_error err;
+        lds_error_init(&err);
+        assert_int_equal(lds_load_path(p11, &o, &idx, NULL, &err), LDS_E_CHECKSUM);
+        assert_null(idx);
+        assert_string_equal(err.field, "chunk");
+        assert_int_equal(err.offset, LDS_HEADER_SIZE + 17 * 4096);
+        assert_non_null(strstr(err.message, "checksum of chunk 17 (payload bytes 69632..73727)"));
+    }
+    lds_index_free(ref);
+    assert_pool_clear(pool);
+    lds_pool_free(pool);
+}
+
 /* madvise(MADV_HUGEPAGE) refused: the load succeeds on 4 KiB pages and says so; not
  * refused, it reports huge pages (where THP is not "never"). */
 static void test_madvise_refused_falls_back(void **state)
@@ -741,6 +805,7 @@ int main(void)
         cmocka_unit_test(test_parallel_cancel_at_a_gate),
         cmocka_unit_test(test_parallel_cancel_at_random_points),
         cmocka_unit_test(test_parallel_verify_hook),
+        cmocka_unit_test(test_parallel_chunked),
         cmocka_unit_test(test_madvise_refused_falls_back),
         cmocka_unit_test(test_streams_keep_one_reader),
     };
