@@ -31,7 +31,7 @@ static const char info_usage[] =
     "  --no-mmap   read the file into a pooled buffer (the default)\n"
     "  --read-threads N\n"
     "              threads that read a regular file's payload in parallel\n"
-    "              (0, the default: one per CPU, at most 8, one per 64 MiB)\n"
+    "              (0, the default: one per CPU, at most 8, one per 128 MiB)\n"
     "  -h, --help  print this help\n";
 /* followed by cli_print_max_payload_help() */
 
@@ -55,7 +55,7 @@ static const char verify_usage[] =
     "options:\n"
     "  --read-threads N\n"
     "              threads that read a regular file's payload in parallel\n"
-    "              (0, the default: one per CPU, at most 8, one per 64 MiB)\n"
+    "              (0, the default: one per CPU, at most 8, one per 128 MiB)\n"
     "  -h, --help  print this help\n";
 /* followed by cli_print_max_payload_help() */
 

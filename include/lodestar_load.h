@@ -157,7 +157,7 @@ typedef struct lds_load_options {
     /** lds_load_path / lds_load_fd on an uncompressed regular file, pooled path: the
      *  number of threads that read the payload, each pread()ing disjoint ranges straight
      *  into the rental (docs/adr/0030). 0 (default) = automatic: one per online CPU, at
-     *  most 8, and at most one per 64 MiB of payload (so payloads under 128 MiB keep one
+     *  most 8, and at most one per 128 MiB of payload (so payloads under 256 MiB keep one
      *  reader); 1 = one reader (the read loop above); larger values are capped at 64.
      *  Streams, pipes, FILE*, zstd, callbacks and URLs always have one reader. With
      *  several, ranges are chunk_bytes long (0: 8 MiB); cancel, progress and the format

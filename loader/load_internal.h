@@ -133,7 +133,7 @@ extern void (*lds__load_mapped_hook)(int fd, const char *stage);
 /* The automatic rule (read_threads 0): one reader per online CPU, at most this many, and
  * at most one per LDS__READ_BYTES_PER_THREAD of payload (so small payloads keep one). */
 #define LDS__READ_THREADS_AUTO_MAX 8u
-#define LDS__READ_BYTES_PER_THREAD ((size_t)64 << 20)
+#define LDS__READ_BYTES_PER_THREAD ((size_t)128 << 20)
 /* Bytes per range when options.chunk_bytes is 0 (a multiple of the 2 MiB huge page, so
  * that two readers never fault the same huge page). */
 #define LDS__READ_RANGE_DEFAULT ((size_t)8 << 20)

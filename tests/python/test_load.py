@@ -180,7 +180,7 @@ def test_read_threads(tmp_path):
     v = rng.standard_normal((40000, 128)).astype(np.float32)  # 20 MB: three 8 MiB chunks
     path = str(tmp_path / "threads.ldsi")
     lodestar.write(path, v)
-    for threads, used in ((1, 1), (2, 2), (3, 3), (0, 1)):  # automatic: one below 128 MiB
+    for threads, used in ((1, 1), (2, 2), (3, 3), (0, 1)):  # automatic: one below 256 MiB
         with lodestar.load(path, read_threads=threads) as index:
             assert index.info["read_threads"] == used, threads
             assert index.checksum_verified and np.array_equal(index.vectors, v)
