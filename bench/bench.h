@@ -180,6 +180,7 @@ int bench_load_scale(const bench_opts *o);
 int bench_reload(const bench_opts *o);
 int bench_heap_warmth(const bench_opts *o);
 int bench_read_offset(const bench_opts *o);
+int bench_chunk_sizes(const bench_opts *o);
 int bench_live(const bench_opts *o);
 int bench_pin_cost(const bench_opts *o);
 

@@ -144,6 +144,17 @@ static const subcommand subcommands[] = {
      "\noptions:\n"
      "  --iterations N     measured rounds, --warmup N, --json FILE\n"
      "typical run time: a few seconds\n"},
+    {"chunk-sizes", bench_chunk_sizes,
+     "diagnostic: format 1.1's chunk size: XXH3-64 per chunk size, verification on 1..T threads",
+     "over one payload in memory (default 1 GiB; --size N), interleaved: XXH3-64 of the whole\n"
+     "payload (format 1.0's checksum) against the same bytes hashed in chunks of 1 to 64 MiB,\n"
+     "one thread; then lds_payload_verify_chunks (the mapped path's verification) for 4, 8\n"
+     "and 16 MiB chunks on 1..T threads (--threads T, default 2). ADR 0031.\n"
+     "\noptions:\n"
+     "  --size N           payload bytes (default 1G)\n"
+     "  --threads T        the most verification threads (default 2, at most 8)\n"
+     "  --iterations N     measured rounds (default 11), --warmup N (default 2), --json FILE\n"
+     "typical run time: about a minute at 1 GiB on 2 vCPUs\n"},
     {"read-offset", bench_read_offset,
      "diagnostic: read() of a cached file into buffers at page+0/16/64/256/2048",
      "read() of a file in the page cache into buffers at page+0, +16, +64, +256\n"

@@ -647,7 +647,8 @@ int cli_verify_manifest(const char *mpath)
     }
     uint64_t version = 0;
     if (!field_u64(man, "version", &version) || version != 1) {
-        cli_failf("%s: field \"version\": expected 1, the only version this program reads", mpath);
+        cli_failf("%s: field \"version\": expected 1, the only version this program reads",
+                  mpath);
         goto done;
     }
     if (!field_u64(man, "rows", &total) || !field_u64(man, "dim", &dim) || !arr || !dtype_o ||
@@ -790,12 +791,10 @@ int cli_verify_manifest(const char *mpath)
         } else {
             char line[PATH_MAX + 128];
             int ln = snprintf(line, sizeof line,
-                              "%s: ok: rows [%" PRIu64 ", %" PRIu64 "), checksum %s verified", file,
-                              first, first + rows, got);
+                              "%s: ok: rows [%" PRIu64 ", %" PRIu64 "), checksum %s verified",
+                              file, first, first + rows, got);
             cli_put_escaped(stdout, line,
-                            ln < 0                      ? 0
-                            : (size_t)ln >= sizeof line ? sizeof line - 1
-                                                        : (size_t)ln);
+                            ln < 0 ? 0 : (size_t)ln >= sizeof line ? sizeof line - 1 : (size_t)ln);
             fputc('\n', stdout);
         }
         lds_index_free(sh);

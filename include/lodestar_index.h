@@ -53,8 +53,8 @@ extern "C" {
 /** Smallest and largest chunk size a 1.1 file may declare (rule C1): powers of two. */
 #define LDS_MIN_CHUNK_BYTES ((uint32_t)1 << 10)
 #define LDS_MAX_CHUNK_BYTES ((uint32_t)1 << 30)
-/** The writer's chunk size (ADR 0031: 8 MiB, measured). */
-#define LDS_DEFAULT_FILE_CHUNK_BYTES ((uint32_t)8 << 20)
+/** The writer's chunk size (ADR 0031: 4 MiB, measured). */
+#define LDS_DEFAULT_FILE_CHUNK_BYTES ((uint32_t)4 << 20)
 /** lds_writer_options.chunk_bytes value that writes format 1.0 (one payload checksum). */
 #define LDS_CHUNKS_NONE UINT32_MAX
 
@@ -320,7 +320,8 @@ LDS_API bool lds_index_has_keys(const lds_index *idx);
 LDS_API bool lds_index_keys_unique(const lds_index *idx);
 /** Payload length in bytes, checksum included (the `length` given to the parser). */
 LDS_API uint64_t lds_index_payload_bytes(const lds_index *idx);
-/** The stored XXH3-64 checksum of the payload. */
+/** The stored XXH3-64 checksum of the payload (format 1.1: of the 1.0 payload the
+    chunks cover, so a 1.0 and a 1.1 file of the same data give the same value). */
 LDS_API uint64_t lds_index_checksum(const lds_index *idx);
 /** Format 1.1: bytes per chunk of the payload's chunk table; 0 for a 1.0 index. */
 LDS_API uint32_t lds_index_chunk_bytes(const lds_index *idx);
@@ -681,8 +682,9 @@ LDS_API lds_status lds_writer_set_meta(lds_writer *w, const char *key, const cha
 LDS_API uint64_t lds_writer_rows(const lds_writer *w);
 
 /**
- * Writes the ids, keys, metadata, section table, footer and checksum, rewrites
- * the header when the output is seekable, flushes, and for a path writer
+ * Writes the ids, keys, metadata, section table, footer and checksum, and, when
+ * the output is seekable and chunk_bytes asks for format 1.1, the chunk table
+ * (format.md §2.5); rewrites the header when the output is seekable, flushes, and for a path writer
  * fsyncs, renames and fsyncs the directory. Returns LDS_OK, LDS_E_IO,
  * LDS_E_NOMEM or LDS_E_STATE (already finished or failed). After it the writer
  * accepts only lds_writer_free.

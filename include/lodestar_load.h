@@ -120,7 +120,9 @@ typedef struct lds_load_options {
     /** With use_mmap: ask the kernel to pre-fault the mapping (MAP_POPULATE).
      *  Default false. */
     bool populate;
-    /** Verify the payload checksum (XXH3-64). Default true. */
+    /** Verify the payload checksum (XXH3-64); for a format 1.1 file, the chunk
+     *  table against the header and every chunk against the table (ADR 0031).
+     *  Default true. */
     bool verify_checksum;
     /** With verify_checksum on the read paths: hash each chunk right after it is
      *  read, while it is in cache, and give the parser the result (true, default);
@@ -148,7 +150,8 @@ typedef struct lds_load_options {
      *  chunk behind the reads, so that hashing overlaps the next read instead of
      *  following it. The thread lives for the one call and is joined before it
      *  returns (and before the rental goes back on any failure or cancellation).
-     *  Used only when the payload spans at least 4 chunks. Default: see
+     *  Used only when the payload spans at least 4 chunks, and not for a format
+     *  1.1 file (its chunks are hashed as they are read). Default: see
      *  lds_load_options_default (off: docs/measurements/load.txt has the figures). */
     bool hash_thread;
     /** lds_load_url only: the HTTP(S) options (borrowed for the call); NULL

@@ -896,7 +896,7 @@ static void test_a_flipped_table_byte_is_the_table(void **state)
     free(f.p);
 }
 
-/* The writer: 1.1 by default (8 MiB chunks), 1.0 on request, and 1.0 when it cannot seek back. */
+/* The writer: 1.1 by default (4 MiB chunks), 1.0 on request, and 1.0 when it cannot seek back. */
 static void test_writer_chunk_choices(void **state)
 {
     (void)state;
