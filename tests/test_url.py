@@ -18,6 +18,7 @@ import random
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -66,7 +67,12 @@ def make_fixtures():
     with open(os.path.join(FIXTURES, "length-unknown.header"), "rb") as f:
         header = f.read()
     with open(tiny, "rb") as f:
-        payload = f.read()[64:]
+        b = f.read()
+    # A 1.0 header declares no length: keep the 1.0 payload, without format 1.1's chunk
+    # table (docs/format.md 2.5: it starts at chunk_table_offset, header bytes 24..31).
+    end = 64 + struct.unpack_from("<Q", b, 24)[0] if struct.unpack_from("<I", b, 12)[0] & 1 \
+        else len(b)
+    payload = b[64:end]
     with open(os.path.join(SERVE, "unknown.ldsi"), "wb") as f:
         f.write(header + payload)
 
