@@ -178,6 +178,7 @@ int bench_contention(const bench_opts *o);
 int bench_capacity(const bench_opts *o);
 int bench_pool_cost(const bench_opts *o);
 int bench_load(const bench_opts *o);
+int bench_load_scale(const bench_opts *o);
 int bench_reload(const bench_opts *o);
 int bench_heap_warmth(const bench_opts *o);
 int bench_read_offset(const bench_opts *o);

@@ -84,6 +84,27 @@ static const subcommand subcommands[] = {
      "  --dir DIR          where it is written (default $TMPDIR or /tmp)\n"
      "  --iterations N     measured rounds (default 21), --warmup N (default 3)\n"
      "typical run time: about ten seconds, a minute with GloVe\n"},
+    {"load-scale", bench_load_scale,
+     "gigabyte loads: the read floor, pooled verified with 1..T readers and huge pages on/off, "
+     "mapped, numpy.load; fresh process and warm",
+     "for each size, a vectors-only index of N x D f32, the same with keys and a .npy of the\n"
+     "same vectors; timed interleaved, each in a fresh process (one load) and warm (loads\n"
+     "repeated in one process, the first dropped): bare read() into a pre-touched buffer (the\n"
+     "floor), the pooled verified load with 1..T readers (huge pages on, and off at 1 and T),\n"
+     "automatic, with keys, the mapped verified load and numpy.load (bench/load_numpy.py, run\n"
+     "from the repository's top). Wall time, CPU time, page faults, peak RSS, and the median\n"
+     "as a ratio to the floor and to numpy.load.\n"
+     "\noptions:\n"
+     "  --size LIST        payload sizes (default 256M,1G; --full adds 4G)\n"
+     "  --dim N            dimension (default 128; rows = size / (4 dim))\n"
+     "  --threads N        most readers (default: the CPUs, at most 8)\n"
+     "  --dir DIR          where the files are written (default $TMPDIR or /tmp; reused)\n"
+     "  --iterations N     fresh-process rounds (default 5)\n"
+     "  --mode cold        add a cold-cache table (the file's pages dropped before each\n"
+     "                     process with posix_fadvise DONTNEED: that file only)\n"
+     "  --mode populate    only the populate strategies: fault on first write, MAP_POPULATE,\n"
+     "                     MADV_POPULATE_WRITE per reader, 1..T readers (diagnostic)\n"
+     "typical run time: minutes (the files are written once: about 20 s per GiB)\n"},
     {"reload", bench_reload,
      "diagnostic: 100 cycles of load-then-free-previous, pooled vs plain malloc",
      "100 cycles of load-then-free-the-previous: time, faults per cycle and RSS across the\n"

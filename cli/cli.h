@@ -97,11 +97,16 @@ void cli_put_message(FILE *f, const char *s, size_t len);
 
 /* How a subcommand wants an index loaded. */
 typedef struct cli_load_request {
-    const char *file;     /* for messages: the path, "-", or the URL without user:password */
-    const char *source;   /* what is loaded (cli_set_source); NULL: `file` */
-    int mmap;             /* -1: the loader's default; 0: read; 1: map */
-    uint64_t max_payload; /* max_payload_bytes; 0: cli_default_max_payload() */
+    const char *file;      /* for messages: the path, "-", or the URL without user:password */
+    const char *source;    /* what is loaded (cli_set_source); NULL: `file` */
+    int mmap;              /* -1: the loader's default; 0: read; 1: map */
+    uint64_t max_payload;  /* max_payload_bytes; 0: cli_default_max_payload() */
+    uint32_t read_threads; /* options.read_threads; 0: automatic */
 } cli_load_request;
+
+/* Handles --read-threads N for `prog`: stores it in `req` and returns -1, or prints a
+   usage error and returns CLI_USAGE. */
+int cli_parse_read_threads(const char *prog, const char *arg, cli_load_request *req);
 
 /* Sets what `req` loads: a path, "-" for standard input, or an http:// or https:// URL
    (loaded with lds_load_url; shown everywhere without its user:password). */

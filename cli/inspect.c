@@ -29,6 +29,9 @@ static const char info_usage[] =
     "  --mmap      map the file instead of reading it (regular files only)\n"
     "              do not truncate or rewrite it in place while in use\n"
     "  --no-mmap   read the file into a pooled buffer (the default)\n"
+    "  --read-threads N\n"
+    "              threads that read a regular file's payload in parallel\n"
+    "              (0, the default: one per CPU, at most 8, one per 128 MiB)\n"
     "  -h, --help  print this help\n";
 /* followed by cli_print_max_payload_help() */
 
@@ -51,6 +54,9 @@ static const char verify_usage[] =
     "A shard's file is a name beside the manifest or an http:// or https:// URL.\n"
     "\n"
     "options:\n"
+    "  --read-threads N\n"
+    "              threads that read a regular file's payload in parallel\n"
+    "              (0, the default: one per CPU, at most 8, one per 128 MiB)\n"
     "  -h, --help  print this help\n";
 /* followed by cli_print_max_payload_help() */
 
@@ -135,6 +141,11 @@ static void print_info_text(const char *file, const lds_index *idx, const lds_lo
     if (why)
         printf("mmap:       not used (%s)\n", why);
     printf("load time:  %.3f ms\n", elapsed_ms(info));
+    if (info->read_threads > 1)
+        printf("readers:    %" PRIu32 " threads\n", info->read_threads);
+    if (info->huge_pages || info->huge_pages_fallback)
+        printf("pages:      %s\n", info->huge_pages ? "huge (transparent huge pages advised)"
+                                                    : "4 KiB (huge pages not available)");
     if (info->http_status != 0)
         printf("http:       status %d, %" PRIu32 " resumption%s\n", info->http_status,
                info->resumes, info->resumes == 1 ? "" : "s");
@@ -202,6 +213,10 @@ static int print_info_json(const char *file, const lds_index *idx, const lds_loa
     if (why) /* only with --mmap: "not used (...)", as the text's mmap line */
         json_object_object_add(load, "mmap_not_used", json_object_new_string(why));
     json_object_object_add(load, "elapsed_ns", json_object_new_uint64(info->elapsed_ns));
+    json_object_object_add(load, "read_threads", json_object_new_uint64(info->read_threads));
+    json_object_object_add(load, "huge_pages", json_object_new_boolean(info->huge_pages));
+    json_object_object_add(load, "huge_pages_fallback",
+                           json_object_new_boolean(info->huge_pages_fallback));
     if (info->http_status != 0) {
         json_object_object_add(load, "http_status", json_object_new_int(info->http_status));
         json_object_object_add(load, "resumes", json_object_new_uint64(info->resumes));
@@ -221,12 +236,13 @@ static int print_info_json(const char *file, const lds_index *idx, const lds_loa
 
 int cli_info(int argc, char **argv)
 {
-    enum { OPT_JSON = 256, OPT_MMAP, OPT_NO_MMAP, OPT_MAX_PAYLOAD };
+    enum { OPT_JSON = 256, OPT_MMAP, OPT_NO_MMAP, OPT_MAX_PAYLOAD, OPT_READ_THREADS };
     static const struct option longopts[] = {
         {"json", no_argument, NULL, OPT_JSON},
         {"mmap", no_argument, NULL, OPT_MMAP},
         {"no-mmap", no_argument, NULL, OPT_NO_MMAP},
         {"max-payload", required_argument, NULL, OPT_MAX_PAYLOAD},
+        {"read-threads", required_argument, NULL, OPT_READ_THREADS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -251,6 +267,10 @@ int cli_info(int argc, char **argv)
             break;
         case OPT_MAX_PAYLOAD:
             if (cli_parse_max_payload(prog, optarg, &req) >= 0)
+                return CLI_USAGE;
+            break;
+        case OPT_READ_THREADS:
+            if (cli_parse_read_threads(prog, optarg, &req) >= 0)
                 return CLI_USAGE;
             break;
         default:
@@ -324,9 +344,10 @@ static uint64_t list_bad_chunks(const char *file)
 
 int cli_verify(int argc, char **argv)
 {
-    enum { OPT_MAX_PAYLOAD = 256 };
+    enum { OPT_MAX_PAYLOAD = 256, OPT_READ_THREADS };
     static const struct option longopts[] = {
         {"max-payload", required_argument, NULL, OPT_MAX_PAYLOAD},
+        {"read-threads", required_argument, NULL, OPT_READ_THREADS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -342,6 +363,10 @@ int cli_verify(int argc, char **argv)
             return CLI_OK;
         case OPT_MAX_PAYLOAD:
             if (cli_parse_max_payload(prog, optarg, &req) >= 0)
+                return CLI_USAGE;
+            break;
+        case OPT_READ_THREADS:
+            if (cli_parse_read_threads(prog, optarg, &req) >= 0)
                 return CLI_USAGE;
             break;
         default:

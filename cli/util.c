@@ -188,6 +188,17 @@ void cli_print_max_payload_help(FILE *f)
             here);
 }
 
+int cli_parse_read_threads(const char *prog, const char *arg, cli_load_request *req)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long v = strtoul(arg, &end, 10);
+    if (errno != 0 || end == arg || *end != '\0' || arg[0] == '-' || v > 64)
+        return cli_usage_error(prog, "--read-threads wants a count from 0 (automatic) to 64");
+    req->read_threads = (uint32_t)v;
+    return -1;
+}
+
 int cli_parse_max_payload(const char *prog, const char *arg, cli_load_request *req)
 {
     if (!cli_parse_size(arg, &req->max_payload))
@@ -300,6 +311,7 @@ static lds_status load(const cli_load_request *req, lds_index **out, lds_load_in
     if (req->mmap >= 0)
         opts.use_mmap = req->mmap != 0;
     opts.max_payload_bytes = req->max_payload ? req->max_payload : cli_default_max_payload();
+    opts.read_threads = req->read_threads;
     lds_url_options uo;
     lds_url_options_default(&uo);
     uo.timeout_ms = cli_timeout_ms;

@@ -157,6 +157,18 @@ typedef struct lds_load_options {
     /** lds_load_url only: the HTTP(S) options (borrowed for the call); NULL
      *  (default) = lds_url_options_default. Ignored by the other sources. */
     const lds_url_options *url;
+    /** lds_load_path / lds_load_fd on an uncompressed regular file, pooled path: the
+     *  number of threads that read the payload, each pread()ing disjoint ranges straight
+     *  into the rental (docs/adr/0030). 0 (default) = automatic: one per online CPU, at
+     *  most 8, and at most one per 128 MiB of payload (so payloads under 256 MiB keep one
+     *  reader); 1 = one reader (the read loop above); larger values are capped at 64.
+     *  Streams, pipes, FILE*, zstd, callbacks and URLs always have one reader. With
+     *  several, ranges are chunk_bytes long (0: 8 MiB); cancel, progress and the format
+     *  1.0 checksum (hash_while_reading) run on the calling thread, which reads too, and
+     *  every error is reported as with one reader (the one at the lowest offset). All
+     *  readers have ended before the call returns, on every path. hash_thread is not
+     *  used. lds_load_info.read_threads tells how many read. */
+    uint32_t read_threads;
 } lds_load_options;
 
 /** Smallest lds_load_options.size accepted: the struct as first shipped. */
@@ -189,6 +201,11 @@ typedef struct lds_load_info {
     /* lds_load_url only (0 elsewhere): */
     int http_status;  /* status code of the last HTTP response, 0 if none came */
     uint32_t resumes; /* Range requests that resumed a dropped transfer */
+    /* The payload's reading (docs/adr/0029, 0030): */
+    uint32_t read_threads;    /* threads that read the payload (0 when none was read) */
+    bool huge_pages;          /* the rental is advised for transparent huge pages */
+    bool huge_pages_fallback; /* huge pages were wanted for the rental, but THP is "never"
+                                 or madvise failed: 4 KiB pages (docs/adr/0029) */
 } lds_load_info;
 
 /** Smallest lds_load_info.size accepted: the struct as first shipped. */

@@ -496,6 +496,7 @@ static lds_status read_payload(load_ctx *c, lds__source *src, payload_buf *b, ui
     bool threaded = hashing && c->o.hash_thread && !b->growable && b->cap >= limit &&
                     limit / 4 >= c->chunk && hasher_start(&th, b->ptr, hs);
     c->info.hashed_on_thread = threaded;
+    c->info.read_threads = 1;
     lds_status st = LDS_OK;
     size_t received = 0, done_hash = 0;
     uint64_t payload_at = c->base + LDS_HEADER_SIZE;
@@ -611,6 +612,148 @@ static lds_status check_content_length(load_ctx *c, const transport *t, uint64_t
         (unsigned long long)(declared + LDS_HEADER_SIZE));
 }
 
+/* Readers for this load: several only for a rental filled from a regular file read
+ * through an fd, uncompressed, whose position is right after the header. */
+static unsigned read_threads_for(const load_ctx *c, const lds__source *src, const transport *t,
+                                 const payload_buf *b, uint64_t length)
+{
+    if (c->o.read_threads == 1 || src->kind != LDS__SRC_FD || src->compressed || !t->has_size ||
+        b->h.kind != HOLD_LEASE || length == LDS_LENGTH_UNKNOWN || length == 0 ||
+        src->peek_pos != src->peek_len || b->cap < length)
+        return 1;
+    unsigned n = c->o.read_threads == 0 ? lds__read_threads_auto((size_t)length)
+                 : c->o.read_threads > LDS__READ_THREADS_MAX ? LDS__READ_THREADS_MAX
+                                                             : c->o.read_threads;
+    if (n <= 1)
+        return 1;
+    off_t at = lseek(src->fd, 0, SEEK_CUR);
+    if (at < 0 || (uint64_t)at != t->pos + LDS_HEADER_SIZE)
+        return 1;
+    return n;
+}
+
+/* The payload read by `threads` readers (loader/parallel.c); then, as the read loop does,
+ * the check that nothing follows it, through the source at the payload's end. */
+/* Format 1.1 under several readers: the table is read and checked first (a copy of its
+ * own), then each chunk is verified by the reader that completed it (ranges are chunks). */
+typedef struct chunk_check {
+    const lds_header *h;
+    const unsigned char *table; /* checked with lds_chunk_table_check */
+    uint64_t base;              /* stream offset of the header, for error offsets */
+} chunk_check;
+
+static lds_status verify_range_chunk(void *ctx, size_t offset, const unsigned char *p, size_t n,
+                                     lds_error *err)
+{
+    const chunk_check *cc = ctx;
+    uint64_t k = offset / cc->h->chunk_bytes, s, e;
+    if (k >= cc->h->chunk_count || lds_chunk_range(cc->h, k, &s, &e) != LDS_OK)
+        return LDS_OK; /* the table's own bytes: checked against the copy at the end */
+    if (s != offset || e - s > n)
+        return lds__load_fail(err, LDS_E_INVALID_ARG, "chunk", cc->base + LDS_HEADER_SIZE + offset,
+                              0, NULL, "range %zu+%zu is not chunk %llu", offset, n,
+                              (unsigned long long)k);
+    if (lds__xxh3(p, (size_t)(e - s)) == lds__ld64_le(cc->table + k * 8))
+        return LDS_OK;
+    lds_status st = lds_chunk_verify(cc->h, cc->table, k, p, (size_t)(e - s), err);
+    if (st != LDS_OK)
+        lds__error_rebase(err, cc->base);
+    return st;
+}
+
+/* Reads the chunk table (payload bytes [chunk_table_offset, length)) into `out`. */
+static lds_status read_table(load_ctx *c, int fd, uint64_t file_at, size_t length,
+                             unsigned char *out, size_t n)
+{
+    size_t got = 0;
+    uint64_t at = c->hdr.chunk_table_offset;
+    while (got < n) {
+        ssize_t r = pread(fd, out + got, n - got, (off_t)(file_at + at + got));
+        if (r > 0) {
+            got += (size_t)r;
+            continue;
+        }
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r == 0)
+            return lds__load_fail(c->err, LDS_E_TRUNCATED, "payload",
+                                  c->base + LDS_HEADER_SIZE + at + got, 0, NULL,
+                                  "the input ended after %llu of the %zu declared payload bytes",
+                                  (unsigned long long)(at + got), length);
+        return lds__load_fail(c->err, LDS_E_IO, "chunk_table", c->base + LDS_HEADER_SIZE + at + got,
+                              errno, NULL, "read of the chunk table failed: %s", strerror(errno));
+    }
+    lds_status st = lds_chunk_table_check(&c->hdr, out, n, c->err);
+    if (st != LDS_OK)
+        lds__error_rebase(c->err, c->base);
+    return st;
+}
+
+/* The payload read by `threads` readers (loader/parallel.c); then, as the read loop does,
+ * the check that nothing follows it, through the source at the payload's end. */
+static lds_status read_parallel(load_ctx *c, lds__source *src, const transport *t, payload_buf *b,
+                                size_t length, unsigned threads, size_t *received, bool *hashed,
+                                uint64_t *hash)
+{
+    bool verifying = c->o.verify_checksum && c->o.hash_while_reading;
+    bool chunked = verifying && lds_header_chunked(&c->hdr);
+    lds__pread_job j = {
+        .fd = src->fd,
+        .file_at = t->pos + LDS_HEADER_SIZE,
+        .payload_at = c->base + LDS_HEADER_SIZE,
+        .stream_at = src->raw_bytes,
+        .dst = b->ptr,
+        .length = length,
+        .range = c->o.chunk_bytes != 0 ? c->chunk : LDS__READ_RANGE_DEFAULT,
+        .threads = threads,
+        .hash = verifying && !chunked,
+        .verify = NULL,
+        .opts = &c->o,
+    };
+    unsigned char *table = NULL;
+    size_t table_n = chunked ? (size_t)c->hdr.chunk_count * 8 : 0;
+    chunk_check cc = {.h = &c->hdr, .base = c->base};
+    if (chunked) {
+        table = malloc(table_n + 1);
+        if (table == NULL)
+            return lds__load_fail(c->err, LDS_E_NOMEM, "chunk_table", c->base + LDS_HEADER_SIZE, 0,
+                                  NULL, "cannot allocate the %zu-byte chunk table", table_n);
+        lds_status st = read_table(c, src->fd, j.file_at, length, table, table_n);
+        if (st != LDS_OK) {
+            free(table);
+            return st;
+        }
+        cc.table = table;
+        j.range = c->hdr.chunk_bytes; /* ranges are chunks: each verified where it was read */
+        j.verify = verify_range_chunk;
+        j.verify_ctx = &cc;
+    }
+    lds_status st = lds__pread_payload(&j, c->err);
+    c->info.read_threads = j.threads_used;
+    if (st == LDS_OK && chunked && memcmp(b->ptr + c->hdr.chunk_table_offset, table, table_n) != 0)
+        st = lds__load_fail(c->err, LDS_E_CHECKSUM, "chunk_table",
+                            c->base + LDS_HEADER_SIZE + c->hdr.chunk_table_offset, 0, NULL,
+                            "the chunk table changed while the file was read");
+    free(table);
+    if (st != LDS_OK)
+        return st;
+    c->chunks_verified = chunked;
+    c->info.payload_bytes = length;
+    uint64_t end = t->pos + LDS_HEADER_SIZE + length;
+    if (lseek(src->fd, (off_t)end, SEEK_SET) < 0)
+        return lds__load_fail(c->err, LDS_E_IO, "stream", src->raw_bytes + length, errno, NULL,
+                              "cannot seek past the payload: %s", strerror(errno));
+    src->raw_bytes += length;
+    src->out_bytes += length;
+    st = lds__source_expect_end(src, c->err);
+    if (st != LDS_OK)
+        return st;
+    *received = length;
+    *hashed = j.hashed;
+    *hash = j.hash_value;
+    return LDS_OK;
+}
+
 static lds_status load_stream(load_ctx *c, lds__source *src, const transport *t)
 {
     c->base = t->has_size ? t->pos : 0;
@@ -708,7 +851,16 @@ static lds_status load_stream(load_ctx *c, lds__source *src, const transport *t)
     size_t received = 0;
     bool hashed = false;
     uint64_t hash = 0;
-    st = read_payload(c, src, &b, length, &received, &hashed, &hash);
+    if (b.h.kind == HOLD_LEASE) {
+        int pages = lds__pool_lease_pages(b.h.pool, &b.h.lease);
+        c->info.huge_pages = pages == 1;
+        c->info.huge_pages_fallback = pages == 2;
+    }
+    unsigned threads = read_threads_for(c, src, t, &b, length);
+    if (threads > 1)
+        st = read_parallel(c, src, t, &b, (size_t)length, threads, &received, &hashed, &hash);
+    else
+        st = read_payload(c, src, &b, length, &received, &hashed, &hash);
     c->info.capacity_bytes = b.cap;
     c->info.stream_bytes = src->raw_bytes;
     if (st != LDS_OK) {

@@ -45,7 +45,7 @@ class LoadOptions(_c.Structure):
                 ("ownership", I), ("use_mmap", B), ("populate", B), ("verify_checksum", B),
                 ("hash_while_reading", B), ("cancel", P), ("progress", P),
                 ("callback_ctx", P), ("chunk_bytes", SZ), ("hash_thread", B),
-                ("url", P)]
+                ("url", P), ("read_threads", U32)]
 
 
 class UrlOptions(_c.Structure):
@@ -61,7 +61,8 @@ class LoadInfo(_c.Structure):
                 ("checksum_verified", B), ("hashed_while_reading", B), ("mmap_fallback", B),
                 ("payload_bytes", U64), ("declared_bytes", U64), ("stream_bytes", U64),
                 ("capacity_bytes", U64), ("elapsed_ns", U64), ("hashed_on_thread", B),
-                ("http_status", I), ("resumes", U32)]
+                ("http_status", I), ("resumes", U32), ("read_threads", U32),
+                ("huge_pages", B), ("huge_pages_fallback", B)]
 
 
 class WriterOptions(_c.Structure):
@@ -93,7 +94,7 @@ class PoolOptions(_c.Structure):
     _fields_ = [("size", SZ), ("check", I), ("fill_on_rent", I), ("max_retained_bytes", SZ),
                 ("max_per_class", U32), ("thread_cache_count", U32),
                 ("thread_cache_bytes", SZ), ("mmap_threshold", SZ), ("max_idle_ns", U64),
-                ("guard_quarantine", U32), ("huge_pages", I)]
+                ("guard_quarantine", U32), ("huge_pages", I), ("large_buffers", U32)]
 
 
 class LiveOptions(_c.Structure):

@@ -834,7 +834,7 @@ def _view_collected(index):
     return collected
 
 
-def _options(mmap, populate, verify, ownership, max_payload):
+def _options(mmap, populate, verify, ownership, max_payload, read_threads=0):
     lib = library()
     opts = _capi.LoadOptions()
     lib.lds_load_options_default(ctypes.byref(opts))
@@ -849,6 +849,10 @@ def _options(mmap, populate, verify, ownership, max_payload):
         if m < 0:
             raise ValueError("max_payload must be >= 0 bytes, not %d" % m)
         opts.max_payload_bytes = m
+    t = operator.index(read_threads)
+    if t < 0:
+        raise ValueError("read_threads must be >= 0 (0: automatic), not %d" % t)
+    opts.read_threads = min(t, 0xFFFFFFFF)
     return opts
 
 
@@ -887,7 +891,7 @@ def _readinto_callback(f, failure, call=None):
 
 
 def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, populate=False,
-         timeout=None, progress=None):
+         timeout=None, progress=None, read_threads=0):
     """Loads an index and returns an Index.
 
     source: a path (str or os.PathLike); an "http://" or "https://" URL (str, loaded
@@ -906,11 +910,13 @@ def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, p
     payload arrives (about every MiB) and ending at the total; what it raises stops the
     load and is raised here. Ctrl-C (SIGINT, main thread, with Python's default handler)
     stops the load within about 50 ms and raises KeyboardInterrupt, the rental returned
-    (docs/adr/0034). Raises lodestar.Error subclasses (TruncatedError, ChecksumError,
+    (docs/adr/0034). read_threads: threads that read a regular file's payload in
+    parallel (path or fd; 0, the default: automatic, see lds_load_options; 1: one reader).
+    Raises lodestar.Error subclasses (TruncatedError, ChecksumError,
     IOError, ...), TypeError for a source of another kind.
     """
     lib = library()
-    opts = _options(mmap, populate, verify, ownership, max_payload)
+    opts = _options(mmap, populate, verify, ownership, max_payload, read_threads)
     uo = _interrupt.url_options(timeout)
     opts.url = ctypes.cast(ctypes.byref(uo), ctypes.c_void_p).value
     info = _capi.LoadInfo()

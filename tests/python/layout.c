@@ -44,6 +44,7 @@ int main(void)
     FIELD(lds_load_options, chunk_bytes);
     FIELD(lds_load_options, hash_thread);
     FIELD(lds_load_options, url);
+    FIELD(lds_load_options, read_threads);
 
     SIZE(lds_url_options);
     FIELD(lds_url_options, size);
@@ -73,6 +74,9 @@ int main(void)
     FIELD(lds_load_info, hashed_on_thread);
     FIELD(lds_load_info, http_status);
     FIELD(lds_load_info, resumes);
+    FIELD(lds_load_info, read_threads);
+    FIELD(lds_load_info, huge_pages);
+    FIELD(lds_load_info, huge_pages_fallback);
 
     SIZE(lds_writer_options);
     FIELD(lds_writer_options, size);
@@ -107,6 +111,7 @@ int main(void)
     FIELD(lds_pool_options, max_idle_ns);
     FIELD(lds_pool_options, guard_quarantine);
     FIELD(lds_pool_options, huge_pages);
+    FIELD(lds_pool_options, large_buffers);
 
     SIZE(lds_live_options);
     FIELD(lds_live_options, size);
