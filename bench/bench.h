@@ -49,6 +49,8 @@ typedef struct bench_opts {
     /* capacity --counts LIST: retained buffer counts; n_counts 0 = the default points */
     size_t counts[BENCH_MAX_SIZES];
     size_t n_counts;
+    /* search: --dtype, --metric, --batch, --kernel LISTs (comma-separated); NULL = default */
+    const char *dtypes, *metrics, *batches, *kernels;
 } bench_opts;
 
 /* How a row's samples are expressed. */
@@ -176,9 +178,12 @@ int bench_contention(const bench_opts *o);
 int bench_capacity(const bench_opts *o);
 int bench_pool_cost(const bench_opts *o);
 int bench_load(const bench_opts *o);
+int bench_load_scale(const bench_opts *o);
 int bench_reload(const bench_opts *o);
 int bench_heap_warmth(const bench_opts *o);
 int bench_read_offset(const bench_opts *o);
+int bench_chunk_sizes(const bench_opts *o);
+int bench_search(const bench_opts *o);
 int bench_live(const bench_opts *o);
 int bench_pin_cost(const bench_opts *o);
 

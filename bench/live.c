@@ -283,6 +283,7 @@ static lds_status reload_malloc(live_bench *lb, const char *path)
     lds_parse_options_default(&po);
     po.release = release_free;
     po.release_ctx = payload;
+    po.header = &h; /* format 1.1: the chunk table */
     if ((st = lds_index_from_payload(payload, h.payload_length, &po, &idx, NULL)) != LDS_OK)
         goto done;
     payload = NULL; /* the index owns it */

@@ -84,6 +84,27 @@ static const subcommand subcommands[] = {
      "  --dir DIR          where it is written (default $TMPDIR or /tmp)\n"
      "  --iterations N     measured rounds (default 21), --warmup N (default 3)\n"
      "typical run time: about ten seconds, a minute with GloVe\n"},
+    {"load-scale", bench_load_scale,
+     "gigabyte loads: the read floor, pooled verified with 1..T readers and huge pages on/off, "
+     "mapped, numpy.load; fresh process and warm",
+     "for each size, a vectors-only index of N x D f32, the same with keys and a .npy of the\n"
+     "same vectors; timed interleaved, each in a fresh process (one load) and warm (loads\n"
+     "repeated in one process, the first dropped): bare read() into a pre-touched buffer (the\n"
+     "floor), the pooled verified load with 1..T readers (huge pages on, and off at 1 and T),\n"
+     "automatic, with keys, the mapped verified load and numpy.load (bench/load_numpy.py, run\n"
+     "from the repository's top). Wall time, CPU time, page faults, peak RSS, and the median\n"
+     "as a ratio to the floor and to numpy.load.\n"
+     "\noptions:\n"
+     "  --size LIST        payload sizes (default 256M,1G; --full adds 4G)\n"
+     "  --dim N            dimension (default 128; rows = size / (4 dim))\n"
+     "  --threads N        most readers (default: the CPUs, at most 8)\n"
+     "  --dir DIR          where the files are written (default $TMPDIR or /tmp; reused)\n"
+     "  --iterations N     fresh-process rounds (default 5)\n"
+     "  --mode cold        add a cold-cache table (the file's pages dropped before each\n"
+     "                     process with posix_fadvise DONTNEED: that file only)\n"
+     "  --mode populate    only the populate strategies: fault on first write, MAP_POPULATE,\n"
+     "                     MADV_POPULATE_WRITE per reader, 1..T readers (diagnostic)\n"
+     "typical run time: minutes (the files are written once: about 20 s per GiB)\n"},
     {"reload", bench_reload,
      "diagnostic: 100 cycles of load-then-free-previous, pooled vs plain malloc",
      "100 cycles of load-then-free-the-previous: time, faults per cycle and RSS across the\n"
@@ -123,6 +144,17 @@ static const subcommand subcommands[] = {
      "\noptions:\n"
      "  --iterations N     measured rounds, --warmup N, --json FILE\n"
      "typical run time: a few seconds\n"},
+    {"chunk-sizes", bench_chunk_sizes,
+     "diagnostic: format 1.1's chunk size: XXH3-64 per chunk size, verification on 1..T threads",
+     "over one payload in memory (default 1 GiB; --size N), interleaved: XXH3-64 of the whole\n"
+     "payload (format 1.0's checksum) against the same bytes hashed in chunks of 1 to 64 MiB,\n"
+     "one thread; then lds_payload_verify_chunks (the mapped path's verification) for 4, 8\n"
+     "and 16 MiB chunks on 1..T threads (--threads T, default 2). ADR 0031.\n"
+     "\noptions:\n"
+     "  --size N           payload bytes (default 1G)\n"
+     "  --threads T        the most verification threads (default 2, at most 8)\n"
+     "  --iterations N     measured rounds (default 11), --warmup N (default 2), --json FILE\n"
+     "typical run time: about a minute at 1 GiB on 2 vCPUs\n"},
     {"read-offset", bench_read_offset,
      "diagnostic: read() of a cached file into buffers at page+0/16/64/256/2048",
      "read() of a file in the page cache into buffers at page+0, +16, +64, +256\n"
@@ -131,6 +163,24 @@ static const subcommand subcommands[] = {
      "  --size LIST        file sizes (default 1M, 16M, 64M)\n"
      "  --iterations N     measured rounds (default 31), --warmup N (default 3)\n"
      "typical run time: a few seconds\n"},
+    {"search", bench_search,
+     "exact top-k per dtype, metric, batch (1, 8, 100, 1000), threads and kernel: ms/query, "
+     "GFLOP/s, % of read bandwidth",
+     "exact top-10 search on rows x dim generated unit rows (default 341,479 x 100, GloVe's\n"
+     "shape) or an index's rows, written as each dtype and metric: every combination of dtype,\n"
+     "metric, batch size, thread count (1 and --threads) and kernel, interleaved in a rotating\n"
+     "order; wall and CPU ms per query, GFLOP/s and the rows' read rate against memchr.\n"
+     "\noptions:\n"
+     "  --index FILE       search this index's rows (read as f32) instead of generated ones\n"
+     "  --rows N --dim N   shape of the generated rows (default 341479 x 100)\n"
+     "  --dtype LIST       f32, f16, bf16, i8 (default all four)\n"
+     "  --metric LIST      dot, cosine, l2 (default dot)\n"
+     "  --batch LIST       queries per call (default 1,8,100,1000; batch 1 is 8 calls)\n"
+     "  --threads N        thread counts 1 and N (default 2)\n"
+     "  --kernel LIST      kernels (default every one this CPU runs, lds_search_kernels)\n"
+     "  --dir DIR          where the temporary indexes are written (default $TMPDIR or /tmp)\n"
+     "  --iterations N     measured rounds (default 5), --warmup N (default 1)\n"
+     "typical run time: a few minutes (about 10 s with --dry)\n"},
 };
 
 #define N_SUBCOMMANDS (sizeof subcommands / sizeof subcommands[0])
@@ -163,6 +213,7 @@ static void usage(FILE *out)
             "  --touch page|full  pool-cost --acquire: write one byte per page (default) or\n"
             "                     every byte\n"
             "  --mode fresh|warm|none --loads N   heap-warmth child process mode\n"
+            "  --dtype LIST --metric LIST --batch LIST --kernel LIST   search: what to run\n"
             "  --list             print the subcommand names, one a line\n"
             "  --help             this text\n");
 }
@@ -342,6 +393,14 @@ int main(int argc, char **argv)
             o.loads = (int)n;
         } else if (strcmp(a, "--mode") == 0) {
             o.mode = v;
+        } else if (strcmp(a, "--dtype") == 0) {
+            o.dtypes = v;
+        } else if (strcmp(a, "--metric") == 0) {
+            o.metrics = v;
+        } else if (strcmp(a, "--batch") == 0) {
+            o.batches = v;
+        } else if (strcmp(a, "--kernel") == 0) {
+            o.kernels = v;
         } else if (strcmp(a, "--touch") == 0) {
             o.touch = v;
             bad = strcmp(v, "page") != 0 && strcmp(v, "full") != 0;

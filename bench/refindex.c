@@ -67,7 +67,9 @@ static int write_index(const char *path, uint64_t rows, uint32_t dim)
     return 0;
 }
 
-/* Copies `src` to `dst` with the header's declared length replaced by "unknown". */
+/* Copies `src` to `dst` with the header's declared length replaced by "unknown"; of a
+ * format 1.1 file, the 1.0 payload only (a header of unknown length cannot name a chunk
+ * table: docs/format.md §2.5). */
 static int write_unknown_length(const char *src, const char *dst)
 {
     char tmp[4200];
@@ -80,19 +82,27 @@ static int write_unknown_length(const char *src, const char *dst)
     static unsigned char buf[1 << 20];
     ssize_t n;
     bool first = true;
-    while ((n = read(in, buf, sizeof buf)) > 0) {
+    uint64_t left = UINT64_MAX; /* bytes still to copy */
+    while (left > 0 && (n = read(in, buf, sizeof buf)) > 0) {
         if (first) {
             lds_header h;
             if (n < LDS_HEADER_SIZE || lds_header_decode(buf, (size_t)n, &h, NULL) != LDS_OK)
                 goto done;
-            h.payload_length = LDS_LENGTH_UNKNOWN;
-            if (lds_header_encode(&h, buf) != LDS_OK)
+            if (lds_header_chunked(&h))
+                left = LDS_HEADER_SIZE + h.chunk_table_offset;
+            lds_header u = {.major = h.major, .payload_length = LDS_LENGTH_UNKNOWN};
+            if (lds_header_encode(&u, buf) != LDS_OK)
                 goto done;
             first = false;
         }
+        if ((uint64_t)n > left)
+            n = (ssize_t)left;
         if (write(out, buf, (size_t)n) != n)
             goto done;
+        left -= (uint64_t)n;
     }
+    if (left == 0)
+        n = 0;
     if (n == 0 && rename(tmp, dst) == 0)
         rc = 0;
 done:

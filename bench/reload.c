@@ -73,6 +73,7 @@ static lds_status load_malloc(const char *path, lds_index **out)
     lds_parse_options_default(&po);
     po.release = release_free;
     po.release_ctx = payload;
+    po.header = &h; /* format 1.1: the chunk table */
     st = lds_index_from_payload(payload, h.payload_length, &po, out, NULL);
     if (st == LDS_OK)
         payload = NULL; /* the index owns it now */

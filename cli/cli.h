@@ -98,11 +98,16 @@ void cli_put_message(FILE *f, const char *s, size_t len);
 
 /* How a subcommand wants an index loaded. */
 typedef struct cli_load_request {
-    const char *file;     /* for messages: the path, "-", or the URL without user:password */
-    const char *source;   /* what is loaded (cli_set_source); NULL: `file` */
-    int mmap;             /* -1: the loader's default; 0: read; 1: map */
-    uint64_t max_payload; /* max_payload_bytes; 0: cli_default_max_payload() */
+    const char *file;      /* for messages: the path, "-", or the URL without user:password */
+    const char *source;    /* what is loaded (cli_set_source); NULL: `file` */
+    int mmap;              /* -1: the loader's default; 0: read; 1: map */
+    uint64_t max_payload;  /* max_payload_bytes; 0: cli_default_max_payload() */
+    uint32_t read_threads; /* options.read_threads; 0: automatic */
 } cli_load_request;
+
+/* Handles --read-threads N for `prog`: stores it in `req` and returns -1, or prints a
+   usage error and returns CLI_USAGE. */
+int cli_parse_read_threads(const char *prog, const char *arg, cli_load_request *req);
 
 /* Sets what `req` loads: a path, "-" for standard input, or an http:// or https:// URL
    (loaded with lds_load_url; shown everywhere without its user:password). */
@@ -120,6 +125,16 @@ void cli_print_max_payload_help(FILE *f);
    Returns CLI_OK, or prints the loader's error (naming req->file, field and offset) and
    returns its exit code. */
 int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info);
+
+/* What the file at `path` is (lds_import_sniff of its first KiB) and, in *format, the
+   format that packs it; NULL for "-", a URL, a file that cannot be read, or no kind known. */
+const char *cli_sniff_path(const char *path, lds_import_format *format);
+
+/* When the file at `path` (shown as `file`) is not a lodestar index but a kind that
+   lds_import_sniff knows, prints to stderr what it is and what to do (the `lodestar pack`
+   command that converts it; for a shard manifest, lodestar.search_shards) and returns
+   true; else prints nothing and returns false. */
+bool cli_explain_file(const char *file, const char *path);
 
 /* Writes `x` in the shortest decimal form that reads back as the same float (from one
    significant digit up: 1e-45, 0.5); every NaN as "nan", whatever its sign bit. */
@@ -143,9 +158,66 @@ int cli_close_stdout(int code);
    target[cap]; returns CLI_OK, or CLI_FAIL with the message printed. */
 int cli_output_target(const char *path, char *target, size_t cap);
 
-/* mkstemp(tmpl), then the mode of the file at `target` it will replace, or when there is
-   none the mode an ordinary new file gets (0666 less the umask), instead of mkstemp's
-   0600. Returns the fd or -1 (errno). */
-int cli_create_temp(char *tmpl, const char *target);
+/* ---- options every command takes (main.c takes them out of argv before the command runs):
+   --quiet (no progress line) and --timeout SECONDS (the deadline of a URL load). */
+
+/* --quiet was given. */
+extern bool cli_quiet;
+
+/* Default of --timeout: an hour, in milliseconds (docs/adr/0034: the longest download the
+   program should wait for unattended; 0 = none). */
+#define CLI_DEFAULT_TIMEOUT_MS 3600000u
+
+/* --timeout in milliseconds (lds_url_options.timeout_ms of every URL load); 0 = none. */
+extern uint32_t cli_timeout_ms;
+
+/* The progress line: on standard error only, only when it is a terminal and --quiet is
+   not given, and only once the work has taken more than a second; redrawn at most five
+   times a second as "WHAT: 42% (1.5 MiB of 3.6 MiB, 2 s)", erased by cli_progress_end. */
+typedef struct cli_progress {
+    const char *what; /* borrowed */
+    bool on;
+    bool shown;
+    double start;
+    double last;
+} cli_progress;
+
+void cli_progress_start(cli_progress *p, const char *what);
+/* `total` 0 or UINT64_MAX: unknown (the line shows the bytes done only). */
+void cli_progress_update(cli_progress *p, uint64_t done, uint64_t total);
+/* An lds_load_options/lds_import_options progress callback; ctx is a cli_progress. */
+void cli_progress_callback(uint64_t done, uint64_t total, void *ctx);
+void cli_progress_end(cli_progress *p);
+/* Seconds since cli_progress_start. */
+double cli_progress_seconds(const cli_progress *p);
+
+/* ---- temporary files (cli/tempfiles.c; docs/adr/0034)
+   Every file is written as DIR/.NAME.lds-tmp-PID-XXXXXX beside DIR/NAME and renamed over
+   it when complete; what is registered here is removed on SIGINT, SIGTERM and SIGHUP,
+   which are then raised again with their default action (the exit status says so). */
+#define CLI_TEMP_INFIX ".lds-tmp-"
+
+/* Installs the handlers (a signal already ignored stays ignored). Called by main. */
+void cli_temp_init(void);
+
+/* Creates DIR/.NAME.lds-tmp-PID-XXXXXX for `target` DIR/NAME (tmp[cap] receives the
+   name) with the mode of the file it will replace, or 0666 less the umask, and registers
+   it (*slot; cli_temp_forget it once renamed or removed). Returns the fd or -1 (errno). */
+int cli_temp_create(const char *target, char *tmp, size_t cap, int *slot);
+
+/* Registers a file or an (empty by then) folder to remove; returns the slot or -1. */
+int cli_temp_add_file(const char *path);
+int cli_temp_add_dir(const char *path);
+
+/* Registers the temporary files the library writer makes for `final` in this process
+   (DIR/.NAME.lds-tmp-PID-*); returns the slot or -1. */
+int cli_temp_add_writer(const char *final);
+
+/* Registers every temporary name of this process in folder `dir` (entries holding
+   ".lds-tmp-PID-"); returns the slot or -1. */
+int cli_temp_add_folder(const char *dir);
+
+/* Unregisters a slot (negative: nothing). */
+void cli_temp_forget(int slot);
 
 #endif /* LODESTAR_CLI_H */

@@ -26,6 +26,7 @@ static const char export_usage[] =
     "  --dtype T       npy only: f32 (default) or f16 (f16 rounds wider values)\n"
     "  --keys-out FILE npy and fvecs: also write the keys, one per line\n"
     "  --max-payload SIZE  as for info\n"
+    "  --timeout SECONDS, --quiet  as for every command (lodestar --help)\n"
     "  -h, --help      print this help\n"
     "\n"
     "glove, word2vec and word2vec-bin need an index with keys; a key that holds a tab,\n"
@@ -39,6 +40,7 @@ static const char keys_usage[] = "usage: lodestar keys [options] FILE\n"
                                  "\n"
                                  "options:\n"
                                  "  --max-payload SIZE  as for info\n"
+                                 "  --timeout SECONDS, --quiet  as for every command\n"
                                  "  -h, --help          print this help\n";
 
 typedef enum { X_NPY, X_FVECS, X_GLOVE, X_W2V, X_W2V_BIN } xformat;
@@ -61,7 +63,8 @@ static bool ends_with(const char *s, const char *ext)
 /* A file written beside its final name and renamed over it once complete. */
 typedef struct atomic_file {
     char path[4096];
-    char tmp[4096 + 32];
+    char tmp[4096 + 64];
+    int slot; /* cli_temp_create's registration */
     FILE *f;
 } atomic_file;
 
@@ -71,15 +74,14 @@ static int atomic_open(atomic_file *a, const char *path)
     int rc = cli_output_target(path, a->path, sizeof a->path);
     if (rc != CLI_OK)
         return rc;
-    if ((size_t)snprintf(a->tmp, sizeof a->tmp, "%s.tmp-XXXXXX", a->path) >= sizeof a->tmp)
-        return cli_failf("%s: path too long", path);
-    int fd = cli_create_temp(a->tmp, a->path);
+    int fd = cli_temp_create(a->path, a->tmp, sizeof a->tmp, &a->slot);
     if (fd < 0)
         return cli_failf("cannot create a temporary file beside %s: %s", path, strerror(errno));
     a->f = fdopen(fd, "wb");
     if (!a->f) {
         close(fd);
         unlink(a->tmp);
+        cli_temp_forget(a->slot);
         return cli_failf("%s: %s", a->tmp, strerror(errno));
     }
     setvbuf(a->f, NULL, _IOFBF, 1 << 20);
@@ -101,6 +103,7 @@ static int atomic_close(atomic_file *a, bool ok)
         rc = cli_failf("cannot rename %s to %s: %s", a->tmp, a->path, strerror(errno));
     if (!ok || rc != CLI_OK)
         unlink(a->tmp);
+    cli_temp_forget(a->slot);
     return ok ? rc : CLI_FAIL;
 }
 
@@ -314,7 +317,13 @@ int cli_export(int argc, char **argv)
     else if (x == X_W2V || x == X_W2V_BIN)
         fprintf(f, "%" PRIu64 " %" PRIu32 "\n", rows, dim);
     char num[48];
+    char what[300];
+    snprintf(what, sizeof what, "lodestar export: %.280s", out);
+    cli_progress prog_line;
+    cli_progress_start(&prog_line, what);
     for (uint64_t r = 0; r < rows; r++) {
+        if ((r & 1023) == 0)
+            cli_progress_update(&prog_line, r, rows);
         lds_status st = lds_index_row_f32(idx, r, vec, dim);
         if (st != LDS_OK) {
             rc = cli_fail(req.file, st, NULL);
@@ -364,6 +373,7 @@ int cli_export(int argc, char **argv)
             fputc('\n', kf.f);
         }
     }
+    cli_progress_end(&prog_line);
     rc = atomic_close(&af, true);
     if (kf.f)
         rc = atomic_close(&kf, rc == CLI_OK) == CLI_OK ? rc : CLI_FAIL;

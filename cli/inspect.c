@@ -1,10 +1,14 @@
 /* lodestar info and lodestar verify: load an index and describe it. */
 #include "cli.h"
 
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char info_usage[] =
     "usage: lodestar info [options] FILE|-\n"
@@ -25,6 +29,9 @@ static const char info_usage[] =
     "  --mmap      map the file instead of reading it (regular files only)\n"
     "              do not truncate or rewrite it in place while in use\n"
     "  --no-mmap   read the file into a pooled buffer (the default)\n"
+    "  --read-threads N\n"
+    "              threads that read a regular file's payload in parallel\n"
+    "              (0, the default: one per CPU, at most 8, one per 128 MiB)\n"
     "  -h, --help  print this help\n";
 /* followed by cli_print_max_payload_help() */
 
@@ -32,19 +39,24 @@ static const char verify_usage[] =
     "usage: lodestar verify [options] FILE|-\n"
     "\n"
     "Validate the index FILE completely: header, every section, offset and size,\n"
-    "keys (UTF-8, uniqueness), metadata and the payload checksum. Prints one\n"
-    "line and exits 0 if it is sound; otherwise prints what is wrong, naming the\n"
-    "field and its byte offset, and exits 1. The file is always read, never\n"
-    "mapped, so that every byte goes through the checksum. FILE may be an\n"
-    "http:// or https:// URL.\n"
+    "keys (UTF-8, uniqueness), metadata and the payload checksum (format 1.1:\n"
+    "the chunk table and every chunk). Prints one line and exits 0 if it is\n"
+    "sound; otherwise prints what is wrong, naming the field and its byte offset,\n"
+    "and exits 1. The file is always read, never mapped, so that every byte goes\n"
+    "through the checksum; when a chunk of a regular file is bad, every chunk is\n"
+    "then checked and each bad one named. FILE may be an http:// or https:// URL.\n"
     "\n"
-    "A FILE ending in .json is a manifest written by 'lodestar split': its row\n"
-    "ranges are checked (in order, no overlap, no gap), then every shard it names,\n"
-    "each against the manifest's checksum, rows, dtype, metric, ids and keys. A\n"
-    "shard's file is a name beside the manifest or an http:// or https:// URL (the\n"
-    "manifest itself is a local file).\n"
+    "A FILE ending in .json is a manifest written by 'lodestar split', a path or\n"
+    "an http(s) URL: every rule of docs/format.md section 9 is checked (fields,\n"
+    "row ranges in order with no overlap and no gap, limits), then every shard\n"
+    "file it names, loaded once however many entries name it, against the\n"
+    "manifest's checksum, rows, dim, dtype, metric, ids, keys and payload_bytes.\n"
+    "A shard's file is a name beside the manifest or an http:// or https:// URL.\n"
     "\n"
     "options:\n"
+    "  --read-threads N\n"
+    "              threads that read a regular file's payload in parallel\n"
+    "              (0, the default: one per CPU, at most 8, one per 128 MiB)\n"
     "  -h, --help  print this help\n";
 /* followed by cli_print_max_payload_help() */
 
@@ -116,6 +128,12 @@ static void print_info_text(const char *file, const lds_index *idx, const lds_lo
     printf("\n");
     printf("checksum:   xxh3-64 %016" PRIx64 " %s\n", lds_index_checksum(idx),
            lds_index_checksum_verified(idx) ? "(verified)" : "(not verified)");
+    if (lds_index_chunk_count(idx) > 0)
+        printf("chunks:     %" PRIu64 " of %" PRIu32 " bytes (format 1.1, each %s)\n",
+               lds_index_chunk_count(idx), lds_index_chunk_bytes(idx),
+               lds_index_checksum_verified(idx) ? "verified" : "not verified");
+    else
+        printf("chunks:     none (format 1.0, one checksum)\n");
     /* The same words as the JSON's load.ownership. */
     printf("load path:  %s (%s)\n", lds_load_path_name(info->path),
            info->ownership == LDS_OWN_COPY ? "copy" : "adopt");
@@ -123,6 +141,11 @@ static void print_info_text(const char *file, const lds_index *idx, const lds_lo
     if (why)
         printf("mmap:       not used (%s)\n", why);
     printf("load time:  %.3f ms\n", elapsed_ms(info));
+    if (info->read_threads > 1)
+        printf("readers:    %" PRIu32 " threads\n", info->read_threads);
+    if (info->huge_pages || info->huge_pages_fallback)
+        printf("pages:      %s\n", info->huge_pages ? "huge (transparent huge pages advised)"
+                                                    : "4 KiB (huge pages not available)");
     if (info->http_status != 0)
         printf("http:       status %d, %" PRIu32 " resumption%s\n", info->http_status,
                info->resumes, info->resumes == 1 ? "" : "s");
@@ -174,6 +197,12 @@ static int print_info_json(const char *file, const lds_index *idx, const lds_loa
     json_object_object_add(sum, "verified",
                            json_object_new_boolean(lds_index_checksum_verified(idx)));
     json_object_object_add(o, "checksum", sum);
+    json_object *chunks = json_object_new_object();
+    json_object_object_add(chunks, "bytes", json_object_new_uint64(lds_index_chunk_bytes(idx)));
+    json_object_object_add(chunks, "count", json_object_new_uint64(lds_index_chunk_count(idx)));
+    json_object_object_add(o, "chunks", chunks);
+    json_object_object_add(o, "format",
+                           json_object_new_string(lds_index_chunk_count(idx) > 0 ? "1.1" : "1.0"));
 
     json_object *load = json_object_new_object();
     json_object_object_add(load, "path", json_object_new_string(lds_load_path_name(info->path)));
@@ -184,6 +213,10 @@ static int print_info_json(const char *file, const lds_index *idx, const lds_loa
     if (why) /* only with --mmap: "not used (...)", as the text's mmap line */
         json_object_object_add(load, "mmap_not_used", json_object_new_string(why));
     json_object_object_add(load, "elapsed_ns", json_object_new_uint64(info->elapsed_ns));
+    json_object_object_add(load, "read_threads", json_object_new_uint64(info->read_threads));
+    json_object_object_add(load, "huge_pages", json_object_new_boolean(info->huge_pages));
+    json_object_object_add(load, "huge_pages_fallback",
+                           json_object_new_boolean(info->huge_pages_fallback));
     if (info->http_status != 0) {
         json_object_object_add(load, "http_status", json_object_new_int(info->http_status));
         json_object_object_add(load, "resumes", json_object_new_uint64(info->resumes));
@@ -203,12 +236,13 @@ static int print_info_json(const char *file, const lds_index *idx, const lds_loa
 
 int cli_info(int argc, char **argv)
 {
-    enum { OPT_JSON = 256, OPT_MMAP, OPT_NO_MMAP, OPT_MAX_PAYLOAD };
+    enum { OPT_JSON = 256, OPT_MMAP, OPT_NO_MMAP, OPT_MAX_PAYLOAD, OPT_READ_THREADS };
     static const struct option longopts[] = {
         {"json", no_argument, NULL, OPT_JSON},
         {"mmap", no_argument, NULL, OPT_MMAP},
         {"no-mmap", no_argument, NULL, OPT_NO_MMAP},
         {"max-payload", required_argument, NULL, OPT_MAX_PAYLOAD},
+        {"read-threads", required_argument, NULL, OPT_READ_THREADS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -233,6 +267,10 @@ int cli_info(int argc, char **argv)
             break;
         case OPT_MAX_PAYLOAD:
             if (cli_parse_max_payload(prog, optarg, &req) >= 0)
+                return CLI_USAGE;
+            break;
+        case OPT_READ_THREADS:
+            if (cli_parse_read_threads(prog, optarg, &req) >= 0)
                 return CLI_USAGE;
             break;
         default:
@@ -267,11 +305,49 @@ int cli_info(int argc, char **argv)
     return rc;
 }
 
+static void print_bad_chunk(void *ctx, const lds_bad_chunk *b)
+{
+    printf("%s: checksum of chunk %" PRIu64 " (payload bytes %" PRIu64 "..%" PRIu64
+           "): stored %016" PRIx64 ", computed %016" PRIx64 "\n",
+           (const char *)ctx, b->chunk, b->start, b->end - 1, b->stored, b->computed);
+}
+
+/* After a failed load: if `file` is a regular file in format 1.1, checks every chunk
+   (mapped, on every core) and names each bad one. Returns the number found. */
+static uint64_t list_bad_chunks(const char *file)
+{
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    uint64_t n_bad = 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= LDS_HEADER_SIZE) {
+        size_t size = (size_t)st.st_size;
+        void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        lds_header h;
+        if (p != MAP_FAILED) {
+            if (lds_header_decode(p, size, &h, NULL) == LDS_OK && lds_header_chunked(&h) &&
+                h.payload_length == size - LDS_HEADER_SIZE) {
+                (void)lds_payload_verify_chunks(&h, (const unsigned char *)p + LDS_HEADER_SIZE,
+                                                size - LDS_HEADER_SIZE, 0, print_bad_chunk,
+                                                (void *)file, &n_bad, NULL);
+                if (n_bad > 0)
+                    printf("%s: %" PRIu64 " of %" PRIu64 " chunks bad\n", file, n_bad,
+                           h.chunk_count);
+            }
+            munmap(p, size);
+        }
+    }
+    close(fd);
+    return n_bad;
+}
+
 int cli_verify(int argc, char **argv)
 {
-    enum { OPT_MAX_PAYLOAD = 256 };
+    enum { OPT_MAX_PAYLOAD = 256, OPT_READ_THREADS };
     static const struct option longopts[] = {
         {"max-payload", required_argument, NULL, OPT_MAX_PAYLOAD},
+        {"read-threads", required_argument, NULL, OPT_READ_THREADS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -289,6 +365,10 @@ int cli_verify(int argc, char **argv)
             if (cli_parse_max_payload(prog, optarg, &req) >= 0)
                 return CLI_USAGE;
             break;
+        case OPT_READ_THREADS:
+            if (cli_parse_read_threads(prog, optarg, &req) >= 0)
+                return CLI_USAGE;
+            break;
         default:
             return cli_option_error(prog, c, argv);
         }
@@ -303,8 +383,11 @@ int cli_verify(int argc, char **argv)
     lds_index *idx = NULL;
     lds_load_info info;
     int rc = cli_load(&req, &idx, &info);
-    if (rc != CLI_OK)
+    if (rc != CLI_OK) {
+        if (strcmp(req.file, "-") != 0 && !strstr(req.file, "://"))
+            (void)list_bad_chunks(req.file);
         return rc;
+    }
     if (!lds_index_checksum_verified(idx)) {
         lds_index_free(idx);
         return cli_failf("%s: the checksum was not verified", req.file);
@@ -317,9 +400,13 @@ int cli_verify(int argc, char **argv)
         lds_index_free(idx);
         return cli_fail(req.file, st, &err);
     }
-    printf("%s: ok: %" PRIu64 " rows x %" PRIu32 " %s, checksum %016" PRIx64 " verified\n",
-           req.file, lds_index_rows(idx), lds_index_dim(idx), lds_dtype_name(lds_index_dtype(idx)),
+    printf("%s: ok: %" PRIu64 " rows x %" PRIu32 " %s, checksum %016" PRIx64 " verified", req.file,
+           lds_index_rows(idx), lds_index_dim(idx), lds_dtype_name(lds_index_dtype(idx)),
            lds_index_checksum(idx));
+    if (lds_index_chunk_count(idx) > 0)
+        printf(" (%" PRIu64 " chunk%s of %" PRIu32 " bytes)", lds_index_chunk_count(idx),
+               lds_index_chunk_count(idx) == 1 ? "" : "s", lds_index_chunk_bytes(idx));
+    printf("\n");
     lds_index_free(idx);
     return CLI_OK;
 }

@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,7 +25,62 @@ static const char usage_text[] =
     "  split    split an index into N shard indexes and a manifest\n"
     "\n"
     "Run 'lodestar COMMAND --help' for the options of a command.\n"
+    "\n"
+    "options of every command:\n"
+    "  --timeout SECONDS  give up a load from an http(s):// URL that has not ended after\n"
+    "                     SECONDS (default 3600; 0: never), whatever its rate\n"
+    "  --quiet            no progress line (shown on a terminal's standard error only,\n"
+    "                     for work that takes more than a second)\n"
+    "\n"
+    "Files are written as DIR/.NAME.lds-tmp-PID-XXXXXX beside DIR/NAME and renamed\n"
+    "over it once complete; on SIGINT, SIGTERM or SIGHUP they are removed. One left by\n"
+    "a killed process (SIGKILL) may be deleted once process PID is gone.\n"
     "Exit status: 0 success, 1 failure, 2 usage error.\n";
+
+/* Takes --quiet and --timeout SECONDS (or --timeout=SECONDS) out of the command's
+   arguments (argv[1..argc), up to a "--"); returns the new argc, or -1 after a usage error
+   naming `prog`. */
+static int take_common_options(const char *prog, int argc, char **argv)
+{
+    int out = 1;
+    bool rest = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (rest || strcmp(a, "--") == 0) {
+            rest = true;
+            argv[out++] = argv[i];
+            continue;
+        }
+        if (strcmp(a, "--quiet") == 0) {
+            cli_quiet = true;
+            continue;
+        }
+        const char *v = NULL;
+        if (strcmp(a, "--timeout") == 0) {
+            if (i + 1 >= argc) {
+                cli_usage_error(prog, "--timeout wants a number of seconds");
+                return -1;
+            }
+            v = argv[++i];
+        } else if (strncmp(a, "--timeout=", 10) == 0) {
+            v = a + 10;
+        } else {
+            argv[out++] = argv[i];
+            continue;
+        }
+        uint64_t s = 0;
+        if (!cli_parse_u64(v, &s) || s > UINT32_MAX / 1000u) {
+            cli_usage_error(prog,
+                            "--timeout wants a whole number of seconds from 0 (none) to "
+                            "%u, not '%s'",
+                            UINT32_MAX / 1000u, v);
+            return -1;
+        }
+        cli_timeout_ms = (uint32_t)s * 1000u;
+    }
+    argv[out] = NULL;
+    return out;
+}
 
 static const struct command {
     const char *name;
@@ -77,8 +133,12 @@ int main(int argc, char **argv)
         snprintf(prog, sizeof prog, "lodestar %s", name);
         char **sub_argv = argv + optind;
         sub_argv[0] = prog;
+        int sub_argc = take_common_options(prog, argc - (int)(sub_argv - argv), sub_argv);
+        if (sub_argc < 0)
+            return CLI_USAGE;
+        cli_temp_init();
         optind = 0; /* glibc: rescan from the start with fresh state */
-        return cli_close_stdout(commands[i].run(argc - (int)(sub_argv - argv), sub_argv));
+        return cli_close_stdout(commands[i].run(sub_argc, sub_argv));
     }
     fputs("lodestar: unknown command '", stderr);
     cli_put_escaped(stderr, name, strlen(name));

@@ -47,6 +47,9 @@ static const char pack_usage[] =
     "                 not standard input)\n"
     "  --max-decoded SIZE\n"
     "                 the most bytes a compressed input may decode to (default 64G)\n"
+    "  --max-idle SIZE\n"
+    "                 the most bytes after a row that make no row: blank lines,\n"
+    "                 accepted only at the end of IN (default 1M)\n"
     "  --dtype T      stored element type: f32 (default), f16, bf16, i8\n"
     "  --i8-scale S   with --dtype i8: value = stored int8 x S, so values must lie\n"
     "                 in [-127 S, 127 S]; a value outside is refused, naming its\n"
@@ -57,44 +60,18 @@ static const char pack_usage[] =
     "  --normalize    L2-normalize every row before storing it\n"
     "  --model NAME   metadata \"model\"\n"
     "  --source TEXT  metadata \"source\": where the vectors came from\n"
+    "  --quiet        no progress line (shown on a terminal for work over a second)\n"
     "  -h, --help     print this help\n"
     "\n"
     "Progress is shown on stderr when it is a terminal and the input takes more\n"
     "than two seconds.\n";
 
 /* Progress on a terminal: silent for the first two seconds, then at most 5 updates a second. */
-typedef struct progress_state {
-    bool tty;
-    bool shown;
-    double start;
-    double last;
-} progress_state;
-
 static double now_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void on_progress(uint64_t done, uint64_t total, void *ctx)
-{
-    progress_state *p = ctx;
-    if (!p->tty)
-        return;
-    double t = now_seconds();
-    if (t - p->start < 2.0 || (t - p->last < 0.2 && done != total))
-        return;
-    p->last = t;
-    p->shown = true;
-    double mib = 1024.0 * 1024.0;
-    if (total > 0)
-        fprintf(stderr, "\rlodestar pack: %3d%% (%.1f of %.1f MiB, %.0f s)",
-                (int)((double)done * 100.0 / (double)total), (double)done / mib,
-                (double)total / mib, t - p->start);
-    else
-        fprintf(stderr, "\rlodestar pack: %.1f MiB (%.0f s)", (double)done / mib, t - p->start);
-    fflush(stderr);
 }
 
 /* Copies the finished index at `path` to standard output. */
@@ -126,10 +103,41 @@ static int copy_to_stdout(const char *path)
 
 /* Reports a failed import: the importer's messages name a line or row of IN, the writer's
    (which start "writer: ") concern OUT; an input the options do not fit is a usage error. */
+/* Whether `kind` (lds_import_sniff's format of IN) contradicts the format asked for: a
+   file of another known kind, which would fail there as unparseable numbers or a bad
+   header. GloVe and word2vec text are close enough to leave to the importer's message. */
+static bool other_kind(lds_import_format asked, lds_import_format kind, const char *what)
+{
+    if (asked == LDS_IMPORT_AUTO || !what)
+        return false;
+    if (strcmp(what, "a lodestar index") == 0)
+        return true;
+    bool asked_text =
+        asked == LDS_IMPORT_GLOVE || asked == LDS_IMPORT_W2V_TEXT || asked == LDS_IMPORT_FASTTEXT;
+    bool kind_text = kind == LDS_IMPORT_GLOVE || kind == LDS_IMPORT_W2V_TEXT;
+    return kind != LDS_IMPORT_AUTO && kind != asked && !(asked_text && kind_text);
+}
+
 static int pack_failed(const char *prog, const char *in, const char *keys, const char *ids,
-                       const char *out, lds_status st, const lds_error *err)
+                       const char *out, lds_import_format asked, lds_status st,
+                       const lds_error *err)
 {
     const char *field = err->status == st ? err->field : NULL;
+    /* --format names one kind, the file's magic another: say so instead of the parse error
+       the wrong reader met (`pack a.npy out --format glove`). */
+    lds_import_format kind;
+    const char *what = st == LDS_OK ? NULL : cli_sniff_path(in, &kind);
+    if (other_kind(asked, kind, what)) {
+        fputs("lodestar: ", stderr);
+        cli_put_escaped(stderr, in, strlen(in));
+        if (kind == LDS_IMPORT_AUTO)
+            fprintf(stderr, " is %s already, not %s input: nothing to pack\n", what,
+                    lds_import_format_name(asked));
+        else
+            fprintf(stderr, " is %s, not %s input: pack it with --format %s\n", what,
+                    lds_import_format_name(asked), lds_import_format_name(kind));
+        return CLI_FAIL;
+    }
     if (st == LDS_E_UNSUPPORTED && field && strcmp(field, "format") == 0)
         return cli_usage_error(
             prog,
@@ -184,6 +192,7 @@ int cli_pack(int argc, char **argv)
         OPT_ARRAY,
         OPT_ON_DUP,
         OPT_MAX_DECODED,
+        OPT_MAX_IDLE,
         OPT_DIM,
         OPT_IDS,
         OPT_DATASET
@@ -200,6 +209,7 @@ int cli_pack(int argc, char **argv)
         {"array", required_argument, NULL, OPT_ARRAY},
         {"on-duplicate", required_argument, NULL, OPT_ON_DUP},
         {"max-decoded", required_argument, NULL, OPT_MAX_DECODED},
+        {"max-idle", required_argument, NULL, OPT_MAX_IDLE},
         {"dim", required_argument, NULL, OPT_DIM},
         {"ids", required_argument, NULL, OPT_IDS},
         {"dataset", required_argument, NULL, OPT_DATASET},
@@ -220,7 +230,10 @@ int cli_pack(int argc, char **argv)
         case OPT_FORMAT:
             if (lds_import_format_from_name(optarg, &opts.format) != LDS_OK ||
                 opts.format == LDS_IMPORT_AUTO)
-                return cli_usage_error(prog, "unknown format '%s'", optarg);
+                return cli_usage_error(prog,
+                                       "unknown format '%s' (glove, word2vec, fasttext, "
+                                       "word2vec-bin, npy, npz, fvecs, hdf5)",
+                                       optarg);
             break;
         case OPT_KEYS:
             opts.keys_path = optarg;
@@ -271,6 +284,11 @@ int cli_pack(int argc, char **argv)
         case OPT_MAX_DECODED:
             if (!cli_parse_size(optarg, &opts.max_decoded_bytes))
                 return cli_usage_error(prog, "--max-decoded wants a size (64G, 100M), not '%s'",
+                                       optarg);
+            break;
+        case OPT_MAX_IDLE:
+            if (!cli_parse_size(optarg, &opts.max_idle_bytes) || opts.max_idle_bytes == 0)
+                return cli_usage_error(prog, "--max-idle wants a size above 0 (1M, 64K), not '%s'",
                                        optarg);
             break;
         case OPT_I8_SCALE: {
@@ -330,20 +348,31 @@ int cli_pack(int argc, char **argv)
         snprintf(tmp_out, sizeof tmp_out, "%s/out.ldsi", tmp_dir);
         out = "(standard output)";
         out_path = tmp_out;
+        cli_temp_add_dir(tmp_dir);
+        cli_temp_add_file(tmp_out);
     }
+    /* The library writer's temporary file beside OUT (or beside the file a link at OUT
+       names), removed on a signal. */
+    cli_temp_add_writer(out_path);
+    char *real_out = realpath(out_path, NULL);
+    if (real_out != NULL && strcmp(real_out, out_path) != 0)
+        cli_temp_add_writer(real_out);
+    free(real_out);
 
-    progress_state progress = {.tty = isatty(STDERR_FILENO) == 1, .start = now_seconds()};
-    opts.progress = on_progress;
+    double start = now_seconds();
+    cli_progress progress;
+    cli_progress_start(&progress, "lodestar pack");
+    opts.progress = cli_progress_callback;
     opts.progress_ctx = &progress;
 
     lds_import_result res = {.size = sizeof res};
     lds_error err;
     lds_error_init(&err);
     lds_status st = lds_import_file(in_path, out_path, &opts, &res, &err);
-    if (progress.shown)
-        fputc('\n', stderr);
-    int rc =
-        st == LDS_OK ? CLI_OK : pack_failed(prog, in, opts.keys_path, opts.ids_path, out, st, &err);
+    cli_progress_end(&progress);
+    int rc = st == LDS_OK
+                 ? CLI_OK
+                 : pack_failed(prog, in, opts.keys_path, opts.ids_path, out, opts.format, st, &err);
     if (rc == CLI_OK && to_stdout)
         rc = copy_to_stdout(out_path);
     if (to_stdout) {
@@ -357,7 +386,7 @@ int cli_pack(int argc, char **argv)
     fprintf(sum, "packed %llu rows x %u dims (%s, %s, %s%s) from %s into %s in %.2f s\n",
             (unsigned long long)res.rows, (unsigned)res.dim, lds_import_format_name(res.format),
             lds_dtype_name(opts.dtype), lds_metric_name(res.metric),
-            opts.normalize ? ", normalized" : "", in, out, now_seconds() - progress.start);
+            opts.normalize ? ", normalized" : "", in, out, now_seconds() - start);
     if (res.duplicates_skipped > 0)
         fprintf(sum, "skipped %llu rows whose key %s (--on-duplicate %s)\n",
                 (unsigned long long)res.duplicates_skipped,

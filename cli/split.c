@@ -37,22 +37,25 @@ static const char split_usage[] =
     "                      in row order whose largest file is smallest. Refused when one\n"
     "                      row's shard alone is larger. Exactly one of the three is given.\n"
     "  --max-payload SIZE  as for info\n"
+    "  --timeout SECONDS, --quiet  as for every command (lodestar --help)\n"
     "  -h, --help          print this help\n";
 
-#define MANIFEST_FORMAT    "lodestar-shards"
-#define MANIFEST_MAX_BYTES (64 << 20)
+#define MANIFEST_FORMAT "lodestar-shards"
+/* A shard's staging name: OUTDIR/.shard-NNNN.ldsi.lds-tmp-PID-staged (the program's
+   temporary-file pattern, cli.h). */
+#define STAGED_NAME        "%s/.shard-%04" PRIu64 ".ldsi" CLI_TEMP_INFIX "%ld-staged"
 
 /* Writes `text` to a temporary file beside `given` (beside the regular file a link there
    names: cli_output_target), fsynced; fills path[PATH_MAX] with where it is to be renamed
-   and tmp[PATH_MAX + 32] with the temporary's name. The caller renames it. */
+   and tmp[PATH_MAX + 64] with the temporary's name (registered for removal on a signal:
+   cli_temp_create). The caller renames it. */
 static int write_prepared(const char *given, const char *text, char *path, char *tmp)
 {
     int rc = cli_output_target(given, path, PATH_MAX);
     if (rc != CLI_OK)
         return rc;
-    if ((size_t)snprintf(tmp, PATH_MAX + 32, "%s.tmp-XXXXXX", path) >= PATH_MAX + 32)
-        return cli_failf("%s: path too long", path);
-    int fd = cli_create_temp(tmp, path);
+    int slot;
+    int fd = cli_temp_create(path, tmp, PATH_MAX + 64, &slot);
     if (fd < 0)
         return cli_failf("cannot create a temporary file beside %s: %s", path, strerror(errno));
     size_t n = strlen(text), done = 0;
@@ -111,6 +114,8 @@ static uint64_t shard_file_bytes(const shard_sizer *z, uint64_t first, uint64_t 
     }
     p += pad64(z->meta_bytes);
     p += 32 + 24 * (uint64_t)sections + LDS_FOOTER_SIZE + LDS_CHECKSUM_SIZE;
+    /* Format 1.1: the writer's chunk table, 8 bytes per chunk (format.md §2.5). */
+    p += 8 * ((p + LDS_DEFAULT_FILE_CHUNK_BYTES - 1) / LDS_DEFAULT_FILE_CHUNK_BYTES);
     return LDS_HEADER_SIZE + p;
 }
 
@@ -360,7 +365,7 @@ int cli_split(int argc, char **argv)
     float *vec = NULL;
     uint64_t *counts = NULL;
     json_object *man = NULL;
-    char mtmp[PATH_MAX + 32] = "";
+    char mtmp[PATH_MAX + 64] = "";
     struct stat in_st;
     bool in_known = stat(req.file, &in_st) == 0;
     /* Keys declared unique that repeat would pass into shards each unique alone: refused
@@ -415,14 +420,25 @@ int cli_split(int argc, char **argv)
     json_object *arr = json_object_new_array();
     json_object_object_add(man, "shards", arr);
     uint64_t first = 0;
-    /* Every shard is written under a staging name first (.shard-NNNN.ldsi.split-tmp) and
-       renamed into place only once all are written and read back, so a split that fails
-       leaves a split already in OUTDIR as it was. */
+    /* Every shard is written under a staging name first (STAGED_NAME) and renamed into
+       place only once all are written and read back, so a split that fails leaves a split
+       already in OUTDIR as it was; on a signal, every temporary name of this process in
+       OUTDIR goes (cli_temp_add_folder). */
+    cli_temp_add_folder(outdir);
+    char what[300];
+    snprintf(what, sizeof what, "lodestar split: %.280s", outdir);
+    cli_progress prog_line;
+    cli_progress_start(&prog_line, what);
     for (uint64_t s = 0; s < nshards; s++) {
         uint64_t n = counts[s];
+        /* IN's payload bytes in the shards written so far, pro rata of their rows. */
+        uint64_t payload = lds_index_payload_bytes(idx);
+        cli_progress_update(&prog_line, (uint64_t)((double)payload * (double)first / (double)rows),
+                            payload);
         char name[32], path[PATH_MAX];
         snprintf(name, sizeof name, "shard-%04" PRIu64 ".ldsi", s);
-        if ((size_t)snprintf(path, sizeof path, "%s/.%s.split-tmp", outdir, name) >= sizeof path) {
+        if ((size_t)snprintf(path, sizeof path, STAGED_NAME, outdir, s, (long)getpid()) >=
+            sizeof path) {
             rc = cli_failf("%s: path too long", outdir);
             goto done;
         }
@@ -458,6 +474,7 @@ int cli_split(int argc, char **argv)
         lds_index_free(sh);
         first += n;
     }
+    cli_progress_end(&prog_line);
     char mpath[PATH_MAX];
     if ((size_t)snprintf(mpath, sizeof mpath, "%s/manifest.json", outdir) >= sizeof mpath) {
         rc = cli_failf("%s: path too long", outdir);
@@ -473,6 +490,18 @@ int cli_split(int argc, char **argv)
     }
     memcpy(withnl, text, tl);
     memcpy(withnl + tl, "\n", 2);
+    /* What is written is what every reader accepts: the library's reader (docs/format.md
+       section 9) checks it before anything is renamed into place. */
+    lds_manifest *check = NULL;
+    lds_error merr;
+    lds_error_init(&merr);
+    lds_status mst = lds_manifest_parse(withnl, tl + 1, mpath, NULL, &check, &merr);
+    lds_manifest_free(check);
+    if (mst != LDS_OK) {
+        free(withnl);
+        rc = cli_fail(NULL, mst, &merr);
+        goto done;
+    }
     char mfinal[PATH_MAX];
     rc = write_prepared(mpath, withnl, mfinal, mtmp);
     free(withnl);
@@ -480,7 +509,7 @@ int cli_split(int argc, char **argv)
         mtmp[0] = '\0'; /* write_prepared removed it */
     for (uint64_t s = 0; s < nshards && rc == CLI_OK; s++) {
         char from[PATH_MAX], to[PATH_MAX];
-        snprintf(from, sizeof from, "%s/.shard-%04" PRIu64 ".ldsi.split-tmp", outdir, s);
+        snprintf(from, sizeof from, STAGED_NAME, outdir, s, (long)getpid());
         snprintf(to, sizeof to, "%s/shard-%04" PRIu64 ".ldsi", outdir, s);
         if (rename(from, to) != 0)
             rc = cli_failf("cannot rename %s to %s: %s", from, to, strerror(errno));
@@ -513,7 +542,7 @@ done:
         unlink(mtmp);
     for (uint64_t s = 0; s < staged; s++) {
         char tmp[PATH_MAX];
-        snprintf(tmp, sizeof tmp, "%s/.shard-%04" PRIu64 ".ldsi.split-tmp", outdir, s);
+        snprintf(tmp, sizeof tmp, STAGED_NAME, outdir, s, (long)getpid());
         unlink(tmp);
     }
     json_object_put(man);
@@ -525,285 +554,69 @@ done:
 
 /* ---- lodestar verify MANIFEST ------------------------------------------ */
 
-static json_object *field(json_object *o, const char *name, json_type t)
-{
-    json_object *v = NULL;
-    if (!json_object_object_get_ex(o, name, &v) || !json_object_is_type(v, t))
-        return NULL;
-    return v;
-}
+typedef struct verify_ctx {
+    const lds_manifest *m;
+    const char *shown; /* the manifest, without credentials */
+} verify_ctx;
 
-/* A whole non-negative JSON integer field, or false. */
-static bool field_u64(json_object *o, const char *name, uint64_t *out)
+/* One line per entry: ok on standard output, the refusal on standard error. */
+static void verify_each(void *ctx, size_t i, lds_status status, const lds_error *err)
 {
-    json_object *v = field(o, name, json_type_int);
-    if (!v)
-        return false;
-    /* json-c keeps a number above INT64_MAX as unsigned; get_int64 would clamp it. */
-    if (json_object_get_int64(v) < 0)
-        return false;
-    errno = 0;
-    uint64_t x = json_object_get_uint64(v);
-    if (errno != 0)
-        return false;
-    *out = x;
-    return true;
-}
-
-/* Reads and parses a manifest: one JSON object, nothing but white space after it, at
-   most MANIFEST_MAX_BYTES; a syntax error names its byte. NULL (with a message) if not. */
-static json_object *read_manifest_json(const char *mpath)
-{
-    FILE *f = fopen(mpath, "rb");
-    if (!f) {
-        cli_failf("%s: %s", mpath, strerror(errno));
-        return NULL;
+    const verify_ctx *v = ctx;
+    if (status != LDS_OK) {
+        cli_fail(v->shown, status, err);
+        return;
     }
-    char *text = malloc((size_t)MANIFEST_MAX_BYTES + 1);
-    size_t n = text ? fread(text, 1, (size_t)MANIFEST_MAX_BYTES + 1, f) : 0;
-    int bad_read = ferror(f);
-    fclose(f);
-    if (!text || bad_read || n > (size_t)MANIFEST_MAX_BYTES) {
-        if (!text)
-            cli_failf("out of memory");
-        else if (bad_read)
-            cli_failf("%s: cannot read it", mpath);
-        else
-            cli_failf("%s: more than a manifest's limit of %d bytes", mpath, MANIFEST_MAX_BYTES);
-        free(text);
-        return NULL;
-    }
-    json_tokener *tok = json_tokener_new();
-    json_object *man = NULL;
-    if (tok) {
-        man = json_tokener_parse_ex(tok, text, (int)n);
-        enum json_tokener_error je = json_tokener_get_error(tok);
-        size_t end = json_tokener_get_parse_end(tok);
-        if (!man || je != json_tokener_success) {
-            cli_failf("%s: not a JSON manifest: %s at byte %zu", mpath,
-                      je == json_tokener_continue ? "the text ends inside a value"
-                                                  : json_tokener_error_desc(je),
-                      end);
-            json_object_put(man);
-            man = NULL;
-        } else {
-            while (end < n && strchr(" \t\r\n", text[end]) && text[end])
-                end++;
-            if (end < n) {
-                cli_failf("%s: bytes after the manifest's JSON object, from byte %zu", mpath, end);
-                json_object_put(man);
-                man = NULL;
-            } else if (!json_object_is_type(man, json_type_object)) {
-                cli_failf("%s: not a JSON manifest: the top level is not an object", mpath);
-                json_object_put(man);
-                man = NULL;
-            }
-        }
-        json_tokener_free(tok);
-    } else {
-        cli_failf("out of memory");
-    }
-    free(text);
-    return man;
+    lds_manifest_shard s;
+    lds_manifest_shard_init(&s);
+    lds_manifest_get_shard(v->m, i, &s);
+    char shown[4096];
+    lds_url_redact(s.file, shown, sizeof shown);
+    char line[PATH_MAX + 128];
+    int ln = snprintf(line, sizeof line,
+                      "%s: ok: rows [%" PRIu64 ", %" PRIu64 "), checksum %016" PRIx64 " verified",
+                      shown, s.first_row, s.first_row + s.rows, s.checksum);
+    cli_put_escaped(stdout, line,
+                    ln < 0                      ? 0
+                    : (size_t)ln >= sizeof line ? sizeof line - 1
+                                                : (size_t)ln);
+    fputc('\n', stdout);
 }
 
-/* A shard named by an http:// or https:// URL rather than by a file beside the manifest. */
-static bool manifest_url(const char *file)
-{
-    return strncasecmp(file, "http://", 7) == 0 || strncasecmp(file, "https://", 8) == 0;
-}
-
+/* The manifest read and checked by the library (lds_manifest_read: the rules of
+   docs/format.md section 9), then every shard file loaded once and compared
+   (lds_manifest_verify). `mpath` is a path or an http(s) URL. */
 int cli_verify_manifest(const char *mpath)
 {
-    /* A manifest is small (about 150 bytes a shard); a larger file is not one. */
-    struct stat sb;
-    if (stat(mpath, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > MANIFEST_MAX_BYTES)
-        return cli_failf("%s: %lld bytes, more than a manifest's limit of %d", mpath,
-                         (long long)sb.st_size, MANIFEST_MAX_BYTES);
-    json_object *man = read_manifest_json(mpath);
-    if (!man)
-        return CLI_FAIL;
+    char shown[4096];
+    lds_url_redact(mpath, shown, sizeof shown);
+    lds_error err;
+    lds_error_init(&err);
+    lds_manifest *m = NULL;
+    lds_load_options lo;
+    lds_load_options_default(&lo);
+    lds_manifest_options mo;
+    lds_manifest_options_default(&mo);
+    mo.load = &lo;
+    lds_status st = lds_manifest_read(mpath, &mo, &m, &err);
+    if (st != LDS_OK)
+        return cli_fail(NULL, st, &err);
+    lds_manifest_info info;
+    lds_manifest_info_init(&info);
+    lds_manifest_get_info(m, &info);
+    /* Read, not mapped: every byte goes through the checksum as it arrives. */
+    lo.use_mmap = false;
+    lo.max_payload_bytes = cli_default_max_payload();
+    verify_ctx v = {m, shown};
+    lds_error_init(&err);
+    st = lds_manifest_verify(m, &lo, verify_each, &v, NULL, &err);
     int rc = CLI_FAIL;
-    lds_index *sh = NULL;
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", mpath);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *slash = '\0';
-    else
-        snprintf(dir, sizeof dir, ".");
-    json_object *fmt = field(man, "format", json_type_string);
-    json_object *arr = field(man, "shards", json_type_array);
-    json_object *dtype_o = field(man, "dtype", json_type_string);
-    json_object *metric_o = field(man, "metric", json_type_string);
-    json_object *ids_o = field(man, "has_ids", json_type_boolean);
-    json_object *keys_o = field(man, "has_keys", json_type_boolean);
-    uint64_t total = 0, dim = 0;
-    if (!fmt || strcmp(json_object_get_string(fmt), MANIFEST_FORMAT) != 0) {
-        cli_failf("%s: field \"format\": expected \"" MANIFEST_FORMAT "\"", mpath);
-        goto done;
-    }
-    uint64_t version = 0;
-    if (!field_u64(man, "version", &version) || version != 1) {
-        cli_failf("%s: field \"version\": expected 1, the only version this program reads",
-                  mpath);
-        goto done;
-    }
-    if (!field_u64(man, "rows", &total) || !field_u64(man, "dim", &dim) || !arr || !dtype_o ||
-        !metric_o || !ids_o || !keys_o) {
-        cli_failf("%s: a field among \"rows\", \"dim\", \"dtype\", \"metric\", \"has_ids\", "
-                  "\"has_keys\", \"shards\" is missing or of the wrong type",
-                  mpath);
-        goto done;
-    }
-    size_t n = json_object_array_length(arr);
-    if (n == 0) {
-        cli_failf("%s: field \"shards\": empty", mpath);
-        goto done;
-    }
-    uint64_t next = 0;
-    int bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        json_object *s = json_object_array_get_idx(arr, i);
-        json_object *file_o = s ? field(s, "file", json_type_string) : NULL;
-        json_object *sum_o = s ? field(s, "checksum", json_type_string) : NULL;
-        uint64_t first = 0, rows = 0;
-        if (!file_o || !sum_o || !field_u64(s, "first_row", &first) ||
-            !field_u64(s, "rows", &rows)) {
-            cli_failf("%s: shards[%zu]: \"file\", \"first_row\", \"rows\" or \"checksum\" is "
-                      "missing or of the wrong type",
-                      mpath, i);
-            goto done;
-        }
-        const char *file = json_object_get_string(file_o);
-        if (strlen(file) != (size_t)json_object_get_string_len(file_o)) {
-            cli_failf("%s: shards[%zu].file: contains a NUL character", mpath, i);
-            goto done;
-        }
-        if (!manifest_url(file) &&
-            (file[0] == '\0' || strchr(file, '/') || strcmp(file, "..") == 0)) {
-            cli_failf("%s: shards[%zu].file: \"%s\" is neither a file name in the manifest's "
-                      "directory nor an http(s) URL",
-                      mpath, i, file);
-            goto done;
-        }
-        if (first < next) {
-            cli_failf("%s: shards[%zu].first_row: %" PRIu64 " overlaps the rows before it "
-                      "(which end at %" PRIu64 ")",
-                      mpath, i, first, next);
-            goto done;
-        }
-        if (first > next) {
-            cli_failf("%s: shards[%zu].first_row: %" PRIu64 " leaves rows %" PRIu64 " .. %" PRIu64
-                      " in no shard",
-                      mpath, i, first, next, first - 1);
-            goto done;
-        }
-        if (rows > total - next) {
-            cli_failf("%s: shards[%zu].rows: %" PRIu64 " goes past the manifest's %" PRIu64 " rows",
-                      mpath, i, rows, total);
-            goto done;
-        }
-        next = first + rows;
-    }
-    if (next != total) {
-        cli_failf("%s: field \"rows\": %" PRIu64 ", but the shards cover %" PRIu64 " rows", mpath,
-                  total, next);
-        goto done;
-    }
-    /* The ranges are sound; now every shard file, each fully verified. */
-    for (size_t i = 0; i < n; i++) {
-        json_object *s = json_object_array_get_idx(arr, i);
-        const char *file = json_object_get_string(field(s, "file", json_type_string));
-        const char *want = json_object_get_string(field(s, "checksum", json_type_string));
-        uint64_t first = 0, rows = 0;
-        field_u64(s, "first_row", &first);
-        field_u64(s, "rows", &rows);
-        char path[PATH_MAX];
-        cli_load_request req = {.file = path, .mmap = 0};
-        if (manifest_url(file)) {
-            cli_set_source(&req, file);
-            file = req.file; /* shown without credentials */
-        } else if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, file) >= sizeof path) {
-            cli_failf("%s: path too long", dir);
-            bad++;
-            continue;
-        }
-        lds_load_info info;
-        if (cli_load(&req, &sh, &info) != CLI_OK) {
-            cli_failf("%s: shards[%zu] (%s) failed verification", mpath, i, file);
-            bad++;
-            continue;
-        }
-        char got[17];
-        snprintf(got, sizeof got, "%016" PRIx64, lds_index_checksum(sh));
-        /* What differs, with the file's value and the manifest's. */
-        const char *why = NULL;
-        uint64_t pb = 0;
-        char fv[32] = "", mv[32] = "";
-        const char *fs = fv, *ms = mv;
-        if (!lds_index_checksum_verified(sh)) {
-            why = "the checksum was not verified";
-        } else if (strcasecmp(got, want) != 0) {
-            why = "checksum differs from the manifest's";
-            fs = got;
-            ms = want;
-        } else if (lds_index_rows(sh) != rows) {
-            why = "row count differs from the manifest's";
-            snprintf(fv, sizeof fv, "%" PRIu64, lds_index_rows(sh));
-            snprintf(mv, sizeof mv, "%" PRIu64, rows);
-        } else if (lds_index_dim(sh) != dim) {
-            why = "dim differs from the manifest's";
-            snprintf(fv, sizeof fv, "%" PRIu32, lds_index_dim(sh));
-            snprintf(mv, sizeof mv, "%" PRIu64, (uint64_t)dim);
-        } else if (strcmp(lds_dtype_name(lds_index_dtype(sh)), json_object_get_string(dtype_o))) {
-            why = "dtype differs from the manifest's";
-            fs = lds_dtype_name(lds_index_dtype(sh));
-            ms = json_object_get_string(dtype_o);
-        } else if (strcmp(lds_metric_name(lds_index_metric(sh)),
-                          json_object_get_string(metric_o))) {
-            why = "metric differs from the manifest's";
-            fs = lds_metric_name(lds_index_metric(sh));
-            ms = json_object_get_string(metric_o);
-        } else if (lds_index_has_ids(sh) != json_object_get_boolean(ids_o)) {
-            why = "ids presence differs from the manifest's";
-            fs = lds_index_has_ids(sh) ? "has ids" : "no ids";
-            ms = json_object_get_boolean(ids_o) ? "has ids" : "no ids";
-        } else if (field(s, "payload_bytes", json_type_int) &&
-                   (!field_u64(s, "payload_bytes", &pb) || pb != lds_index_payload_bytes(sh))) {
-            why = "payload_bytes differs from the manifest's";
-            snprintf(fv, sizeof fv, "%" PRIu64, lds_index_payload_bytes(sh));
-            snprintf(mv, sizeof mv, "%" PRIu64, pb);
-        } else if (lds_index_has_keys(sh) != json_object_get_boolean(keys_o)) {
-            why = "keys presence differs from the manifest's";
-            fs = lds_index_has_keys(sh) ? "has keys" : "no keys";
-            ms = json_object_get_boolean(keys_o) ? "has keys" : "no keys";
-        }
-        if (why && *fs) {
-            cli_failf("%s: shards[%zu] (%s): %s (file %s, manifest %s)", mpath, i, file, why, fs,
-                      ms);
-            bad++;
-        } else if (why) {
-            cli_failf("%s: shards[%zu] (%s): %s", mpath, i, file, why);
-            bad++;
-        } else {
-            char line[PATH_MAX + 128];
-            int ln = snprintf(line, sizeof line,
-                              "%s: ok: rows [%" PRIu64 ", %" PRIu64 "), checksum %s verified",
-                              file, first, first + rows, got);
-            cli_put_escaped(stdout, line,
-                            ln < 0 ? 0 : (size_t)ln >= sizeof line ? sizeof line - 1 : (size_t)ln);
-            fputc('\n', stdout);
-        }
-        lds_index_free(sh);
-        sh = NULL;
-    }
-    if (bad == 0) {
-        printf("%s: ok: %zu shards, %" PRIu64 " rows\n", mpath, n, total);
+    if (st == LDS_OK) {
+        printf("%s: ok: %zu shards, %" PRIu64 " rows\n", shown, info.shards, info.rows);
         rc = CLI_OK;
+    } else if (st == LDS_E_CANCELLED || st == LDS_E_NOMEM || st == LDS_E_INVALID_ARG) {
+        cli_fail(shown, st, &err);
     }
-done:
-    lds_index_free(sh);
-    json_object_put(man);
+    lds_manifest_free(m);
     return rc;
 }

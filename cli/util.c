@@ -1,5 +1,8 @@
 /* Helpers shared by the subcommands: errors, number parsing, loading, floats. */
 #include "cli.h"
+#if CLI_HAVE_TO_CHARS
+#include "format_f32.h"
+#endif
 
 #include <errno.h>
 #include <getopt.h>
@@ -179,8 +182,21 @@ void cli_print_max_payload_help(FILE *f)
             "              refuse an index whose payload (decompressed) is larger than\n"
             "              SIZE bytes; suffix K, M, G or T (powers of 1024, also KiB..TiB).\n"
             "              Default: 64G or half the physical memory, whichever is smaller\n"
-            "              (here %s)\n",
+            "              (here %s)\n"
+            "  --timeout SECONDS, --quiet\n"
+            "              a URL's deadline, no progress line: see 'lodestar --help'\n",
             here);
+}
+
+int cli_parse_read_threads(const char *prog, const char *arg, cli_load_request *req)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long v = strtoul(arg, &end, 10);
+    if (errno != 0 || end == arg || *end != '\0' || arg[0] == '-' || v > 64)
+        return cli_usage_error(prog, "--read-threads wants a count from 0 (automatic) to 64");
+    req->read_threads = (uint32_t)v;
+    return -1;
 }
 
 int cli_parse_max_payload(const char *prog, const char *arg, cli_load_request *req)
@@ -295,6 +311,17 @@ static lds_status load(const cli_load_request *req, lds_index **out, lds_load_in
     if (req->mmap >= 0)
         opts.use_mmap = req->mmap != 0;
     opts.max_payload_bytes = req->max_payload ? req->max_payload : cli_default_max_payload();
+    opts.read_threads = req->read_threads;
+    lds_url_options uo;
+    lds_url_options_default(&uo);
+    uo.timeout_ms = cli_timeout_ms;
+    opts.url = &uo;
+    char what[300];
+    snprintf(what, sizeof what, "lodestar: loading %.280s", req->file);
+    cli_progress progress;
+    cli_progress_start(&progress, what);
+    opts.progress = cli_progress_callback;
+    opts.callback_ctx = &progress;
     lds_load_info_init(info);
     if (strcmp(source, "-") == 0) {
         if (isatty(STDIN_FILENO)) {
@@ -305,11 +332,14 @@ static lds_status load(const cli_load_request *req, lds_index **out, lds_load_in
             }
             return LDS_E_INVALID_ARG;
         }
-        return lds_load_fd(STDIN_FILENO, &opts, out, info, err);
+        lds_status st = lds_load_fd(STDIN_FILENO, &opts, out, info, err);
+        cli_progress_end(&progress);
+        return st;
     }
-    if (is_url(source))
-        return lds_load_url(source, &opts, out, info, err);
-    return lds_load_path(source, &opts, out, info, err);
+    lds_status st = is_url(source) ? lds_load_url(source, &opts, out, info, err)
+                                   : lds_load_path(source, &opts, out, info, err);
+    cli_progress_end(&progress);
+    return st;
 }
 
 /* A mapped index whose file is truncated while in use faults on the next page it
@@ -324,6 +354,73 @@ static void mapped_file_changed(int sig)
     ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
     (void)w;
     _exit(CLI_FAIL);
+}
+
+const char *cli_sniff_path(const char *path, lds_import_format *format)
+{
+    *format = LDS_IMPORT_AUTO;
+    if (strcmp(path, "-") == 0 || is_url(path))
+        return NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    unsigned char head[1024];
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    return lds_import_sniff(head, n, format);
+}
+
+/* `name` without its last extension (and a compression suffix before it), plus ".ldsi":
+   what the hints propose as OUT. */
+static void ldsi_name(const char *name, char *out, size_t cap)
+{
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    size_t n = strlen(base);
+    static const char *const zips[] = {".gz", ".zst", ".xz"};
+    for (size_t i = 0; i < sizeof zips / sizeof zips[0]; i++) {
+        size_t z = strlen(zips[i]);
+        if (n > z && strcmp(base + n - z, zips[i]) == 0) {
+            n -= z;
+            break;
+        }
+    }
+    for (size_t i = n; i > 1; i--)
+        if (base[i - 1] == '.') {
+            n = i - 1;
+            break;
+        }
+    snprintf(out, cap, "%.*s.ldsi", (int)n, base);
+}
+
+bool cli_explain_file(const char *file, const char *path)
+{
+    lds_import_format f;
+    const char *kind = cli_sniff_path(path, &f);
+    if (!kind || strcmp(kind, "a lodestar index") == 0)
+        return false;
+    char out[512];
+    ldsi_name(path, out, sizeof out);
+    fputs("lodestar: ", stderr);
+    cli_put_escaped(stderr, file, strlen(file));
+    if (strstr(kind, "manifest")) {
+        fprintf(stderr,
+                " is %s, written by `lodestar split`: a split is searched through "
+                "Python, lodestar.search_shards(\"%s\", queries, k=10), and checked "
+                "with `lodestar verify %s`\n",
+                kind, file, file);
+    } else if (f == LDS_IMPORT_AUTO) {
+        fprintf(stderr,
+                " is %s, not a lodestar index: if it holds embeddings, `lodestar pack %s "
+                "%s` reads through the compression and converts them\n",
+                kind, file, out);
+    } else {
+        fprintf(stderr, " is %s, not a lodestar index: convert it with `lodestar pack%s%s %s %s`\n",
+                kind, f == LDS_IMPORT_HDF5 || f == LDS_IMPORT_NPZ ? " --format " : "",
+                f == LDS_IMPORT_HDF5 || f == LDS_IMPORT_NPZ ? lds_import_format_name(f) : "", file,
+                out);
+    }
+    return true;
 }
 
 int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info)
@@ -341,7 +438,34 @@ int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info)
         sigemptyset(&sa.sa_mask);
         sigaction(SIGBUS, &sa, NULL);
     }
-    return st == LDS_OK ? CLI_OK : cli_fail(named ? NULL : req->file, st, &err);
+    if (st == LDS_OK)
+        return CLI_OK;
+    int rc = cli_fail(named ? NULL : req->file, st, &err);
+    /* Not an index: say what the file is and what to do with it (a file shorter than
+       the header is refused as truncated before its magic is read). */
+    if (st == LDS_E_BAD_MAGIC || st == LDS_E_TRUNCATED)
+        cli_explain_file(req->file, req->source ? req->source : req->file);
+    return rc;
+}
+
+/* The shortest scientific decimal "[-]d[.ddd]e(+|-)XX" that reads back as finite x, into
+   buf[0, cap); its length, or -1. std::to_chars finds it at once (cli/format_f32.cpp); the
+   fallback tries 1 to FLT_DECIMAL_DIG (9) significant digits with snprintf and strtof, which
+   gives the same digit count and, but for a tie towards the exact value, the same digits. */
+static int shortest_scientific(char *buf, size_t cap, float x)
+{
+#if CLI_HAVE_TO_CHARS
+    return cli_f32_scientific(buf, cap, x);
+#else
+    for (int digits = 1; digits <= 9; digits++) {
+        int n = snprintf(buf, cap, "%.*e", digits - 1, (double)x);
+        if (n < 0 || (size_t)n >= cap)
+            return -1;
+        if (digits == 9 || strtof(buf, NULL) == x)
+            return n;
+    }
+    return -1;
+#endif
 }
 
 void cli_format_float(char *buf, size_t cap, float x)
@@ -351,34 +475,79 @@ void cli_format_float(char *buf, size_t cap, float x)
         snprintf(buf, cap, "nan");
         return;
     }
-    /* FLT_DECIMAL_DIG (9) digits always round-trip; fewer often do (1e-45, 0.5). */
-    for (int digits = 1; digits <= 9; digits++) {
-        snprintf(buf, cap, "%.*g", digits, (double)x);
-        if (strtof(buf, NULL) != x)
-            continue;
-        /* %g writes an exponent once the exponent reaches the digit count (50 -> 5e+01,
-           100 -> 1e+02); the same digits padded with zeros are the same decimal, so they
-           read back the same: written so when not longer (50, 100; 3e+15 stays). */
-        const char *e = strchr(buf, 'e');
-        if (e && e[1] == '+') {
-            char digs[16];
-            size_t nd = 0, neg = buf[0] == '-';
-            for (const char *c = buf + neg; c < e && nd < sizeof digs; c++)
-                if (*c != '.')
-                    digs[nd++] = *c;
-            int exp10 = atoi(e + 2);
-            size_t plain = neg + (size_t)exp10 + 1;
-            if ((size_t)exp10 + 1 >= nd && plain <= strlen(buf) && plain < cap) {
-                size_t o = 0;
-                if (neg)
-                    buf[o++] = '-';
-                for (size_t i = 0; i < (size_t)exp10 + 1; i++)
-                    buf[o++] = i < nd ? digs[i] : '0';
-                buf[o] = '\0';
-            }
-        }
+    char sci[32];
+    if (isinf(x) || x == 0.0f || shortest_scientific(sci, sizeof sci, x) < 0) {
+        snprintf(buf, cap, "%.9g", (double)x); /* inf, -inf, 0, -0 */
         return;
     }
+    /* Sign, significant digits and the decimal exponent of the first digit. */
+    const char *c = sci;
+    bool neg = *c == '-';
+    c += neg;
+    char digs[16];
+    size_t nd = 0;
+    for (; *c && *c != 'e'; c++)
+        if (*c != '.' && nd < sizeof digs)
+            digs[nd++] = *c;
+    int exp10 = *c == 'e' ? atoi(c + 1) : 0;
+    while (nd > 1 && digs[nd - 1] == '0')
+        nd--;
+    /* Laid out as "%.*g" with nd digits writes them (C11 7.21.6.1: fixed when
+       -4 <= exp10 < nd, else d.ddde+XX with at least two exponent digits), except that a
+       positive exponent whose plain form, the digits padded with zeros, is not longer is
+       written plain (50, 100, not 5e+01, 1e+02; 3e+15 stays). */
+    char out[48];
+    size_t o = 0;
+    if (neg)
+        out[o++] = '-';
+    if (exp10 >= -4 && exp10 < (int)nd) {
+        if (exp10 < 0) {
+            out[o++] = '0';
+            out[o++] = '.';
+            for (int z = -1; z > exp10; z--)
+                out[o++] = '0';
+            memcpy(out + o, digs, nd);
+            o += nd;
+        } else {
+            memcpy(out + o, digs, (size_t)exp10 + 1);
+            o += (size_t)exp10 + 1;
+            if (nd > (size_t)exp10 + 1) {
+                out[o++] = '.';
+                memcpy(out + o, digs + exp10 + 1, nd - (size_t)exp10 - 1);
+                o += nd - (size_t)exp10 - 1;
+            }
+        }
+    } else {
+        size_t sci_len =
+            (neg ? 1u : 0u) + nd + (nd > 1) + 2 + (exp10 >= 100 || exp10 <= -100 ? 3 : 2);
+        size_t plain_len = (neg ? 1u : 0u) + (size_t)exp10 + 1;
+        if (exp10 > 0 && plain_len <= sci_len) {
+            memcpy(out + o, digs, nd);
+            o += nd;
+            for (size_t z = nd; z < (size_t)exp10 + 1; z++)
+                out[o++] = '0';
+        } else {
+            out[o++] = digs[0];
+            if (nd > 1) {
+                out[o++] = '.';
+                memcpy(out + o, digs + 1, nd - 1);
+                o += nd - 1;
+            }
+            unsigned e = (unsigned)(exp10 < 0 ? -exp10 : exp10);
+            out[o++] = 'e';
+            out[o++] = exp10 < 0 ? '-' : '+';
+            if (e >= 100)
+                out[o++] = (char)('0' + e / 100);
+            out[o++] = (char)('0' + e / 10 % 10);
+            out[o++] = (char)('0' + e % 10);
+        }
+    }
+    if (cap == 0)
+        return;
+    if (o >= cap)
+        o = cap - 1; /* not with the 32 bytes the contract asks for */
+    memcpy(buf, out, o);
+    buf[o] = '\0';
 }
 
 void cli_print_float(FILE *f, float x)
@@ -437,28 +606,4 @@ int cli_output_target(const char *path, char *target, size_t cap)
     if ((size_t)snprintf(target, cap, "%s", path) >= cap)
         return cli_failf("%s: path too long", path);
     return CLI_OK;
-}
-
-int cli_create_temp(char *tmpl, const char *target)
-{
-    int fd = mkstemp(tmpl);
-    if (fd < 0)
-        return -1;
-    struct stat st;
-    mode_t mode;
-    if (stat(target, &st) == 0) {
-        mode = st.st_mode & 07777;
-    } else {
-        mode_t mask = umask(0); /* read the umask: the program is one thread here */
-        umask(mask);
-        mode = 0666 & ~mask;
-    }
-    if (fchmod(fd, mode) != 0) {
-        int e = errno;
-        close(fd);
-        unlink(tmpl);
-        errno = e;
-        return -1;
-    }
-    return fd;
 }

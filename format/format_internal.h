@@ -96,6 +96,10 @@ static inline uint64_t lds__align64(uint64_t x)
    offsets are validated, the keys not yet read), to change the payload underneath. */
 extern void (*lds__parse_test_hook)(const char *where);
 
+/* Threads that verify `chunks` chunks when `asked` were asked (0: one per online
+   core, at most 8; never more than the chunks). */
+unsigned lds__verify_threads(unsigned asked, uint64_t chunks);
+
 /* Converts one stored row (dim elements of dtype, any alignment) to float32. */
 void lds__row_to_f32(const uint8_t *src, lds_dtype dtype, float scale, uint32_t dim, float *out);
 
@@ -114,6 +118,8 @@ struct lds_index {
     unsigned key_width;
     size_t row_bytes;
     uint64_t payload_length;
+    uint32_t chunk_bytes;  /* format 1.1: the chunk size; 0 for 1.0 */
+    uint64_t chunk_count;  /* format 1.1: chunks in the table */
     uint64_t checksum;
     bool checksum_verified;
 

@@ -16,6 +16,12 @@ lds_status lds_header_encode(const lds_header *h, void *out)
     lds__st16(b + 10, h->minor);
     lds__st32(b + 12, h->flags);
     lds__st64(b + 16, h->payload_length);
+    if (h->flags & LDS_HEADER_CHUNKED) {
+        lds__st64(b + 24, h->chunk_table_offset);
+        lds__st64(b + 32, h->chunk_count);
+        lds__st64(b + 40, h->chunk_table_hash);
+        lds__st32(b + 48, h->chunk_bytes);
+    }
     lds__st64(b + CHECK_AT, XXH3_64bits(b, CHECK_AT));
     return LDS_OK;
 }
@@ -40,6 +46,7 @@ lds_status lds_header_decode(const void *bytes, size_t n, lds_header *out, lds_e
         return lds__fail(err, LDS_E_HEADER_CHECK, "header.check", CHECK_AT,
                          "header.check: stored %016llx, computed %016llx over bytes 0..55",
                          (unsigned long long)stored, (unsigned long long)computed);
+    memset(out, 0, sizeof *out);
     out->major = lds__ld16(b + 8);
     out->minor = lds__ld16(b + 10);
     out->flags = lds__ld32(b + 12);
@@ -48,14 +55,70 @@ lds_status lds_header_decode(const void *bytes, size_t n, lds_header *out, lds_e
         return lds__fail(err, LDS_E_VERSION, "header.major", 8,
                          "header.major: %u is not %d, the major version this library reads",
                          (unsigned)out->major, LDS_FORMAT_MAJOR);
-    if (out->flags & LDS__MUST_UNDERSTAND)
+    uint32_t unknown = out->flags & LDS__MUST_UNDERSTAND & ~(uint32_t)LDS_HEADER_CHUNKED;
+    if (unknown && out->minor > LDS_FORMAT_MINOR)
+        return lds__fail(err, LDS_E_UNSUPPORTED, "header.flags", 12,
+                         "format 1.%u: upgrade lodestar (header.flags %08x sets must-understand "
+                         "bits of a format this library, which reads 1.0 to 1.%d, does not know)",
+                         (unsigned)out->minor, (unsigned)out->flags, LDS_FORMAT_MINOR);
+    if (unknown)
         return lds__fail(err, LDS_E_UNSUPPORTED, "header.flags", 12,
                          "header.flags: %08x sets must-understand bits this library does not know",
                          (unsigned)out->flags);
-    for (size_t i = 24; i < CHECK_AT; i++)
+    bool chunked = (out->flags & LDS_HEADER_CHUNKED) != 0;
+    for (size_t i = chunked ? 52 : 24; i < CHECK_AT; i++)
         if (b[i] != 0)
             return lds__fail(err, LDS_E_BAD_VALUE, "header.reserved", i,
                              "header.reserved: byte %zu is %02x, reserved bytes must be zero", i,
                              b[i]);
+    if (!chunked)
+        return LDS_OK;
+    out->chunk_table_offset = lds__ld64(b + 24);
+    out->chunk_count = lds__ld64(b + 32);
+    out->chunk_table_hash = lds__ld64(b + 40);
+    out->chunk_bytes = lds__ld32(b + 48);
+    uint32_t cb = out->chunk_bytes;
+    /* C1: the chunk size. */
+    if (cb == 0 || (cb & (cb - 1)) != 0 || cb < LDS_MIN_CHUNK_BYTES || cb > LDS_MAX_CHUNK_BYTES)
+        return lds__fail(err, LDS_E_BAD_VALUE, "header.chunk_bytes", 48,
+                         "header.chunk_bytes: %u is not a power of two from %u to %u", (unsigned)cb,
+                         (unsigned)LDS_MIN_CHUNK_BYTES, (unsigned)LDS_MAX_CHUNK_BYTES);
+    /* C2: a chunked payload declares its length. */
+    uint64_t L = out->payload_length;
+    if (L == LDS_LENGTH_UNKNOWN)
+        return lds__fail(err, LDS_E_BAD_VALUE, "header.payload_length", 16,
+                         "header.payload_length: unknown, but a chunked (1.1) payload must "
+                         "declare its length");
+    /* C3: the table's size. */
+    uint64_t cn = out->chunk_count, tl;
+    if (__builtin_mul_overflow(cn, (uint64_t)8, &tl))
+        return lds__fail(err, LDS_E_OVERFLOW, "header.chunk_count", 32,
+                         "header.chunk_count: %llu entries of 8 bytes overflow 64 bits",
+                         (unsigned long long)cn);
+    /* C4: the table fills the payload from chunk_table_offset to its end, and the
+       chunks cover exactly the bytes before it. */
+    uint64_t D = out->chunk_table_offset;
+    if (D > L || tl > L - D)
+        return lds__fail(err, LDS_E_BAD_SECTION, "header.chunk_table_offset", 24,
+                         "header.chunk_table_offset: a table of %llu entries at payload offset "
+                         "%llu runs past the payload end %llu",
+                         (unsigned long long)cn, (unsigned long long)D, (unsigned long long)L);
+    if (D + tl != L)
+        return lds__fail(err, LDS_E_BAD_SECTION, "header.chunk_table_offset", 24,
+                         "header.chunk_table_offset: a table of %llu entries at payload offset "
+                         "%llu ends at %llu, but the payload length is %llu",
+                         (unsigned long long)cn, (unsigned long long)D,
+                         (unsigned long long)(D + tl), (unsigned long long)L);
+    if (D < LDS__TAIL)
+        return lds__fail(err, LDS_E_BAD_SECTION, "header.chunk_table_offset", 24,
+                         "header.chunk_table_offset: %llu bytes before the table cannot hold "
+                         "the %d-byte footer and checksum",
+                         (unsigned long long)D, LDS__TAIL);
+    uint64_t want = D / cb + (D % cb != 0);
+    if (cn != want)
+        return lds__fail(err, LDS_E_BAD_SECTION, "header.chunk_count", 32,
+                         "header.chunk_count: %llu, but %llu bytes in chunks of %u need %llu",
+                         (unsigned long long)cn, (unsigned long long)D, (unsigned)cb,
+                         (unsigned long long)want);
     return LDS_OK;
 }

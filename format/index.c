@@ -64,6 +64,16 @@ bool lds_index_checksum_verified(const lds_index *idx)
     return idx && idx->checksum_verified;
 }
 
+uint32_t lds_index_chunk_bytes(const lds_index *idx)
+{
+    return idx ? idx->chunk_bytes : 0;
+}
+
+uint64_t lds_index_chunk_count(const lds_index *idx)
+{
+    return idx ? idx->chunk_count : 0;
+}
+
 const void *lds_index_row(const lds_index *idx, uint64_t row)
 {
     if (!idx || row >= idx->rows)

@@ -636,13 +636,34 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
     ps.err = err;
 
     uint64_t L = length;
-    if (L < LDS__TAIL)
+    const lds_header *hd = o.header;
+    bool chunked = lds_header_chunked(hd);
+    bool verified = false;
+    if (chunked) {
+        /* Format 1.1 (format.md §2.5): the chunks cover the 1.0 payload [0, D), the
+           table fills [D, L); the header's geometry passed C1-C4 when it was decoded. */
+        if (L != hd->payload_length)
+            return lds__fail(err, L < hd->payload_length ? LDS_E_TRUNCATED : LDS_E_TRAILING,
+                             "payload", AT(&ps, L),
+                             "payload: %llu bytes, but the header declares %llu",
+                             (unsigned long long)L, (unsigned long long)hd->payload_length);
+        if (o.verify_checksum && !o.chunks_verified) {
+            lds_status cst = lds_payload_verify_chunks(hd, ps.p, (size_t)L, o.verify_threads, NULL,
+                                                       NULL, NULL, err);
+            if (cst != LDS_OK) {
+                lds__error_rebase(err, ps.base - LDS_HEADER_SIZE);
+                return cst;
+            }
+        }
+        verified = o.verify_checksum;
+        ps.length = L = hd->chunk_table_offset;
+    } else if (L < LDS__TAIL) {
         return lds__fail(err, LDS_E_TRUNCATED, "payload", AT(&ps, L),
                          "payload: %llu bytes cannot hold the %d-byte footer and checksum",
                          (unsigned long long)L, LDS__TAIL);
+    }
     uint64_t stored = lds__ld64(ps.p + L - LDS_CHECKSUM_SIZE);
-    bool verified = false;
-    if (o.verify_checksum) {
+    if (o.verify_checksum && !chunked) {
         uint64_t h = o.has_precomputed_hash ? o.precomputed_hash
                                             : lds__xxh3(ps.p, (size_t)(L - LDS_CHECKSUM_SIZE));
         if (h != stored)
@@ -732,7 +753,9 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
     idx->i8_scale = lds__bits_f32(ps.scale_bits);
     idx->flags = ps.flags;
     idx->row_bytes = (size_t)row_bytes;
-    idx->payload_length = L;
+    idx->payload_length = length;
+    idx->chunk_bytes = chunked ? hd->chunk_bytes : 0;
+    idx->chunk_count = chunked ? hd->chunk_count : 0;
     idx->checksum = stored;
     idx->checksum_verified = verified;
     if (!o.copy) {

@@ -11,7 +11,7 @@
 #include <xxhash.h>
 
 #define BUF_SIZE (64 * 1024)
-/* A path writer's temporary file is DIR/.NAME + this + 6 random characters. */
+/* A path writer's temporary file is DIR/.NAME + this + PID- + 6 random characters. */
 #define LDS__TMP_INFIX ".lds-tmp-"
 
 typedef enum { W_OPEN, W_DONE, W_FAILED } wstate;
@@ -33,6 +33,13 @@ struct lds_writer {
     size_t buf_len;
     XXH3_state_t *hash;
     uint64_t payload; /* payload bytes written so far */
+    /* Format 1.1 (format.md §2.5): the chunk being hashed and the hashes of those
+       before it; chunk_bytes 0 writes 1.0. */
+    uint32_t chunk_bytes;
+    XXH3_state_t *chash;
+    uint64_t chunk_fill;
+    uint64_t *chunks;
+    size_t n_chunks, chunks_cap;
     wstate state;
 
     uint64_t rows;
@@ -119,13 +126,49 @@ static bool put(lds_writer *w, const void *data, size_t n)
     return true;
 }
 
+/* Ends the chunk being hashed: its XXH3-64 joins the table. */
+static bool chunk_close(lds_writer *w)
+{
+    if (w->n_chunks == w->chunks_cap) {
+        size_t cap = w->chunks_cap ? w->chunks_cap * 2 : 64;
+        uint64_t *p = (uint64_t *)realloc(w->chunks, cap * sizeof *p);
+        if (!p) {
+            errno = ENOMEM;
+            return false;
+        }
+        w->chunks = p;
+        w->chunks_cap = cap;
+    }
+    w->chunks[w->n_chunks++] = XXH3_64bits_digest(w->chash);
+    XXH3_64bits_reset(w->chash);
+    w->chunk_fill = 0;
+    return true;
+}
+
+/* Feeds payload bytes to the chunk hashes (1.1). */
+static bool chunk_feed(lds_writer *w, const uint8_t *p, size_t n)
+{
+    while (w->chunk_bytes && n > 0) {
+        size_t k = w->chunk_bytes - w->chunk_fill;
+        if (k > n)
+            k = n;
+        XXH3_64bits_update(w->chash, p, k);
+        w->chunk_fill += k;
+        p += k;
+        n -= k;
+        if (w->chunk_fill == w->chunk_bytes && !chunk_close(w))
+            return false;
+    }
+    return true;
+}
+
 static bool put_payload(lds_writer *w, const void *data, size_t n)
 {
     if (n == 0)
         return true;
     XXH3_64bits_update(w->hash, data, n);
     w->payload += n;
-    return put(w, data, n);
+    return chunk_feed(w, (const uint8_t *)data, n) && put(w, data, n);
 }
 
 static bool pad64(lds_writer *w)
@@ -156,6 +199,9 @@ static void writer_destroy(lds_writer *w)
     free(w->row_out);
     if (w->hash)
         XXH3_freeState(w->hash);
+    if (w->chash)
+        XXH3_freeState(w->chash);
+    free(w->chunks);
     free(w->buf);
     free(w->tmp);
     free(w->path);
@@ -198,6 +244,14 @@ static lds_status writer_new(const lds_writer_options *in, lds_writer **out, lds
                          "writer: i8_scale %g must be finite and above 0", (double)o.i8_scale);
     if (o.unique_keys && !o.with_keys)
         return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: unique_keys needs with_keys");
+    uint32_t cb = o.chunk_bytes == 0 ? LDS_DEFAULT_FILE_CHUNK_BYTES : o.chunk_bytes;
+    if (cb != LDS_CHUNKS_NONE &&
+        ((cb & (cb - 1)) != 0 || cb < LDS_MIN_CHUNK_BYTES || cb > LDS_MAX_CHUNK_BYTES))
+        return lds__fail(err, LDS_E_INVALID_ARG, "lds_writer_options.chunk_bytes", 0,
+                         "writer: chunk_bytes %u is not 0, LDS_CHUNKS_NONE or a power of two "
+                         "from %u to %u",
+                         (unsigned)o.chunk_bytes, (unsigned)LDS_MIN_CHUNK_BYTES,
+                         (unsigned)LDS_MAX_CHUNK_BYTES);
     lds_writer *w = (lds_writer *)calloc(1, sizeof *w);
     if (!w)
         return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory");
@@ -207,6 +261,12 @@ static lds_status writer_new(const lds_writer_options *in, lds_writer **out, lds
     w->row_out = (uint8_t *)malloc(w->row_bytes);
     w->row_tmp = (float *)malloc((size_t)o.dim * sizeof(float));
     w->hash = XXH3_createState();
+    w->chunk_bytes = cb == LDS_CHUNKS_NONE ? 0 : cb;
+    if (w->chunk_bytes) {
+        w->chash = XXH3_createState();
+        if (w->chash)
+            XXH3_64bits_reset(w->chash);
+    }
     if (o.with_keys) {
         w->koffs_cap = 1024;
         w->koffs = (uint64_t *)malloc(w->koffs_cap * sizeof(uint64_t));
@@ -215,7 +275,8 @@ static lds_status writer_new(const lds_writer_options *in, lds_writer **out, lds
     }
     bool keys_ok =
         !o.unique_keys || lds__hashtab_init(&w->keys, 512, LDS_DEFAULT_MAX_ROWS) == LDS_OK;
-    if (!w->row_out || !w->row_tmp || !w->hash || (o.with_keys && !w->koffs) || !keys_ok) {
+    if (!w->row_out || !w->row_tmp || !w->hash || (w->chunk_bytes && !w->chash) ||
+        (o.with_keys && !w->koffs) || !keys_ok) {
         writer_destroy(w);
         return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory");
     }
@@ -224,9 +285,13 @@ static lds_status writer_new(const lds_writer_options *in, lds_writer **out, lds
     return LDS_OK;
 }
 
+/* The header of a 1.0 payload (also the placeholder written at open). */
 static void write_header(uint64_t payload_length, uint8_t *hdr)
 {
-    lds_header h = {LDS_FORMAT_MAJOR, LDS_FORMAT_MINOR, 0, payload_length};
+    lds_header h;
+    memset(&h, 0, sizeof h);
+    h.major = LDS_FORMAT_MAJOR;
+    h.payload_length = payload_length;
     lds_header_encode(&h, hdr);
 }
 
@@ -369,12 +434,14 @@ lds_status lds_writer_open_path(const char *path, const lds_writer_options *opts
         return st;
     }
     path = w->path;
-    /* DIR/.NAME.lds-tmp-XXXXXX: hidden, beside the target (rename never crosses a
-       file system), and recognisable as ours if a killed writer leaves it behind. */
+    /* DIR/.NAME.lds-tmp-PID-XXXXXX: hidden, beside the target (rename never crosses a
+       file system), recognisable as ours if a killed writer leaves it behind, and the
+       PID says whose (the CLI removes its own on SIGINT/SIGTERM/SIGHUP: ADR 0034). */
     const char *slash = strrchr(path, '/');
     int dir_len = slash ? (int)(slash - path + 1) : 0;
     const char *base = path + dir_len;
-    size_t cap = strlen(path) + sizeof "..lds-tmp-XXXXXX";
+    long pid = (long)getpid();
+    size_t cap = strlen(path) + sizeof "..lds-tmp--XXXXXX" + 24;
     w->tmp = (char *)malloc(cap);
     if (!w->tmp) {
         writer_destroy(w);
@@ -389,7 +456,7 @@ lds_status lds_writer_open_path(const char *path, const lds_writer_options *opts
         for (int i = 0; i < 6; i++)
             suffix[i] = alphabet[(seed >> (10 + 5 * i)) % 36];
         suffix[6] = '\0';
-        snprintf(w->tmp, cap, "%.*s.%s" LDS__TMP_INFIX "%s", dir_len, path, base, suffix);
+        snprintf(w->tmp, cap, "%.*s.%s" LDS__TMP_INFIX "%ld-%s", dir_len, path, base, pid, suffix);
         w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (w->fd >= 0 || errno != EEXIST)
             break;
@@ -851,12 +918,39 @@ lds_status lds_writer_finish(lds_writer *w, lds_error *err)
     uint8_t sum[LDS_CHECKSUM_SIZE];
     lds__st64(sum, XXH3_64bits_digest(w->hash));
     w->payload += LDS_CHECKSUM_SIZE;
-    if (!put(w, sum, sizeof sum) || !flush_buf(w))
+    if (!put(w, sum, sizeof sum))
+        return io_fail(w, err, "writing the checksum");
+    /* Format 1.1 needs the header rewritten with the table's place and hash: only
+       a seekable output gets it (format.md §2.5); the others stay 1.0. */
+    lds_header h;
+    memset(&h, 0, sizeof h);
+    h.major = LDS_FORMAT_MAJOR;
+    if (w->chunk_bytes && w->seekable) {
+        if (!chunk_feed(w, sum, sizeof sum) || (w->chunk_fill > 0 && !chunk_close(w)))
+            return io_fail(w, err, "hashing the chunks");
+        h.minor = 1;
+        h.flags = LDS_HEADER_CHUNKED;
+        h.chunk_bytes = w->chunk_bytes;
+        h.chunk_table_offset = w->payload;
+        h.chunk_count = w->n_chunks;
+        uint8_t e[8];
+        XXH3_64bits_reset(w->chash);
+        for (size_t i = 0; i < w->n_chunks; i++) {
+            lds__st64(e, w->chunks[i]);
+            XXH3_64bits_update(w->chash, e, sizeof e);
+            if (!put(w, e, sizeof e))
+                return io_fail(w, err, "writing the chunk table");
+        }
+        h.chunk_table_hash = XXH3_64bits_digest(w->chash);
+        w->payload += 8 * (uint64_t)w->n_chunks;
+    }
+    h.payload_length = w->payload;
+    if (!flush_buf(w))
         return io_fail(w, err, "writing the checksum");
 
     if (w->seekable) {
         uint8_t hdr[LDS_HEADER_SIZE];
-        write_header(w->payload, hdr);
+        lds_header_encode(&h, hdr);
         if (w->f) {
             off_t end = w->start + (off_t)LDS_HEADER_SIZE + (off_t)w->payload;
             if (fflush(w->f) != 0 || fseeko(w->f, w->start, SEEK_SET) != 0 ||

@@ -227,11 +227,31 @@ static lds_status step(lds__imp_reader *r, unsigned char *dst, size_t cap, size_
     return LDS_OK;
 }
 
+/* Adds what the source handed out to the entry's CRC-32 and count (an .npz entry). */
+static void checked(lds__imp_reader *r, const unsigned char *dst, size_t n)
+{
+    if (!r->crc_on || n == 0)
+        return;
+    r->crc = (uint32_t)crc32_z(r->crc, dst, n);
+    r->delivered += n;
+}
+
+static lds_status decoded_read(lds__imp_reader *r, unsigned char *dst, size_t cap, size_t *n,
+                               lds_error *err);
+
 lds_status lds__imp_source_read(lds__imp_reader *r, unsigned char *dst, size_t cap, size_t *n,
                                 lds_error *err)
 {
-    if (r->codec == LDS__CODEC_NONE)
-        return raw_read(r, dst, cap, n, err);
+    lds_status st = r->codec == LDS__CODEC_NONE ? raw_read(r, dst, cap, n, err)
+                                                : decoded_read(r, dst, cap, n, err);
+    if (st == LDS_OK)
+        checked(r, dst, *n);
+    return st;
+}
+
+static lds_status decoded_read(lds__imp_reader *r, unsigned char *dst, size_t cap, size_t *n,
+                               lds_error *err)
+{
     decoder *d = r->dec;
     *n = 0;
     while (!r->dec_end) {

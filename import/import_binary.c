@@ -162,13 +162,24 @@ lds_status lds__import_w2v_binary(lds__imp_ctx *c, lds_error *err)
         if ((st = lds__imp_sink_row(s, vec, key, klen, row_off, err)) != LDS_OK)
             goto out;
     }
-    /* After the last row only line ends and spaces may follow. */
+    /* After the last row only line ends and spaces may follow, at most max_idle_bytes. */
+    uint64_t tail = lds__imp_reader_offset(in);
+    uint64_t max_idle =
+        c->opts->max_idle_bytes ? c->opts->max_idle_bytes : LDS_IMPORT_DEFAULT_MAX_IDLE;
     for (;;) {
         int b;
         if ((st = lds__imp_reader_peek(in, &b, err)) != LDS_OK)
             goto out;
         if (b < 0)
             break;
+        if (lds__imp_reader_offset(in) - tail >= max_idle) {
+            st = lds__imp_fail(err, LDS_E_LIMIT, "row", tail, rows + 1,
+                               "byte %llu: line ends and spaces after the %llu rows run on for "
+                               "more than max_idle_bytes = %llu bytes",
+                               (unsigned long long)tail, (unsigned long long)rows,
+                               (unsigned long long)max_idle);
+            goto out;
+        }
         if (b != '\n' && b != '\r' && b != ' ' && b != '\t') {
             uint64_t at = lds__imp_reader_offset(in);
             st = lds__imp_fail(err, LDS_E_TRAILING, "row", at, rows + 1,

@@ -1,7 +1,9 @@
 /*
- * Internals shared by the importers (import/import_*.c): a buffered reader
- * over a file descriptor, the sink that checks keys and feeds the writer, and
- * the error helper. Not installed; nothing outside import/ uses it.
+ * Internals shared by the importers (import/import_*.c) and the dispatcher
+ * (import.c): the error helper and the buffered reader (reader.c) over the
+ * decoders (decode.c), number parsing (numbers.c), the keys file (keys.c), the
+ * --on-duplicate last table (last.c), and the sink that checks keys and ids and
+ * feeds the writer (sink.c). Not installed; nothing outside import/ uses it.
  */
 #ifndef LDS_IMPORT_INTERNAL_H
 #define LDS_IMPORT_INTERNAL_H
@@ -62,6 +64,11 @@ typedef struct lds__imp_reader {
     uint64_t file_base;   /* file offset of decoded byte 0 when not decoded (an .npz entry) */
     uint64_t file_size;   /* the file's own size; UINT64_MAX when not a regular file */
     uint64_t max_decoded; /* decoded bytes allowed (options.max_decoded_bytes) */
+    /* An .npz entry's check (import_npz.c): with crc_on, the CRC-32 (zlib's crc32) and the
+       count of every byte lds__imp_source_read hands out since the last restart. */
+    bool crc_on;
+    uint32_t crc;
+    uint64_t delivered;
 } lds__imp_reader;
 
 /* The key checks and the writer at the end of every importer (the writer,
@@ -124,10 +131,13 @@ lds_status lds__imp_reader_line(lds__imp_reader *r, uint64_t lineno, char **line
 /* Up to `n` bytes into `dst`; *got < n only at end of input. */
 lds_status lds__imp_reader_read(lds__imp_reader *r, void *dst, size_t n, size_t *got,
                                 lds_error *err);
-/* Next byte without consuming it, or -1 at end of input. */
+/* Moves the unconsumed bytes to the front, grows the buffer if it is full (a long line),
+   and reads once more; sets eof at the end of the input. */
+lds_status lds__imp_reader_fill(lds__imp_reader *r, lds_error *err);
 /* Skips a UTF-8 byte-order mark (EF BB BF) if the file starts with one; a no-op
    anywhere but at the very start. Offsets stay file offsets. */
 lds_status lds__imp_reader_skip_bom(lds__imp_reader *r, lds_error *err);
+/* Next byte without consuming it, or -1 at end of input. */
 lds_status lds__imp_reader_peek(lds__imp_reader *r, int *byte, lds_error *err);
 /* Looks at the first bytes of the input: gzip, zstd or xz magic switches the reader to
    that decoder (then size is UINT64_MAX, and offsets count decoded bytes). */
@@ -209,8 +219,19 @@ lds_status lds__import_npz(lds__imp_ctx *c, lds_error *err);
    size it had when opened is refused. */
 lds_status lds__imp_lines_count(lds__imp_reader *r, uint64_t max_rows, uint64_t *lines,
                                 lds_error *err);
-/* The first pass of LDS_IMPORT_DUP_LAST (import_common.c): the bitmap of superseded rows. */
+/* The first pass of LDS_IMPORT_DUP_LAST (last.c): lds__imp_last_note records input row
+   `row` holding `key` (its earlier row, or under LDS_IMPORT_DUP_FIRST this one, becomes
+   superseded); lds__imp_last_done frees the key table after the pass, keeping the bitmap
+   that lds__imp_superseded reads; lds__imp_last_free frees both. */
+lds_status lds__imp_last_note(lds__imp_sink *s, const char *key, size_t len, uint64_t row,
+                              uint64_t offset, lds_error *err);
+bool lds__imp_superseded(const lds__imp_sink *s, uint64_t row);
+void lds__imp_last_done(lds__imp_sink *s);
 void lds__imp_last_free(lds__imp_sink *s);
+/* After the last row (sink.c): the ids file must hold exactly one line per input row. */
+lds_status lds__imp_ids_finish(lds__imp_sink *s, lds_error *err);
+/* Frees what the sink holds (the writer, unfinished, removes its temporary file). */
+void lds__imp_sink_free(lds__imp_sink *s);
 /* An HDF5 dataset (import/import_hdf5.c; LDS_E_UNSUPPORTED when built without libhdf5). */
 lds_status lds__import_hdf5(lds__imp_ctx *c, lds_error *err);
 

@@ -4,6 +4,9 @@
 #include "import_internal.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,9 +48,27 @@ typedef struct entry {
     const char *name;
     size_t name_len;
     unsigned method, flags;
+    uint32_t crc;
     uint64_t csize, usize, local;
-    uint64_t at; /* offset of its central header */
+    uint64_t at;                 /* offset of its central header */
+    uint64_t csize_at, usize_at; /* offsets of its two size fields (in zip64 extra when there) */
 } entry;
+
+/* A refusal about entry `e`: names the entry, the field and the byte. */
+static lds_status efail(lds_error *err, lds_status st, const entry *e, const char *field,
+                        uint64_t at, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static lds_status efail(lds_error *err, lds_status st, const entry *e, const char *field,
+                        uint64_t at, const char *fmt, ...)
+{
+    char what[200], q[4 * LDS__IMP_SHOWN + 8];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return lds__imp_fail(err, st, field, at, 0, "byte %llu: .npz entry '%s': %s",
+                         (unsigned long long)at, lds__imp_quote(q, sizeof q, e->name, e->name_len),
+                         what);
+}
 
 /* Whether the entry is the array named `want` ("x" or "x.npy"). */
 static bool is_named(const entry *e, const char *want)
@@ -57,6 +78,35 @@ static bool is_named(const entry *e, const char *want)
         return true;
     return e->name_len == n + 4 && memcmp(e->name, want, n) == 0 &&
            memcmp(e->name + n, ".npy", 4) == 0;
+}
+
+/* Zip64 extended information (APPNOTE 4.5.3) in the extra fields x[0, xlen) at file offset
+   x_at: the 64-bit values of the fields set to all ones, in the order usize, csize, local
+   (a local header holds no local). `at` names the record in messages. */
+static lds_status zip64_fields(const unsigned char *x, size_t xlen, uint64_t x_at, uint64_t at,
+                               uint64_t *fields[3], uint64_t *fields_at[3], lds_error *err)
+{
+    const unsigned char *x0 = x, *xend = x + xlen;
+    while (xend - x >= 4) {
+        unsigned id = lds__imp_le16(x), sz = lds__imp_le16(x + 2);
+        if ((size_t)(xend - x - 4) < sz)
+            return zfail(err, LDS_E_PARSE, at, "an extra field runs past its header");
+        if (id == 0x0001) {
+            const unsigned char *v = x + 4, *vend = v + sz;
+            for (int k = 0; k < 3; k++) {
+                if (!fields[k] || *fields[k] != 0xFFFFFFFFu)
+                    continue;
+                if (vend - v < 8)
+                    return zfail(err, LDS_E_PARSE, at, "a zip64 extra field is too short");
+                *fields[k] = le64(v);
+                if (fields_at[k])
+                    *fields_at[k] = x_at + (uint64_t)(v - x0);
+                v += 8;
+            }
+        }
+        x += 4 + sz;
+    }
+    return LDS_OK;
 }
 
 /* Parses the central header at cd[i, cd_len); *next is the offset of the following one. */
@@ -69,8 +119,11 @@ static lds_status parse_entry(const unsigned char *cd, size_t cd_len, size_t i, 
     const unsigned char *h = cd + i;
     e->flags = lds__imp_le16(h + 8);
     e->method = lds__imp_le16(h + 10);
+    e->crc = lds__imp_le32(h + 16);
     e->csize = lds__imp_le32(h + 20);
     e->usize = lds__imp_le32(h + 24);
+    e->csize_at = at + 20;
+    e->usize_at = at + 24;
     size_t nlen = lds__imp_le16(h + 28), xlen = lds__imp_le16(h + 30), clen = lds__imp_le16(h + 32);
     e->local = lds__imp_le32(h + 42);
     e->at = at;
@@ -78,29 +131,174 @@ static lds_status parse_entry(const unsigned char *cd, size_t cd_len, size_t i, 
         return zfail(err, LDS_E_PARSE, at, "a central directory header runs past the directory");
     e->name = (const char *)h + 46;
     e->name_len = nlen;
-    /* Zip64 extended information (4.5.3): the 64-bit values of the fields set to all ones,
-       in the order usize, csize, local. */
-    const unsigned char *x = h + 46 + nlen, *xend = x + xlen;
-    while (xend - x >= 4) {
-        unsigned id = lds__imp_le16(x), sz = lds__imp_le16(x + 2);
-        if ((size_t)(xend - x - 4) < sz)
-            return zfail(err, LDS_E_PARSE, at, "an extra field runs past its header");
-        if (id == 0x0001) {
-            const unsigned char *v = x + 4, *vend = v + sz;
-            uint64_t *fields[3] = {&e->usize, &e->csize, &e->local};
-            for (int k = 0; k < 3; k++) {
-                if (*fields[k] != 0xFFFFFFFFu)
-                    continue;
-                if (vend - v < 8)
-                    return zfail(err, LDS_E_PARSE, at, "a zip64 extra field is too short");
-                *fields[k] = le64(v);
-                v += 8;
-            }
-        }
-        x += 4 + sz;
-    }
+    uint64_t *fields[3] = {&e->usize, &e->csize, &e->local};
+    uint64_t *fields_at[3] = {&e->usize_at, &e->csize_at, NULL};
+    lds_status st = zip64_fields(h + 46 + nlen, xlen, at + 46 + nlen, at, fields, fields_at, err);
+    if (st != LDS_OK)
+        return st;
     *next = i + 46 + nlen + xlen + clen;
     return LDS_OK;
+}
+
+/* Reads the local header of `e` (APPNOTE 4.3.7) and checks it against the central directory:
+   the same method and name and, unless flag bit 3 defers them to a data descriptor, the same
+   CRC-32 and sizes. *data is the offset of the entry's data. */
+static lds_status check_local(int fd, uint64_t fsize, const entry *e, uint64_t *data,
+                              lds_error *err)
+{
+    unsigned char lfh[30];
+    lds_status st = LDS_OK;
+    if (e->local > fsize - 30 || (st = zread(fd, lfh, 30, e->local, err)) != LDS_OK ||
+        lds__imp_le32(lfh) != LFH_SIG) {
+        if (st == LDS_OK)
+            st = efail(err, LDS_E_PARSE, e, "npz.local_header", e->local,
+                       "expected a local file header where the central directory (byte %llu) "
+                       "puts it",
+                       (unsigned long long)e->at);
+        return st;
+    }
+    unsigned flags = lds__imp_le16(lfh + 6), method = lds__imp_le16(lfh + 8);
+    if (method != e->method)
+        return efail(err, LDS_E_PARSE, e, "npz.method", e->local + 8,
+                     "the local header says method %u, the central directory (byte %llu) %u",
+                     method, (unsigned long long)(e->at + 10), e->method);
+    size_t nlen = lds__imp_le16(lfh + 26), xlen = lds__imp_le16(lfh + 28);
+    if (nlen + xlen > fsize - e->local - 30)
+        return efail(err, LDS_E_TRUNCATED, e, "npz.local_header", e->local,
+                     "the local header's name and extra fields run past the file");
+    unsigned char *nx = malloc(nlen + xlen + 1);
+    if (!nx)
+        return lds__imp_fail(err, LDS_E_NOMEM, "npz", e->local, 0, "out of memory (zip header)");
+    if ((st = zread(fd, nx, nlen + xlen, e->local + 30, err)) != LDS_OK)
+        goto out;
+    if (nlen != e->name_len || memcmp(nx, e->name, nlen) != 0) {
+        char q[4 * LDS__IMP_SHOWN + 8];
+        st = efail(err, LDS_E_PARSE, e, "npz.name", e->local + 30, "the local header names it '%s'",
+                   lds__imp_quote(q, sizeof q, (const char *)nx, nlen));
+        goto out;
+    }
+    if (!(flags & 8u)) {
+        uint32_t crc = lds__imp_le32(lfh + 14);
+        uint64_t csize = lds__imp_le32(lfh + 18), usize = lds__imp_le32(lfh + 22);
+        uint64_t csize_at = e->local + 18, usize_at = e->local + 22;
+        uint64_t *fields[3] = {&usize, &csize, NULL};
+        uint64_t *fields_at[3] = {&usize_at, &csize_at, NULL};
+        if ((st = zip64_fields(nx + nlen, xlen, e->local + 30 + nlen, e->local, fields, fields_at,
+                               err)) != LDS_OK)
+            goto out;
+        if (crc != e->crc)
+            st = efail(err, LDS_E_PARSE, e, "npz.crc32", e->local + 14,
+                       "the local header's CRC-32 is %08x, the central directory's (byte %llu) "
+                       "%08x",
+                       crc, (unsigned long long)(e->at + 16), e->crc);
+        else if (csize != e->csize)
+            st = efail(err, LDS_E_PARSE, e, "npz.compressed_size", csize_at,
+                       "the local header's compressed size is %llu, the central directory's "
+                       "(byte %llu) %llu",
+                       (unsigned long long)csize, (unsigned long long)e->csize_at,
+                       (unsigned long long)e->csize);
+        else if (usize != e->usize)
+            st = efail(err, LDS_E_PARSE, e, "npz.uncompressed_size", usize_at,
+                       "the local header's uncompressed size is %llu, the central directory's "
+                       "(byte %llu) %llu",
+                       (unsigned long long)usize, (unsigned long long)e->usize_at,
+                       (unsigned long long)e->usize);
+        if (st != LDS_OK)
+            goto out;
+    }
+    *data = e->local + 30 + nlen + xlen;
+out:
+    free(nx);
+    return st;
+}
+
+/* Reads what is left of the entry (the columns of a Fortran-order array were read by
+   offset), at most `most` more bytes: false when it stopped there. */
+static bool drain(lds__imp_reader *in, uint64_t most, lds_status *st, lds_error *err)
+{
+    unsigned char rest[4096];
+    size_t got;
+    uint64_t start = in->delivered;
+    do {
+        if (in->delivered - start > most)
+            return false;
+        *st = lds__imp_reader_read(in, rest, sizeof rest, &got, err);
+    } while (*st == LDS_OK && got == sizeof rest);
+    return true;
+}
+
+static lds_status crc_fail(lds_error *err, const entry *e, uint64_t data, uint32_t crc)
+{
+    return efail(err, LDS_E_CHECKSUM, e, "npz.crc32", e->at + 16,
+                 "its data (bytes %llu to %llu) has CRC-32 %08x, the central directory declares "
+                 "%08x: the entry is damaged",
+                 (unsigned long long)data, (unsigned long long)(data + e->csize), crc, e->crc);
+}
+
+/* After the array was read from the entry at `data`: reads the rest, then checks what the
+   entry decoded to against the central directory: no bytes after the end of a deflate
+   stream inside the compressed size, the uncompressed size, the CRC-32 (APPNOTE 4.4.7-9). */
+static lds_status check_read(lds__imp_reader *in, const entry *e, uint64_t data, lds_error *err)
+{
+    lds_status st = LDS_OK;
+    drain(in, UINT64_MAX, &st, err);
+    if (st != LDS_OK)
+        return st;
+    if (e->method == 8) {
+        uint64_t left = (in->zlen - in->zpos) + in->raw_left;
+        if (left > 0)
+            return efail(err, LDS_E_TRAILING, e, "npz.compressed_size", data + e->csize - left,
+                         "%llu bytes after the end of its deflate stream, inside its compressed "
+                         "size of %llu (byte %llu)",
+                         (unsigned long long)left, (unsigned long long)e->csize,
+                         (unsigned long long)e->csize_at);
+    }
+    if (in->delivered != e->usize)
+        return efail(err, LDS_E_LENGTH_MISMATCH, e, "npz.uncompressed_size", e->usize_at,
+                     "the uncompressed size declares %llu bytes, but the entry's data (byte "
+                     "%llu) %s %llu",
+                     (unsigned long long)e->usize, (unsigned long long)data,
+                     e->method == 8 ? "decodes to" : "holds", (unsigned long long)in->delivered);
+    if (in->crc != e->crc)
+        return crc_fail(err, e, data, in->crc);
+    return LDS_OK;
+}
+
+/* Whether the .npy reader's refusal `st` came from a damaged entry: after a refusal that
+   bad bytes can cause, the rest of the entry (at most DIAG_MOST bytes more) is read for its
+   CRC-32, and a mismatch is the refusal reported (the cause, as numpy reports it). */
+#define DIAG_MOST ((uint64_t)64 << 20)
+static bool damaged(lds__imp_reader *in, const entry *e, lds_status st)
+{
+    if (st != LDS_E_BAD_VALUE && st != LDS_E_TRAILING && st != LDS_E_TRUNCATED &&
+        st != LDS_E_PARSE && st != LDS_E_UNSUPPORTED && st != LDS_E_LIMIT)
+        return false;
+    lds_status rest = LDS_OK;
+    return drain(in, DIAG_MOST, &rest, NULL) && rest == LDS_OK && in->crc != e->crc;
+}
+
+/* Puts ".npz entry 'NAME' (data at byte N): " before a message about the entry's contents
+   (the .npy reader's and the decoder's messages do not know the entry). */
+static void name_entry(lds_error *err, const entry *e, uint64_t data)
+{
+    if (!err || err->size < offsetof(lds_error, message) + sizeof err->message || !err->field)
+        return;
+    const char *f = err->field;
+    if (strcmp(f, "row") != 0 && strcmp(f, "compressed") != 0 && strncmp(f, "npy.", 4) != 0)
+        return; /* the keys file, the ids file, the writer */
+    char q[4 * LDS__IMP_SHOWN + 8], pre[4 * LDS__IMP_SHOWN + 64], text[sizeof err->message];
+    int n = snprintf(pre, sizeof pre, ".npz entry '%s' (data at byte %llu): ",
+                     lds__imp_quote(q, sizeof q, e->name, e->name_len), (unsigned long long)data);
+    size_t plen = n < 0 ? 0 : (size_t)n < sizeof pre ? (size_t)n : sizeof pre - 1;
+    if (plen >= sizeof err->message)
+        return;
+    size_t tlen = strnlen(err->message, sizeof err->message - 1);
+    memcpy(text, err->message, tlen);
+    if (plen + tlen >= sizeof err->message)
+        tlen = sizeof err->message - 1 - plen;
+    memcpy(err->message, pre, plen);
+    memcpy(err->message + plen, text, tlen);
+    err->message[plen + tlen] = '\0';
 }
 
 lds_status lds__import_npz(lds__imp_ctx *c, lds_error *err)
@@ -192,7 +390,8 @@ lds_status lds__import_npz(lds__imp_ctx *c, lds_error *err)
         }
         if (want ? is_named(&e, want) : true) {
             if (want && found) {
-                st = zfail(err, LDS_E_PARSE, e.at, "two entries have the array's name");
+                st = efail(err, LDS_E_PARSE, &e, "npz.name", e.at + 46,
+                           "a second entry with the array's name");
                 goto out;
             }
             if (!found)
@@ -218,34 +417,43 @@ lds_status lds__import_npz(lds__imp_ctx *c, lds_error *err)
         goto out;
     }
     if (pick.flags & 1u) {
-        st = zfail(err, LDS_E_UNSUPPORTED, pick.at, "the entry is encrypted");
+        st = efail(err, LDS_E_UNSUPPORTED, &pick, "npz.flags", pick.at + 8, "it is encrypted");
         goto out;
     }
     if (pick.method != 0 && pick.method != 8) {
-        st = zfail(err, LDS_E_UNSUPPORTED, pick.at,
-                   "the entry's compression method is neither stored (0) nor deflate (8)");
+        st = efail(err, LDS_E_UNSUPPORTED, &pick, "npz.method", pick.at + 10,
+                   "compression method %u is neither stored (0) nor deflate (8)", pick.method);
         goto out;
     }
-    unsigned char lfh[30];
-    if (pick.local > fsize - 30 || (st = zread(in->fd, lfh, 30, pick.local, err)) != LDS_OK ||
-        lds__imp_le32(lfh) != LFH_SIG) {
-        if (st == LDS_OK)
-            st = zfail(err, LDS_E_PARSE, pick.local, "expected a local file header");
+    uint64_t data = 0;
+    if ((st = check_local(in->fd, fsize, &pick, &data, err)) != LDS_OK)
         goto out;
-    }
-    uint64_t data = pick.local + 30 + lds__imp_le16(lfh + 26) + lds__imp_le16(lfh + 28);
     if (data > fsize || pick.csize > fsize - data) {
-        st = zfail(err, LDS_E_TRUNCATED, pick.local, "the entry's data runs past the file");
+        st = efail(err, LDS_E_TRUNCATED, &pick, "npz.compressed_size", pick.csize_at,
+                   "its %llu bytes of data at byte %llu run past the end of the file (%llu bytes)",
+                   (unsigned long long)pick.csize, (unsigned long long)data,
+                   (unsigned long long)fsize);
         goto out;
     }
     if (pick.method == 0 && pick.csize != pick.usize) {
-        st = zfail(err, LDS_E_PARSE, pick.at, "a stored entry whose two sizes differ");
+        st = efail(err, LDS_E_PARSE, &pick, "npz.uncompressed_size", pick.usize_at,
+                   "a stored entry whose sizes differ (compressed %llu, uncompressed %llu)",
+                   (unsigned long long)pick.csize, (unsigned long long)pick.usize);
         goto out;
     }
     st = lds__imp_reader_restart(in, data, pick.csize,
                                  pick.method == 0 ? LDS__CODEC_NONE : LDS__CODEC_DEFLATE, err);
-    if (st == LDS_OK)
-        st = lds__import_npy_stream(c, ".npz entry", err);
+    if (st != LDS_OK)
+        goto out;
+    in->crc_on = true;
+    if ((st = lds__import_npy_stream(c, ".npz entry", err)) != LDS_OK) {
+        if (damaged(in, &pick, st))
+            st = crc_fail(err, &pick, data, in->crc);
+        else
+            name_entry(err, &pick, data);
+        goto out;
+    }
+    st = check_read(in, &pick, data, err);
 out:
     free(buf);
     free(cd);

@@ -165,6 +165,8 @@ lds_status lds__import_text(lds__imp_ctx *c, bool w2v_header, lds_error *err)
             goto out;
     }
     uint64_t blank_line = 0, blank_off = 0; /* first blank line not yet followed by a row */
+    uint64_t max_idle =
+        c->opts->max_idle_bytes ? c->opts->max_idle_bytes : LDS_IMPORT_DEFAULT_MAX_IDLE;
     for (;;) {
         char *line;
         size_t len;
@@ -186,6 +188,18 @@ lds_status lds__import_text(lds__imp_ctx *c, bool w2v_header, lds_error *err)
             if (blank_line == 0) {
                 blank_line = lineno;
                 blank_off = off;
+            }
+            /* Blank lines are accepted only at the end, so a long run of them (a small
+               compressed file that decodes to nothing else) is refused once it passes the
+               bound, not decoded to its end. */
+            if (lds__imp_reader_offset(&c->in) - blank_off > max_idle) {
+                st = lds__imp_fail(err, LDS_E_LIMIT, "line", blank_off, blank_line,
+                                   "line %llu (byte %llu): blank lines run on for more than "
+                                   "max_idle_bytes = %llu bytes; blank lines are accepted only "
+                                   "at the end of the input",
+                                   (unsigned long long)blank_line, (unsigned long long)blank_off,
+                                   (unsigned long long)max_idle);
+                goto out;
             }
             continue;
         }

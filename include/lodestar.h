@@ -11,6 +11,7 @@
  *   lodestar_pool.h    the buffer pool (pool/)
  *   lodestar_load.h    the stream loader (loader/)
  *   lodestar_live.h    the live index: pinned readers, reloads, retirement (live/)
+ *   lodestar_manifest.h the shard manifest of `lodestar split`: read, check (loader/)
  *
  * Each sibling also compiles on its own (C and C++) and includes the headers
  * it depends on: core for all; index for import and load; pool for load. The
@@ -25,5 +26,6 @@
 #include "lodestar_pool.h"
 #include "lodestar_load.h"
 #include "lodestar_live.h"
+#include "lodestar_manifest.h"
 
 #endif /* LODESTAR_H */

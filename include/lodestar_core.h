@@ -88,7 +88,8 @@ LDS_API const char *lds_version(void);
     X(E_PARSE, 20, "malformed input")                                                              \
     X(E_POOL_REFUSED, 21, "the pool refused the return")                                           \
     X(E_UNSUPPORTED, 22, "unsupported operation")                                                  \
-    X(E_STATE, 23, "call not valid in the object's current state")
+    X(E_STATE, 23, "call not valid in the object's current state")                                 \
+    X(E_TIMEOUT, 24, "the deadline passed")
 
 typedef enum lds_status {
 #define LDS__STATUS_ENUM(name, value, text) LDS_##name = value,

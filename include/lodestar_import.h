@@ -57,7 +57,14 @@ extern "C" {
  *   .npy entries, stored or deflated; options.array names the entry ("x" or
  *   "x.npy"), or the file must hold exactly one (LDS_E_INVALID_ARG, field
  *   "options.array", listing the names). Offsets in errors about the array
- *   count from the entry's first byte. Must be a regular file.
+ *   count from the entry's first byte. Must be a regular file. The entry read
+ *   is checked against its zip records (PKWARE APPNOTE 4.3.7, 4.3.12, 4.4):
+ *   the CRC-32 of its data (LDS_E_CHECKSUM, field "npz.crc32"), its uncompressed
+ *   size (LDS_E_LENGTH_MISMATCH, "npz.uncompressed_size"), no bytes after its
+ *   deflate stream inside the compressed size (LDS_E_TRAILING,
+ *   "npz.compressed_size"), and a local header whose method, name, CRC-32 and
+ *   sizes agree with the central directory (LDS_E_PARSE, "npz.method",
+ *   "npz.name", ...); each refusal names the entry and the byte of the field.
  * - LDS_IMPORT_FASTTEXT: fastText .vec, which is word2vec text.
  *
  * GloVe and word2vec text: once D is known (the first row, or the header), a
@@ -86,7 +93,11 @@ extern "C" {
  *   is rounded once to the stored dtype, as for .npy); another class or size,
  *   or a rank other than 2, is LDS_E_UNSUPPORTED naming the dataset; its
  *   declared extent N x D is checked against limits and max_decoded_bytes
- *   before a row is read. libhdf5's own error printing is silenced and its
+ *   before a row is read, and so is a chunked, filtered dataset's work: every
+ *   chunk its extent touches, at the chunk's full size (LDS_E_LIMIT, field
+ *   "hdf5.chunk"). Each chunk is then decoded once (the chunk cache holds one
+ *   row of chunks: memory of about one row of chunks, as libhdf5 needs to
+ *   decode one; ADR 0036). libhdf5's own error printing is silenced and its
  *   errors come back as LDS_E_IO (or LDS_E_PARSE when the file is not HDF5)
  *   naming the dataset and HDF5's innermost message. Must be a regular file,
  *   not compressed outside HDF5. libhdf5 parses the file: see ADR 0023 for the
@@ -118,6 +129,8 @@ typedef enum lds_import_dup {
 
 /** Default of lds_import_options.max_decoded_bytes: 64 GiB. */
 #define LDS_IMPORT_DEFAULT_MAX_DECODED (UINT64_C(64) << 30)
+/** Default of lds_import_options.max_idle_bytes: 1 MiB. */
+#define LDS_IMPORT_DEFAULT_MAX_IDLE (UINT64_C(1) << 20)
 
 /**
  * Options of lds_import_file. Initialise with lds_import_options_default();
@@ -234,6 +247,17 @@ typedef struct lds_import_options {
      * is reported in lds_import_result.metric.
      */
     bool metric_from_input;
+    /**
+     * The most bytes of input (decoded bytes, for a compressed one) that may follow a row
+     * without making another: blank lines of a text format (accepted only at the end of
+     * the input; one between rows is LDS_E_PARSE), line ends and spaces after a word2vec
+     * binary file's rows. Beyond it: LDS_E_LIMIT at once, naming the line (or byte) where
+     * the run began, so a small compressed file of blank lines is refused after this many
+     * bytes rather than decoded to its end (ADR 0036). 0 (default):
+     * LDS_IMPORT_DEFAULT_MAX_IDLE. Added after `metric_from_input`: callers built against
+     * a shorter struct get the default.
+     */
+    uint64_t max_idle_bytes;
 } lds_import_options;
 
 /** Smallest lds_import_options.size accepted: the struct as first shipped. */
@@ -332,7 +356,10 @@ typedef struct lds_import_result {
  *   file size before any row is read).
  * - LDS_E_TRAILING: bytes after the last promised row.
  * - LDS_E_LENGTH_MISMATCH: the keys file's or the ids file's line count
- *   differs from N (field "keys_path" or "ids_path").
+ *   differs from N (field "keys_path" or "ids_path"); an .npz entry's data
+ *   that is not the size its zip records declare.
+ * - LDS_E_CHECKSUM: an .npz entry whose data has another CRC-32 than its zip
+ *   records declare.
  * - LDS_E_OVERFLOW: declared sizes whose product overflows 64 bits.
  * - LDS_E_NOMEM: allocation failed.
  * - Any status of lds_writer_add_row / lds_writer_finish, passed through.
@@ -357,6 +384,29 @@ LDS_API const char *lds_import_format_name(lds_import_format format);
  * LDS_E_BAD_VALUE for an unknown name (then `*out` is unchanged).
  */
 LDS_API lds_status lds_import_format_from_name(const char *name, lds_import_format *out);
+
+/**
+ * What a file is, from its first bytes, so that a refusal can say what to do with it
+ * (`lodestar info glove.txt`: "a GloVe text file: convert it with lodestar pack").
+ * head: the file's first `len` bytes (64 tell every binary kind; a text kind is judged on
+ * the complete lines and tokens among them, so 1 KiB judges text better); NULL with len 0
+ * recognises nothing.
+ *
+ * Returns a static, NUL-terminated description with its article, or NULL when nothing
+ * is recognised: "a lodestar index", "a lodestar shard manifest (JSON)", "an .npy file",
+ * "a zip file (.npz)", "a gzip-compressed file", "a zstd-compressed file", "an
+ * xz-compressed file", "an HDF5 file", "a word2vec text file", "a GloVe text file".
+ * *format (optional, may be NULL) receives the lds_import_format that packs it:
+ * LDS_IMPORT_NPY, LDS_IMPORT_NPZ, LDS_IMPORT_HDF5, LDS_IMPORT_W2V_TEXT or
+ * LDS_IMPORT_GLOVE; LDS_IMPORT_AUTO for the compressed kinds (pack looks through them
+ * and decides on what they hold), a lodestar index or manifest, and NULL.
+ * Magics: lodestar (docs/format.md), NumPy format ("\x93NUMPY"), zip local file header
+ * ("PK\3\4"), gzip (RFC 1952), zstd frame (RFC 8878), xz (.xz file format 1.1.0),
+ * HDF5 superblock signature ("\x89HDF\r\n\x1a\n", at offset 0). word2vec text: a first
+ * line of two decimal integers; GloVe text: a first line of a key and then numbers only
+ * (at least one). Reads nothing outside head[0, len); pure; safe from any thread.
+ */
+LDS_API const char *lds_import_sniff(const void *head, size_t len, lds_import_format *format);
 
 #ifdef __cplusplus
 }

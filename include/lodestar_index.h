@@ -42,21 +42,47 @@ extern "C" {
 #define LDS_MAGIC "\x89LDS\r\n\x1a\n"
 /** The format major version this library reads and writes. */
 #define LDS_FORMAT_MAJOR 1
-/** The format minor version this library writes (it reads any minor of its major). */
-#define LDS_FORMAT_MINOR 0
+/** The format minor version this library writes by default (it reads 1.0 and 1.1, and
+    any later minor that sets no must-understand header flag it does not know). */
+#define LDS_FORMAT_MINOR 1
+
+/** Header flag bit 0, CHUNKED (format 1.1, format.md §2.5): the payload ends in a chunk
+    table and header bytes 24..55 describe it. A must-understand bit: a 1.0 reader refuses
+    the file at header.flags (rule H5) before it reads a payload byte. */
+#define LDS_HEADER_CHUNKED 0x1u
+/** Smallest and largest chunk size a 1.1 file may declare (rule C1): powers of two. */
+#define LDS_MIN_CHUNK_BYTES ((uint32_t)1 << 10)
+#define LDS_MAX_CHUNK_BYTES ((uint32_t)1 << 30)
+/** The writer's chunk size (ADR 0031: 4 MiB, measured). */
+#define LDS_DEFAULT_FILE_CHUNK_BYTES ((uint32_t)4 << 20)
+/** lds_writer_options.chunk_bytes value that writes format 1.0 (one payload checksum). */
+#define LDS_CHUNKS_NONE UINT32_MAX
 
 /**
- * The decoded fields of the fixed header (format.md §2). Rules H1-H6 of format.md §6.
+ * The decoded fields of the fixed header (format.md §2). Rules H1-H6 and C1-C4 of
+ * format.md §6.
  * - major, minor: format version; the decoder refuses a major other than 1.
- * - flags: header flags; bits 0-15 must be understood (none is defined in 1.0,
- *   so a set one is refused), bits 16-31 may be ignored.
+ * - flags: header flags; bits 0-15 must be understood (1.1 defines bit 0,
+ *   LDS_HEADER_CHUNKED; any other set one is refused), bits 16-31 may be ignored.
  * - payload_length: declared bytes after the header, or LDS_LENGTH_UNKNOWN.
  *   It comes from an untrusted source: check it against your own limit.
+ * - chunk_*: zero unless flags has LDS_HEADER_CHUNKED (format 1.1, §2.5). Then the
+ *   payload's first chunk_table_offset bytes (a 1.0 payload: sections, table,
+ *   footer, checksum) are covered by chunk_count chunks of chunk_bytes bytes
+ *   (the last one shorter when it must), chunk k being payload bytes
+ *   [k x chunk_bytes, min((k + 1) x chunk_bytes, chunk_table_offset)); the chunk
+ *   table, chunk_count little-endian XXH3-64 values, fills the payload from
+ *   chunk_table_offset to its end; chunk_table_hash is the XXH3-64 of the table.
+ *   lds_header_decode has checked the geometry (C1-C4), not the table or chunks.
  */
 typedef struct lds_header {
     uint16_t major, minor;
     uint32_t flags;
     uint64_t payload_length;
+    uint64_t chunk_table_offset;
+    uint64_t chunk_count;
+    uint64_t chunk_table_hash;
+    uint32_t chunk_bytes;
 } lds_header;
 
 /**
@@ -66,27 +92,102 @@ typedef struct lds_header {
  * (LDS_E_BAD_MAGIC, which is also what text-mode or 7-bit transfer damage
  * yields); the header check value at bytes 56..63 (LDS_E_HEADER_CHECK); the
  * major version (LDS_E_VERSION); unknown must-understand flag bits
- * (LDS_E_UNSUPPORTED); reserved bytes 24..55 zero
- * (LDS_E_BAD_VALUE). LDS_E_INVALID_ARG if `bytes` or `out` is NULL.
+ * (LDS_E_UNSUPPORTED; when the header's minor is above LDS_FORMAT_MINOR the
+ * message begins "format 1.M: upgrade lodestar"); reserved bytes zero: 24..55
+ * without LDS_HEADER_CHUNKED, 52..55 with it (LDS_E_BAD_VALUE); with
+ * LDS_HEADER_CHUNKED, rules C1-C4 of format.md §6: the chunk size
+ * (LDS_E_BAD_VALUE), a known payload length (LDS_E_BAD_VALUE), the chunk count
+ * (LDS_E_OVERFLOW when 8 x count overflows) and the table's place against the
+ * payload length and the count (LDS_E_BAD_SECTION).
+ * LDS_E_INVALID_ARG if `bytes` or `out` is NULL.
  * Error offsets are relative to `bytes` (the file start).
  * On failure `*out` is unspecified. Reads at most 64 bytes. Thread-safe.
  */
 LDS_API lds_status lds_header_decode(const void *bytes, size_t n, lds_header *out, lds_error *err);
 
 /**
- * Encodes `h` into the 64 bytes at `out`: the magic, the fields, zero reserved
- * bytes and the header check value. Never fails for a non-NULL `h` and `out`
+ * Encodes `h` into the 64 bytes at `out`: the magic, the fields (the chunk_*
+ * fields only when flags has LDS_HEADER_CHUNKED), zero reserved bytes and the
+ * header check value. Never fails for a non-NULL `h` and `out`
  * (LDS_E_INVALID_ARG otherwise); does not validate the field values.
  */
 LDS_API lds_status lds_header_encode(const lds_header *h, void *out);
+
+/* ==== the chunk table (format 1.1) ======================================== */
+
+/*
+ * Per-chunk verification for readers that read a 1.1 payload in pieces (the
+ * loader's readers, one thread or several). The order: lds_header_decode; read
+ * the table (payload bytes [chunk_table_offset, payload_length), i.e. file
+ * offset 64 + chunk_table_offset for a file whose header is at offset 0), before
+ * or after the chunks, and check it with lds_chunk_table_check (rule C5); then,
+ * as each chunk's bytes are complete, lds_chunk_verify (rule C6), from any
+ * thread. Error offsets are file offsets with the header at 0 (rebase them for
+ * a header elsewhere).
+ */
+
+/** True when `h` (decoded by lds_header_decode) declares a chunk table (format 1.1). */
+LDS_API bool lds_header_chunked(const lds_header *h);
+
+/**
+ * Payload offsets of chunk `k`: [*start, *end), end - start <= chunk_bytes.
+ * LDS_E_INVALID_ARG when `h` is not chunked, k >= chunk_count or a pointer is NULL.
+ */
+LDS_API lds_status lds_chunk_range(const lds_header *h, uint64_t k, uint64_t *start,
+                                   uint64_t *end);
+
+/**
+ * Checks the chunk table `table[0, n)` against the header (rule C5): n must be
+ * 8 x chunk_count (else LDS_E_BAD_SECTION, field "chunk_table") and its XXH3-64
+ * equal chunk_table_hash (else LDS_E_CHECKSUM: "chunk table: stored hash ...
+ * (header), computed ..."). `table` may sit anywhere (read by pread before the
+ * payload, or in the payload buffer). LDS_E_INVALID_ARG for NULL arguments or
+ * an unchunked header. Reads `table` only; thread-safe.
+ */
+LDS_API lds_status lds_chunk_table_check(const lds_header *h, const void *table, size_t n,
+                                         lds_error *err);
+
+/**
+ * Verifies chunk `k` (rule C6): hashes `chunk[0, n)` (the chunk's bytes, n the
+ * length lds_chunk_range gives, else LDS_E_INVALID_ARG) with XXH3-64 and
+ * compares it with entry k of `table` (checked by lds_chunk_table_check).
+ * LDS_E_CHECKSUM names field "chunk" at the chunk's first byte: "checksum
+ * of chunk 17 (payload bytes 285212672..301989887): stored ..., computed ...".
+ * Reads its arguments only; call it from any number of threads at once.
+ */
+LDS_API lds_status lds_chunk_verify(const lds_header *h, const void *table, uint64_t k,
+                                    const void *chunk, size_t n, lds_error *err);
+
+/** What lds_payload_verify_chunks reports for one bad chunk. */
+typedef struct lds_bad_chunk {
+    uint64_t chunk;        /* its number */
+    uint64_t start, end;   /* payload offsets [start, end) */
+    uint64_t stored;       /* the table's XXH3-64 */
+    uint64_t computed;     /* the bytes' XXH3-64 */
+} lds_bad_chunk;
+
+/**
+ * Checks a whole 1.1 payload `payload[0, length)` (length = h->payload_length):
+ * the table (C5), then every chunk (C6) on up to `threads` threads (0 = one per
+ * online core, at most 8, and at most one per chunk); calls `bad(ctx, &b)` for
+ * each bad chunk, in chunk order, on the calling thread, after all were hashed.
+ * `*n_bad` (may be NULL) receives the number of bad chunks. Returns LDS_OK, the
+ * table's status, LDS_E_CHECKSUM naming the first bad chunk, LDS_E_TRUNCATED if
+ * length differs from the declared one, LDS_E_INVALID_ARG (NULL arguments, an
+ * unchunked header), LDS_E_NOMEM. Thread-safe; `bad` may be NULL.
+ */
+LDS_API lds_status lds_payload_verify_chunks(const lds_header *h, const void *payload,
+                                             size_t length, unsigned threads,
+                                             void (*bad)(void *ctx, const lds_bad_chunk *b),
+                                             void *ctx, uint64_t *n_bad, lds_error *err);
 
 /* ==== parsing ============================================================ */
 
 /**
  * Options of lds_index_from_payload. Initialize with lds_parse_options_default.
  * - limits: checked before any declared size is trusted (LDS_E_LIMIT).
- * - verify_checksum: default true. When false the checksum is read but not
- *   compared; every structural check still runs, so no input can make the
+ * - verify_checksum: default true. When false the checksum (1.1: the chunks
+ *   and their table) is read but not compared; every structural check still runs, so no input can make the
  *   parser read out of bounds.
  * - has_precomputed_hash / precomputed_hash: the caller already hashed
  *   payload[0, length - 8) (XXH3-64, seed 0) while reading it; the parser
@@ -110,6 +211,18 @@ LDS_API lds_status lds_header_encode(const lds_header *h, void *out);
  *   (vectors, ids, key text), never out of bounds. The loader sets it on
  *   its mapped path. Added after base_offset: an older, shorter struct gets
  *   the default.
+ * - header: the file's header as lds_header_decode returned it (borrowed for
+ *   the call), or NULL (the default). Required for a format 1.1 payload
+ *   (lds_header_chunked): the parser then checks `length` against the declared
+ *   payload length (LDS_E_TRUNCATED / LDS_E_TRAILING), the chunk table against
+ *   the header (C5) and, when verify_checksum, every chunk (C6), and parses the
+ *   1.0 payload in [0, chunk_table_offset). Without it a 1.1 payload reads as
+ *   a 1.0 one and fails (its last 40 bytes are no footer).
+ * - chunks_verified: 1.1 only: the caller has checked the table and every
+ *   chunk against `header` while reading (lds_chunk_table_check,
+ *   lds_chunk_verify), so the parser does not hash them again.
+ * - verify_threads: 1.1 only: threads that hash the chunks when the parser
+ *   does (0, the default: one per online core, at most 8; 1: none started).
  * - size: sizeof(lds_parse_options), set by the default function, or an older
  *   size of at least LDS_PARSE_OPTIONS_MIN_SIZE; any other value is
  *   LDS_E_INVALID_ARG (rule: "Struct sizes" in lodestar_core.h), as is
@@ -126,6 +239,9 @@ typedef struct lds_parse_options {
     void *release_ctx;
     uint64_t base_offset;
     bool copy_key_offsets;
+    const lds_header *header;
+    bool chunks_verified;
+    unsigned verify_threads;
 } lds_parse_options;
 
 /** Smallest lds_parse_options.size accepted (see "Struct sizes" in lodestar.h): the
@@ -204,8 +320,13 @@ LDS_API bool lds_index_has_keys(const lds_index *idx);
 LDS_API bool lds_index_keys_unique(const lds_index *idx);
 /** Payload length in bytes, checksum included (the `length` given to the parser). */
 LDS_API uint64_t lds_index_payload_bytes(const lds_index *idx);
-/** The stored XXH3-64 checksum of the payload. */
+/** The stored XXH3-64 checksum of the payload (format 1.1: of the 1.0 payload the
+    chunks cover, so a 1.0 and a 1.1 file of the same data give the same value). */
 LDS_API uint64_t lds_index_checksum(const lds_index *idx);
+/** Format 1.1: bytes per chunk of the payload's chunk table; 0 for a 1.0 index. */
+LDS_API uint32_t lds_index_chunk_bytes(const lds_index *idx);
+/** Format 1.1: number of chunks in the chunk table; 0 for a 1.0 index. */
+LDS_API uint64_t lds_index_chunk_count(const lds_index *idx);
 /** Whether the parser compared the checksum: true exactly when verify_checksum was
     set (by hashing, or against a precomputed hash); a precomputed hash given with
     verify_checksum false is ignored and this is false. */
@@ -316,20 +437,22 @@ typedef struct lds_hit {
  * dot: dot(q, r), higher first; l2: squared Euclidean distance, lower first.
  *
  * Accuracy. Rows are read straight from the payload by a kernel chosen once
- * for the CPU (AVX-512, AVX2 + FMA + F16C, or portable C; ADR 0015), each
- * element converted exactly as lds_index_row_f32 does, and summed in float32
- * lanes (at least 8 per row, each lane a sequential sum, the lanes then added
- * in a fixed tree). With u = 2^-24, m = ceil(dim / 8) and the exact sums taken
- * over the float32 values of q and r, whenever no partial sum overflows:
- * - dot:    |score - dot(q, r)|      <= (2m + 4) u sum_i |q_i r_i|
- * - l2:     |score - |q - r|^2|      <= (2m + 6) u |q - r|^2
- * - cosine: |score - cos(q, r)|      <= (2m + 8) u   (absolute; |cos| <= 1)
- * For dim = 100 the cosine bound is 34 u, about 2.0e-6; for dim = 768, 200 u,
- * about 1.2e-5 (tests/test_format.c checks these against a double-precision
- * reference through every kernel the CPU runs). A kernel computes every
- * (query, row) pair in one fixed order, so a row's score does not depend on
- * the call (single, batch), the batch size, the thread count or the row's
- * place; it may differ in the last bits between kernels, i.e. between CPUs.
+ * for the CPU (AVX-512 F/BW/VL, AVX2 + FMA + F16C, or portable C; ADR 0032),
+ * each element converted exactly as lds_index_row_f32 does (i8: i8 x scale),
+ * and every (query, row) pair summed in float32 as one sequential chain over
+ * the dimension, d = 0, 1, ..., dim - 1 (a multiply-add per element, fused on
+ * AVX2 and AVX-512). With u = 2^-24, g(n) = n u / (1 - n u) and the exact sums
+ * taken over the float32 values of q and r, whenever no partial sum overflows:
+ * - dot:    |score - dot(q, r)|      <= g(dim) sum_i |q_i r_i|
+ * - l2:     |score - |q - r|^2|      <= g(dim + 2) |q - r|^2
+ * - cosine: |score - cos(q, r)|      <= g(dim + 3)   (absolute; |cos| <= 1)
+ * For dim = 100 the cosine bound is about 103 u = 6.1e-6; for dim = 768, about
+ * 4.6e-5 (worst cases: a chain's typical error grows as sqrt(dim) u; tests/
+ * test_format.c checks these against a double-precision reference through
+ * every kernel the CPU runs). Every pair is computed in that one order, so a
+ * row's score does not depend on the call (single, batch), the batch size,
+ * the thread count or the row's place; the two fused kernels (AVX2, AVX-512)
+ * give the same bits, the portable one may differ from them in the last bits.
  * Rows are ranked by the float `score`: rows whose exact scores differ but
  * round to the same float tie, and ties keep the lower row first. A NaN score
  * (a row holding NaN, or an infinite row under cosine) ranks after every
@@ -357,18 +480,23 @@ LDS_API lds_status lds_index_search(const lds_index *idx, const float *query, si
  * - size: sizeof(lds_search_options), from LDS_SEARCH_OPTIONS_MIN_SIZE.
  * - threads: the most threads to scan with; 0 (the default) means one per
  *   online core, each given at least 2^23 (8 Mi) row-elements x queries of a
- *   64-query chunk (GloVe's 341,479 x 100 gets 4 threads for one query); an
+ *   query chunk of up to 256 (GloVe's 341,479 x 100 gets 4 threads for one query); an
  *   explicit count is also capped, at 65,536 per thread, and by rows / 4.
  *   Threads are started per call (ADR 0015). Results are identical for
  *   every thread count.
+ * - kernel: NULL or "" (the default) for the automatic choice; else the name
+ *   of a kernel this CPU runs (lds_search_kernels), for benchmarks and tests.
+ *   Added in 0.1.0's second layout: a caller with the first layout (size
+ *   without this field) gets the automatic choice.
  */
 typedef struct lds_search_options {
     size_t size;
     unsigned threads;
+    const char *kernel;
 } lds_search_options;
 
-/** Smallest lds_search_options.size accepted (the first shipped layout). */
-#define LDS_SEARCH_OPTIONS_MIN_SIZE sizeof(lds_search_options)
+/** Smallest lds_search_options.size accepted (the first shipped layout: size, threads). */
+#define LDS_SEARCH_OPTIONS_MIN_SIZE (offsetof(lds_search_options, threads) + sizeof(unsigned))
 
 /** Fills `opts` with the defaults (size included; threads 0). NULL is a no-op. */
 LDS_API void lds_search_options_default(lds_search_options *opts);
@@ -382,13 +510,14 @@ LDS_API void lds_search_options_default(lds_search_options *opts);
  * - hits: room for nq x k entries, row-major; query j's start at j * k.
  * - n_hits: nq entries, each set to min(k, rows).
  * - opts: NULL for the defaults (lds_search_options_default).
- * The rows are scanned in blocks of about 64 KiB, each block scored against up
- * to 64 queries at a time while it is in cache, every score going straight to
- * its query's top-k heap (no nq x rows score matrix). Threads split the rows;
- * their heaps are merged under the strict order (NaN last, score, row), so the
- * result does not depend on the split.
- * Cost: O(nq x rows x dim) time, O(threads x min(nq, 64) x (k + 16 KiB / 4)
- * + nq x dim) extra memory.
+ * The rows are scanned in blocks of 64, each packed transposed (as f32) and
+ * scored against up to 256 queries (at most 128 KiB of them) while it is in
+ * cache, by register tiles of queries x rows (ADR 0032); a score reaches its
+ * query's top-k heap only when it beats the heap's worst (no nq x rows score
+ * matrix). Threads split the rows; their heaps are merged under the strict
+ * order (NaN last, score, row), so the result does not depend on the split.
+ * Cost: O(nq x rows x dim) time, O(threads x (min(nq, 256) x (k + 65) + 64 x
+ * dim) + nq x dim) extra memory.
  * Returns LDS_OK (nq = 0 writes nothing); LDS_E_INVALID_ARG (NULL `idx`, NULL
  * `queries`, `n_hits` or, with k > 0, `hits` when nq > 0; dim mismatch; nq x k
  * or nq x dim overflowing; a bad opts->size, field "lds_search_options.size");
@@ -399,6 +528,15 @@ LDS_API void lds_search_options_default(lds_search_options *opts);
 LDS_API lds_status lds_index_search_batch(const lds_index *idx, const float *queries, size_t nq,
                                           size_t dim, size_t k, const lds_search_options *opts,
                                           lds_hit *hits, size_t *n_hits, lds_error *err);
+
+/**
+ * The search kernels this CPU runs, in the order the automatic choice tries
+ * them (the first is the one searches use unless LDS_SEARCH_KERNEL or
+ * lds_search_options.kernel names another): "avx512", "avx2", "generic" as
+ * built and supported. Writes up to `cap` static names to `names` (NULL with
+ * cap 0 to count) and returns how many there are. Thread-safe.
+ */
+LDS_API size_t lds_search_kernels(const char **names, size_t cap);
 
 /* ==== element conversions ================================================ */
 
@@ -440,6 +578,12 @@ typedef struct lds_writer lds_writer;
  *   rounds beyond +-127 is refused by add_row (LDS_E_BAD_VALUE), never clamped.
  *   Must be finite and > 0; default 1/127 (range [-1, 1], which holds every
  *   normalized row). To pick one: max |x| / 127 over all rows (format.md §3.1).
+ * - chunk_bytes: 0 (the default): format 1.1 with LDS_DEFAULT_FILE_CHUNK_BYTES
+ *   chunks; a power of two in [LDS_MIN_CHUNK_BYTES, LDS_MAX_CHUNK_BYTES]: 1.1
+ *   with that chunk size; LDS_CHUNKS_NONE: format 1.0 (one payload checksum).
+ *   A writer whose output cannot seek back (a pipe) writes 1.0 whatever this
+ *   says, since a 1.1 header names the chunk table's hash (format.md §2.5).
+ *   Added after i8_scale: an older, shorter struct gets the default.
  */
 typedef struct lds_writer_options {
     size_t size;
@@ -451,23 +595,27 @@ typedef struct lds_writer_options {
     bool with_keys;
     bool unique_keys;
     float i8_scale;
+    uint32_t chunk_bytes;
 } lds_writer_options;
 
-/** Smallest lds_writer_options.size accepted (see "Struct sizes" in lodestar.h). */
-#define LDS_WRITER_OPTIONS_MIN_SIZE sizeof(lds_writer_options)
+/** Smallest lds_writer_options.size accepted (see "Struct sizes" in lodestar.h): the
+    struct before chunk_bytes. */
+#define LDS_WRITER_OPTIONS_MIN_SIZE (offsetof(lds_writer_options, i8_scale) + sizeof(float))
 
 /** Fills `o` with the defaults described at lds_writer_options. NULL is ignored. */
 LDS_API void lds_writer_options_default(lds_writer_options *o);
 
 /**
  * Opens a writer to `path`, atomically: bytes go to a new temporary file in the
- * same directory, named ".NAME.lds-tmp-XXXXXX" for a `path` whose last
- * component is NAME (hidden, and recognisable by the ".lds-tmp-" infix);
+ * same directory, named ".NAME.lds-tmp-PID-XXXXXX" for a `path` whose last
+ * component is NAME, PID the writing process's id in decimal and XXXXXX six
+ * random characters [a-z0-9] (hidden, recognisable by the ".lds-tmp-" infix,
+ * and the PID says which process wrote it; docs/adr/0034);
  * lds_writer_finish fsyncs it, renames it over `path` and fsyncs the
  * directory. A writer freed before finishing, or a failed one, removes the
  * temporary file; a process killed or crashing mid-write leaves any existing
  * file at `path` untouched but cannot remove its temporary file: such a
- * ".NAME.lds-tmp-XXXXXX" may be deleted once no writer to NAME is running.
+ * ".NAME.lds-tmp-PID-XXXXXX" may be deleted once no writer to NAME is running.
  * The library never deletes another writer's temporary file.
  *
  * What may be at `path`: nothing, or a regular file (replaced at finish). A
@@ -553,8 +701,9 @@ LDS_API lds_status lds_writer_set_meta(lds_writer *w, const char *key, const cha
 LDS_API uint64_t lds_writer_rows(const lds_writer *w);
 
 /**
- * Writes the ids, keys, metadata, section table, footer and checksum, rewrites
- * the header when the output is seekable, flushes, and for a path writer
+ * Writes the ids, keys, metadata, section table, footer and checksum, and, when
+ * the output is seekable and chunk_bytes asks for format 1.1, the chunk table
+ * (format.md §2.5); rewrites the header when the output is seekable, flushes, and for a path writer
  * fsyncs, renames and fsyncs the directory. Returns LDS_OK, LDS_E_IO,
  * LDS_E_NOMEM or LDS_E_STATE (already finished or failed). After it the writer
  * accepts only lds_writer_free.

@@ -120,7 +120,9 @@ typedef struct lds_load_options {
     /** With use_mmap: ask the kernel to pre-fault the mapping (MAP_POPULATE).
      *  Default false. */
     bool populate;
-    /** Verify the payload checksum (XXH3-64). Default true. */
+    /** Verify the payload checksum (XXH3-64); for a format 1.1 file, the chunk
+     *  table against the header and every chunk against the table (ADR 0031).
+     *  Default true. */
     bool verify_checksum;
     /** With verify_checksum on the read paths: hash each chunk right after it is
      *  read, while it is in cache, and give the parser the result (true, default);
@@ -148,12 +150,25 @@ typedef struct lds_load_options {
      *  chunk behind the reads, so that hashing overlaps the next read instead of
      *  following it. The thread lives for the one call and is joined before it
      *  returns (and before the rental goes back on any failure or cancellation).
-     *  Used only when the payload spans at least 4 chunks. Default: see
+     *  Used only when the payload spans at least 4 chunks, and not for a format
+     *  1.1 file (its chunks are hashed as they are read). Default: see
      *  lds_load_options_default (off: docs/measurements/load.txt has the figures). */
     bool hash_thread;
     /** lds_load_url only: the HTTP(S) options (borrowed for the call); NULL
      *  (default) = lds_url_options_default. Ignored by the other sources. */
     const lds_url_options *url;
+    /** lds_load_path / lds_load_fd on an uncompressed regular file, pooled path: the
+     *  number of threads that read the payload, each pread()ing disjoint ranges straight
+     *  into the rental (docs/adr/0030). 0 (default) = automatic: one per online CPU, at
+     *  most 8, and at most one per 128 MiB of payload (so payloads under 256 MiB keep one
+     *  reader); 1 = one reader (the read loop above); larger values are capped at 64.
+     *  Streams, pipes, FILE*, zstd, callbacks and URLs always have one reader. With
+     *  several, ranges are chunk_bytes long (0: 8 MiB); cancel, progress and the format
+     *  1.0 checksum (hash_while_reading) run on the calling thread, which reads too, and
+     *  every error is reported as with one reader (the one at the lowest offset). All
+     *  readers have ended before the call returns, on every path. hash_thread is not
+     *  used. lds_load_info.read_threads tells how many read. */
+    uint32_t read_threads;
 } lds_load_options;
 
 /** Smallest lds_load_options.size accepted: the struct as first shipped. */
@@ -186,6 +201,11 @@ typedef struct lds_load_info {
     /* lds_load_url only (0 elsewhere): */
     int http_status;  /* status code of the last HTTP response, 0 if none came */
     uint32_t resumes; /* Range requests that resumed a dropped transfer */
+    /* The payload's reading (docs/adr/0029, 0030): */
+    uint32_t read_threads;    /* threads that read the payload (0 when none was read) */
+    bool huge_pages;          /* the rental is advised for transparent huge pages */
+    bool huge_pages_fallback; /* huge pages were wanted for the rental, but THP is "never"
+                                 or madvise failed: 4 KiB pages (docs/adr/0029) */
 } lds_load_info;
 
 /** Smallest lds_load_info.size accepted: the struct as first shipped. */
@@ -368,10 +388,20 @@ typedef struct lds_url_options {
     /** Look up credentials in ~/.netrc (or $NETRC) when the URL has none.
      *  Default true. */
     bool use_netrc;
+    /** Overall deadline, milliseconds: the whole transfer (connection,
+     *  redirects, resumptions, every body byte) must end within this long of
+     *  the lds_load_url call's start, whatever the rate (a server sending 2
+     *  bytes a second never trips the low-speed limit). Checked at least every
+     *  50 ms while waiting for the network; past it the load stops with
+     *  LDS_E_TIMEOUT, field "http.timeout", the message naming the URL
+     *  (lds_url_redact) and the body bytes received, every rental returned.
+     *  0 (default) = none. The CLI's --timeout sets it (default there 3600 s:
+     *  docs/adr/0034). */
+    uint32_t timeout_ms;
 } lds_url_options;
 
 /** Smallest lds_url_options.size accepted: the struct as first shipped. */
-#define LDS_URL_OPTIONS_MIN_SIZE sizeof(lds_url_options)
+#define LDS_URL_OPTIONS_MIN_SIZE offsetof(lds_url_options, timeout_ms)
 
 /** Fills `opts` with the defaults documented on each field (size included). */
 LDS_API void lds_url_options_default(lds_url_options *opts);
@@ -381,10 +411,15 @@ LDS_API void lds_url_options_default(lds_url_options *opts);
 LDS_API bool lds_url_supported(void);
 
 /**
- * Writes `url` without its user:password (the "user:password@" part of the
- * authority removed) into `buf` of `cap` bytes, NUL-terminated, cut if it does
- * not fit. Returns `buf`. Anything that is not a URL is copied unchanged.
- * Never fails; `url` NULL is written as "(null)". Thread-safe.
+ * Writes `url` without its secrets into `buf` of `cap` bytes, NUL-terminated,
+ * cut if it does not fit: the "user:password@" part of the authority is
+ * removed, and the value of every query parameter named X-Amz-Signature,
+ * X-Amz-Credential, X-Amz-Security-Token, access_token, sig or token (names
+ * matched case-insensitively, as written in the URL, not percent-decoded) is
+ * replaced by "REDACTED" (AWS SigV4 presigned URLs, OAuth 2.0 bearer tokens in
+ * a query, RFC 6750 section 2.3, Azure SAS signatures). Returns `buf`.
+ * Anything that is not a URL is copied unchanged. Never fails; `url` NULL is
+ * written as "(null)". Thread-safe.
  */
 LDS_API char *lds_url_redact(const char *url, char *buf, size_t cap);
 
@@ -403,6 +438,10 @@ LDS_API char *lds_url_redact(const char *url, char *buf, size_t cap);
  *   the growable path, bounded by max_payload_bytes. For a zstd body the
  *   Content-Length counts compressed bytes: the frame content size is the
  *   cross-check, and libcurl holds the body to its Content-Length.
+ * - Fields: the header fields read (Content-Length, Content-Range, ETag,
+ *   Last-Modified, Content-Encoding) are parsed strictly; Content-Length fields
+ *   that are malformed or disagree with each other or with the length libcurl
+ *   holds the body to are LDS_E_IO, field "http.content_length".
  * - Encoding: no Accept-Encoding is sent and nothing is decoded by HTTP; a
  *   response with a Content-Encoding other than identity is
  *   LDS_E_UNSUPPORTED, field "http.content_encoding" (its bytes are not the
@@ -414,8 +453,10 @@ LDS_API char *lds_url_redact(const char *url, char *buf, size_t cap);
  *   received. options.url (lds_url_options) sets the timeouts, redirects,
  *   resumption, CA file and credentials.
  * - Cancellation: options.cancel is called before each chunk and at least
- *   every 100 ms while waiting for the network; progress as for any source.
- * - Other statuses: LDS_E_INVALID_ARG (url NULL, a scheme other than http or
+ *   every 50 ms while waiting for the network; progress as for any source.
+ * - Deadline: lds_url_options.timeout_ms bounds the whole call's transfer
+ *   (LDS_E_TIMEOUT, field "http.timeout").
+ * - Other statuses: LDS_E_TIMEOUT (the deadline above), LDS_E_INVALID_ARG (url NULL, a scheme other than http or
  *   https, options.url->size), LDS_E_UNSUPPORTED (built without libcurl:
  *   lds_url_supported() is false), and those of the common tail.
  *

@@ -137,7 +137,7 @@ typedef enum lds_pool_check {
 #define LDS_POOL_CHECK_ENV "LDS_POOL_CHECK"
 
 /**
- * Transparent huge pages for mapped buffers (docs/adr/0009).
+ * Transparent huge pages for mapped buffers (docs/adr/0029, which superseded 0009).
  *
  * ON: a mapped buffer whose capacity is at least LDS_POOL_HUGE_MIN gets a mapping whose
  * start is aligned to the kernel's huge-page size (2 MiB on x86-64; the buffer stays at
@@ -152,7 +152,9 @@ typedef enum lds_pool_check {
  * kernel has no THP, or THP is "never", nothing changes. Only the mapping's alignment differs; it
  * is no larger (the slack taken to align it is unmapped at once), so bytes_mapped is unchanged.
  *
- * OFF (the default, LDS_POOL_DEFAULT_HUGE_PAGES): 4 KiB pages, predictable fault cost.
+ * ON is the default (LDS_POOL_DEFAULT_HUGE_PAGES, docs/adr/0029). OFF: 4 KiB pages.
+ * Where THP is "never" the mapping is not advised, and where madvise fails the buffer keeps
+ * 4 KiB pages; a load says so in lds_load_info.huge_pages_fallback.
  */
 typedef enum lds_pool_huge_pages {
     LDS_POOL_HUGE_PAGES_OFF = 0,
@@ -205,7 +207,22 @@ typedef struct lds_pool_options {
      *  lds_pool_huge_pages). Default LDS_POOL_DEFAULT_HUGE_PAGES, or the value of the
      *  environment variable LDS_POOL_HUGE_PAGES_ENV (read by lds_pool_options_default). */
     lds_pool_huge_pages huge_pages;
+    /** Buffers larger than max_retained_bytes and of at least LDS_POOL_LARGE_MIN bytes (large
+     *  buffers) the pool keeps for reuse (counted out on lease and cached; beyond the count
+     *  they are freed on return, as before), so that a reload
+     *  of a payload above the cap rents warm memory: two covers a reloading service's old
+     *  and new payloads (docs/adr/0029). They do not count against max_retained_bytes; the
+     *  idle age and lds_pool_trim free them like any cached buffer. 0 = default
+     *  (LDS_POOL_DEFAULT_LARGE_BUFFERS); LDS_POOL_LARGE_BUFFERS_NONE keeps none; at most
+     *  LDS_POOL_MAX_BUFFERS otherwise. */
+    uint32_t large_buffers;
 } lds_pool_options;
+
+/** Smallest capacity, bytes, of a large buffer (lds_pool_options.large_buffers): below it a
+ *  buffer above max_retained_bytes is freed on return, as before. */
+#define LDS_POOL_LARGE_MIN ((size_t)64 << 20)
+/** lds_pool_options.large_buffers: keep no buffer above max_retained_bytes. */
+#define LDS_POOL_LARGE_BUFFERS_NONE UINT32_MAX
 
 /** Smallest `size` lds_pool_create accepts: sizeof(lds_pool_options) as first released
  *  (fields through guard_quarantine, padded to 64; huge_pages later took that padding, so
@@ -225,9 +242,11 @@ typedef struct lds_pool_options {
 #define LDS_POOL_DEFAULT_MMAP_THRESHOLD     (((size_t)1) << 20)
 #define LDS_POOL_DEFAULT_MAX_IDLE_NS        (UINT64_C(30) * 1000000000u)
 #define LDS_POOL_DEFAULT_GUARD_QUARANTINE   64u
-/** Off: a worst first load twice as slow (334-478 ms vs 201-235 ms at 245.7 MiB) costs a
- *  reloading service more than the 2.7x faster median saves (docs/adr/0009). */
-#define LDS_POOL_DEFAULT_HUGE_PAGES LDS_POOL_HUGE_PAGES_OFF
+/** On (docs/adr/0029, superseding 0009): a fresh 2 GiB load faults once per 2 MiB instead of
+ *  once per 4 KiB page; where a page fault costs tens of microseconds (a VM) that is most of
+ *  the load's time. */
+#define LDS_POOL_DEFAULT_HUGE_PAGES    LDS_POOL_HUGE_PAGES_ON
+#define LDS_POOL_DEFAULT_LARGE_BUFFERS 2u
 
 /**
  * Fills `opts` with the defaults (size = sizeof(lds_pool_options)), then sets `check` from the

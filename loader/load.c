@@ -20,8 +20,10 @@
 #define XXH_DISPATCH_DISABLE_REPLACE
 #include <xxh_x86dispatch.h>
 #define lds__xxh3_update XXH3_64bits_update_dispatch
+#define lds__xxh3        XXH3_64bits_dispatch
 #else
 #define lds__xxh3_update XXH3_64bits_update
+#define lds__xxh3        XXH3_64bits
 #endif
 
 #include "load_internal.h"
@@ -122,10 +124,12 @@ typedef struct load_ctx {
     uint64_t t0_ns;
     uint64_t base; /* stream offset of the header, for error offsets */
     size_t chunk;
-    const char *name;   /* the path, for messages; NULL for an fd */
-    int fd;             /* the mapped path's file */
-    bool mapped;        /* the payload is a file mapping others may change */
-    void *pending_kept; /* parse()'s holder while the parser runs, for a fault */
+    const char *name;     /* the path, for messages; NULL for an fd */
+    int fd;               /* the mapped path's file */
+    bool mapped;          /* the payload is a file mapping others may change */
+    void *pending_kept;   /* parse()'s holder while the parser runs, for a fault */
+    lds_header hdr;       /* as decoded (format 1.1: the chunk geometry) */
+    bool chunks_verified; /* 1.1: the read loop checked the table and every chunk */
 } load_ctx;
 
 #define now_ns lds__now_ns
@@ -234,6 +238,8 @@ static lds_status decode_header(load_ctx *c, const unsigned char *bytes, size_t 
     lds_status st = lds_header_decode(bytes, n, h, c->err);
     if (st != LDS_OK)
         lds__error_rebase(c->err, c->base);
+    else
+        c->hdr = *h;
     return st;
 }
 
@@ -249,6 +255,8 @@ static lds_status parse(load_ctx *c, const void *payload, size_t length, hold *h
     po.has_precomputed_hash = c->o.verify_checksum && precomputed;
     po.precomputed_hash = hash;
     po.base_offset = c->base + LDS_HEADER_SIZE;
+    po.header = &c->hdr;
+    po.chunks_verified = c->chunks_verified;
     hold *kept = NULL;
     if (c->own == LDS_OWN_ADOPT && h->kind != HOLD_NONE) {
         kept = malloc(sizeof *kept);
@@ -273,7 +281,7 @@ static lds_status parse(load_ctx *c, const void *payload, size_t length, hold *h
     h->kind = HOLD_NONE;
     if (st == LDS_OK) {
         c->info.checksum_verified = lds_index_checksum_verified(*c->out);
-        c->info.hashed_while_reading = po.has_precomputed_hash;
+        c->info.hashed_while_reading = po.has_precomputed_hash || c->chunks_verified;
     }
     return st;
 }
@@ -388,6 +396,62 @@ static void hasher_join(hasher *t)
     pthread_mutex_destroy(&t->lock);
 }
 
+static uint64_t lds__ld64_le(const unsigned char *b)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | b[i];
+    return v;
+}
+
+/* Format 1.1 in the single reader: each chunk hashed piece by piece as its bytes
+ * arrive (while they are in cache, as the 1.0 checksum is), its digest kept. */
+typedef struct chunk_hashes {
+    bool on;
+    uint64_t next;      /* chunks [0, next) are hashed */
+    uint64_t done;      /* payload bytes hashed so far */
+    uint64_t *computed; /* chunk_count entries */
+    XXH3_state_t *hs;   /* the chunk `next`, begun */
+} chunk_hashes;
+
+static void hash_chunks_done(load_ctx *c, chunk_hashes *ch, const unsigned char *p, size_t received)
+{
+    uint64_t s, e;
+    while (ch->next < c->hdr.chunk_count && lds_chunk_range(&c->hdr, ch->next, &s, &e) == LDS_OK &&
+           ch->done < received) {
+        uint64_t to = e < received ? e : received;
+        lds__xxh3_update(ch->hs, p + ch->done, (size_t)(to - ch->done));
+        ch->done = to;
+        if (to < e)
+            return;
+        ch->computed[ch->next++] = XXH3_64bits_digest(ch->hs);
+        XXH3_64bits_reset(ch->hs);
+    }
+}
+
+/* The table (the payload's last 8 x chunk_count bytes, all read) against the header,
+ * then each chunk's hash against it: lds_chunk_verify names the first bad one. */
+static lds_status verify_chunks(load_ctx *c, const chunk_hashes *ch, const unsigned char *p)
+{
+    const lds_header *h = &c->hdr;
+    const unsigned char *table = p + h->chunk_table_offset;
+    lds_status st = lds_chunk_table_check(h, table, (size_t)(h->chunk_count * 8), c->err);
+    for (uint64_t k = 0; st == LDS_OK && k < h->chunk_count; k++) {
+        uint64_t s, e;
+        if (k >= ch->next || lds_chunk_range(h, k, &s, &e) != LDS_OK)
+            st = lds__load_fail(c->err, LDS_E_TRUNCATED, "payload", c->base + LDS_HEADER_SIZE, 0,
+                                NULL, "chunk %llu was not read", (unsigned long long)k);
+        else if (ch->computed[k] != lds__ld64_le(table + k * 8))
+            st = lds_chunk_verify(h, table, k, p + s, (size_t)(e - s), c->err);
+    }
+    if (st != LDS_OK) {
+        lds__error_rebase(c->err, c->base);
+        return st;
+    }
+    c->chunks_verified = true;
+    return LDS_OK;
+}
+
 /*
  * The read loop: bounded by the known length (or, unknown, by max_payload_bytes),
  * never by the capacity; chunked; each chunk hashed right after it arrives
@@ -402,6 +466,23 @@ static lds_status read_payload(load_ctx *c, lds__source *src, payload_buf *b, ui
                    : c->o.max_payload_bytes < SIZE_MAX ? (size_t)c->o.max_payload_bytes
                                                        : SIZE_MAX;
     bool hashing = c->o.verify_checksum && c->o.hash_while_reading;
+    /* Format 1.1: each chunk is hashed as soon as its last byte arrives, and the
+       hashes compared once the table (the payload's end) is in (verify_chunks). */
+    chunk_hashes ch = {0};
+    if (hashing && lds_header_chunked(&c->hdr) && known) {
+        hashing = false;
+        ch.on = true;
+        ch.computed = malloc((size_t)c->hdr.chunk_count * sizeof(uint64_t) + 1);
+        ch.hs = XXH3_createState();
+        if (ch.computed == NULL || ch.hs == NULL) {
+            free(ch.computed);
+            XXH3_freeState(ch.hs);
+            return lds__load_fail(c->err, LDS_E_NOMEM, "payload", c->base + LDS_HEADER_SIZE, 0,
+                                  NULL, "cannot allocate %llu chunk hashes",
+                                  (unsigned long long)c->hdr.chunk_count);
+        }
+        XXH3_64bits_reset(ch.hs);
+    }
     XXH3_state_t *hs = NULL;
     if (hashing) {
         hs = XXH3_createState();
@@ -415,6 +496,7 @@ static lds_status read_payload(load_ctx *c, lds__source *src, payload_buf *b, ui
     bool threaded = hashing && c->o.hash_thread && !b->growable && b->cap >= limit &&
                     limit / 4 >= c->chunk && hasher_start(&th, b->ptr, hs);
     c->info.hashed_on_thread = threaded;
+    c->info.read_threads = 1;
     lds_status st = LDS_OK;
     size_t received = 0, done_hash = 0;
     uint64_t payload_at = c->base + LDS_HEADER_SIZE;
@@ -445,6 +527,8 @@ static lds_status read_payload(load_ctx *c, lds__source *src, payload_buf *b, ui
             break;
         received += got;
         c->info.payload_bytes = received;
+        if (ch.on)
+            hash_chunks_done(c, &ch, b->ptr, received);
         if (hashing && received > LDS_CHECKSUM_SIZE + done_hash) {
             size_t to = received - LDS_CHECKSUM_SIZE;
             if (threaded)
@@ -480,10 +564,15 @@ static lds_status read_payload(load_ctx *c, lds__source *src, payload_buf *b, ui
         hasher_join(&th);
         threaded = false;
     }
+    if (ch.on && (st = verify_chunks(c, &ch, b->ptr)) != LDS_OK)
+        goto out;
     *received_out = received;
     *hashed = hashing && received >= LDS_CHECKSUM_SIZE;
     *hash = *hashed ? XXH3_64bits_digest(hs) : 0;
 out:
+    free(ch.computed);
+    if (ch.hs != NULL)
+        XXH3_freeState(ch.hs);
     if (threaded) {
         /* Stop it before the caller lets the buffer go. */
         hasher_publish(&th, done_hash, true, true);
@@ -521,6 +610,148 @@ static lds_status check_content_length(load_ctx *c, const transport *t, uint64_t
         lds__url_shown(t->url), (unsigned long long)cl, shorter ? "is short of" : "exceeds",
         LDS_HEADER_SIZE, (unsigned long long)declared,
         (unsigned long long)(declared + LDS_HEADER_SIZE));
+}
+
+/* Readers for this load: several only for a rental filled from a regular file read
+ * through an fd, uncompressed, whose position is right after the header. */
+static unsigned read_threads_for(const load_ctx *c, const lds__source *src, const transport *t,
+                                 const payload_buf *b, uint64_t length)
+{
+    if (c->o.read_threads == 1 || src->kind != LDS__SRC_FD || src->compressed || !t->has_size ||
+        b->h.kind != HOLD_LEASE || length == LDS_LENGTH_UNKNOWN || length == 0 ||
+        src->peek_pos != src->peek_len || b->cap < length)
+        return 1;
+    unsigned n = c->o.read_threads == 0 ? lds__read_threads_auto((size_t)length)
+                 : c->o.read_threads > LDS__READ_THREADS_MAX ? LDS__READ_THREADS_MAX
+                                                             : c->o.read_threads;
+    if (n <= 1)
+        return 1;
+    off_t at = lseek(src->fd, 0, SEEK_CUR);
+    if (at < 0 || (uint64_t)at != t->pos + LDS_HEADER_SIZE)
+        return 1;
+    return n;
+}
+
+/* The payload read by `threads` readers (loader/parallel.c); then, as the read loop does,
+ * the check that nothing follows it, through the source at the payload's end. */
+/* Format 1.1 under several readers: the table is read and checked first (a copy of its
+ * own), then each chunk is verified by the reader that completed it (ranges are chunks). */
+typedef struct chunk_check {
+    const lds_header *h;
+    const unsigned char *table; /* checked with lds_chunk_table_check */
+    uint64_t base;              /* stream offset of the header, for error offsets */
+} chunk_check;
+
+static lds_status verify_range_chunk(void *ctx, size_t offset, const unsigned char *p, size_t n,
+                                     lds_error *err)
+{
+    const chunk_check *cc = ctx;
+    uint64_t k = offset / cc->h->chunk_bytes, s, e;
+    if (k >= cc->h->chunk_count || lds_chunk_range(cc->h, k, &s, &e) != LDS_OK)
+        return LDS_OK; /* the table's own bytes: checked against the copy at the end */
+    if (s != offset || e - s > n)
+        return lds__load_fail(err, LDS_E_INVALID_ARG, "chunk", cc->base + LDS_HEADER_SIZE + offset,
+                              0, NULL, "range %zu+%zu is not chunk %llu", offset, n,
+                              (unsigned long long)k);
+    if (lds__xxh3(p, (size_t)(e - s)) == lds__ld64_le(cc->table + k * 8))
+        return LDS_OK;
+    lds_status st = lds_chunk_verify(cc->h, cc->table, k, p, (size_t)(e - s), err);
+    if (st != LDS_OK)
+        lds__error_rebase(err, cc->base);
+    return st;
+}
+
+/* Reads the chunk table (payload bytes [chunk_table_offset, length)) into `out`. */
+static lds_status read_table(load_ctx *c, int fd, uint64_t file_at, size_t length,
+                             unsigned char *out, size_t n)
+{
+    size_t got = 0;
+    uint64_t at = c->hdr.chunk_table_offset;
+    while (got < n) {
+        ssize_t r = pread(fd, out + got, n - got, (off_t)(file_at + at + got));
+        if (r > 0) {
+            got += (size_t)r;
+            continue;
+        }
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r == 0)
+            return lds__load_fail(c->err, LDS_E_TRUNCATED, "payload",
+                                  c->base + LDS_HEADER_SIZE + at + got, 0, NULL,
+                                  "the input ended after %llu of the %zu declared payload bytes",
+                                  (unsigned long long)(at + got), length);
+        return lds__load_fail(c->err, LDS_E_IO, "chunk_table", c->base + LDS_HEADER_SIZE + at + got,
+                              errno, NULL, "read of the chunk table failed: %s", strerror(errno));
+    }
+    lds_status st = lds_chunk_table_check(&c->hdr, out, n, c->err);
+    if (st != LDS_OK)
+        lds__error_rebase(c->err, c->base);
+    return st;
+}
+
+/* The payload read by `threads` readers (loader/parallel.c); then, as the read loop does,
+ * the check that nothing follows it, through the source at the payload's end. */
+static lds_status read_parallel(load_ctx *c, lds__source *src, const transport *t, payload_buf *b,
+                                size_t length, unsigned threads, size_t *received, bool *hashed,
+                                uint64_t *hash)
+{
+    bool verifying = c->o.verify_checksum && c->o.hash_while_reading;
+    bool chunked = verifying && lds_header_chunked(&c->hdr);
+    lds__pread_job j = {
+        .fd = src->fd,
+        .file_at = t->pos + LDS_HEADER_SIZE,
+        .payload_at = c->base + LDS_HEADER_SIZE,
+        .stream_at = src->raw_bytes,
+        .dst = b->ptr,
+        .length = length,
+        .range = c->o.chunk_bytes != 0 ? c->chunk : LDS__READ_RANGE_DEFAULT,
+        .threads = threads,
+        .hash = verifying && !chunked,
+        .verify = NULL,
+        .opts = &c->o,
+    };
+    unsigned char *table = NULL;
+    size_t table_n = chunked ? (size_t)c->hdr.chunk_count * 8 : 0;
+    chunk_check cc = {.h = &c->hdr, .base = c->base};
+    if (chunked) {
+        table = malloc(table_n + 1);
+        if (table == NULL)
+            return lds__load_fail(c->err, LDS_E_NOMEM, "chunk_table", c->base + LDS_HEADER_SIZE, 0,
+                                  NULL, "cannot allocate the %zu-byte chunk table", table_n);
+        lds_status st = read_table(c, src->fd, j.file_at, length, table, table_n);
+        if (st != LDS_OK) {
+            free(table);
+            return st;
+        }
+        cc.table = table;
+        j.range = c->hdr.chunk_bytes; /* ranges are chunks: each verified where it was read */
+        j.verify = verify_range_chunk;
+        j.verify_ctx = &cc;
+    }
+    lds_status st = lds__pread_payload(&j, c->err);
+    c->info.read_threads = j.threads_used;
+    if (st == LDS_OK && chunked && memcmp(b->ptr + c->hdr.chunk_table_offset, table, table_n) != 0)
+        st = lds__load_fail(c->err, LDS_E_CHECKSUM, "chunk_table",
+                            c->base + LDS_HEADER_SIZE + c->hdr.chunk_table_offset, 0, NULL,
+                            "the chunk table changed while the file was read");
+    free(table);
+    if (st != LDS_OK)
+        return st;
+    c->chunks_verified = chunked;
+    c->info.payload_bytes = length;
+    uint64_t end = t->pos + LDS_HEADER_SIZE + length;
+    if (lseek(src->fd, (off_t)end, SEEK_SET) < 0)
+        return lds__load_fail(c->err, LDS_E_IO, "stream", src->raw_bytes + length, errno, NULL,
+                              "cannot seek past the payload: %s", strerror(errno));
+    src->raw_bytes += length;
+    src->out_bytes += length;
+    st = lds__source_expect_end(src, c->err);
+    if (st != LDS_OK)
+        return st;
+    *received = length;
+    *hashed = j.hashed;
+    *hash = j.hash_value;
+    return LDS_OK;
 }
 
 static lds_status load_stream(load_ctx *c, lds__source *src, const transport *t)
@@ -620,7 +851,16 @@ static lds_status load_stream(load_ctx *c, lds__source *src, const transport *t)
     size_t received = 0;
     bool hashed = false;
     uint64_t hash = 0;
-    st = read_payload(c, src, &b, length, &received, &hashed, &hash);
+    if (b.h.kind == HOLD_LEASE) {
+        int pages = lds__pool_lease_pages(b.h.pool, &b.h.lease);
+        c->info.huge_pages = pages == 1;
+        c->info.huge_pages_fallback = pages == 2;
+    }
+    unsigned threads = read_threads_for(c, src, t, &b, length);
+    if (threads > 1)
+        st = read_parallel(c, src, t, &b, (size_t)length, threads, &received, &hashed, &hash);
+    else
+        st = read_payload(c, src, &b, length, &received, &hashed, &hash);
     c->info.capacity_bytes = b.cap;
     c->info.stream_bytes = src->raw_bytes;
     if (st != LDS_OK) {

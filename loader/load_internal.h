@@ -126,4 +126,58 @@ extern void *(*lds__load_mmap)(void *addr, size_t length, int prot, int flags, i
  * not yet checked again), to change the file underneath. */
 extern void (*lds__load_mapped_hook)(int fd, const char *stage);
 
+/* ==== parallel reads (loader/parallel.c, docs/adr/0030) ==================== */
+
+/* Most readers of one load (options.read_threads above it is taken as this). */
+#define LDS__READ_THREADS_MAX 64u
+/* The automatic rule (read_threads 0): one reader per online CPU, at most this many, and
+ * at most one per LDS__READ_BYTES_PER_THREAD of payload (so small payloads keep one). */
+#define LDS__READ_THREADS_AUTO_MAX 8u
+#define LDS__READ_BYTES_PER_THREAD ((size_t)128 << 20)
+/* Bytes per range when options.chunk_bytes is 0 (a multiple of the 2 MiB huge page, so
+ * that two readers never fault the same huge page). */
+#define LDS__READ_RANGE_DEFAULT ((size_t)8 << 20)
+
+/* Checks one completed range (payload bytes [offset, offset + n), at p) on the reader
+ * thread that read it: format 1.1's per-chunk checksum. LDS_OK, or a failure written to
+ * `err` (its offset counts from the stream start). Called concurrently from several
+ * readers, for disjoint ranges; ranges start on multiples of the job's `range`. */
+typedef lds_status (*lds__range_verify_fn)(void *ctx, size_t offset, const unsigned char *p,
+                                           size_t n, lds_error *err);
+
+typedef struct lds__pread_job {
+    int fd;
+    uint64_t file_at;            /* file offset of payload byte 0 */
+    uint64_t payload_at;         /* stream offset of payload byte 0 (messages: "payload") */
+    uint64_t stream_at;          /* source bytes before payload byte 0 (messages: "stream") */
+    unsigned char *dst;          /* the rental: `length` bytes */
+    size_t length;               /* declared payload length, > 0 */
+    size_t range;                /* bytes per range, > 0 */
+    unsigned threads;            /* readers wanted, 1..LDS__READ_THREADS_MAX */
+    bool hash;                   /* XXH3-64 of [0, length - 8), in order, on the calling thread */
+    lds__range_verify_fn verify; /* NULL: none */
+    void *verify_ctx;
+    const lds_load_options *opts; /* cancel, progress, callback_ctx */
+    /* results */
+    unsigned threads_used;
+    bool hashed;
+    uint64_t hash_value;
+} lds__pread_job;
+
+/* Reads the payload with job->threads readers (the calling thread is one). Every reader
+ * has ended when it returns. LDS_E_TRUNCATED (the file ended early), LDS_E_IO,
+ * LDS_E_CANCELLED, a verify hook's failure, LDS_E_NOMEM: the one at the lowest offset. */
+lds_status lds__pread_payload(lds__pread_job *job, lds_error *err);
+
+/* The automatic reader count for a payload of `length` bytes. */
+unsigned lds__read_threads_auto(size_t length);
+
+/* The pread every reader calls (`reader`: 0 for the calling thread); tests replace it to
+ * return short reads, EINTR or errors on chosen readers, or to hold one at a gate. */
+extern ssize_t (*lds__load_pread)(int fd, void *buf, size_t n, off_t off, unsigned reader);
+
+/* How the rental behind `lease` is backed (pool/buffers.c): 0 4 KiB pages, 1 advised for
+ * huge pages, 2 huge pages wanted but not given (THP "never" or madvise refused). */
+int lds__pool_lease_pages(lds_pool *pool, const lds_lease *lease);
+
 #endif /* LDS_LOAD_INTERNAL_H */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http_parse.h"
 #include "load_internal.h"
 
 void lds_url_options_default(lds_url_options *opts)
@@ -28,35 +29,79 @@ void lds_url_options_default(lds_url_options *opts)
     opts->use_netrc = true;
 }
 
+/* Appends `n` bytes of `s` to buf[*len], keeping room for the NUL; cuts what does not fit. */
+static void put(char *buf, size_t cap, size_t *len, const char *s, size_t n)
+{
+    size_t room = cap - 1 - *len;
+    if (n > room)
+        n = room;
+    memcpy(buf + *len, s, n);
+    *len += n;
+}
+
+/* Query parameters whose values are credentials: AWS SigV4 presigned URLs, OAuth 2.0
+ * bearer tokens in a query (RFC 6750 section 2.3), Azure SAS and similar signatures. */
+static const char *const secret_params[] = {
+    "X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token", "access_token", "sig", "token",
+};
+
+static bool secret_param(const char *name, size_t n)
+{
+    for (size_t i = 0; i < sizeof secret_params / sizeof secret_params[0]; i++)
+        if (strlen(secret_params[i]) == n && strncasecmp(name, secret_params[i], n) == 0)
+            return true;
+    return false;
+}
+
 char *lds_url_redact(const char *url, char *buf, size_t cap)
 {
     if (buf == NULL || cap == 0)
         return buf;
     if (url == NULL)
         url = "(null)";
+    size_t len = 0;
+    const char *p = url;
     const char *auth = strstr(url, "://");
-    size_t keep = strlen(url), skip = 0;
-    if (auth != NULL) {
-        auth += 3;
-        size_t alen = strcspn(auth, "/?#");
-        const char *at = NULL;
-        for (size_t i = 0; i < alen; i++)
-            if (auth[i] == '@')
-                at = auth + i;
-        if (at != NULL) {
-            keep = (size_t)(auth - url);
-            skip = (size_t)(at + 1 - url);
+    if (auth == NULL) {
+        put(buf, cap, &len, url, strlen(url));
+        buf[len] = '\0';
+        return buf;
+    }
+    auth += 3;
+    /* The authority ends at the first '/', '?' or '#'; its last '@' ends user:password. */
+    size_t alen = strcspn(auth, "/?#");
+    const char *at = NULL;
+    for (size_t i = 0; i < alen; i++)
+        if (auth[i] == '@')
+            at = auth + i;
+    put(buf, cap, &len, url, (size_t)(auth - url));
+    p = at != NULL ? at + 1 : auth;
+    /* The path, up to the query. */
+    size_t n = strcspn(p, "?#");
+    put(buf, cap, &len, p, n);
+    p += n;
+    if (*p == '?') {
+        put(buf, cap, &len, "?", 1);
+        p++;
+        /* name=value pairs separated by '&', up to the fragment. */
+        while (*p != '\0' && *p != '#') {
+            size_t pair = strcspn(p, "&#");
+            const char *eq = memchr(p, '=', pair);
+            if (eq != NULL && secret_param(p, (size_t)(eq - p))) {
+                put(buf, cap, &len, p, (size_t)(eq - p) + 1);
+                put(buf, cap, &len, "REDACTED", 8);
+            } else {
+                put(buf, cap, &len, p, pair);
+            }
+            p += pair;
+            if (*p == '&') {
+                put(buf, cap, &len, "&", 1);
+                p++;
+            }
         }
     }
-    size_t n = keep < cap - 1 ? keep : cap - 1;
-    memcpy(buf, url, n);
-    if (skip != 0 && n == keep) {
-        size_t rest = strlen(url + skip);
-        size_t m = rest < cap - 1 - n ? rest : cap - 1 - n;
-        memcpy(buf + n, url + skip, m);
-        n += m;
-    }
-    buf[n] = '\0';
+    put(buf, cap, &len, p, strlen(p));
+    buf[len] = '\0';
     return buf;
 }
 
@@ -98,8 +143,9 @@ static lds_status url_options(const lds_load_options *opts, lds_url_options *uo,
  * (pausing makes libcurl copy the delivery into an allocation of its own; with one
  * delivery of spill, GloVe from loopback took 45.3k page faults, with this 39.4k). */
 #define LDS__URL_SPILL_MAX ((size_t)8 * (size_t)LDS__URL_BUFFER)
-/* How long one wait for the network lasts before cancellation is checked. */
-#define LDS__URL_POLL_MS 100
+/* How long one wait for the network lasts before cancellation and the deadline are
+ * checked (the bound on a Ctrl-C's latency through a cancel callback, docs/adr/0034). */
+#define LDS__URL_POLL_MS 50
 
 struct lds__url {
     CURLM *multi;
@@ -112,11 +158,8 @@ struct lds__url {
     char errbuf[CURL_ERROR_SIZE];
     bool https;
 
-    /* The response in progress (headers reset at each status line). */
-    char etag[160];
-    char last_modified[64];
-    char content_encoding[64];
-    char content_range[96];
+    /* The response in progress (reset at each status line). */
+    lds__http_headers h;
     bool body_started; /* its first body byte has been checked and taken */
     long status;
 
@@ -127,7 +170,8 @@ struct lds__url {
     char v_etag[160];
     char v_last_modified[64];
 
-    uint64_t received; /* body bytes taken, across resumptions */
+    uint64_t deadline_ns; /* lds__now_ns() past which the transfer stops; 0 = none */
+    uint64_t received;    /* body bytes taken, across resumptions */
     uint64_t resume_at;
     uint32_t resumes;
 
@@ -176,38 +220,11 @@ static lds_status url_fail(lds__url *u, lds_error *err, lds_status st, const cha
                            what);
 }
 
-/* Copies a header's value (trimmed) into `dst` if `line` is "name: value". */
-static bool header_value(const char *line, size_t n, const char *name, char *dst, size_t cap)
-{
-    size_t k = strlen(name);
-    if (n <= k || strncasecmp(line, name, k) != 0 || line[k] != ':')
-        return false;
-    const char *v = line + k + 1;
-    const char *end = line + n;
-    while (v < end && (*v == ' ' || *v == '\t'))
-        v++;
-    while (end > v && isspace((unsigned char)end[-1]))
-        end--;
-    size_t len = (size_t)(end - v) < cap - 1 ? (size_t)(end - v) : cap - 1;
-    memcpy(dst, v, len);
-    dst[len] = '\0';
-    return true;
-}
-
 static size_t on_header(char *line, size_t size, size_t n, void *ctx)
 {
     lds__url *u = ctx;
     size_t len = size * n;
-    if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
-        /* A new response (after a redirect, a 100 Continue, a resumption). */
-        u->etag[0] = u->last_modified[0] = u->content_encoding[0] = u->content_range[0] = '\0';
-        return len;
-    }
-    if (!header_value(line, len, "ETag", u->etag, sizeof u->etag) &&
-        !header_value(line, len, "Last-Modified", u->last_modified, sizeof u->last_modified) &&
-        !header_value(line, len, "Content-Encoding", u->content_encoding,
-                      sizeof u->content_encoding))
-        (void)header_value(line, len, "Content-Range", u->content_range, sizeof u->content_range);
+    (void)lds__http_header_line(&u->h, line, len);
     return len;
 }
 
@@ -223,13 +240,20 @@ static lds_status check_response(lds__url *u)
     long code = 0;
     curl_easy_getinfo(u->easy, CURLINFO_RESPONSE_CODE, &code);
     u->status = code;
-    if (u->content_encoding[0] != '\0' && strcasecmp(u->content_encoding, "identity") != 0)
+    const lds__http_headers *h = &u->h;
+    if (h->content_encoding[0] != '\0' && strcasecmp(h->content_encoding, "identity") != 0)
         return url_fail(u, u->err, LDS_E_UNSUPPORTED, "http.content_encoding",
                         "the response is sent with Content-Encoding %s, which lodestar does "
                         "not decode (the declared length counts the index's own bytes)",
-                        u->content_encoding);
+                        h->content_encoding);
     curl_off_t cl = -1;
     curl_easy_getinfo(u->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+    /* libcurl holds the body to the length it took; it must be the one the fields say. */
+    if (cl >= 0 &&
+        (h->bad_content_length || !h->have_content_length || h->content_length != (uint64_t)cl))
+        return url_fail(u, u->err, LDS_E_IO, "http.content_length",
+                        "the Content-Length fields are malformed or disagree (libcurl took %lld)",
+                        (long long)cl);
     if (!u->have_first) {
         if (code < 200 || code > 299 || code == 206)
             return url_fail(u, u->err, LDS_E_IO, "http.status",
@@ -238,8 +262,8 @@ static lds_status check_response(lds__url *u)
         u->have_first = true;
         u->have_length = cl >= 0;
         u->length = cl >= 0 ? (uint64_t)cl : 0;
-        memcpy(u->v_etag, u->etag, sizeof u->v_etag);
-        memcpy(u->v_last_modified, u->last_modified, sizeof u->v_last_modified);
+        memcpy(u->v_etag, h->etag, sizeof u->v_etag);
+        memcpy(u->v_last_modified, h->last_modified, sizeof u->v_last_modified);
         return LDS_OK;
     }
     /* A resumption: the same file, from the byte reached. */
@@ -248,24 +272,23 @@ static lds_status check_response(lds__url *u)
                         "HTTP %ld to a Range request from byte %llu: the file changed on the "
                         "server or ranges are not served; not spliced",
                         code, (unsigned long long)u->resume_at);
-    if (strong_etag(u->v_etag) ? strcmp(u->etag, u->v_etag) != 0
-                               : strcmp(u->last_modified, u->v_last_modified) != 0)
+    if (strong_etag(u->v_etag) ? strcmp(h->etag, u->v_etag) != 0
+                               : strcmp(h->last_modified, u->v_last_modified) != 0)
         return url_fail(u, u->err, LDS_E_IO,
                         strong_etag(u->v_etag) ? "http.etag" : "http.last_modified",
                         "the file changed on the server during the transfer (%s %s, then %s); "
                         "not spliced",
                         strong_etag(u->v_etag) ? "ETag" : "Last-Modified",
                         strong_etag(u->v_etag) ? u->v_etag : u->v_last_modified,
-                        strong_etag(u->v_etag) ? u->etag : u->last_modified);
-    unsigned long long first = 0, last = 0, total = 0;
-    char star = 0;
-    bool ok = sscanf(u->content_range, "bytes %llu-%llu/%llu", &first, &last, &total) == 3;
-    if (!ok && sscanf(u->content_range, "bytes %llu-%llu/%c", &first, &last, &star) == 3 &&
-        star == '*')
+                        strong_etag(u->v_etag) ? h->etag : h->last_modified);
+    uint64_t first = 0, last = 0, total = 0;
+    bool total_known = false;
+    bool ok = lds__http_parse_content_range(h->content_range, &first, &last, &total, &total_known);
+    if (ok && !total_known)
         ok = !u->have_length;
     if (!ok || first != u->resume_at || (u->have_length && total != u->length))
         return url_fail(u, u->err, LDS_E_IO, "http.content_range",
-                        "Content-Range '%s' does not continue byte %llu of %llu", u->content_range,
+                        "Content-Range '%s' does not continue byte %llu of %llu", h->content_range,
                         (unsigned long long)u->resume_at, (unsigned long long)u->length);
     return LDS_OK;
 }
@@ -398,6 +421,8 @@ lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url
         return lds__load_fail(err, LDS_E_NOMEM, "url", 0, 0, NULL, "out of memory");
     memcpy(u->shown, shown, sizeof shown);
     u->uo = uo;
+    if (uo.timeout_ms != 0)
+        u->deadline_ns = lds__now_ns() + (uint64_t)uo.timeout_ms * 1000000u;
     u->opts = opts;
     u->https = https;
     u->multi = curl_multi_init();
@@ -545,6 +570,22 @@ lds_status lds__url_read(lds__url *u, void *buf, size_t cap, size_t *got, lds_er
                           (unsigned long long)u->received);
             break;
         }
+        int wait_ms = LDS__URL_POLL_MS;
+        if (u->deadline_ns != 0) {
+            uint64_t now = lds__now_ns();
+            if (now >= u->deadline_ns) {
+                char of[48] = "";
+                if (u->have_length)
+                    snprintf(of, sizeof of, " of %llu", (unsigned long long)u->length);
+                st = url_fail(u, err, LDS_E_TIMEOUT, "http.timeout",
+                              "deadline of %u ms passed after %llu%s bytes received",
+                              u->uo.timeout_ms, (unsigned long long)u->received, of);
+                break;
+            }
+            uint64_t left_ms = (u->deadline_ns - now + 999999u) / 1000000u;
+            if (left_ms < (uint64_t)wait_ms)
+                wait_ms = (int)left_ms;
+        }
         int running = 0;
         CURLMcode mc = curl_multi_perform(u->multi, &running);
         if (mc != CURLM_OK) {
@@ -560,7 +601,7 @@ lds_status lds__url_read(lds__url *u, void *buf, size_t cap, size_t *got, lds_er
             }
         }
         if (!u->done && u->dst_len == 0 && u->refused == LDS_OK && !u->paused)
-            (void)curl_multi_poll(u->multi, NULL, 0, LDS__URL_POLL_MS, NULL);
+            (void)curl_multi_poll(u->multi, NULL, 0, wait_ms, NULL);
     }
     *got = u->dst_len;
     u->dst = NULL;

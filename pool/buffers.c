@@ -143,6 +143,7 @@ uint32_t lds__buffer_create(lds_pool *pool, uint32_t cls, int pooled)
     char *ptr;
     size_t bytes;
     int mapped = use_map(pool, cap);
+    uint8_t pages = LDS__PAGES_SMALL;
     if (mapped) {
         size_t page = lds__page_size();
         bytes = (LDS_POOL_MAP_OFFSET + cap + page - 1) / page * page;
@@ -165,7 +166,7 @@ uint32_t lds__buffer_create(lds_pool *pool, uint32_t cls, int pooled)
         } else {
             if (pool->opts.huge_pages == LDS_POOL_HUGE_PAGES_ON && cap >= LDS_POOL_HUGE_MIN &&
                 cap >= lds__huge_page_size())
-                (void)lds__map_huge(bytes, &base);
+                (void)lds__map_huge(bytes, &base, &pages);
             else
                 (void)lds__map(bytes, &base);
             ptr = base ? (char *)base + LDS_POOL_MAP_OFFSET : NULL;
@@ -188,6 +189,7 @@ uint32_t lds__buffer_create(lds_pool *pool, uint32_t cls, int pooled)
     s->tc_lim = pooled ? pool->tc_limit[cls] : 0;
     s->idle_since = 0;
     s->armed = 0;
+    s->pages = pages;
     /* The word takes the class (the slot is not leased: its generation is even, and no
      * handle of this buffer exists yet); the generation goes on from where it was. */
     uint64_t w = atomic_load_explicit(&s->word, RLX);
@@ -228,7 +230,9 @@ void lds__buffer_forget(lds_pool *pool, uint32_t idx)
     size_t cap = lds__class_capacity(s->cls);
     lds__class *c = &pool->classes[s->cls];
     atomic_fetch_sub_explicit(&c->live, 1, RLX);
-    if (s->pooled) {
+    if (s->pooled == 2) {
+        atomic_fetch_sub_explicit(&pool->large_pooled, 1, RLX);
+    } else if (s->pooled) {
         atomic_fetch_sub_explicit(&c->pooled, 1, RLX);
         atomic_fetch_sub_explicit(&pool->pooled_bytes, cap, RLX);
     }
@@ -264,4 +268,14 @@ void lds__trimmed(lds_pool *pool, size_t cap, size_t *freed)
     lds__count(&pool->trimmed_bytes, cap);
     if (freed)
         *freed += cap;
+}
+
+int lds__pool_lease_pages(lds_pool *pool, const lds_lease *lease)
+{
+    if (pool == NULL || lease == NULL || lease->ptr == NULL)
+        return LDS__PAGES_SMALL;
+    lds__slot *s = lds__slot_at(pool, (uint32_t)(lease->handle & LDS__POOL_IDX_MASK));
+    return s != NULL && atomic_load_explicit(&s->ptr, RLX) == (uintptr_t)lease->ptr
+               ? s->pages
+               : LDS__PAGES_SMALL;
 }

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -109,7 +110,26 @@ size_t lds__huge_page_size(void)
     return h;
 }
 
-int lds__map_huge(size_t bytes, void **out)
+int lds__thp_mode(void)
+{
+    static _Atomic int cached = -1;
+    int m = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (m < 0) {
+        /* "always [madvise] never": the bracketed word is the mode. No file: no THP. */
+        char line[128] = {0};
+        m = 0;
+        FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
+        if (f) {
+            if (fgets(line, sizeof line, f) != NULL)
+                m = strstr(line, "[always]") ? 2 : strstr(line, "[madvise]") ? 1 : 0;
+            fclose(f);
+        }
+        atomic_store_explicit(&cached, m, memory_order_relaxed);
+    }
+    return m;
+}
+
+int lds__map_huge(size_t bytes, void **out, uint8_t *pages)
 {
     /* Over-map by one huge page less a page, then unmap the slack on both sides: the kernel
      * places anonymous mappings on page boundaries only. */
@@ -133,9 +153,15 @@ int lds__map_huge(size_t bytes, void **out)
         (void)lds__unmap(raw, head);
     if (tail)
         (void)lds__unmap(base + bytes, tail);
+    /* Advice only: THP "never", or a refusal (EINVAL where the kernel has no THP), leaves
+     * 4 KiB pages, and says so. */
+    *pages = LDS__PAGES_FALLBACK;
 #ifdef MADV_HUGEPAGE
-    /* Advice only: EINVAL where the kernel has no THP leaves 4 KiB pages. */
-    (void)madvise(base, bytes, MADV_HUGEPAGE);
+    if (lds__thp_mode() != 0) {
+        err = injected(LDS__OS_MADVISE);
+        if (err == 0 && madvise(base, bytes, MADV_HUGEPAGE) == 0)
+            *pages = LDS__PAGES_HUGE;
+    }
 #endif
     *out = base;
     return 0;

@@ -33,7 +33,7 @@ static lds_pool *g_pools; /* the registry of live pools, under lds__g_lock */
  * ended (stale), which another pool's lease is too once the slot has passed its
  * generation: the handle cannot tell. */
 __attribute__((cold)) static lds_pool_refusal mismatch_cause(const lds_pool *pool, uint64_t w,
-                                                              uint64_t h)
+                                                             uint64_t h)
 {
     uint64_t hg = h >> LDS__POOL_GEN_SHIFT, wg = w >> LDS__POOL_GEN_SHIFT;
     if (((w ^ h) & ~LDS__POOL_CLS_MASK) == 0 || hg > wg || hg < pool->gen_start)
@@ -494,6 +494,7 @@ void lds_pool_options_default(lds_pool_options *opts)
     opts->max_idle_ns = LDS_POOL_DEFAULT_MAX_IDLE_NS;
     opts->guard_quarantine = LDS_POOL_DEFAULT_GUARD_QUARANTINE;
     opts->huge_pages = LDS_POOL_DEFAULT_HUGE_PAGES;
+    opts->large_buffers = LDS_POOL_DEFAULT_LARGE_BUFFERS;
     static const char *const checks[] = {"off", "canary", "poison", "guard", "bypass"};
     static const char *const huges[] = {"off", "on"};
     int v = env_choice(LDS_POOL_CHECK_ENV, checks, 5, "off, canary, poison, guard, bypass");
@@ -524,7 +525,8 @@ lds_status lds_pool_create(const lds_pool_options *opts, lds_pool **out)
         return LDS_E_INVALID_ARG;
     /* Counts no pool could reach (it has LDS_POOL_MAX_BUFFERS slots) would only size the
      * stacks and the quarantine below: refused, not allocated. */
-    if (o.max_per_class > LDS_POOL_MAX_BUFFERS || o.guard_quarantine > LDS_POOL_MAX_BUFFERS)
+    if (o.max_per_class > LDS_POOL_MAX_BUFFERS || o.guard_quarantine > LDS_POOL_MAX_BUFFERS ||
+        (o.large_buffers > LDS_POOL_MAX_BUFFERS && o.large_buffers != LDS_POOL_LARGE_BUFFERS_NONE))
         return LDS_E_INVALID_ARG;
     if (o.max_retained_bytes == 0) /* "zero means the default" (it used to mean: keep nothing) */
         o.max_retained_bytes = LDS_POOL_DEFAULT_MAX_RETAINED_BYTES;
@@ -538,6 +540,10 @@ lds_status lds_pool_create(const lds_pool_options *opts, lds_pool **out)
         o.max_idle_ns = LDS_POOL_DEFAULT_MAX_IDLE_NS;
     if (o.guard_quarantine == 0)
         o.guard_quarantine = LDS_POOL_DEFAULT_GUARD_QUARANTINE;
+    if (o.large_buffers == 0)
+        o.large_buffers = LDS_POOL_DEFAULT_LARGE_BUFFERS;
+    else if (o.large_buffers == LDS_POOL_LARGE_BUFFERS_NONE)
+        o.large_buffers = 0;
     if (o.thread_cache_count > LDS__POOL_TC_MAX)
         o.thread_cache_count = LDS__POOL_TC_MAX;
 
@@ -563,6 +569,9 @@ lds_status lds_pool_create(const lds_pool_options *opts, lds_pool **out)
         /* A class never pools more than max_retained_bytes / cap buffers (admit). */
         size_t room = o.max_retained_bytes / cap;
         room = room < o.max_per_class ? room : o.max_per_class;
+        /* Above the cap, the large buffers kept (admit_large) may all be of this class. */
+        if (cap > o.max_retained_bytes && cap >= LDS_POOL_LARGE_MIN)
+            room = o.large_buffers;
         pool->classes[c].room = room ? (uint32_t)room : 1u;
         pool->classes[c].stack = malloc(pool->classes[c].room * sizeof(uint32_t));
         ok = ok && pool->classes[c].stack != NULL;

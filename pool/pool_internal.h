@@ -69,7 +69,7 @@
 /* The generation at which a slot retires: 2^33. A slot starts at its pool's gen_start (even,
  * below LDS__POOL_GEN_START_MAX), so it retires at the return of its lease number
  * (2^33 - gen_start) / 2: at least 3 x 2^30 leases, at most 2^32. */
-#define LDS__POOL_GEN_RETIRE (UINT64_C(1) << (63 - LDS__POOL_GEN_SHIFT))
+#define LDS__POOL_GEN_RETIRE    (UINT64_C(1) << (63 - LDS__POOL_GEN_SHIFT))
 #define LDS__POOL_GEN_START_MAX (UINT64_C(1) << 31)
 _Static_assert(LDS__POOL_CLASSES <= (1 << LDS__POOL_CLS_BITS), "a class fits in a handle");
 
@@ -117,7 +117,8 @@ typedef struct lds__slot {
                                             remote-return list (or being collected from it) */
     _Atomic uint32_t remote_next;        /* remote-return list link: index + 1, 0 ends the list */
     uint8_t cls;                         /* size class; fixed while the slot holds a buffer */
-    uint8_t pooled; /* counted against the retention caps; else freed on return */
+    uint8_t pooled; /* 1: counted against the retention caps; 2: a large buffer, counted in
+                       large_pooled (docs/adr/0029); 0: freed on return */
     uint8_t mapped; /* from mmap (else malloc) */
     uint8_t armed;  /* canary words written at return, to verify at rent */
     uint8_t tc_lim; /* buffers of its class a thread cache keeps (the pool's tc_limit[cls]),
@@ -130,19 +131,20 @@ typedef struct lds__slot {
     uint64_t gen_base;   /* the generation when the slot took its buffer: the buffer has been
                             rented (gen - gen_base + 1) / 2 times (statistics, stats.c) */
     uint32_t next_free;  /* free-slot list link */
+    uint8_t pages;       /* LDS__PAGES_*: how the mapping is backed (pool/os.c) */
 } __attribute__((aligned(64))) lds__slot; /* two cache lines of its own: no false sharing */
 
 _Static_assert(sizeof(lds__slot) == 128, "a slot is two cache lines");
 _Static_assert(LDS__POOL_CLASSES <= 256, "a class fits in a byte");
-_Static_assert((uint64_t)LDS__POOL_MAX_CHUNKS * LDS__POOL_CHUNK_SLOTS == LDS_POOL_MAX_BUFFERS,
+_Static_assert((uint64_t)LDS__POOL_MAX_CHUNKS *LDS__POOL_CHUNK_SLOTS == LDS_POOL_MAX_BUFFERS,
                "a pool's slot table holds LDS_POOL_MAX_BUFFERS buffers");
 
 typedef struct lds__class {
     pthread_mutex_t lock;
     uint32_t *stack; /* cached slot indices; [0] is the oldest */
     uint32_t count;
-    uint32_t room; /* the stack's size: min(max_per_class, max_retained_bytes / capacity),
-                      at least 1; never less than the class's pooled buffers can be */
+    uint32_t room;           /* the stack's size: min(max_per_class, max_retained_bytes / capacity),
+                                at least 1; never less than the class's pooled buffers can be */
     _Atomic uint32_t live;   /* buffers of this class that exist (leased, cached, quarantined) */
     _Atomic uint32_t pooled; /* of which counted against the caps */
 } __attribute__((aligned(64))) lds__class;
@@ -220,6 +222,8 @@ struct lds_pool {
                                     that generation (docs/adr/0027) */
 
     _Atomic uint64_t pooled_bytes; /* capacity of pooled buffers; <= max_retained_bytes */
+    _Atomic uint32_t large_pooled; /* buffers above max_retained_bytes kept (pooled == 2);
+                                      <= opts.large_buffers */
     _Atomic uint64_t bytes_mapped;
     _Atomic uint64_t next_age_check;
 
@@ -268,8 +272,22 @@ int lds__map(size_t bytes, void **out);
 size_t lds__huge_page_size(void);
 /* As lds__map, the mapping starting on a lds__huge_page_size() boundary and advised
  * MADV_HUGEPAGE; it is `bytes` long (the alignment slack is unmapped), so
- * lds__unmap(base, bytes) frees it. */
-int lds__map_huge(size_t bytes, void **out);
+ * lds__unmap(base, bytes) frees it. `*pages`: LDS__PAGES_HUGE, or LDS__PAGES_FALLBACK when
+ * THP is "never" (then not advised) or madvise failed (the mapping is good all the same). */
+int lds__map_huge(size_t bytes, void **out, uint8_t *pages);
+
+/* How a buffer's pages are backed (lds__slot.pages; lds__pool_lease_pages). */
+enum {
+    LDS__PAGES_SMALL = 0,    /* 4 KiB pages: huge pages off, or below the threshold */
+    LDS__PAGES_HUGE = 1,     /* 2 MiB-aligned and advised MADV_HUGEPAGE */
+    LDS__PAGES_FALLBACK = 2, /* huge pages wanted; THP "never" or madvise failed: 4 KiB */
+};
+/* The kernel's THP mode, read once from /sys/kernel/mm/transparent_hugepage/enabled:
+ * 0 never (or no THP), 1 madvise, 2 always. */
+int lds__thp_mode(void);
+/* LDS__PAGES_* of the buffer behind `lease` (LDS__PAGES_SMALL for an unknown lease); the
+ * loader reports it in lds_load_info (declared again in loader/load_internal.h). */
+int lds__pool_lease_pages(lds_pool *pool, const lds_lease *lease);
 /* Guard mode's mapping: one PROT_NONE page, `bytes` readable and writable, one PROT_NONE
  * page; *out is the mapping's start (the accessible part begins one page in) and
  * lds__unmap(*out, bytes + 2 pages) frees it. The accessible part is thus a map entry of
@@ -291,6 +309,7 @@ typedef enum lds__os_op {
     LDS__OS_UNMAP,
     LDS__OS_PROTECT_NONE, /* lds__protect(.., 0) */
     LDS__OS_PROTECT_RW,   /* lds__protect(.., 1) */
+    LDS__OS_MADVISE,      /* madvise(MADV_HUGEPAGE) in lds__map_huge */
     LDS__OS_OPS
 } lds__os_op;
 void lds__os_test_fail(lds__os_op op, int err, uint32_t skip, uint32_t count);

@@ -98,6 +98,8 @@ static void evict_for(lds_pool *pool, lds__tcache *tc, size_t need)
     size_t max = pool->opts.max_retained_bytes;
     for (uint32_t c = LDS__POOL_CLASSES; c-- > 0;) {
         size_t cap = lds__class_capacity(c);
+        if (cap > max && cap >= LDS_POOL_LARGE_MIN)
+            continue; /* large buffers (admit_large) do not count against the cap */
         while (atomic_load_explicit(&pool->pooled_bytes, RLX) + need > max) {
             uint32_t idx = LDS__POOL_NO_SLOT;
             uint8_t n = tc ? atomic_load_explicit(&tc->n[c], RLX) : 0;
@@ -142,6 +144,18 @@ static int admit(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t cap)
     return 0;
 }
 
+/* A buffer above max_retained_bytes is kept (2) while fewer than `large_buffers` such
+ * buffers are, else freed on return (0). */
+static int admit_large(lds_pool *pool)
+{
+    uint32_t n = atomic_load_explicit(&pool->large_pooled, RLX);
+    do {
+        if (n >= pool->opts.large_buffers)
+            return 0;
+    } while (!atomic_compare_exchange_weak_explicit(&pool->large_pooled, &n, n + 1, RLX, RLX));
+    return 2;
+}
+
 uint32_t lds__rent_slow(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t cap,
                         _Atomic uint64_t **kind)
 {
@@ -157,6 +171,8 @@ uint32_t lds__rent_slow(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t ca
     _Atomic uint64_t *miss;
     if (cap > pool->opts.max_retained_bytes || pool->opts.check == LDS_POOL_CHECK_BYPASS) {
         miss = &pool->misses_oversize;
+        if (pool->opts.check != LDS_POOL_CHECK_BYPASS && cap >= LDS_POOL_LARGE_MIN)
+            pooled = admit_large(pool);
     } else {
         miss = atomic_load_explicit(&pool->classes[cls].live, RLX) == 0 ? &pool->misses_cold
                                                                         : &pool->misses_exhausted;
@@ -164,7 +180,9 @@ uint32_t lds__rent_slow(lds_pool *pool, lds__tcache *tc, uint32_t cls, size_t ca
     }
     uint32_t idx = lds__buffer_create(pool, cls, pooled);
     if (idx == LDS__POOL_NO_SLOT) {
-        if (pooled) {
+        if (pooled == 2) {
+            atomic_fetch_sub_explicit(&pool->large_pooled, 1, RLX);
+        } else if (pooled) {
             atomic_fetch_sub_explicit(&pool->classes[cls].pooled, 1, RLX);
             atomic_fetch_sub_explicit(&pool->pooled_bytes, cap, RLX);
         }

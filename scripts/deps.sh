@@ -71,6 +71,8 @@ LAB_PACKAGES=(
     python3-gensim                         # similar --positive/--negative test; bench/compare_pack.py
     libmimalloc-dev libgoogle-perftools-dev # rent-return: mimalloc heap API and tcmalloc rows
     valgrind binutils                      # scripts/pool-warm-count.sh: callgrind, objdump
+    # h-python (issue 28): torch.from_dlpack(index) test (skipped without it; ~170 MB)
+    python3-torch
 )
 
 PACKAGES=("${CORE[@]}")

@@ -11,8 +11,8 @@
 #   -n           print the plan (targets, jobs, seconds each) and stop: build and run nothing
 #   -b DIR       build folder (default build-fuzz/ in the repository, git-ignored),
 #                configured here with clang, -Dfuzz=true, ASan and UBSan
-#   TARGET       header, payload, stream, zstd, import_text, import_w2v_binary,
-#                import_npy, import_fvecs (default: all of tests/fuzz/meson.build)
+#   TARGET       one of the targets listed after this help, as tests/fuzz/meson.build
+#                names them (default: all)
 #
 # Each target starts from its committed corpus (tests/fuzz/corpus/TARGET), copied to a
 # scratch folder so that the inputs libFuzzer finds on the way do not grow the repository.
@@ -28,6 +28,11 @@ SECONDS_PER=${FUZZ_SECONDS:-60}
 TOTAL=
 JOBS=
 BUILD=build-fuzz
+# The targets, from the one list tests/fuzz/meson.build builds.
+list_targets() {
+    sed -n "/^fuzz_targets = \[/,/^\]/ s/^ *'\([a-z0-9_]*\)',\$/\1/p" tests/fuzz/meson.build
+}
+
 for arg in "$@"; do
     case "$arg" in
     --help) set -- -h ;; # getopts knows short options only
@@ -42,7 +47,13 @@ while getopts "t:T:j:b:nh" opt; do
     T) TOTAL=$OPTARG ;;
     j) JOBS=$OPTARG ;;
     b) BUILD=$OPTARG ;;
-    h) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
+    h)
+        awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
+        echo
+        echo "targets:"
+        list_targets | sed 's/^/  /'
+        exit 0
+        ;;
     *) echo "fuzz.sh: try --help" >&2; exit 2 ;;
     esac
 done
@@ -51,8 +62,7 @@ JOBS=${JOBS:-$(nproc)}
 
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-    mapfile -t TARGETS < <(sed -n "/^fuzz_targets = \[/,/^\]/ s/^ *'\([a-z0-9_]*\)',\$/\1/p" \
-        tests/fuzz/meson.build)
+    mapfile -t TARGETS < <(list_targets)
 fi
 
 for v in "$SECONDS_PER" "$TOTAL" "$JOBS"; do

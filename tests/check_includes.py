@@ -4,14 +4,16 @@
 1. No source or internal header of format/ (the parser, the index, the writer) includes,
    directly or through any header, lodestar_pool.h, lodestar_load.h or the umbrella
    lodestar.h: the parser depends on lodestar_core.h and lodestar_index.h only. The same
-   holds for common/ and for the importers in import/, which may add lodestar_import.h.
+   holds for common/, for search/ (which may use format/ and common/) and for the importers
+   in import/, which may add lodestar_import.h. No part below search/ (common/, format/,
+   import/, pool/, loader/, live/) includes search/'s internal headers.
 2. Every file of a part opens internal headers (the .h files of a part's folder) of its own
    part and of the parts below it only, as docs/design.md's table says (ALLOWED below):
    common/ none, format/ common/, import/ format/ and common/, pool/ common/, loader/
-   format/, pool/ and common/, live/ those and loader/, cli/ none (the public API only),
+   format/, pool/ and common/, live/ those and loader/, search/ format/ and common/, cli/ none (the public API only),
    bench/ pool/ and common/ (the inline pair's experiment reads the pool's layout). So
    import/ reaches the hash table in common/, not in format/, and no part of the library
-   opens bench/pool_inline.h.
+   opens bench/pool_inline.h. A "../PART/FILE" include names a part's *_internal.h only.
 3. Every public header in include/ compiles alone, as C11 and as C++11, warning-free, and
    names no internal (`lds__`) identifier: the pool's inline layout is not installed.
 
@@ -31,7 +33,12 @@ FORBIDDEN = {
     "common": {"lodestar_pool.h", "lodestar_load.h", "lodestar.h", "lodestar_index.h",
                "lodestar_import.h"},
     "import": {"lodestar_pool.h", "lodestar_load.h", "lodestar.h"},
+    "search": {"lodestar_pool.h", "lodestar_load.h", "lodestar.h", "lodestar_import.h"},
 }
+# search/'s internal headers: nothing below search/ sees them (design.md, "The parts").
+SEARCH_INTERNAL = {"search_internal.h", "kernels_impl.h"}
+for _part in ("common", "format", "import", "pool", "loader", "live"):
+    FORBIDDEN[_part] = FORBIDDEN.get(_part, set()) | SEARCH_INTERNAL
 
 
 # Part -> the parts whose internal headers its files may open (besides its own).
@@ -42,6 +49,7 @@ ALLOWED = {
     "pool": {"common"},
     "loader": {"format", "pool", "common"},
     "live": {"loader", "format", "pool", "common"},
+    "search": {"format", "common"},
     "cli": set(),
     "bench": {"pool", "common"},
 }
@@ -58,8 +66,11 @@ def internal_headers(root):
     return owner
 
 
-LIBRARY_PARTS = ("common", "format", "import", "pool", "loader", "live", "cli")
-RELATIVE_INCLUDE = re.compile(r'^\s*#\s*include\s*"\.\./', re.M)
+LIBRARY_PARTS = ("common", "format", "search", "import", "pool", "loader", "live", "cli")
+# A part reaches another part's files only through its *_internal.h header (as search/ does
+# with "../format/format_internal.h"), never another of its files (as import/ once did with
+# "../format/hashtab.h"); shared helpers live in common/, on the include path.
+RELATIVE_INCLUDE = re.compile(r'^\s*#\s*include\s*"\.\./(?![a-z]+/[a-z_]+_internal\.h")', re.M)
 
 
 def check_file(cc, root, part, path, owner):
@@ -75,8 +86,8 @@ def check_file(cc, root, part, path, owner):
     if part in LIBRARY_PARTS:
         with open(path, encoding="utf-8", errors="replace") as f:
             if RELATIVE_INCLUDE.search(f.read()):
-                bad.append(f'{label} includes "../...": a part reaches another part\'s '
-                           "headers through the include path (common/, include/) only")
+                bad.append(f'{label} includes "../PART/FILE" other than a part\'s *_internal.h: '
+                           "shared helpers belong in common/ (on the include path)")
     return bad
 
 
@@ -172,14 +183,23 @@ def main():
                 bad.append("self-test")
             else:
                 print("self-test: a probe that includes lodestar_pool.h is caught")
-            # a file of common/ that opens format/'s header, and an importer that reaches the
-            # hash table as "../format/hashtab.h" (as import/ did before it moved to common/)
-            owner = internal_headers(root)
-            f = os.path.join(tmp, "probe.c")
             with open(f, "w") as fh:
-                fh.write('#include "../format/format_internal.h"\n')
+                fh.write(f'#include "{os.path.join(root, "search", "search_internal.h")}"\n')
+            if "search_internal.h" not in deps(cc, root, f) & FORBIDDEN["format"]:
+                print("FAIL: self-test: format/ may include search_internal.h")
+                bad.append("self-test")
+            else:
+                print("self-test: a format/ probe that includes search/'s header is caught")
+            # a file of common/ that opens format/'s header, and an importer that reaches a
+            # helper of format/ as "../format/NAME.h" (as import/ did with the hash table
+            # before it moved to common/)
+            owner = internal_headers(root)
+            os.makedirs(os.path.join(tmp, "part"))
+            f = os.path.join(tmp, "part", "probe.c")
+            with open(f, "w") as fh:
+                fh.write('#include "../format/format_helpers.h"\n')
             os.makedirs(os.path.join(tmp, "format"))
-            with open(os.path.join(tmp, "format", "format_internal.h"), "w") as fh:
+            with open(os.path.join(tmp, "format", "format_helpers.h"), "w") as fh:
                 fh.write(f'#include "{os.path.join(root, "format", "format_internal.h")}"\n')
             for part, want in (("common", 2), ("import", 1), ("bench", 1)):
                 got = check_file(cc, root, part, f, owner)

@@ -13,6 +13,8 @@ DIR as /MODE/NAME until it is killed. MODE says how the server behaves:
   lie-long      Content-Length 100 more than the file, then closes after the file
   lie-short     Content-Length 100 less than the file (and only that many bytes)
   drip          one byte every 2 ms (with Content-Length)
+  trickle       two bytes a second (with Content-Length): never below a low-speed limit of
+                1 byte/s, so only an overall deadline ends it
   drop          the first request of NAME closes after half the body; later ones are
                 served as plain (so a Range request resumes it)
   drop-noval    as drop, without ETag or Last-Modified (cannot be resumed)
@@ -192,6 +194,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     self.wfile.write(data[i:i + 1])
                     self.wfile.flush()
                     time.sleep(0.002)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return
+        if mode == "trickle":
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            try:
+                for i in range(0, len(data), 2):
+                    self.wfile.write(data[i:i + 2])
+                    self.wfile.flush()
+                    time.sleep(1.0)
             except (BrokenPipeError, ConnectionResetError):
                 pass
             return

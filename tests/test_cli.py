@@ -343,7 +343,15 @@ def test_verify():
     rc, out, err = run("verify", INDEX)
     expect(rc, out, err, 0)
     check(out.startswith(f"{INDEX}: ok: 7 rows x 4 f32, checksum "), out)
-    check(out.endswith(" verified\n"), out)
+    # Format 1.1 (docs/format.md 2.5): one 4 MiB chunk holds this small index.
+    check(out.endswith(" verified (1 chunk of 4194304 bytes)\n"), out)
+    rc, out, err = run("info", INDEX)
+    expect(rc, out, err, 0)
+    check("chunks:     1 of 4194304 bytes (format 1.1, each verified)\n" in out, out)
+    rc, out, err = run("info", "--json", INDEX)
+    expect(rc, out, err, 0)
+    j = json.loads(out)
+    check(j["format"] == "1.1" and j["chunks"] == {"bytes": 4194304, "count": 1}, j)
 
 
 def corrupt_copy(name, offset, xor=0x01):
@@ -362,14 +370,18 @@ def test_verify_corrupted_vector_byte():
     bad = corrupt_copy("bad-vector.ldsi", 64 + 2)
     rc, out, err = run("verify", bad)
     expect(rc, out, err, 1)
-    check(out == "", out)
     check(err.startswith(f"lodestar: {bad}: "), err)
-    # The field, then the offset of the stored checksum: the last 8 bytes of the file.
-    at = os.path.getsize(bad) - 8
-    check(err.startswith(f"lodestar: {bad}: checksum: "), f"names the field: {err}")
-    check(err.endswith(f"(at byte {at})\n"), f"names the offset {at}: {err}")
-    # The default path hashes while reading; the message says what happened: computed.
+    # Format 1.1: the chunk is named, with its payload bytes, at its first byte (file offset 64).
+    with open(bad, "rb") as f:
+        d = covered_length(f.read())
+    check(err.startswith(f"lodestar: {bad}: checksum of chunk 0 (payload bytes 0..{d - 1}): "
+                         "stored "), f"names the chunk: {err}")
+    check(err.endswith("(at byte 64)\n"), f"names the offset: {err}")
     check("computed" in err and "precomputed" not in err and "caller" not in err, err)
+    # Then every chunk is checked and each bad one listed (here the only one).
+    lines = out.splitlines()
+    check(len(lines) == 2 and lines[0].startswith(f"{bad}: checksum of chunk 0 (payload bytes 0..")
+          and lines[1] == f"{bad}: 1 of 1 chunks bad", out)
 
 
 def test_verify_corrupted_magic():
@@ -482,12 +494,33 @@ def xxh3_64(data):
     return lib.XXH3_64bits(data, len(data))
 
 
+def covered_length(b):
+    """Payload bytes before the chunk table (format 1.1, docs/format.md 2.5), or all of them (1.0)."""
+    if struct.unpack_from("<I", b, 12)[0] & 1:
+        return struct.unpack_from("<Q", b, 24)[0]
+    return len(b) - 64
+
+
+def reseal(b):
+    """Rewrites the checksum, and for format 1.1 the chunk table, its hash and the header check."""
+    d = covered_length(b)
+    b[64 + d - 8:64 + d] = struct.pack("<Q", xxh3_64(bytes(b[64:64 + d - 8])))
+    if struct.unpack_from("<I", b, 12)[0] & 1:
+        n = struct.unpack_from("<Q", b, 32)[0]
+        cb = struct.unpack_from("<I", b, 48)[0]
+        table = b"".join(struct.pack("<Q", xxh3_64(bytes(b[64 + k * cb:64 + min((k + 1) * cb, d)])))
+                         for k in range(n))
+        b[64 + d:] = table
+        b[40:48] = struct.pack("<Q", xxh3_64(table))
+        b[56:64] = struct.pack("<Q", xxh3_64(bytes(b[:56])))
+
+
 def patched_copy(name, offset, new_bytes):
     """A copy of INDEX with bytes at file offset `offset` replaced, checksum rewritten."""
     with open(INDEX, "rb") as f:
         b = bytearray(f.read())
     b[offset:offset + len(new_bytes)] = new_bytes
-    b[-8:] = struct.pack("<Q", xxh3_64(bytes(b[64:-8])))
+    reseal(b)
     path = os.path.join(WORK, name)
     with open(path, "wb") as f:
         f.write(b)
@@ -971,8 +1004,9 @@ def test_split_rows_keys_and_checksums():
         with open(path, "rb") as f:
             b = f.read()
         check(s["payload_bytes"] == len(b) - 64, (s, len(b)))
-        stored = struct.unpack("<Q", b[-8:])[0]
-        check(int(s["checksum"], 16) == stored == xxh3_64(b[64:-8]), (s, stored))
+        d = covered_length(b)
+        stored = struct.unpack("<Q", b[64 + d - 8:64 + d])[0]
+        check(int(s["checksum"], 16) == stored == xxh3_64(b[64:64 + d - 8]), (s, stored))
         npy = os.path.join(WORK, "split-part.npy")
         rc, out, err = run("export", path, npy)
         expect(rc, out, err, 0)
@@ -1168,17 +1202,25 @@ def test_split_refuses_repeated_keys_planted_links_and_keeps_its_input():
     expect(rc, o, err, 1)
     check("repeats the key of row 0" in err, err)
     check(not os.path.exists(os.path.join(out, "manifest.json")), os.listdir(out))
-    # A link planted at a staging name is replaced, not written through.
+    # A link planted at a staging name is never written through (staging names hold the
+    # writer's pid now, .shard-NNNN.ldsi.lds-tmp-PID-staged: an old-style name and one of
+    # another pid are someone else's, left alone).
     outdir, man = split_tiny("split-planted", 2)
     victim = os.path.join(WORK, "victim.txt")
     with open(victim, "w") as f:
         f.write("mine")
-    os.symlink(victim, os.path.join(outdir, ".shard-0000.ldsi.split-tmp"))
+    planted = [os.path.join(outdir, ".shard-0000.ldsi.split-tmp"),
+               os.path.join(outdir, ".shard-0000.ldsi.lds-tmp-1-staged")]
+    for p in planted:
+        os.symlink(victim, p)
     rc, o, err = run("split", INDEX, outdir, "--shards", "2")
     expect(rc, o, err, 0)
     with open(victim) as f:
         check(f.read() == "mine", "the planted link's target is untouched")
     check(not os.path.islink(os.path.join(outdir, "shard-0000.ldsi")), "shard-0000 is a file")
+    for p in planted:
+        check(os.path.islink(p), p)
+        os.unlink(p)
     # A manifest that cannot be written fails before any shard is renamed.
     before = {n: open(os.path.join(outdir, n), "rb").read() for n in os.listdir(outdir)}
     os.unlink(os.path.join(outdir, "manifest.json"))
@@ -1225,13 +1267,14 @@ def test_verify_manifest_names_a_swapped_shard():
 
 def test_verify_manifest_escapes_names_and_shows_the_values_that_differ():
     # A shard file named with terminal escapes: every line naming it is escaped (the
-    # "failed verification" line printed ESC and a C1 byte raw); a metric that differs
-    # shows both metrics (it showed the two equal checksums).
+    # "failed verification" line printed ESC and a C1 byte raw); such a name is refused
+    # now (docs/format.md MF9), the refusal escaped too. A metric that differs shows both
+    # metrics (it showed the two equal checksums).
     outdir, doc = split_tiny("split-esc", 2)
     man = os.path.join(outdir, "manifest.json")
-    os.replace(os.path.join(outdir, "shard-0000.ldsi"), os.path.join(outdir, "\x1b[31mRED\u009b"))
-    doc["shards"][0]["file"] = "\x1b[31mRED\u009b"
-    doc["metric"] = "l2" if doc["metric"] != "l2" else "dot"
+    esc = "\x1b[31mRED\u009b"
+    os.replace(os.path.join(outdir, "shard-0000.ldsi"), os.path.join(outdir, esc))
+    doc["shards"][0]["file"] = esc
     with open(man, "w") as f:
         json.dump(doc, f)
     p = subprocess.run([LODESTAR, "verify", man], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -1240,9 +1283,17 @@ def test_verify_manifest_escapes_names_and_shows_the_values_that_differ():
     raw = p.stdout + p.stderr
     check(b"\x1b" not in raw and "\u009b".encode() not in raw, raw)
     err = p.stderr.decode()
+    check("shards[0].file: " in err and "contains a control character (MF9)" in err, err)
+    check("\\x1b[31mRED" in err, err)
+    os.replace(os.path.join(outdir, esc), os.path.join(outdir, "shard-0000.ldsi"))
+    doc["shards"][0]["file"] = "shard-0000.ldsi"
+    doc["metric"] = "l2" if doc["metric"] != "l2" else "dot"
+    with open(man, "w") as f:
+        json.dump(doc, f)
+    rc, out, err = run("verify", man)
+    expect(rc, out, err, 1)
     check("metric differs from the manifest's (file cosine, manifest " + doc["metric"] + ")" in err,
           err)
-    check("\\x1b[31mRED" in err, err)
 
 
 def test_verify_manifest_is_as_strict_as_the_python_reader():
@@ -1265,20 +1316,56 @@ def test_verify_manifest_is_as_strict_as_the_python_reader():
         edit(d)
         return json.dumps(d)
 
-    verify_with(text + "\n{}", "bytes after the manifest's JSON object, from byte")
+    verify_with(text + "\n{}", "bytes after the JSON object (MF1) (at byte")
     verify_with(changed(lambda d: d["shards"][0].update(file="shard-0000.ldsi\u0000x")),
                 "shards[0].file: contains a NUL character")
-    verify_with(changed(lambda d: d.update(version=2)), 'field "version": expected 1')
+    verify_with(changed(lambda d: d.update(version=2)),
+                "version: 2, and this library reads version 1 only (MF4)")
     pb = doc["shards"][1]["payload_bytes"]
     verify_with(changed(lambda d: d["shards"][1].update(payload_bytes=pb + 64)),
                 f"payload_bytes differs from the manifest's (file {pb}, manifest {pb + 64})")
-    verify_with(text[:-3], "the text ends inside a value at byte")
+    verify_with(text[:-3], "the text ends inside a JSON value (MF1) (at byte")
     verify_with(changed(lambda d: d["shards"][0].update(first_row=2 ** 64 - 1)),
                 "first_row: 18446744073709551615 ")
     with open(man, "w") as f:
         f.write(text + "\n")
     rc, out, err = run("verify", man)
     expect(rc, out, err, 0)
+
+
+def test_verify_manifest_of_100000_entries_reads_a_shared_shard_once():
+    # 100,000 entries naming one 8 MiB shard: verify loaded and hashed the shard once per
+    # entry (800 GB of reads; not done after minutes), it loads each location once now
+    # (docs/format.md MF17; the count itself is asserted in tests/test_manifest.c).
+    rows, dim = 2048, 1024
+    src = os.path.join(WORK, "big.fvecs")
+    with open(src, "wb") as f:
+        row = struct.pack("<i", dim) + struct.pack("<%df" % dim, *[0.5] * dim)
+        for r in range(rows):
+            f.write(row[:4] + struct.pack("<f", float(r + 1)) + row[8:])
+    outdir = os.path.join(WORK, "split-100k")
+    shutil.rmtree(outdir, ignore_errors=True)
+    big = os.path.join(WORK, "big.ldsi")
+    rc, out, err = run("pack", src, big)
+    expect(rc, out, err, 0)
+    rc, out, err = run("split", big, outdir, "--shards", "1")
+    expect(rc, out, err, 0)
+    man = os.path.join(outdir, "manifest.json")
+    with open(man) as f:
+        doc = json.load(f)
+    n = 100000
+    doc["shards"] = [dict(doc["shards"][0], first_row=rows * i) for i in range(n)]
+    doc["rows"] = rows * n
+    with open(man, "w") as f:
+        json.dump(doc, f)
+    p = subprocess.run([LODESTAR, "verify", man], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=60 * (5 if SANITIZED else 1))
+    check(p.returncode == 0, p.stderr)
+    lines = p.stdout.decode().splitlines()
+    check(len(lines) == n + 1, len(lines))
+    check(lines[-1].endswith("manifest.json: ok: %d shards, %d rows" % (n, rows * n)), lines[-1])
+    check(lines[n - 1].startswith("shard-0000.ldsi: ok: rows [%d, %d)" % (rows * (n - 1),
+                                                                         rows * n)), lines[n - 1])
 
 
 def test_verify_manifest_refuses_bad_row_ranges():
@@ -1288,8 +1375,8 @@ def test_verify_manifest_refuses_bad_row_ranges():
         ("overlap", 1, "first_row", 2, "shards[1].first_row: 2 overlaps the rows before it"),
         ("gap", 1, "first_row", 4, "shards[1].first_row: 4 leaves rows 3 .. 3 in no shard"),
         ("past", 2, "rows", 3, "shards[2].rows: 3 goes past the manifest's 7 rows"),
-        ("short", 2, "rows", 1, 'field "rows": 7, but the shards cover 6 rows'),
-        ("negative", 0, "rows", -1, 'shards[0]: "file", "first_row", "rows" or "checksum"'),
+        ("short", 2, "rows", 1, "manifest.json: rows: 7, but the shards cover 6 rows"),
+        ("negative", 0, "rows", -1, "a number that is not a non-negative integer (MF2)"),
     ]
     for name, i, key, value, message in cases:
         bad = json.loads(json.dumps(man))
@@ -1304,7 +1391,7 @@ def test_verify_manifest_refuses_bad_row_ranges():
         f.truncate((64 << 20) + 1)
     rc, out, err = run("verify", mpath)
     expect(rc, out, err, 1)
-    check("more than a manifest's limit of 67108864" in err, err)
+    check("more than the manifest limit of 67108864" in err, err)
     bad = json.loads(json.dumps(man))
     bad["shards"][0]["file"] = "../tiny.ldsi"
     with open(mpath, "w") as f:
@@ -1536,6 +1623,104 @@ def test_readme_install_lines_and_test_figures_are_current():
     rc, out, err = run("similar", "--bogus")
     check(rc == 2 and out == "" and err == "lodestar similar: unrecognized option '--bogus'\n"
           "Try 'lodestar similar --help'.\n", (out, err))
+
+
+# ---- errors that say what to do (issue 28): what the file is, the command that converts it
+
+
+def _foreign_files():
+    """A GloVe text, a word2vec text, an .npy, an .npz, gzip/zstd/xz files and an HDF5
+    signature, written by hand (standard library only); {name: path}."""
+    d = os.path.join(WORK, "foreign")
+    os.makedirs(d, exist_ok=True)
+    files = {}
+
+    def put(name, data):
+        files[name] = os.path.join(d, name)
+        with open(files[name], "wb") as f:
+            f.write(data)
+
+    with open(TINY, "rb") as f:
+        put("glove.txt", f.read())
+    put("w2v.vec", b"2 3\na 1 2 3\nb 4 5 6\n")
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }"
+    header += b" " * (64 - 10 - len(header) - 1) + b"\n"
+    put("a.npy", b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header + b"\0" * 16)
+    put("a.npz", b"PK\x03\x04" + b"\0" * 60)
+    put("a.txt.gz", b"\x1f\x8b\x08\x00" + b"\0" * 60)
+    put("a.txt.zst", b"\x28\xb5\x2f\xfd" + b"\0" * 60)
+    put("a.txt.xz", b"\xfd7zXZ\x00" + b"\0" * 60)
+    put("a.hdf5", b"\x89HDF\r\n\x1a\n" + b"\0" * 120)
+    return files
+
+
+def test_info_says_what_a_foreign_file_is_and_how_to_convert_it():
+    f = _foreign_files()
+    want = {
+        "glove.txt": "is a GloVe text file, not a lodestar index: convert it with "
+                     "`lodestar pack %s glove.ldsi`",
+        "w2v.vec": "is a word2vec text file, not a lodestar index: convert it with "
+                   "`lodestar pack %s w2v.ldsi`",
+        "a.npy": "is an .npy file, not a lodestar index: convert it with `lodestar pack %s a.ldsi`",
+        "a.npz": "is a zip file (.npz), not a lodestar index: convert it with "
+                 "`lodestar pack --format npz %s a.ldsi`",
+        "a.hdf5": "is an HDF5 file, not a lodestar index: convert it with "
+                  "`lodestar pack --format hdf5 %s a.ldsi`",
+        "a.txt.gz": "is a gzip-compressed file, not a lodestar index: if it holds embeddings, "
+                    "`lodestar pack %s a.ldsi`",
+        "a.txt.zst": "is a zstd-compressed file",
+        "a.txt.xz": "is an xz-compressed file",
+    }
+    for name, text in want.items():
+        rc, out, err = run("info", f[name])
+        expect(rc, out, err, 1)
+        line = "lodestar: %s %s" % (f[name], text.replace("%s", f[name]))
+        check(line in err, (name, err))
+    rc, out, err = run("info", INDEX if os.path.exists(INDEX) else TINY)
+    check("is a" not in err, err)  # an index (or a missing one) gets no such line
+
+
+def test_pack_with_the_wrong_format_names_the_file():
+    f = _foreign_files()
+    out_path = os.path.join(WORK, "wrong.ldsi")
+    rc, out, err = run("pack", f["a.npy"], out_path, "--format", "glove")
+    expect(rc, out, err, 1)
+    check(err == "lodestar: %s is an .npy file, not glove input: pack it with --format npy\n"
+          % f["a.npy"], err)
+    rc, out, err = run("pack", f["a.npz"], out_path, "--format", "npy")
+    check(rc == 1 and "is a zip file (.npz), not npy input: pack it with --format npz" in err,
+          err)
+    pack(TINY, INDEX)
+    rc, out, err = run("pack", INDEX, out_path, "--format", "glove")
+    check(rc == 1 and "is a lodestar index already, not glove input: nothing to pack" in err,
+          err)
+    # A word2vec header asked for GloVe text stays the importer's own message.
+    rc, out, err = run("pack", f["w2v.vec"], out_path, "--format", "glove")
+    check(rc == 1 and "not glove input" not in err, err)
+    check(not os.path.exists(out_path), "OUT written")
+
+
+def test_unknown_format_lists_the_formats():
+    rc, out, err = run("pack", "--format", "foo", TINY, os.path.join(WORK, "x.ldsi"))
+    expect(rc, out, err, 2)
+    check("unknown format 'foo' (glove, word2vec, fasttext, word2vec-bin, npy, npz, fvecs, "
+          "hdf5)" in err, err)
+    rc, out, err = run("export", "--format", "foo", TINY, os.path.join(WORK, "x.txt"))
+    expect(rc, out, err, 2)
+    check("(npy, fvecs, glove, word2vec, word2vec-bin)" in err, err)
+
+
+def test_similar_on_a_manifest_points_to_python():
+    pack(TINY, INDEX)
+    d = os.path.join(WORK, "split-hint")
+    rc, out, err = run("split", INDEX, d, "--shards", "2")
+    expect(rc, out, err, 0)
+    manifest = os.path.join(d, "manifest.json")
+    rc, out, err = run("similar", manifest, "king")
+    expect(rc, out, err, 1)
+    check("is a lodestar shard manifest (JSON), written by `lodestar split`: a split is "
+          "searched through Python, lodestar.search_shards(\"%s\", queries, k=10)" % manifest
+          in err, err)
 
 
 if __name__ == "__main__":

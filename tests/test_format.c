@@ -6,7 +6,7 @@
 #include <cmocka.h>
 
 #include "../format/format_internal.h"
-#include "../format/search_internal.h"
+#include "../search/search_internal.h"
 #include "lodestar.h"
 
 #include <dirent.h>
@@ -123,7 +123,12 @@ static lds_status parse_file(const bytes *f, const lds_parse_options *o, lds_ind
         return st;
     if (h.payload_length != LDS_LENGTH_UNKNOWN)
         assert_int_equal(h.payload_length, f->n - LDS_HEADER_SIZE);
-    return lds_index_from_payload(f->p + LDS_HEADER_SIZE, f->n - LDS_HEADER_SIZE, o, idx, err);
+    lds_parse_options po;
+    lds_parse_options_default(&po);
+    if (o)
+        memcpy(&po, o, o->size);
+    po.header = &h; /* format 1.1 needs it; 1.0 ignores it */
+    return lds_index_from_payload(f->p + LDS_HEADER_SIZE, f->n - LDS_HEADER_SIZE, &po, idx, err);
 }
 
 /* Writes the checksum of a mutated payload again, so that a later rule is reached. */
@@ -167,6 +172,7 @@ typedef struct spec {
     const char *model;
     const float *data; /* NULL: generated */
     float scale;
+    uint32_t chunk; /* 0: format 1.0 (the layout most tests take apart); else 1.1 chunks */
 } spec;
 
 static bytes build(const spec *s)
@@ -177,6 +183,7 @@ static bytes build(const spec *s)
     assert_non_null(f);
     lds_writer_options o;
     lds_writer_options_default(&o);
+    o.chunk_bytes = s->chunk ? s->chunk : LDS_CHUNKS_NONE;
     o.dim = s->dim;
     o.dtype = s->dtype ? s->dtype : LDS_DTYPE_F32;
     o.metric = s->metric ? s->metric : LDS_METRIC_COSINE;
@@ -553,7 +560,7 @@ static void test_header_round_trip(void **state)
 {
     (void)state;
     uint8_t b[64];
-    lds_header h = {1, 3, 0x10000u, 12345}, d;
+    lds_header h = {.major = 1, .minor = 3, .flags = 0x10000u, .payload_length = 12345}, d;
     assert_int_equal(lds_header_encode(&h, b), LDS_OK);
     assert_memory_equal(b, "\x89LDS\r\n\x1a\n", 8);
     assert_int_equal(lds__ld64(b + 56), XXH3_64bits(b, 56));
@@ -579,14 +586,14 @@ static void test_header_refusals(void **state)
 {
     (void)state;
     uint8_t b[64];
-    lds_header h = {1, 0, 0, 100};
+    lds_header h = {.major = 1, .payload_length = 100};
     lds_header_encode(&h, b);
     expect_header(b, 63, LDS_E_TRUNCATED, "header", 63);
     h.major = 2;
     lds_header_encode(&h, b);
     expect_header(b, 64, LDS_E_VERSION, "header.major", 8);
     h.major = 1;
-    h.flags = 1;
+    h.flags = 2; /* bit 0 is CHUNKED since 1.1 */
     lds_header_encode(&h, b);
     expect_header(b, 64, LDS_E_UNSUPPORTED, "header.flags", 12);
     h.flags = 0;
@@ -599,11 +606,356 @@ static void test_header_refusals(void **state)
     expect_header(b, 64, LDS_E_BAD_MAGIC, "header.magic", 0);
 }
 
+/* ==== format 1.1: the chunk table (format.md §2.5, rules C1-C6) ==== */
+
+static lds_writer_options small_opts(void);
+
+/* A chunked header with consistent geometry: D bytes covered by chunks of cb. */
+static lds_header chunked_header(uint64_t D, uint32_t cb)
+{
+    lds_header h = {.major = 1, .minor = 1, .flags = LDS_HEADER_CHUNKED, .chunk_bytes = cb};
+    h.chunk_table_offset = D;
+    h.chunk_count = (D + cb - 1) / cb;
+    h.payload_length = D + 8 * h.chunk_count;
+    return h;
+}
+
+static void test_chunk_header_rules(void **state)
+{
+    (void)state;
+    uint8_t b[64];
+    lds_header h = chunked_header(5000, 1024), d;
+    h.chunk_table_hash = 0x1122334455667788u;
+    lds_header_encode(&h, b);
+    assert_int_equal(lds_header_decode(b, 64, &d, NULL), LDS_OK);
+    assert_true(lds_header_chunked(&d));
+    assert_int_equal(d.chunk_bytes, 1024);
+    assert_int_equal(d.chunk_count, 5);
+    assert_int_equal(d.chunk_table_offset, 5000);
+    assert_int_equal(d.payload_length, 5040);
+    assert_true(d.chunk_table_hash == 0x1122334455667788u);
+    uint64_t s0, e0;
+    assert_int_equal(lds_chunk_range(&d, 4, &s0, &e0), LDS_OK);
+    assert_int_equal(s0, 4096);
+    assert_int_equal(e0, 5000); /* the last chunk is short */
+    assert_int_equal(lds_chunk_range(&d, 5, &s0, &e0), LDS_E_INVALID_ARG);
+
+    /* C1: chunk size 0, not a power of two, below the minimum, above the maximum. */
+    const uint32_t sizes[] = {0, 3000, 512, 1u << 31};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        lds_header x = chunked_header(5000, 1024);
+        x.chunk_bytes = sizes[i];
+        lds_header_encode(&x, b);
+        expect_header(b, 64, LDS_E_BAD_VALUE, "header.chunk_bytes", 48);
+    }
+    /* C2: a chunked payload of unknown length. */
+    lds_header x = chunked_header(5000, 1024);
+    x.payload_length = LDS_LENGTH_UNKNOWN;
+    lds_header_encode(&x, b);
+    expect_header(b, 64, LDS_E_BAD_VALUE, "header.payload_length", 16);
+    /* C3: 8 x count overflows. */
+    x = chunked_header(5000, 1024);
+    x.chunk_count = UINT64_C(1) << 61;
+    lds_header_encode(&x, b);
+    expect_header(b, 64, LDS_E_OVERFLOW, "header.chunk_count", 32);
+    /* C4: the table past the payload end, and a table that ends before it. */
+    x = chunked_header(5000, 1024);
+    x.chunk_table_offset = 5001;
+    lds_header_encode(&x, b);
+    expect_header(b, 64, LDS_E_BAD_SECTION, "header.chunk_table_offset", 24);
+    x = chunked_header(5000, 1024);
+    x.chunk_table_offset = UINT64_MAX - 3;
+    lds_header_encode(&x, b);
+    expect_header(b, 64, LDS_E_BAD_SECTION, "header.chunk_table_offset", 24);
+    x = chunked_header(5000, 1024);
+    x.payload_length += 8; /* the table disagrees with the payload length */
+    lds_header_encode(&x, b);
+    expect_header(b, 64, LDS_E_BAD_SECTION, "header.chunk_table_offset", 24);
+    /* C4: a count that does not cover the bytes before the table. */
+    x = chunked_header(5000, 1024);
+    x.chunk_count = 4;
+    x.chunk_table_offset = 5008;
+    lds_header_encode(&x, b);
+    expect_header(b, 64, LDS_E_BAD_SECTION, "header.chunk_count", 32);
+    /* Reserved bytes 52..55 stay zero. */
+    x = chunked_header(5000, 1024);
+    lds_header_encode(&x, b);
+    b[52] = 1;
+    lds__st64(b + 56, XXH3_64bits(b, 56));
+    expect_header(b, 64, LDS_E_BAD_VALUE, "header.reserved", 52);
+    /* A later minor with a must-understand bit this library lacks: "upgrade". */
+    x = chunked_header(5000, 1024);
+    x.minor = 2;
+    x.flags |= 0x2;
+    lds_header_encode(&x, b);
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_header_decode(b, 64, &d, &err), LDS_E_UNSUPPORTED);
+    assert_string_equal(err.field, "header.flags");
+    assert_non_null(strstr(err.message, "format 1.2: upgrade lodestar"));
+}
+
+/* Rows of dim 64 f32 with keys and ids, enough for several 1 KiB chunks. */
+static const float *chunk_data(void)
+{
+    static float d[40 * 64];
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
+        d[i] = (float)((i * 2654435761u) % 1000) / 250.0f - 2.0f;
+    return d;
+}
+
+static bytes build_chunked(uint32_t chunk)
+{
+    spec s = {.dim = 64,
+              .rows = 40,
+              .ids = true,
+              .keys = true,
+              .unique = true,
+              .model = "chunks",
+              .data = chunk_data(),
+              .chunk = chunk};
+    return build(&s);
+}
+
+static void test_chunked_and_unchunked_give_the_same_index(void **state)
+{
+    (void)state;
+    bytes f10 = build_chunked(0);
+    bytes f11 = build_chunked(1024);
+    lds_header h10, h11;
+    assert_int_equal(lds_header_decode(f10.p, f10.n, &h10, NULL), LDS_OK);
+    assert_int_equal(lds_header_decode(f11.p, f11.n, &h11, NULL), LDS_OK);
+    assert_int_equal(h10.minor, 0);
+    assert_false(lds_header_chunked(&h10));
+    assert_int_equal(h11.minor, 1);
+    assert_true(lds_header_chunked(&h11));
+    /* The covered part of a 1.1 payload is the 1.0 payload, byte for byte. */
+    assert_int_equal(h11.chunk_table_offset, h10.payload_length);
+    assert_memory_equal(f11.p + 64, f10.p + 64, h10.payload_length);
+    assert_int_equal(h11.chunk_count, (h10.payload_length + 1023) / 1024);
+    assert_true(h11.chunk_count >= 10);
+    assert_int_equal(h11.payload_length, h10.payload_length + 8 * h11.chunk_count);
+    for (uint64_t k = 0; k < h11.chunk_count; k++) {
+        uint64_t s0, e0;
+        assert_int_equal(lds_chunk_range(&h11, k, &s0, &e0), LDS_OK);
+        assert_true(lds__ld64(f11.p + 64 + h11.chunk_table_offset + 8 * k) ==
+                    XXH3_64bits(f11.p + 64 + s0, e0 - s0));
+    }
+    lds_index *a = NULL, *b = NULL;
+    assert_int_equal(parse_file(&f10, NULL, &a, NULL), LDS_OK);
+    assert_int_equal(parse_file(&f11, NULL, &b, NULL), LDS_OK);
+    assert_true(lds_index_checksum_verified(b));
+    assert_int_equal(lds_index_chunk_bytes(a), 0);
+    assert_int_equal(lds_index_chunk_count(a), 0);
+    assert_int_equal(lds_index_chunk_bytes(b), 1024);
+    assert_int_equal(lds_index_chunk_count(b), h11.chunk_count);
+    assert_int_equal(lds_index_rows(a), lds_index_rows(b));
+    assert_true(lds_index_checksum(a) == lds_index_checksum(b));
+    assert_int_equal(lds_index_payload_bytes(b), h11.payload_length);
+    for (uint64_t r = 0; r < lds_index_rows(a); r++) {
+        assert_memory_equal(lds_index_row(a, r), lds_index_row(b, r), 64 * 4);
+        uint64_t ia, ib;
+        assert_int_equal(lds_index_id(a, r, &ia), LDS_OK);
+        assert_int_equal(lds_index_id(b, r, &ib), LDS_OK);
+        assert_true(ia == ib);
+        const char *ka, *kb;
+        size_t la, lb;
+        assert_int_equal(lds_index_key(a, r, &ka, &la), LDS_OK);
+        assert_int_equal(lds_index_key(b, r, &kb, &lb), LDS_OK);
+        assert_int_equal(la, lb);
+        assert_memory_equal(ka, kb, la);
+    }
+    assert_string_equal(lds_index_meta(b, "model"), "chunks");
+    lds_index_free(a);
+    lds_index_free(b);
+    /* Without the header, a 1.1 payload is no 1.0 payload (its end is the table). */
+    lds_index *c = NULL;
+    assert_int_not_equal(lds_index_from_payload(f11.p + 64, f11.n - 64, NULL, &c, NULL), LDS_OK);
+    free(f10.p);
+    free(f11.p);
+}
+
+typedef struct bad_list {
+    uint64_t k[8];
+    size_t n;
+} bad_list;
+
+static void note_bad(void *ctx, const lds_bad_chunk *b)
+{
+    bad_list *l = (bad_list *)ctx;
+    if (l->n < 8)
+        l->k[l->n++] = b->chunk;
+    assert_true(b->stored != b->computed);
+    assert_int_equal(b->start, b->chunk * 1024);
+}
+
+static void test_a_flipped_byte_names_its_chunk(void **state)
+{
+    (void)state;
+    bytes f = build_chunked(1024);
+    lds_header h;
+    assert_int_equal(lds_header_decode(f.p, f.n, &h, NULL), LDS_OK);
+    const uint64_t ks[] = {0, 3, h.chunk_count - 1};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+        uint64_t k = ks[i], s0, e0;
+        assert_int_equal(lds_chunk_range(&h, k, &s0, &e0), LDS_OK);
+        uint64_t at = s0 + (e0 - s0) / 2;
+        f.p[64 + at] ^= 0x40;
+        for (unsigned threads = 1; threads <= 3; threads++) {
+            lds_parse_options po;
+            lds_parse_options_default(&po);
+            po.verify_threads = threads;
+            lds_index *idx = NULL;
+            lds_error err;
+            lds_error_init(&err);
+            assert_int_equal(parse_file(&f, &po, &idx, &err), LDS_E_CHECKSUM);
+            assert_null(idx);
+            assert_string_equal(err.field, "chunk");
+            assert_int_equal(err.offset, 64 + s0);
+            char want[96];
+            snprintf(want, sizeof want,
+                     "checksum of chunk %llu (payload bytes %llu..%llu): stored ",
+                     (unsigned long long)k, (unsigned long long)s0, (unsigned long long)(e0 - 1));
+            if (!strstr(err.message, want))
+                print_error("%s\n", err.message);
+            assert_non_null(strstr(err.message, want));
+            assert_non_null(strstr(err.message, ", computed "));
+        }
+        /* The per-chunk call agrees, for this chunk and a sound neighbour. */
+        const uint8_t *table = f.p + 64 + h.chunk_table_offset;
+        assert_int_equal(lds_chunk_table_check(&h, table, 8 * h.chunk_count, NULL), LDS_OK);
+        assert_int_equal(lds_chunk_verify(&h, table, k, f.p + 64 + s0, e0 - s0, NULL),
+                         LDS_E_CHECKSUM);
+        uint64_t n2 = k == 0 ? 1 : 0, s2, e2;
+        lds_chunk_range(&h, n2, &s2, &e2);
+        assert_int_equal(lds_chunk_verify(&h, table, n2, f.p + 64 + s2, e2 - s2, NULL), LDS_OK);
+        assert_int_equal(lds_chunk_verify(&h, table, n2, f.p + 64 + s2, e2 - s2 - 1, NULL),
+                         LDS_E_INVALID_ARG);
+        /* Unverified, a payload flipped in its vectors parses (the structure is sound). */
+        if (e0 <= 40 * 64 * 4) {
+            lds_parse_options po;
+            lds_parse_options_default(&po);
+            po.verify_checksum = false;
+            lds_index *idx = NULL;
+            assert_int_equal(parse_file(&f, &po, &idx, NULL), LDS_OK);
+            assert_false(lds_index_checksum_verified(idx));
+            lds_index_free(idx);
+        }
+        f.p[64 + at] ^= 0x40;
+    }
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+        f.p[64 + ks[i] * 1024 + 5] ^= 0x08;
+    /* Every bad chunk is reported, in order, whatever the thread count. */
+    for (unsigned threads = 0; threads <= 4; threads++) {
+        bad_list l = {.n = 0};
+        uint64_t nb = 0;
+        lds_error err;
+        lds_error_init(&err);
+        assert_int_equal(
+            lds_payload_verify_chunks(&h, f.p + 64, f.n - 64, threads, note_bad, &l, &nb, &err),
+            LDS_E_CHECKSUM);
+        assert_int_equal(nb, 3);
+        assert_int_equal(l.n, 3);
+        assert_int_equal(l.k[0], 0);
+        assert_int_equal(l.k[1], 3);
+        assert_int_equal(l.k[2], h.chunk_count - 1);
+        assert_non_null(strstr(err.message, "checksum of chunk 0 "));
+    }
+    free(f.p);
+}
+
+static void test_a_flipped_table_byte_is_the_table(void **state)
+{
+    (void)state;
+    bytes f = build_chunked(1024);
+    lds_header h;
+    assert_int_equal(lds_header_decode(f.p, f.n, &h, NULL), LDS_OK);
+    size_t T = 64 + (size_t)h.chunk_table_offset;
+    const size_t at[] = {0, 13, 8 * (size_t)h.chunk_count - 1};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        f.p[T + at[i]] ^= 0x01;
+        lds_index *idx = NULL;
+        lds_error err;
+        lds_error_init(&err);
+        assert_int_equal(parse_file(&f, NULL, &idx, &err), LDS_E_CHECKSUM);
+        assert_string_equal(err.field, "chunk_table");
+        assert_int_equal(err.offset, T);
+        assert_non_null(strstr(err.message, "chunk table: stored hash"));
+        f.p[T + at[i]] ^= 0x01;
+    }
+    /* A payload shorter or longer than declared. */
+    lds_parse_options po;
+    lds_parse_options_default(&po);
+    po.header = &h;
+    lds_index *idx = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_index_from_payload(f.p + 64, f.n - 65, &po, &idx, &err), LDS_E_TRUNCATED);
+    assert_int_equal(lds_chunk_table_check(&h, f.p + T, 8 * h.chunk_count - 8, NULL),
+                     LDS_E_BAD_SECTION);
+    free(f.p);
+}
+
+/* The writer: 1.1 by default (4 MiB chunks), 1.0 on request, and 1.0 when it cannot seek back. */
+static void test_writer_chunk_choices(void **state)
+{
+    (void)state;
+    spec s = {.dim = 4, .rows = 5, .keys = true, .chunk = 0};
+    char *mem = NULL;
+    size_t memn = 0;
+    FILE *mf = open_memstream(&mem, &memn);
+    lds_writer_options o = small_opts();
+    assert_int_equal(o.chunk_bytes, 0);
+    o.size = LDS_WRITER_OPTIONS_MIN_SIZE; /* an older caller gets the default */
+    lds_writer *w = NULL;
+    assert_int_equal(lds_writer_open_file(mf, &o, &w, NULL), LDS_OK);
+    float v[4] = {1, 2, 3, 4};
+    assert_int_equal(lds_writer_add_row(w, v, 4, 0, "a", 1, NULL), LDS_OK);
+    assert_int_equal(lds_writer_finish(w, NULL), LDS_OK);
+    lds_writer_free(w);
+    fclose(mf);
+    lds_header h;
+    assert_int_equal(lds_header_decode(mem, memn, &h, NULL), LDS_OK);
+    assert_true(lds_header_chunked(&h));
+    assert_int_equal(h.chunk_bytes, LDS_DEFAULT_FILE_CHUNK_BYTES);
+    assert_int_equal(h.chunk_count, 1);
+    free(mem);
+    const uint32_t refused[] = {3, 512, 3000, 1u << 31};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        o = small_opts();
+        o.chunk_bytes = refused[i];
+        lds_error err;
+        lds_error_init(&err);
+        assert_int_equal(lds_writer_open_file(stdout, &o, &w, &err), LDS_E_INVALID_ARG);
+        assert_string_equal(err.field, "lds_writer_options.chunk_bytes");
+    }
+    /* A pipe cannot take the rewritten header: the writer writes 1.0 there. */
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    o = small_opts();
+    o.chunk_bytes = 1024;
+    assert_int_equal(lds_writer_open_fd(p[1], &o, &w, NULL), LDS_OK);
+    assert_int_equal(lds_writer_add_row(w, v, 4, 0, "a", 1, NULL), LDS_OK);
+    assert_int_equal(lds_writer_finish(w, NULL), LDS_OK);
+    lds_writer_free(w);
+    close(p[1]);
+    bytes f = read_all_fd(p[0]);
+    close(p[0]);
+    assert_int_equal(lds_header_decode(f.p, f.n, &h, NULL), LDS_OK);
+    assert_false(lds_header_chunked(&h));
+    assert_int_equal(h.payload_length, LDS_LENGTH_UNKNOWN);
+    lds_index *idx = NULL;
+    assert_int_equal(parse_file(&f, NULL, &idx, NULL), LDS_OK);
+    lds_index_free(idx);
+    free(f.p);
+    (void)s;
+}
+
 static void test_header_check_catches_every_bit_flip(void **state)
 {
     (void)state;
     uint8_t b[64];
-    lds_header h = {1, 0, 0, 4242};
+    lds_header h = {.major = 1, .payload_length = 4242};
     lds_header_encode(&h, b);
     for (unsigned bit = 0; bit < 64 * 8; bit++) {
         b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
@@ -1071,14 +1423,18 @@ static void test_atomic_write_keeps_the_old_file(void **state)
 
     assert_int_equal(lds_writer_open_path(p, &o, &w, NULL), LDS_OK);
     add_small_rows(w, 4000, 100); /* enough to have flushed bytes to the temp file */
-    /* The temporary file: hidden, beside the target, recognisable. */
+    /* The temporary file: hidden, beside the target, recognisable, with the writer's pid:
+       .atomic.ldsi.lds-tmp-PID-XXXXXX (ADR 0034). */
     DIR *d = opendir(tmpdir);
     struct dirent *e;
     int temps = 0;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, ".atomic.ldsi.lds-tmp-%ld-", (long)getpid());
     while ((e = readdir(d))) {
         if (strncmp(e->d_name, ".atomic.ldsi.lds-tmp-", 21) != 0)
             continue;
-        assert_int_equal(strlen(e->d_name), 21 + 6);
+        assert_int_equal(strncmp(e->d_name, prefix, strlen(prefix)), 0);
+        assert_int_equal(strlen(e->d_name), strlen(prefix) + 6);
         temps++;
     }
     closedir(d);
@@ -2102,12 +2458,15 @@ static int ref_cmp(const void *x, const void *y)
 /* The accuracy bound of lodestar_index.h for one row (u = 2^-24, m = ceil(dim / 8)). */
 static double search_bound(lds_metric mt, uint32_t dim, double absdot, double l2)
 {
-    double u = ldexp(1.0, -24), m = (double)((dim + 7) / 8);
+    /* lodestar_index.h: g(n) = n u / (1 - n u), one sequential chain per pair. */
+    double u = ldexp(1.0, -24);
+#define G(n) ((double)(n)*u / (1.0 - (double)(n)*u))
     if (mt == LDS_METRIC_COSINE)
-        return (2 * m + 8) * u;
+        return G(dim + 3);
     if (mt == LDS_METRIC_DOT)
-        return (2 * m + 4) * u * absdot;
-    return (2 * m + 6) * u * l2;
+        return G(dim) * absdot;
+    return G(dim + 2) * l2;
+#undef G
 }
 
 /* Double-precision scores of every row for query q, and the largest bound. */
@@ -2200,7 +2559,7 @@ static void assert_hits_equal(const lds_hit *a, const lds_hit *b, size_t n)
     }
 }
 
-enum { NQ = 5 };
+enum { NQ = 13 }; /* two full micro-tiles of 6 queries and one more */
 
 /* One index, every k, through the kernel in force: batch (threads 1 and 3,
    unaligned queries) == one at a time, and each against the reference. */
@@ -2405,10 +2764,21 @@ static void test_search_batch_errors(void **state)
                      LDS_E_INVALID_ARG);
     lds_search_options o;
     lds_search_options_default(&o);
-    o.size = sizeof o - 1;
+    o.size = LDS_SEARCH_OPTIONS_MIN_SIZE - 1;
     assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 10, &o, h, n, &err), LDS_E_INVALID_ARG);
     assert_string_equal(err.field, "lds_search_options.size");
+    o.size = sizeof o + 1;
+    assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 10, &o, h, n, &err), LDS_E_INVALID_ARG);
+    assert_string_equal(err.field, "lds_search_options.size");
+    /* A kernel this CPU does not run (or no such kernel) is refused by name. */
+    lds_search_options_default(&o);
+    o.kernel = "no-such-kernel";
+    assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 10, &o, h, n, &err), LDS_E_UNSUPPORTED);
+    assert_string_equal(err.field, "lds_search_options.kernel");
     assert_true(n[0] == 77 && n[1] == 77 && n[2] == 77);
+    /* The first layout (size and threads) is accepted: its caller gets the automatic kernel. */
+    o.size = LDS_SEARCH_OPTIONS_MIN_SIZE;
+    assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 10, &o, h, n, &err), LDS_OK);
     /* nq = 0 writes nothing; k = 0 gives 0 hits each (hits may be NULL). */
     assert_int_equal(lds_index_search_batch(idx, NULL, 0, 3, 10, NULL, NULL, NULL, &err), LDS_OK);
     assert_int_equal(lds_index_search_batch(idx, q, 3, 3, 0, NULL, NULL, n, &err), LDS_OK);
@@ -2424,7 +2794,11 @@ static void test_search_batch_errors(void **state)
 static void test_search_nan_rows_every_kernel(void **state)
 {
     (void)state;
-    enum { ROWS = 40, DIM = 17 };
+    /* 200 rows: three full blocks of 64 and a partial one, so the NaN rows 150 and 199
+       arrive after the heaps are full (the kernel's threshold filter) and in a partial
+       block; 5 and 9 while they fill. */
+    enum { ROWS = 200, DIM = 17 };
+    static const uint64_t nan_rows[] = {5, 9, 150, 199};
     static const lds_metric ms[] = {LDS_METRIC_COSINE, LDS_METRIC_DOT, LDS_METRIC_L2};
     for (size_t kn = 0; kn < lds__search_kernel_count(); kn++) {
         if (!lds__search_kernel_runs(kn))
@@ -2434,8 +2808,9 @@ static void test_search_nan_rows_every_kernel(void **state)
             spec s = {.metric = ms[m], .dim = DIM, .rows = ROWS};
             bytes f = build(&s);
             bytes pl = payload_of(&f);
-            lds__st32(pl.p + (9 * DIM + 16) * 4, lds__f32_bits(NAN));
-            lds__st32(pl.p + (5 * DIM + 0) * 4, lds__f32_bits(NAN));
+            for (int i = 0; i < 4; i++)
+                lds__st32(pl.p + (nan_rows[i] * DIM + (uint64_t)(i * 5) % DIM) * 4,
+                          lds__f32_bits(NAN));
             reseal(&pl);
             lds_index *idx = NULL;
             assert_int_equal(lds_index_from_payload(pl.p, pl.n, NULL, &idx, NULL), LDS_OK);
@@ -2446,20 +2821,104 @@ static void test_search_nan_rows_every_kernel(void **state)
             size_t n;
             assert_int_equal(lds_index_search(idx, q, DIM, ROWS, h, &n, NULL), LDS_OK);
             assert_int_equal(n, ROWS);
-            assert_int_equal(h[ROWS - 2].row, 5);
-            assert_int_equal(h[ROWS - 1].row, 9);
-            assert_true(isnan(h[ROWS - 2].score) && isnan(h[ROWS - 1].score));
-            for (int i = 0; i < ROWS - 2; i++)
+            for (int i = 0; i < 4; i++) {
+                assert_int_equal(h[ROWS - 4 + i].row, nan_rows[i]);
+                assert_true(isnan(h[ROWS - 4 + i].score));
+            }
+            for (int i = 0; i < ROWS - 4; i++)
                 assert_false(isnan(h[i].score));
             assert_int_equal(lds_index_search(idx, q, DIM, 10, h, &n, NULL), LDS_OK);
             for (int i = 0; i < 10; i++)
-                assert_true(h[i].row != 5 && h[i].row != 9);
+                for (int j = 0; j < 4; j++)
+                    assert_true(h[i].row != nan_rows[j]);
             lds_index_free(idx);
             free(pl.p);
             free(f.p);
         }
     }
     assert_true(lds__search_kernel_force(NULL));
+}
+
+/* The two fused kernels (AVX2, AVX-512) sum every pair in the same order with one
+   rounding per step, so they agree to the bit (lodestar_index.h); skipped where this CPU
+   does not run both. */
+static void test_search_fused_kernels_agree(void **state)
+{
+    (void)state;
+    size_t na = SIZE_MAX, nb = SIZE_MAX;
+    for (size_t kn = 0; kn < lds__search_kernel_count(); kn++) {
+        if (!lds__search_kernel_runs(kn))
+            continue;
+        if (strcmp(lds__search_kernel_at(kn)->name, "avx2") == 0)
+            na = kn;
+        if (strcmp(lds__search_kernel_at(kn)->name, "avx512") == 0)
+            nb = kn;
+    }
+    if (na == SIZE_MAX || nb == SIZE_MAX) {
+        fprintf(stderr, "fused kernels: this CPU does not run both avx2 and avx512\n");
+        return;
+    }
+    static const lds_metric ms[] = {LDS_METRIC_COSINE, LDS_METRIC_DOT, LDS_METRIC_L2};
+    static const lds_dtype dts[] = {LDS_DTYPE_F32, LDS_DTYPE_F16, LDS_DTYPE_BF16, LDS_DTYPE_I8};
+    enum { Q = 9, ROWS = 333 };
+    for (int d = 0; d < 4; d++)
+        for (int m = 0; m < 3; m++) {
+            const uint32_t dim = d == 0 ? 100 : d == 1 ? 17 : d == 2 ? 33 : 5;
+            spec s = {.dtype = dts[d], .metric = ms[m], .dim = dim, .rows = ROWS};
+            bytes f = build(&s);
+            lds_index *idx = NULL;
+            assert_int_equal(parse_file(&f, NULL, &idx, NULL), LDS_OK);
+            float q[Q * 100];
+            for (size_t i = 0; i < Q * (size_t)dim; i++)
+                q[i] = frand();
+            static lds_hit ha[Q * ROWS], hb[Q * ROWS];
+            size_t n1[Q], n2[Q];
+            assert_true(lds__search_kernel_force("avx2"));
+            assert_int_equal(lds_index_search_batch(idx, q, Q, dim, ROWS, NULL, ha, n1, NULL),
+                             LDS_OK);
+            assert_true(lds__search_kernel_force("avx512"));
+            assert_int_equal(lds_index_search_batch(idx, q, Q, dim, ROWS, NULL, hb, n2, NULL),
+                             LDS_OK);
+            for (int j = 0; j < Q; j++)
+                assert_int_equal(n1[j], n2[j]);
+            assert_hits_equal(ha, hb, (size_t)Q * ROWS);
+            lds_index_free(idx);
+            free(f.p);
+        }
+    assert_true(lds__search_kernel_force(NULL));
+}
+
+/* The dispatcher's documented rule (ADR 0032): the automatic choice is the first kernel
+   of avx512, avx2, generic that the CPU runs, read from the CPU's own feature bits here,
+   and lds_search_kernels lists the runnable ones in that order. */
+static void test_search_dispatcher_rule(void **state)
+{
+    (void)state;
+    const char *want[3];
+    size_t nw = 0;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        want[nw++] = "avx512";
+    unsigned a, b, c, d;
+    __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && (c & (1u << 29)))
+        want[nw++] = "avx2";
+#endif
+    want[nw++] = "generic";
+    const char *got[8];
+    size_t ng = lds_search_kernels(got, 8);
+    assert_int_equal(lds_search_kernels(NULL, 0), ng);
+    /* Built kernels only: a build without the AVX kernels lists fewer. */
+    size_t j = 0;
+    for (size_t i = 0; i < nw; i++)
+        if (j < ng && strcmp(got[j], want[i]) == 0)
+            j++;
+    assert_int_equal(j, ng);
+    assert_string_equal(got[ng - 1], "generic");
+    assert_true(lds__search_kernel_force(NULL));
+    assert_string_equal(lds__search_kernel()->name, got[0]);
 }
 
 static void test_search_ties_and_errors(void **state)
@@ -2572,7 +3031,7 @@ static void test_struct_sizes(void **state)
     lds_index_free(idx);
 
     lds_writer_options o = small_opts();
-    size_t bad_writer[] = {0, 3, sizeof o - 1, sizeof o + 1, 12345};
+    size_t bad_writer[] = {0, 3, LDS_WRITER_OPTIONS_MIN_SIZE - 1, sizeof o + 1, 12345};
     for (size_t i = 0; i < sizeof bad_writer / sizeof bad_writer[0]; i++) {
         o.size = bad_writer[i];
         lds_writer *w = (lds_writer *)&o;
@@ -2641,6 +3100,11 @@ int main(void)
         cmocka_unit_test(test_utf8_validator),
         cmocka_unit_test(test_header_round_trip),
         cmocka_unit_test(test_header_refusals),
+        cmocka_unit_test(test_chunk_header_rules),
+        cmocka_unit_test(test_chunked_and_unchunked_give_the_same_index),
+        cmocka_unit_test(test_a_flipped_byte_names_its_chunk),
+        cmocka_unit_test(test_a_flipped_table_byte_is_the_table),
+        cmocka_unit_test(test_writer_chunk_choices),
         cmocka_unit_test(test_header_check_catches_every_bit_flip),
         cmocka_unit_test(test_text_mode_damage_is_bad_magic),
         cmocka_unit_test(test_round_trip_every_dtype_and_section),
@@ -2676,6 +3140,8 @@ int main(void)
         cmocka_unit_test(test_lazy_norms_are_thread_safe),
         cmocka_unit_test(test_search_batch_errors),
         cmocka_unit_test(test_search_nan_rows_every_kernel),
+        cmocka_unit_test(test_search_fused_kernels_agree),
+        cmocka_unit_test(test_search_dispatcher_rule),
         cmocka_unit_test(test_search_ties_and_errors),
         cmocka_unit_test(test_search_nan_row_ranks_last),
         cmocka_unit_test(test_struct_sizes),

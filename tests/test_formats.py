@@ -9,6 +9,7 @@ usage: test_formats.py LODESTAR
 """
 
 import gzip
+import io
 import lzma
 import os
 import resource
@@ -17,6 +18,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import zlib
 
 import numpy as np
 
@@ -88,6 +90,101 @@ def f64_fixture():
     a[0, :3] = [1 + 2.0**-11 + 2.0**-40, -(1 + 2.0**-11 + 2.0**-40), 2 + 2.0**-10 + 2.0**-38]
     a[1, :2] = [1 + 2.0**-24 + 2.0**-50, 0.1]  # a float32 boundary
     return a
+
+
+def npy_bytes(a):
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, a)
+    return buf.getvalue()
+
+
+def zip_one(name, payload, method=0, level=6, usize=None, crc=None, after=b"", local_name=None,
+            local_method=None, local_usize=None):
+    """A zip of one entry, written here byte by byte (APPNOTE 4.3.7, 4.3.12, 4.3.16) so each
+    field can be made to disagree. Returns (bytes, data offset, central header offset)."""
+    if method == 8:
+        c = zlib.compressobj(level, zlib.DEFLATED, -15)
+        data = c.compress(payload) + c.flush() + after
+    else:
+        data = payload + after
+    crc = zlib.crc32(payload) if crc is None else crc
+    usize = len(payload) if usize is None else usize
+    lname = (local_name or name).encode()
+    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0,
+                        method if local_method is None else local_method, 0, 0, crc, len(data),
+                        usize if local_usize is None else local_usize, len(lname), 0) + lname
+    data_at = len(local)
+    cd_at = data_at + len(data)
+    central = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, method, 0, 0, crc,
+                          len(data), usize, len(name), 0, 0, 0, 0, 0, 0) + name.encode()
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, len(central), cd_at, 0)
+    return local + data + central + end, data_at, cd_at
+
+
+def test_npz_entries_checked():
+    """Every entry read is checked against its zip records: the CRC-32, both sizes, no bytes
+    after a deflate stream, the local header's method and name (issue 24 item 1)."""
+    a = RNG.standard_normal((6, 4)).astype(np.float32)
+    payload = npy_bytes(a)
+    data_off = len(payload) - a.nbytes  # the .npy header's length
+
+    def write(name, blob):
+        open(path(name), "wb").write(blob)
+        return path(name)
+
+    for method, level in [(0, 0), (8, 0), (8, 6)]:
+        blob, data_at, cd_at = zip_one("v.npy", payload, method, level)
+        good = write(f"good{method}{level}.npz", blob)
+        ok("pack", good, path("good.ldsi"))
+        same_bits(vectors(path("good.ldsi")), a, f"npz method {method} level {level}")
+        # One byte flipped in row 2 (stored data, or a stored deflate block) decodes to a
+        # wrong value: only the CRC-32 sees it.
+        if level == 0:
+            body = data_at + (5 if method == 8 else 0) + data_off + 2 * 16 + 1
+            flips = [body]
+        else:
+            flips = range(data_at + 2, cd_at, 7)
+        for at in flips:
+            bad = bytearray(blob)
+            bad[at] ^= 0x01
+            p = write("flip.npz", bytes(bad))
+            rc, out, err = run("pack", p, path("flip.ldsi"))
+            check(rc == 1, f"flip at {at} (method {method} level {level}): exit {rc}\n{err}")
+            if level == 0:
+                check(f"byte {cd_at + 16}: .npz entry 'v.npy'" in err and "CRC-32" in err
+                      and "damaged" in err, err)
+
+    # The declared uncompressed size (central and local alike) disagrees with deflate's output.
+    for usize in [10, 2**31]:
+        blob, data_at, cd_at = zip_one("v.npy", payload, 8, usize=usize)
+        refused(1, f"byte {cd_at + 24}: .npz entry 'v.npy': the uncompressed size declares "
+                   f"{usize} bytes, but the entry's data (byte {data_at}) decodes to "
+                   f"{len(payload)}", "pack", write("usize.npz", blob), path("t.ldsi"))
+    # Bytes after the end of the deflate stream, inside the compressed size.
+    blob, data_at, cd_at = zip_one("v.npy", payload, 8, after=b"junk!")
+    refused(1, f"byte {cd_at - 5}: .npz entry 'v.npy': 5 bytes after the end of its deflate "
+               "stream", "pack", write("after.npz", blob), path("t.ldsi"))
+    # The local header disagrees with the central directory.
+    blob, _, _ = zip_one("v.npy", payload, 0, local_method=8)
+    refused(1, "byte 8: .npz entry 'v.npy': the local header says method 8, the central "
+               "directory", "pack", write("method.npz", blob), path("t.ldsi"))
+    blob, _, _ = zip_one("v.npy", payload, 0, local_name="w.npy")
+    refused(1, "byte 30: .npz entry 'v.npy': the local header names it 'w.npy'", "pack",
+            write("name.npz", blob), path("t.ldsi"))
+    blob, _, _ = zip_one("v.npy", payload, 8, local_usize=len(payload) + 1)
+    refused(1, "byte 22: .npz entry 'v.npy': the local header's uncompressed size is", "pack",
+            write("lsize.npz", blob), path("t.ldsi"))
+    blob, _, _ = zip_one("v.npy", payload, 0, crc=zlib.crc32(payload) ^ 1)
+    refused(1, "CRC-32", "pack", write("crc.npz", blob), path("t.ldsi"))
+    # A Fortran-order array in a stored entry is read by offset: its CRC-32 is checked too.
+    fort = npy_bytes(np.asfortranarray(a))
+    blob, data_at, cd_at = zip_one("v.npy", fort, 0)
+    ok("pack", write("fort.npz", blob), path("fort.ldsi"))
+    same_bits(vectors(path("fort.ldsi")), a, "npz Fortran, own zip")
+    bad = bytearray(blob)
+    bad[cd_at - 3] ^= 0x10
+    refused(1, f"byte {cd_at + 16}: .npz entry 'v.npy'", "pack", write("fortflip.npz", bytes(bad)),
+            path("t.ldsi"))
 
 
 def test_npy_float64_rounds_once():
@@ -256,11 +353,39 @@ def test_bombs_are_bounded():
     open(path("bomb.npy.gz"), "wb").write(gzip.compress(npy) + chunk * 8)
     refused(1, "max_decoded_bytes = 16777216", "pack", path("bomb.npy.gz"), path("bomb.ldsi"),
             "--max-decoded", "16M", limit_as=1 << 30)
-    chunk = lzma.compress(b"\n" * (8 << 20), preset=0)
-    open(path("bomb.txt.xz"), "wb").write(lzma.compress(b"a 1 2\n") + chunk * 12)
-    refused(1, "decompression bomb", "pack", path("bomb.txt.xz"), path("bomb.ldsi"),
+    chunk = lzma.compress(bytes(8 << 20), preset=0)
+    open(path("bomb.npy.xz"), "wb").write(lzma.compress(npy) + chunk * 12)
+    refused(1, "decompression bomb", "pack", path("bomb.npy.xz"), path("bomb.ldsi"),
             limit_as=1 << 30)
     check(not os.path.exists(path("bomb.ldsi")), "output left by a refused bomb")
+
+
+def test_blank_lines_bounded():
+    """Bytes that make no row are bounded (--max-idle, default 1 MiB): a small .gz of a GiB
+    of blank lines is refused once 1 MiB of them has been read, naming the line where they
+    begin, not after decoding them all (issue 24 item 5)."""
+    blank = gzip.compress(b"\n" * (16 << 20), 9)
+    bomb = gzip.compress(b"a 1 2\n") + blank * 64 + gzip.compress(b"b 3 4\n")  # 1 GiB
+    check(len(bomb) < 2_000_000, f"bomb of {len(bomb)} bytes")
+    open(path("blank.txt.gz"), "wb").write(bomb)
+    refused(1, "line 2 (byte 6): blank lines run on for more than max_idle_bytes = 1048576 "
+               "bytes", "pack", path("blank.txt.gz"), path("blank.ldsi"), limit_as=1 << 30)
+    # Only blank lines after the last row: valid when short, bounded when long.
+    open(path("tail.txt"), "wb").write(b"a 1 2\nb 3 4\n" + b"\r\n \n\t\n")
+    ok("pack", path("tail.txt"), path("tail.ldsi"))
+    open(path("tail.txt"), "wb").write(b"a 1 2\nb 3 4\n" + b"\n" * (2 << 20))
+    refused(1, "line 3 (byte 12): blank lines run on", "pack", path("tail.txt"), path("t.ldsi"))
+    ok("pack", path("tail.txt"), path("tail.ldsi"), "--max-idle", "3M")
+    same_bits(vectors(path("tail.ldsi")), np.array([[1, 2], [3, 4]], np.float32), "--max-idle")
+    refused(2, "--max-idle wants a size above 0", "pack", path("tail.txt"), path("t.ldsi"),
+            "--max-idle", "0")
+    # word2vec binary: line ends after the rows, likewise.
+    rows = b"2 2\na " + struct.pack("<2f", 1, 2) + b"\nb " + struct.pack("<2f", 3, 4) + b"\n"
+    open(path("tail.bin"), "wb").write(rows + b"\n\n")
+    ok("pack", path("tail.bin"), path("tail.ldsi"))
+    open(path("tail.bin"), "wb").write(rows + b"\n" * (2 << 20))
+    refused(1, f"byte {len(rows) - 1}: line ends and spaces after the 2 rows run on for more than "
+               "max_idle_bytes = 1048576", "pack", path("tail.bin"), path("t.ldsi"))
 
 
 def test_glove_840b_keys_with_spaces():

@@ -196,8 +196,13 @@ static lds_index *parse(const bytes *b)
     lds_index *idx = NULL;
     lds_error err;
     lds_error_init(&err);
+    lds_header h;
+    assert_int_equal(lds_header_decode(b->p, b->n, &h, NULL), LDS_OK);
+    lds_parse_options po;
+    lds_parse_options_default(&po);
+    po.header = &h; /* format 1.1: the chunk table */
     lds_status st =
-        lds_index_from_payload(b->p + LDS_HEADER_SIZE, b->n - LDS_HEADER_SIZE, NULL, &idx, &err);
+        lds_index_from_payload(b->p + LDS_HEADER_SIZE, b->n - LDS_HEADER_SIZE, &po, &idx, &err);
     if (st != LDS_OK)
         fail_msg("parse: %s", err.message);
     return idx;

@@ -145,6 +145,7 @@ static lds_index *load_index(const char *path)
     lds_parse_options po;
     lds_parse_options_default(&po);
     po.copy = true;
+    po.header = &h; /* format 1.1: the chunk table */
     lds_index *idx = NULL;
     lds_status st =
         lds_index_from_payload(bytes + LDS_HEADER_SIZE, n - LDS_HEADER_SIZE, &po, &idx, &err);

@@ -44,4 +44,29 @@ else
     echo "FAIL lodestar --version: $out"
     fail=1
 fi
+# lodestar.pc: Cflags name lodestar's include directory alone (no HDF5, curl or compression
+# include paths: the installed headers include none of them); their link flags are in
+# Libs.private, which only a static link reads.
+pc=$(find "$moved" -name lodestar.pc | head -n 1)
+if [ -z "$pc" ]; then
+    echo "FAIL lodestar.pc: not installed"
+    fail=1
+elif command -v pkg-config >/dev/null; then
+    cflags=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --define-variable=prefix="$moved" --cflags lodestar)
+    libs=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --define-variable=prefix="$moved" --libs lodestar)
+    if [ "$(echo $cflags)" = "-I$moved/include" ]; then
+        echo "ok   pkg-config --cflags lodestar: $cflags"
+    else
+        echo "FAIL pkg-config --cflags lodestar: '$cflags', expected -I$moved/include alone"
+        fail=1
+    fi
+    case " $libs " in
+    *" -llodestar "*) echo "ok   pkg-config --libs lodestar: $libs" ;;
+    *) echo "FAIL pkg-config --libs lodestar: '$libs'"; fail=1 ;;
+    esac
+    if grep -q '^Requires.private:.*hdf5' "$pc"; then
+        echo "FAIL lodestar.pc: hdf5 in Requires.private (its Cflags reach consumers)"
+        fail=1
+    fi
+fi
 exit $fail

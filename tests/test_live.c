@@ -1039,10 +1039,13 @@ static void test_arguments_and_install(void **state)
     void *payload = malloc(plen);
     assert_non_null(payload);
     memcpy(payload, b.p + LDS_HEADER_SIZE, plen);
+    lds_header hd;
+    assert_int_equal(lds_header_decode(b.p, b.n, &hd, NULL), LDS_OK);
     lds_parse_options po;
     lds_parse_options_default(&po);
     po.release = release_free;
     po.release_ctx = payload;
+    po.header = &hd; /* format 1.1: the chunk table */
     lds_index *idx = NULL;
     assert_int_equal(lds_index_from_payload(payload, plen, &po, &idx, NULL), LDS_OK);
     uint64_t gen = 0;

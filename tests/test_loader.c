@@ -43,6 +43,7 @@ typedef struct cfg {
     bool ids;
     bool keys;
     size_t key_pad; /* extra bytes per key */
+    uint32_t chunk; /* 0: format 1.0 (most tests edit its declared length); else 1.1 chunks */
 } cfg;
 
 /* Writes an index with the writer into a temporary FILE and returns its bytes. */
@@ -54,6 +55,7 @@ static bytes make_index(const cfg *c)
     wo.dtype = c->dtype ? c->dtype : LDS_DTYPE_F32;
     wo.with_ids = c->ids;
     wo.with_keys = c->keys;
+    wo.chunk_bytes = c->chunk ? c->chunk : LDS_CHUNKS_NONE;
     FILE *f = tmpfile();
     assert_non_null(f);
     lds_writer *w = NULL;
@@ -194,9 +196,12 @@ static lds_index *reference(const bytes *b)
     unsigned char *exact = malloc(n);
     assert_non_null(exact);
     memcpy(exact, b->p + LDS_HEADER_SIZE, n);
+    lds_header h;
+    assert_int_equal(lds_header_decode(b->p, b->n, &h, NULL), LDS_OK);
     lds_parse_options po;
     lds_parse_options_default(&po);
     po.copy = true;
+    po.header = &h; /* format 1.1: the chunk table */
     assert_int_equal(lds_index_from_payload(exact, n, &po, &idx, &err), LDS_OK);
     free(exact);
     return idx;
@@ -1577,6 +1582,120 @@ static void test_checksum_both_ways(void **state)
 /* hash_thread: the checksum hashed on a second thread gives the same index; a
    flipped byte in the first or the last chunk is caught; a cancelled or a
    truncated load stops the thread before the rental goes back. */
+/* Format 1.1 through every read path: the same index as the 1.0 file of the same rows,
+ * each chunk hashed while reading (or by the parser), a flipped byte named by its chunk. */
+typedef struct chunk_case {
+    const char *name;
+    int how; /* 0 path, 1 callback of 1000-byte reads, 2 zstd path, 3 memory, 4 mapped */
+    bool while_reading;
+} chunk_case;
+
+static lds_status load_how(const chunk_case *cc, const bytes *b, lds_load_options *o,
+                           lds_index **idx, lds_load_info *info, lds_error *err)
+{
+    const char *path = tmp_path("chunked.lds");
+    o->hash_while_reading = cc->while_reading;
+    o->use_mmap = cc->how == 4;
+    if (cc->how == 1) {
+        mem_reader m = reader_over(b);
+        m.max_read = 1000;
+        return lds_load_callback(mem_read, &m, o, idx, info, err);
+    }
+    if (cc->how == 2) {
+        bytes z = zstd_frame(b, true);
+        write_file(path, z.p, z.n);
+        free(z.p);
+    } else if (cc->how != 3) {
+        write_file(path, b->p, b->n);
+    }
+    if (cc->how == 3)
+        return lds_load_memory(b->p, b->n, false, o, idx, info, err);
+    return lds_load_path(path, o, idx, info, err);
+}
+
+static void test_chunked_file_every_path(void **state)
+{
+    (void)state;
+    cfg c10 = {.rows = 300, .dim = 24, .ids = true, .keys = true};
+    cfg c11 = c10;
+    c11.chunk = 4096;
+    bytes b10 = make_index(&c10), b11 = make_index(&c11);
+    lds_header h;
+    assert_int_equal(lds_header_decode(b11.p, b11.n, &h, NULL), LDS_OK);
+    assert_true(lds_header_chunked(&h));
+    assert_true(h.chunk_count >= 8);
+    /* The 1.1 reference (the parser given the header) holds the 1.0 file's index. */
+    lds_index *ref = reference(&b11), *ref10 = reference(&b10);
+    assert_true(lds_index_checksum(ref) == lds_index_checksum(ref10));
+    assert_int_equal(lds_index_payload_bytes(ref),
+                     lds_index_payload_bytes(ref10) + 8 * h.chunk_count);
+    for (uint64_t r = 0; r < lds_index_rows(ref10); r++)
+        assert_memory_equal(lds_index_row(ref, r), lds_index_row(ref10, r), 24 * 4);
+    lds_index_free(ref10);
+    lds_pool *pool = sentinel_pool();
+    const chunk_case cases[] = {
+        {"path", 0, true},     {"path, parser hashes", 0, false},
+        {"callback", 1, true}, {"zstd", 2, true},
+        {"memory", 3, true},   {"mapped", 4, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lds_load_options o = opts_for(pool);
+        lds_index *idx = NULL;
+        lds_load_info info;
+        lds_load_info_init(&info);
+        lds_error err;
+        lds_error_init(&err);
+        lds_status st = load_how(&cases[i], &b11, &o, &idx, &info, &err);
+        if (st != LDS_OK)
+            print_error("%s: %s\n", cases[i].name, err.message);
+        assert_int_equal(st, LDS_OK);
+        assert_true(info.checksum_verified);
+        /* The stream paths hash while reading; memory and mapped leave it to the parser. */
+        assert_int_equal(info.hashed_while_reading, cases[i].while_reading && cases[i].how < 3);
+        assert_same_index(ref, idx);
+        assert_int_equal(lds_index_chunk_count(idx), h.chunk_count);
+        assert_true(lds_index_checksum(idx) == lds_index_checksum(ref));
+        lds_index_free(idx);
+    }
+    /* A flipped byte in chunk 5, then in the last chunk (the section table). */
+    const uint64_t ks[] = {5, h.chunk_count - 1};
+    for (size_t j = 0; j < 2; j++) {
+        uint64_t s0, e0;
+        assert_int_equal(lds_chunk_range(&h, ks[j], &s0, &e0), LDS_OK);
+        bytes bad = copy_bytes(&b11);
+        bad.p[LDS_HEADER_SIZE + e0 - 3] ^= 0x01;
+        char want[96];
+        snprintf(want, sizeof want, "checksum of chunk %llu (payload bytes %llu..%llu): stored ",
+                 (unsigned long long)ks[j], (unsigned long long)s0, (unsigned long long)(e0 - 1));
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            lds_load_options o = opts_for(pool);
+            uint64_t rents = pool_stats(pool).rents, returns = pool_stats(pool).returns;
+            lds_index *idx = NULL;
+            lds_error err;
+            lds_error_init(&err);
+            assert_int_equal(load_how(&cases[i], &bad, &o, &idx, NULL, &err), LDS_E_CHECKSUM);
+            assert_null(idx);
+            if (!strstr(err.message, want))
+                print_error("%s: %s\n", cases[i].name, err.message);
+            assert_non_null(strstr(err.message, want));
+            assert_string_equal(err.field, "chunk");
+            assert_int_equal(err.offset, LDS_HEADER_SIZE + s0);
+            assert_int_equal(pool_stats(pool).rents - rents, pool_stats(pool).returns - returns);
+        }
+        free(bad.p);
+    }
+    /* A table cut short by a stream that ends early: truncated, not a checksum. */
+    mem_reader m = reader_over(&b11);
+    m.n -= 8;
+    lds_load_options o = opts_for(pool);
+    lds_index *idx = NULL;
+    assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, NULL, NULL), LDS_E_TRUNCATED);
+    lds_index_free(ref);
+    lds_pool_free(pool);
+    free(b10.p);
+    free(b11.p);
+}
+
 static void test_hash_thread(void **state)
 {
     (void)state;
@@ -1866,6 +1985,41 @@ static int remove_dir(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* lds_url_redact replaces the value of every signed-URL or token query parameter, each
+ * name in any case, and keeps the other parameters, the fragment and the order. */
+static void test_url_redact_query_secrets(void **state)
+{
+    (void)state;
+    static const char *const names[] = {
+        "X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token", "access_token", "sig",
+        "token",           "x-amz-signature",  "ACCESS_TOKEN",         "Sig",          "TOKEN",
+    };
+    char url[256], want[256], b[256];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(url, sizeof url, "https://h.example/x.ldsi?a=1&%s=S3CR3T%%2Fv&b=2#frag", names[i]);
+        snprintf(want, sizeof want, "https://h.example/x.ldsi?a=1&%s=REDACTED&b=2#frag", names[i]);
+        assert_string_equal(lds_url_redact(url, b, sizeof b), want);
+        assert_null(strstr(b, "S3CR3T"));
+        /* First and only parameter, no fragment, with user:password too. */
+        snprintf(url, sizeof url, "http://u:pw@h/x?%s=S3CR3T", names[i]);
+        snprintf(want, sizeof want, "http://h/x?%s=REDACTED", names[i]);
+        assert_string_equal(lds_url_redact(url, b, sizeof b), want);
+    }
+    /* Names that only contain a secret's name, and a value without '=', stay. */
+    assert_string_equal(lds_url_redact("http://h/x?mysig=1&tokens=2&token&sig=", b, sizeof b),
+                        "http://h/x?mysig=1&tokens=2&token&sig=REDACTED");
+    /* A secret in the fragment or the path is not a query parameter. */
+    assert_string_equal(lds_url_redact("http://h/token=1#sig=2", b, sizeof b),
+                        "http://h/token=1#sig=2");
+    /* Cut short: never a byte of the secret. */
+    char small[24];
+    assert_string_equal(lds_url_redact("http://h/x?sig=ABCDEFGHIJKLMNOP", small, sizeof small),
+                        "http://h/x?sig=REDACTED");
+    char tiny[18];
+    assert_string_equal(lds_url_redact("http://h/x?sig=ABCDEFGHIJKLMNOP", tiny, sizeof tiny),
+                        "http://h/x?sig=RE");
+}
+
 /* lds_url_redact drops user:password from the authority only, and cuts safely. */
 static void test_url_redact(void **state)
 {
@@ -1929,11 +2083,13 @@ int main(void)
         cmocka_unit_test(test_precancelled_load_rents_nothing),
         cmocka_unit_test(test_cancel_ordering_at_a_gate),
         cmocka_unit_test(test_hash_thread),
+        cmocka_unit_test(test_chunked_file_every_path),
         cmocka_unit_test(test_checksum_both_ways),
         cmocka_unit_test(test_default_ownership_is_adopt),
         cmocka_unit_test(test_fd_at_an_offset_and_file),
         cmocka_unit_test(test_mapped_path_and_fallback),
         cmocka_unit_test(test_url_redact),
+        cmocka_unit_test(test_url_redact_query_secrets),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }

@@ -35,15 +35,17 @@ static void key_of(uint64_t r, char *buf, size_t n)
     snprintf(buf, n, "key-%06llu", (unsigned long long)r);
 }
 
-static void write_index(void)
+/* Format 1.0 unless `chunk` (1.1 with that chunk size): most tests walk the 1.0 layout. */
+static void write_index_chunked(const char *to, uint32_t chunk)
 {
     lds_writer_options o;
     lds_writer_options_default(&o);
+    o.chunk_bytes = chunk ? chunk : LDS_CHUNKS_NONE;
     o.dim = DIM;
     o.with_keys = true;
     o.unique_keys = true;
     lds_writer *w = NULL;
-    assert_int_equal(lds_writer_open_path(path, &o, &w, NULL), LDS_OK);
+    assert_int_equal(lds_writer_open_path(to, &o, &w, NULL), LDS_OK);
     float v[DIM];
     for (uint64_t r = 0; r < ROWS; r++) {
         for (int d = 0; d < DIM; d++)
@@ -54,6 +56,11 @@ static void write_index(void)
     }
     assert_int_equal(lds_writer_finish(w, NULL), LDS_OK);
     lds_writer_free(w);
+}
+
+static void write_index(void)
+{
+    write_index_chunked(path, 0);
 }
 
 static int setup(void **state)
@@ -114,6 +121,13 @@ static void truncate_at_parsed(int fd, const char *stage)
     (void)fd;
     if (strcmp(stage, "parsed") == 0 && truncate(path, truncate_to) != 0)
         _exit(91);
+}
+
+/* Format 1.1: cut the file after its chunk table was checked, while the threads hash. */
+static void truncate_at_table_checked(const char *where)
+{
+    if (strcmp(where, "chunk table checked") == 0 && truncate(path, truncate_to) != 0)
+        _exit(92);
 }
 
 /* Every key offset but the first becomes one far past the payload. */
@@ -245,6 +259,76 @@ static void test_truncated_while_validated(void **state)
     write_index();
 }
 
+/* Format 1.1 mapped: the parser's threads verify the chunks; a flipped byte names
+   its chunk; a file cut short while the threads hash it ends the load as the 1.0
+   file does (each thread reads inside its own fault window). */
+static void test_chunked_mapped(void **state)
+{
+    (void)state;
+    /* First, in children, before this process maps anything itself (the children set
+       SIG_DFL, and the loader installs its handler once per process). */
+    const off_t sizes[] = {4096, 300000, 100};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        write_index_chunked(path, 65536);
+        truncate_to = sizes[i];
+        /* Before the table is read (the calling thread faults), and after it was
+           checked (the verifying threads fault, each in its own window). */
+        outcome r = load_in_child(truncate_at_mapped, NULL, LDS_OWN_ADOPT);
+        assert_no_signal(&r, "chunked, truncated while validated");
+        assert_int_equal(r.status, LDS_E_TRUNCATED);
+        write_index_chunked(path, 65536);
+        r = load_in_child(NULL, truncate_at_table_checked, LDS_OWN_ADOPT);
+        assert_no_signal(&r, "chunked, truncated while the chunks are hashed");
+        assert_int_equal(r.status, LDS_E_TRUNCATED);
+        assert_string_equal(r.field, "file");
+        assert_non_null(strstr(r.message, "shrank"));
+        assert_true(r.offset >= (uint64_t)sizes[i]);
+    }
+    write_index_chunked(path, 65536);
+    for (int own = 0; own < 2; own++) {
+        lds_load_options o;
+        lds_load_options_default(&o);
+        o.use_mmap = true;
+        o.ownership = own ? LDS_OWN_COPY : LDS_OWN_ADOPT;
+        lds_load_info info;
+        lds_load_info_init(&info);
+        lds_index *idx = NULL;
+        lds_error err;
+        lds_error_init(&err);
+        assert_int_equal(lds_load_path(path, &o, &idx, &info, &err), LDS_OK);
+        assert_int_equal(info.path, LDS_LOAD_MAPPED);
+        assert_true(info.checksum_verified);
+        assert_int_equal(lds_index_chunk_bytes(idx), 65536);
+        assert_true(lds_index_chunk_count(idx) > 10);
+        assert_int_equal(lds_index_rows(idx), ROWS);
+        uint64_t row = 0;
+        assert_int_equal(lds_index_find_key(idx, "key-000005", 10, &row), LDS_OK);
+        assert_int_equal(row, 5);
+        lds_index_free(idx);
+    }
+    /* A byte of chunk 7 flipped. */
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    unsigned char c;
+    off_t at = LDS_HEADER_SIZE + 7 * 65536 + 1000;
+    assert_int_equal(pread(fd, &c, 1, at), 1);
+    c ^= 0x20;
+    assert_int_equal(pwrite(fd, &c, 1, at), 1);
+    close(fd);
+    lds_load_options o;
+    lds_load_options_default(&o);
+    o.use_mmap = true;
+    lds_index *idx = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_load_path(path, &o, &idx, NULL, &err), LDS_E_CHECKSUM);
+    assert_null(idx);
+    assert_string_equal(err.field, "chunk");
+    assert_int_equal(err.offset, LDS_HEADER_SIZE + 7 * 65536);
+    assert_non_null(strstr(err.message, "checksum of chunk 7 (payload bytes 458752..524287)"));
+    write_index();
+}
+
 /* Truncated after a successful parse: the pages the index borrows are gone, so
    the load is refused instead of returning an index whose first access dies. */
 static void test_truncated_after_parse(void **state)
@@ -334,6 +418,7 @@ int main(void)
         cmocka_unit_test(test_truncated_after_parse),
         cmocka_unit_test(test_offsets_rewritten_after_check),
         cmocka_unit_test(test_faults_outside_a_load_pass_through),
+        cmocka_unit_test(test_chunked_mapped), /* last: it maps in this process */
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

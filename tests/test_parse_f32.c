@@ -403,6 +403,7 @@ static float *import_rows(const char *path, size_t rows, size_t dim)
     assert_int_equal(lds_header_decode(bytes, size, &h, &err), LDS_OK);
     lds_parse_options po;
     lds_parse_options_default(&po);
+    po.header = &h; /* format 1.1: the chunk table */
     lds_index *idx = NULL;
     assert_int_equal(
         lds_index_from_payload(bytes + LDS_HEADER_SIZE, size - LDS_HEADER_SIZE, &po, &idx, &err),

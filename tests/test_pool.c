@@ -1882,8 +1882,13 @@ static void test_giant_buffer_not_pinned(void **state)
 {
     (void)state;
     const size_t cap = 64 * MiB;
-    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, cap);
-    /* larger than the cap: never pooled */
+    lds_pool_options o;
+    lds_pool_options_default(&o);
+    o.max_retained_bytes = cap;
+    o.large_buffers = LDS_POOL_LARGE_BUFFERS_NONE;
+    lds_pool *pool = NULL;
+    assert_int_equal(lds_pool_create(&o, &pool), LDS_OK);
+    /* larger than the cap, large buffers kept: none: never pooled */
     lds_lease g;
     assert_int_equal(lds_pool_rent(pool, 200 * MiB, &g), LDS_OK);
     memset(g.ptr, 1, 8 * MiB);
@@ -1918,6 +1923,52 @@ static long minor_faults(void)
 }
 
 /* A warm rent+return is served by the thread cache and faults no page. */
+/* The default keeps two buffers above the retention cap (docs/adr/0029): a reload's new
+ * payload rents the old one's memory warm; a third at once is freed on return; trimming and
+ * the cap on the count hold. */
+static void test_large_buffers_kept_for_reload(void **state)
+{
+    (void)state;
+    lds_pool *pool = make_pool(LDS_POOL_CHECK_OFF, 64 * MiB);
+    lds_lease a, b, c;
+    assert_int_equal(lds_pool_rent(pool, 100 * MiB, &a), LDS_OK);
+    memset(a.ptr, 1, 4 * MiB);
+    assert_int_equal(lds_pool_rent(pool, 100 * MiB, &b), LDS_OK);
+    assert_int_equal(lds_pool_rent(pool, 100 * MiB, &c), LDS_OK); /* a third: not kept */
+    void *pa = a.ptr, *pb = b.ptr;
+    assert_int_equal(lds_pool_return(pool, &c, 0), LDS_OK);
+    assert_int_equal(stats_of(pool).drops, 1);
+    /* a reload: the old payload (a) goes back, the next rental gets it */
+    assert_int_equal(lds_pool_return(pool, &a, 0), LDS_OK);
+    lds_pool_stats s = stats_of(pool);
+    assert_int_equal(s.bytes_retained, lds_pool_class_capacity(100 * MiB));
+    assert_int_equal(lds_pool_rent(pool, 100 * MiB, &a), LDS_OK);
+    assert_ptr_equal(a.ptr, pa);
+    assert_int_equal(((unsigned char *)a.ptr)[4 * MiB - 1], 1); /* the same, warm memory */
+    assert_int_equal(lds_pool_return(pool, &b, 0), LDS_OK);
+    assert_int_equal(lds_pool_rent(pool, 100 * MiB, &b), LDS_OK);
+    assert_ptr_equal(b.ptr, pb);
+    assert_int_equal(lds_pool_return(pool, &a, 0), LDS_OK);
+    assert_int_equal(lds_pool_return(pool, &b, 0), LDS_OK);
+    /* small buffers still fit under the cap beside them */
+    lds_lease l;
+    assert_int_equal(lds_pool_rent(pool, 32 * MiB, &l), LDS_OK);
+    assert_int_equal(lds_pool_return(pool, &l, 0), LDS_OK);
+    s = stats_of(pool);
+    assert_int_equal(s.buffers_retained, 3);
+    assert_int_equal(s.drops, 1);
+    size_t freed = 0;
+    assert_int_equal(lds_pool_trim(pool, LDS_POOL_TRIM_ALL, &freed), LDS_OK);
+    assert_int_equal(stats_of(pool).bytes_retained, 0);
+    assert_int_equal(stats_of(pool).bytes_mapped, 0);
+    /* the count is free again: a new large buffer is kept */
+    assert_int_equal(lds_pool_rent(pool, 100 * MiB, &a), LDS_OK);
+    assert_int_equal(lds_pool_return(pool, &a, 0), LDS_OK);
+    assert_int_equal(stats_of(pool).buffers_retained, 1);
+    assert_consistent(pool);
+    lds_pool_free(pool);
+}
+
 static void test_warm_path(void **state)
 {
     (void)state;
@@ -2519,6 +2570,7 @@ int main(void)
         cmocka_unit_test(test_idle_buffers_age_out),
         cmocka_unit_test(test_many_long_lived_leases),
         cmocka_unit_test(test_giant_buffer_not_pinned),
+        cmocka_unit_test(test_large_buffers_kept_for_reload),
         cmocka_unit_test(test_warm_path),
         cmocka_unit_test(test_peak_bound_one_thread),
         cmocka_unit_test(test_peak_bound_two_threads),

@@ -18,6 +18,7 @@ import random
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -66,7 +67,12 @@ def make_fixtures():
     with open(os.path.join(FIXTURES, "length-unknown.header"), "rb") as f:
         header = f.read()
     with open(tiny, "rb") as f:
-        payload = f.read()[64:]
+        b = f.read()
+    # A 1.0 header declares no length: keep the 1.0 payload, without format 1.1's chunk
+    # table (docs/format.md 2.5: it starts at chunk_table_offset, header bytes 24..31).
+    end = 64 + struct.unpack_from("<Q", b, 24)[0] if struct.unpack_from("<I", b, 12)[0] & 1 \
+        else len(b)
+    payload = b[64:end]
     with open(os.path.join(SERVE, "unknown.ldsi"), "wb") as f:
         f.write(header + payload)
 
@@ -231,6 +237,26 @@ def fault_tests():
         check(secs < 10, f"cancelled in {secs:.1f} s")
         balanced(r, "drip cancel")
 
+    def test_trickle_ends_at_the_deadline():
+        """2 bytes a second keeps above the low-speed limit; the deadline ends it, naming
+        the URL and the bytes received, with every rental returned (issue 24 item 3)."""
+        need_curl()
+        r, secs = expect_fail("trickle", "big.ldsi", "E_TIMEOUT", "http.timeout",
+                              ["deadline of 1500 ms passed after", "bytes received"],
+                              "--timeout", "1500")
+        check(1.4 < secs < 10, f"stopped after {secs:.1f} s")
+        got = int(r["message"].split("passed after ")[1].split()[0])
+        check(2 <= got <= 16, f"bytes received: {r['message']}")
+        # The CLI: --timeout in seconds, the same status in its message, exit 1.
+        url = server().url("trickle", "big.ldsi")
+        t0 = time.monotonic()
+        p = subprocess.run([LODESTAR, "info", "--timeout", "1", url], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=60)
+        secs = time.monotonic() - t0
+        err = p.stderr.decode()
+        check(p.returncode == 1 and "deadline of 1000 ms passed" in err and url in err, err)
+        check(secs < 10, f"CLI stopped after {secs:.1f} s")
+
     def test_dropped_connection_resumes():
         r = expect_ok("drop", "big.ldsi")
         check(r["resumes"] == "1" and r["http_status"] == "206", str(r))
@@ -319,6 +345,24 @@ def fault_tests():
                            stderr=subprocess.PIPE, timeout=60)
         err = p.stderr.decode()
         check(p.returncode == 1 and "HTTP 401" in err and "s3cret" not in err, err)
+
+    def test_query_secrets_never_shown():
+        """Signed-URL and token query parameters (issue 24 item 7): their values never
+        appear in the C loader's message nor in the CLI's error output."""
+        need_curl()
+        for name in ("X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token",
+                     "access_token", "sig", "token", "SIG", "Access_Token"):
+            url = server().url("status404", "x") + f"?a=1&{name}=S3CR3T%2Fv&b=2"
+            r, _ = client(url)
+            check(r["status"] == "E_IO" and "HTTP 404" in r["message"], str(r))
+            check("S3CR3T" not in r["message"] and f"{name}=REDACTED&b=2" in r["message"],
+                  r["message"])
+            for cmd in (["info"], ["verify"], ["get", "--row", "0"]):
+                p = subprocess.run([LODESTAR, *cmd, url], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, timeout=60)
+                out = p.stdout.decode() + p.stderr.decode()
+                check(p.returncode == 1 and "HTTP 404" in out, f"{cmd}: {out}")
+                check("S3CR3T" not in out and f"{name}=REDACTED" in out, f"{cmd}: {out}")
 
     def test_cli_url_matches_file():
         need_curl()

@@ -5,7 +5,7 @@
  *
  *   url_client [--file PATH] [--max-payload N] [--low-speed S] [--resumes N]
  *              [--redirects N] [--cancel-after N] [--chunk N] [--userpwd U:P]
- *              [--ca-file PEM] [--live FILE] URL
+ *              [--ca-file PEM] [--live FILE] [--timeout MS] URL
  *
  * --file also loads PATH from disk and prints "same 1" when both indexes hold
  * the same rows, dim, payload bytes and verified checksum (XXH3-64 of every
@@ -103,6 +103,8 @@ int main(int argc, char **argv)
             opts.max_payload_bytes = strtoull(v, NULL, 10);
         else if (strcmp(a, "--low-speed") == 0)
             uo.low_speed_time_s = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(a, "--timeout") == 0)
+            uo.timeout_ms = (uint32_t)strtoul(v, NULL, 10);
         else if (strcmp(a, "--resumes") == 0)
             uo.max_resumes = (uint32_t)strtoul(v, NULL, 10);
         else if (strcmp(a, "--redirects") == 0)

@@ -39,12 +39,20 @@ class Limits(_c.Structure):
 
 
 class LoadOptions(_c.Structure):
-    """lds_load_options (cancel, progress: function pointers, unused here)."""
+    """lds_load_options (cancel, progress: function pointers, set by _interrupt.Call from
+    CANCEL_FN and PROGRESS_FN)."""
     _fields_ = [("size", SZ), ("pool", P), ("max_payload_bytes", U64), ("limits", Limits),
                 ("ownership", I), ("use_mmap", B), ("populate", B), ("verify_checksum", B),
                 ("hash_while_reading", B), ("cancel", P), ("progress", P),
                 ("callback_ctx", P), ("chunk_bytes", SZ), ("hash_thread", B),
-                ("url", P)]
+                ("url", P), ("read_threads", U32)]
+
+
+class UrlOptions(_c.Structure):
+    """lds_url_options."""
+    _fields_ = [("size", SZ), ("connect_timeout_ms", U32), ("low_speed_time_s", U32),
+                ("low_speed_bytes", U32), ("max_redirects", U32), ("max_resumes", U32),
+                ("ca_file", S), ("userpwd", S), ("use_netrc", B), ("timeout_ms", U32)]
 
 
 class LoadInfo(_c.Structure):
@@ -53,13 +61,15 @@ class LoadInfo(_c.Structure):
                 ("checksum_verified", B), ("hashed_while_reading", B), ("mmap_fallback", B),
                 ("payload_bytes", U64), ("declared_bytes", U64), ("stream_bytes", U64),
                 ("capacity_bytes", U64), ("elapsed_ns", U64), ("hashed_on_thread", B),
-                ("http_status", I), ("resumes", U32)]
+                ("http_status", I), ("resumes", U32), ("read_threads", U32),
+                ("huge_pages", B), ("huge_pages_fallback", B)]
 
 
 class WriterOptions(_c.Structure):
     """lds_writer_options."""
     _fields_ = [("size", SZ), ("dim", U32), ("dtype", I), ("metric", I), ("normalize", B),
-                ("with_ids", B), ("with_keys", B), ("unique_keys", B), ("i8_scale", _c.c_float)]
+                ("with_ids", B), ("with_keys", B), ("unique_keys", B), ("i8_scale", _c.c_float),
+                ("chunk_bytes", U32)]
 
 
 class Hit(_c.Structure):
@@ -76,7 +86,7 @@ def hit_dtype():
 
 class SearchOptions(_c.Structure):
     """lds_search_options of lds_index_search_batch."""
-    _fields_ = [("size", SZ), ("threads", _c.c_uint)]
+    _fields_ = [("size", SZ), ("threads", _c.c_uint), ("kernel", _c.c_char_p)]
 
 
 class PoolOptions(_c.Structure):
@@ -84,7 +94,7 @@ class PoolOptions(_c.Structure):
     _fields_ = [("size", SZ), ("check", I), ("fill_on_rent", I), ("max_retained_bytes", SZ),
                 ("max_per_class", U32), ("thread_cache_count", U32),
                 ("thread_cache_bytes", SZ), ("mmap_threshold", SZ), ("max_idle_ns", U64),
-                ("guard_quarantine", U32), ("huge_pages", I)]
+                ("guard_quarantine", U32), ("huge_pages", I), ("large_buffers", U32)]
 
 
 class LiveOptions(_c.Structure):
@@ -106,11 +116,38 @@ class LiveStats(_c.Structure):
                 ("last_status", I), ("last_load", LoadInfo)]
 
 
+class ManifestOptions(_c.Structure):
+    """lds_manifest_options (load: an lds_load_options pointer)."""
+    _fields_ = [("size", SZ), ("max_bytes", U64), ("load", P)]
+
+
+class ManifestInfo(_c.Structure):
+    """lds_manifest_info."""
+    _fields_ = [("size", SZ), ("version", U32), ("dim", U32), ("rows", U64), ("dtype", I),
+                ("metric", I), ("has_ids", B), ("has_keys", B), ("shards", SZ)]
+
+
+class ManifestShard(_c.Structure):
+    """lds_manifest_shard (file, location: borrowed from the manifest)."""
+    _fields_ = [("size", SZ), ("file", S), ("location", S), ("first_row", U64), ("rows", U64),
+                ("payload_bytes", U64), ("checksum", U64)]
+
+
+MANIFEST_NO_PAYLOAD_BYTES = (1 << 64) - 1  # LDS_MANIFEST_NO_PAYLOAD_BYTES
+
+
+class ManifestVerifyStats(_c.Structure):
+    """lds_manifest_verify_stats."""
+    _fields_ = [("size", SZ), ("entries", U64), ("loads", U64), ("failed", U64),
+                ("stream_bytes", U64)]
+
+
 # name in the C headers -> mirror; the layout test walks this.
 MIRRORS = {
     "lds_error": Error_,
     "lds_limits": Limits,
     "lds_load_options": LoadOptions,
+    "lds_url_options": UrlOptions,
     "lds_load_info": LoadInfo,
     "lds_writer_options": WriterOptions,
     "lds_hit": Hit,
@@ -119,10 +156,17 @@ MIRRORS = {
     "lds_live_options": LiveOptions,
     "lds_pin": Pin,
     "lds_live_stats": LiveStats,
+    "lds_manifest_options": ManifestOptions,
+    "lds_manifest_info": ManifestInfo,
+    "lds_manifest_shard": ManifestShard,
+    "lds_manifest_verify_stats": ManifestVerifyStats,
 }
 
 READ_FN = _c.CFUNCTYPE(I, P, P, SZ, _c.POINTER(SZ))
 READ_RETRY = (1 << (8 * _c.sizeof(SZ))) - 1  # LDS_READ_RETRY, SIZE_MAX
+CANCEL_FN = _c.CFUNCTYPE(B, P)  # lds_load_options.cancel
+PROGRESS_FN = _c.CFUNCTYPE(None, U64, U64, P)  # lds_load_options.progress
+LENGTH_UNKNOWN = (1 << 64) - 1  # LDS_LENGTH_UNKNOWN
 
 _PS, _PSZ, _PU64 = _c.POINTER(S), _c.POINTER(SZ), _c.POINTER(U64)
 SIGNATURES = {
@@ -140,6 +184,7 @@ SIGNATURES = {
     "lds_load_path": (I, [S, P, _c.POINTER(P), P, P]),
     "lds_load_url": (I, [S, P, _c.POINTER(P), P, P]),
     "lds_url_supported": (B, []),
+    "lds_url_options_default": (None, [P]),
     "lds_load_fd": (I, [I, P, _c.POINTER(P), P, P]),
     "lds_load_memory": (I, [P, SZ, B, P, _c.POINTER(P), P, P]),
     "lds_load_callback": (I, [READ_FN, P, P, _c.POINTER(P), P, P]),
@@ -170,6 +215,7 @@ SIGNATURES = {
     "lds_index_search": (I, [P, P, SZ, SZ, P, _PSZ, P]),
     "lds_index_search_batch": (I, [P, P, SZ, SZ, SZ, P, P, _PSZ, P]),
     "lds_search_options_default": (None, [P]),
+    "lds_search_kernels": (SZ, [P, SZ]),
     "lds_writer_options_default": (None, [P]),
     "lds_writer_open_path": (I, [S, P, _c.POINTER(P), P]),
     "lds_writer_add_row": (I, [P, P, SZ, U64, S, SZ, P]),
@@ -197,6 +243,19 @@ SIGNATURES = {
     "lds_live_stats_init": (None, [P]),
     "lds_live_get_stats": (I, [P, P]),
     "lds_live_stats_json": (I, [P, P, SZ, _PSZ]),
+    "lds_manifest_options_default": (None, [P]),
+    "lds_manifest_info_init": (None, [P]),
+    "lds_manifest_shard_init": (None, [P]),
+    "lds_manifest_verify_stats_init": (None, [P]),
+    "lds_manifest_read": (I, [S, P, _c.POINTER(P), P]),
+    "lds_manifest_parse": (I, [P, SZ, S, P, _c.POINTER(P), P]),
+    "lds_manifest_free": (None, [P]),
+    "lds_manifest_get_info": (I, [P, P]),
+    "lds_manifest_get_shard": (I, [P, SZ, P]),
+    "lds_manifest_check_index": (I, [P, P, SZ, P, P]),
+    "lds_manifest_verify": (I, [P, P, P, P, P, P]),
+    "lds_import_sniff": (S, [P, SZ, _c.POINTER(I)]),  # h-python: errors that say what to do
+    "lds_import_format_name": (S, [I]),
 }
 
 _lib = None

@@ -70,6 +70,11 @@ class StateError(Error, RuntimeError):
     """E_STATE: a call not valid in the object's current state."""
 
 
+class DeadlineError(Error, TimeoutError):
+    """E_TIMEOUT: the deadline passed (load(url, timeout=...)); the message names the URL
+    and the bytes received."""
+
+
 def _format(name, doc, *extra):
     return type(name, (FormatError,) + extra, {"__doc__": doc})
 
@@ -118,11 +123,12 @@ STATUS_CLASSES = {
     21: ("E_POOL_REFUSED", PoolRefusedError),
     22: ("E_UNSUPPORTED", UnsupportedError),
     23: ("E_STATE", StateError),
+    24: ("E_TIMEOUT", DeadlineError),
 }
 
 __all__ = ["Error", "FormatError", "LimitError", "IOError", "InvalidArgumentError",
            "NoMemoryError", "CancelledError", "NotFoundError", "PoolRefusedError",
-           "UnsupportedError", "StateError"] + [
+           "UnsupportedError", "StateError", "DeadlineError"] + [
                cls.__name__ for _, cls in STATUS_CLASSES.values()
                if cls.__bases__[0] is FormatError]
 

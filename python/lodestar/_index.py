@@ -9,9 +9,9 @@ import weakref
 
 import numpy as np
 
-from . import _capi
+from . import _capi, _interrupt
 from ._capi import library
-from ._errors import check, from_status
+from ._errors import UnsupportedError, check, from_status
 
 _DTYPES = {1: "f32", 2: "f16", 3: "bf16", 4: "i8"}
 _NUMPY_STORED = {"f32": np.dtype("<f4"), "f16": np.dtype("<f2"), "bf16": np.dtype("<u2"),
@@ -65,6 +65,46 @@ class Keys(collections.abc.Sequence):
 
     def __repr__(self):
         return "<lodestar.Keys of %d rows>" % len(self)
+
+
+class KeyToIndex(collections.abc.Mapping):
+    """gensim's key_to_index over an index: key -> row, looked up in the key table (the
+    lowest row of a repeated key, as Index.row); iterates the keys in row order."""
+
+    def __init__(self, index):
+        self._index = index
+
+    def __getitem__(self, key):
+        if not isinstance(key, str) or self._index.keys is None:
+            raise KeyError(key)
+        return self._index.row(key)
+
+    def __contains__(self, key):
+        return key in self._index
+
+    def __iter__(self):
+        keys = self._index.keys
+        return iter(keys) if keys is not None else iter(())
+
+    def __len__(self):
+        return len(self._index) if self._index.keys is not None else 0
+
+    def __repr__(self):
+        return "<lodestar.KeyToIndex of %d keys>" % len(self)
+
+
+def _as_items(value):
+    """most_similar's positive / negative as a list (gensim's _ensure_list): None -> [],
+    one key, row or 1-D vector -> [it]; anything else is a list of items, each an item
+    or an (item, weight) pair."""
+    if value is None:
+        return []
+    if isinstance(value, np.ndarray) and value.ndim != 1:
+        raise ValueError("most_similar takes vectors of shape (dim,), not %d-D" % value.ndim)
+    if isinstance(value, (str, int, np.integer)) or (
+            isinstance(value, np.ndarray) and value.ndim == 1):
+        return [value]
+    return list(value)
 
 
 class Index:
@@ -150,8 +190,8 @@ class Index:
             if self._busy:
                 raise RuntimeError("index is in use by another thread")
             if self._live_views():
-                raise RuntimeError("index still viewed by a numpy array; drop the arrays "
-                                   "first, or leave a `with` block to free it after them")
+                raise RuntimeError("index still viewed by a numpy array or DLPack tensor; drop "
+                                   "them first, or leave a `with` block to free it after them")
             self._closed = True
         self._free()
 
@@ -409,14 +449,17 @@ class Index:
 
     # ---- search
 
-    def search(self, queries, k=10, *, threads=None):
+    def search(self, queries, k=10, *, threads=None, pad=False):
         """Exact top-k of each query under the index's metric, as faiss's index.search:
         returns (scores, rows), float32 and int64 arrays shaped (nq, min(k, rows)), best
         first (for l2 the smallest distances): unlike faiss, an index with fewer than k
         rows gives fewer columns rather than a tail of rows -1, so that a large k costs
-        no more than the index's size. `queries` is an array (nq, dim) or one query
-        (dim,) of any real dtype (converted to float32). k: an integer >= 0
-        (TypeError / ValueError otherwise). All queries go to one
+        no more than the index's size (docs/adr/0035). pad=True gives faiss's shape
+        (nq, k) instead: the columns past the rows hold row -1 and score -FLT_MAX
+        (-3.4028235e38; cosine, dot) or +FLT_MAX (l2), the values faiss 1.7 pads with.
+        `queries` is an array (nq, dim) or one query (dim,) of any real dtype (converted
+        to float32). k: an integer >= 0 (TypeError / ValueError otherwise). All queries
+        go to one
         lds_index_search_batch call, which releases the GIL; its results are those of
         lds_index_search one query at a time. threads: None for the library's choice
         (lds_search_options.threads 0), or the most threads to split the rows over (the
@@ -447,24 +490,91 @@ class Index:
                 raise ValueError("queries have %d dims, the index %d" % (q.shape[1], dim))
             nq = q.shape[0]
             kk = min(k, lib.lds_index_rows(h))  # what the library can return
-            scores = np.empty((nq, kk), dtype=np.float32)
-            rows = np.empty((nq, kk), dtype=np.int64)
+            cols = k if pad else kk
+            scores = np.empty((nq, cols), dtype=np.float32)
+            rows = np.empty((nq, cols), dtype=np.int64)
             if nq and kk:
                 _search_batch(lib, h, q, kk, threads, scores, rows)
+            if cols > kk:
+                big = np.finfo(np.float32).max
+                scores[:, kk:] = big if lib.lds_index_metric(h) == 3 else -big
+                rows[:, kk:] = -1
             return scores, rows
         finally:
             self._leave()
 
-    def most_similar(self, key_or_vector, k=10):
-        """The k nearest rows as [(key, score), ...], best first, as gensim's
-        most_similar: `key_or_vector` is a key (str; that key itself is left out) or a
-        vector (dim,). Rows stand in for keys when the index has none."""
-        k = operator.index(k)
-        if k < 0:
-            raise ValueError("k must be >= 0, not %d" % k)
+    def most_similar(self, positive=None, negative=None, topn=10, *, k=None):
+        """The topn nearest rows as [(key, score), ...], best first, as gensim 4's
+        KeyedVectors.most_similar. positive / negative: a key (str), a row (int), a vector
+        (dim,), or a list of them, each optionally paired with a weight as (item, weight);
+        the defaults weigh positive items +1 and negative ones -1. k: the old name of topn.
+
+        One positive key or vector and nothing else (`most_similar("king")`,
+        `most_similar(v)`): the index's exact search under its own metric, the key itself
+        left out. Otherwise gensim's arithmetic, as `lodestar similar --positive/--negative`
+        (cli/similar.c): every key's row divided by its norm (a vector is taken as given),
+        the weighted mean divided by its norm, rows ranked by cosine similarity to it, the
+        given keys' rows left out; only for a cosine index (UnsupportedError otherwise).
+        topn=None gives gensim's array of the cosine similarity of every row instead.
+        Rows stand in for keys when the index has none. KeyError for an absent key,
+        IndexError for a row out of range, ValueError for no input or a zero mean."""
+        if k is not None:
+            topn = k
+        pos, neg = _as_items(positive), _as_items(negative)
+        if topn is not None:
+            topn = operator.index(topn)
+            if topn < 0:
+                raise ValueError("topn must be >= 0, not %d" % topn)
+        if (topn is not None and not neg and len(pos) == 1
+                and not isinstance(pos[0], tuple)):
+            return self._most_similar_one(pos[0], topn)
+        items = [it if isinstance(it, tuple) else (it, 1.0) for it in pos]
+        items += [it if isinstance(it, tuple) else (it, -1.0) for it in neg]
+        if not items:
+            raise ValueError("most_similar needs at least one positive or negative item")
+        if self.metric != "cosine":
+            raise UnsupportedError(
+                "most_similar with several items or weights ranks by cosine similarity "
+                "(gensim's rule), but the index's metric is %s" % self.metric)
+        dim = self.dim
+        acc = np.zeros(dim, dtype=np.float64)
+        own = set()
+        for item, weight in items:
+            if isinstance(item, (str, int, np.integer)) and not isinstance(item, bool):
+                r = self._row_of(item)
+                v = self.vector(r).astype(np.float64)
+                n = np.sqrt(np.dot(v, v))
+                if not np.isfinite(n) or n == 0:
+                    raise ValueError("%r (row %d) %s" % (item, r, "is a zero vector, which "
+                                     "has no direction" if n == 0 else
+                                     "holds a non-finite element"))
+                acc += float(weight) * v / n
+                own.add(r)
+            else:
+                v = np.asarray(item, dtype=np.float64)
+                if v.shape != (dim,):
+                    raise ValueError("a vector item must have shape (%d,), not %s"
+                                     % (dim, v.shape))
+                acc += float(weight) * v
+        norm = np.sqrt(np.dot(acc, acc))
+        if norm == 0 or not np.isfinite(norm):
+            raise ValueError("the items' weighted mean is the zero vector (or not finite), "
+                             "which has no cosine similarity")
+        query = (acc / norm).astype(np.float32)
+        if topn is None:
+            return self._cosines(query)
+        scores, rows = self.search(query, topn + len(own))
+        pairs = [(int(r), float(s)) for r, s in zip(rows[0], scores[0])
+                 if r >= 0 and int(r) not in own][:topn]
+        return self._named(pairs)
+
+    def _most_similar_one(self, key_or_vector, k):
+        """most_similar of one key or vector: the search under the index's metric."""
         own = None
-        if isinstance(key_or_vector, str):
-            own = self.row(key_or_vector)
+        if isinstance(key_or_vector, str) or (
+                isinstance(key_or_vector, (int, np.integer))
+                and not isinstance(key_or_vector, bool)):
+            own = self._row_of(key_or_vector)
             query = self.vector(own)
         else:
             query = np.asarray(key_or_vector)
@@ -473,8 +583,219 @@ class Index:
         scores, rows = self.search(query, k + (own is not None))
         pairs = [(int(r), float(s)) for r, s in zip(rows[0], scores[0])
                  if r >= 0 and r != own][:k]
+        return self._named(pairs)
+
+    def _named(self, pairs):
         has_keys = self._get(library().lds_index_has_keys)
         return [(self.key(r) if has_keys else r, s) for r, s in pairs]
+
+    def _row_of(self, key_or_row):
+        """The row of a key (str) or a row number (int, negative counts from the end)."""
+        if isinstance(key_or_row, str):
+            return self.row(key_or_row)
+        r = operator.index(key_or_row)
+        n = self.rows
+        if r < 0:
+            r += n
+        if not 0 <= r < n:
+            raise IndexError("row %d out of range (the index has %d rows)" % (r, n))
+        return r
+
+    def _cosines(self, query):
+        """The cosine similarity of every row to `query` (dim,), float32 (rows,), in the
+        arithmetic of gensim (float32 dot products over the rows' norms)."""
+        v = self.as_float32()
+        q = np.asarray(query, dtype=np.float32)
+        norms = np.linalg.norm(v, axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (v @ q) / (norms * np.float32(np.linalg.norm(q)))
+
+    # ---- gensim's KeyedVectors names
+
+    def __getitem__(self, key):
+        """A row as a new float32 array (dim,) from a key (str) or a row number (int,
+        negative counts from the end); a list, tuple or 1-D array of them gives an array
+        (n, dim), as gensim's kv[key] and kv[[k1, k2]]. KeyError / IndexError if absent."""
+        if isinstance(key, (list, tuple, np.ndarray)):
+            out = np.empty((len(key), self.dim), dtype=np.float32)
+            for i, item in enumerate(key):
+                out[i] = self.vector(self._row_of(item))
+            return out
+        if isinstance(key, bool) or not isinstance(key, (str, int, np.integer)):
+            raise TypeError("an index is subscripted by a key (str), a row (int) or a list "
+                            "of them, not %s" % type(key).__name__)
+        return self.vector(self._row_of(key))
+
+    def get_vector(self, key, norm=False):
+        """gensim's get_vector: the row of `key` (str) or row number as float32 (dim,),
+        divided by its L2 norm when norm is true (a zero row stays zero)."""
+        v = self[key]
+        if norm:
+            n = np.linalg.norm(v)
+            if n > 0:
+                v = v / n
+        return v
+
+    def get_index(self, key, default=None):
+        """gensim's get_index: the row of `key`; an int in range is its own row;
+        `default` (when not None) instead of KeyError for an absent key."""
+        try:
+            return self._row_of(key)
+        except (KeyError, IndexError):
+            if default is not None:
+                return default
+            raise KeyError("key %r not present" % (key,)) from None
+
+    @property
+    def key_to_index(self):
+        """gensim's key_to_index: a read-only mapping key -> row, looked up in the
+        index's key table (nothing is built in Python). Empty for a keyless index."""
+        return KeyToIndex(self)
+
+    @property
+    def index_to_key(self):
+        """gensim's index_to_key: the keys in row order (the lazy Keys sequence); for a
+        keyless index, the row numbers (range(rows)), as gensim numbers keyless vectors."""
+        keys = self.keys
+        return keys if keys is not None else range(self.rows)
+
+    def similarity(self, key1, key2):
+        """gensim's similarity: the cosine similarity of two keys' (or rows') vectors."""
+        a, b = self.get_vector(key1, norm=True), self.get_vector(key2, norm=True)
+        return float(np.dot(a, b))
+
+    def distance(self, key1, key2):
+        """gensim's distance: 1 - similarity(key1, key2)."""
+        return 1.0 - self.similarity(key1, key2)
+
+    def n_similarity(self, keys1, keys2):
+        """gensim's n_similarity: the cosine similarity of the means of two lists of
+        keys' vectors (raw rows, not unit vectors). ZeroDivisionError for an empty list,
+        as gensim."""
+        if not len(keys1) or not len(keys2):
+            raise ZeroDivisionError("at least one of the passed lists is empty")
+        a, b = self[list(keys1)].mean(axis=0), self[list(keys2)].mean(axis=0)
+        return float(np.dot(a / np.linalg.norm(a), b / np.linalg.norm(b)))
+
+    def doesnt_match(self, keys):
+        """gensim's doesnt_match: the key farthest (by cosine) from the mean of the keys'
+        unit vectors. Keys not in the index are left out with a warning, as gensim;
+        ValueError when none is left."""
+        import warnings
+        used = [k for k in keys if k in self]
+        if len(used) != len(keys):
+            warnings.warn("vectors for keys %s are not present in the index; ignoring them"
+                          % sorted(set(keys) - set(used)), stacklevel=2)
+        if not used:
+            raise ValueError("cannot select a key from an empty list")
+        v = np.vstack([self.get_vector(k, norm=True) for k in used]).astype(np.float32)
+        mean = v.mean(axis=0)
+        mean = mean / np.linalg.norm(mean)
+        return sorted(zip((v @ mean).tolist(), used))[0][1]
+
+    def distances(self, key_or_vector, other_keys=()):
+        """gensim's distances: 1 - cosine similarity from a key (or row, or vector) to
+        each of `other_keys`, or to every row when other_keys is empty; float32 array."""
+        if isinstance(key_or_vector, (str, int, np.integer)):
+            q = self[key_or_vector]
+        else:
+            q = np.asarray(key_or_vector, dtype=np.float32)
+        if not len(other_keys):
+            return 1 - self._cosines(q)
+        others = self[list(other_keys)]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sims = (others @ q) / (np.linalg.norm(others, axis=1) * np.linalg.norm(q))
+        return 1 - sims
+
+    # ---- faiss's Index names
+
+    @property
+    def ntotal(self):
+        """faiss's ntotal: the number of rows."""
+        return self.rows
+
+    @property
+    def d(self):
+        """faiss's d: the dimension."""
+        return self.dim
+
+    @property
+    def metric_type(self):
+        """faiss's metric_type: 0 (faiss.METRIC_INNER_PRODUCT) for dot and cosine (faiss
+        searches cosine as the inner product of unit vectors), 1 (faiss.METRIC_L2) for l2
+        (squared distances, as faiss's)."""
+        return 1 if self.metric == "l2" else 0
+
+    def reconstruct(self, key):
+        """faiss's reconstruct: row `key` (0 <= key < ntotal) as float32 (d,)."""
+        return self.vector(operator.index(key))
+
+    def reconstruct_n(self, i0, n):
+        """faiss's reconstruct_n: rows [i0, i0 + n) as a new float32 array (n, d);
+        IndexError unless 0 <= i0 and i0 + n <= ntotal."""
+        i0, n = operator.index(i0), operator.index(n)
+        rows = self.rows
+        if n < 0 or i0 < 0 or i0 + n > rows:
+            raise IndexError("rows [%d, %d) are not within the index's %d rows"
+                             % (i0, i0 + n, rows))
+        return np.array(self.as_float32()[i0:i0 + n], dtype=np.float32)
+
+    # ---- numpy
+
+    @property
+    def shape(self):
+        """(rows, dim), the shape of `vectors` and of np.asarray(index)."""
+        return (self.rows, self.dim)
+
+    def __array__(self, dtype=None, copy=None):
+        """np.asarray(index): the `vectors` view (read-only, no copy, the stored dtype:
+        uint16 bits for bf16); a copy converted to `dtype` when one is asked for, or when
+        copy is true (numpy 2 passes it)."""
+        v = self.vectors
+        if dtype is not None and np.dtype(dtype) != v.dtype:
+            return v.astype(dtype)
+        return v.copy() if copy else v
+
+    def __iter__(self):
+        """The rows in order, each a read-only view (dim,) of `vectors` (no copy)."""
+        return iter(self.vectors)
+
+    def export(self, path, format=None, *, dtype="f32", keys_out=None):
+        """Writes the index to `path` in a format other tools read, as `lodestar export`:
+        format "npy", "fvecs", "glove", "word2vec" or "word2vec-bin" (None: from the
+        extension .npy, .fvecs, .bin, .vec, .txt); text formats print each float in the
+        shortest decimal that reads back as the same float32 (the program's bytes).
+        dtype "f16": npy only. keys_out: npy and fvecs, the keys one per line. See
+        lodestar._export.export for the errors."""
+        from ._export import export
+        export(self, path, format, dtype=dtype, keys_out=keys_out)
+
+    # ---- DLPack (torch.from_dlpack, numpy.from_dlpack, ...)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule over the rows (rows, dim) in the stored dtype (f32, f16,
+        bf16 as DLPack bfloat16, i8 as int8: multiply by i8_scale), on the CPU, without a
+        copy: torch.from_dlpack(index) shares the index's payload, which is immutable:
+        never write through the tensor (a mapped index's pages are read-only). The index
+        stays alive (close() refuses, a `with` block's end defers the free) until the
+        consumer's deleter runs. With max_version >= (1, 0) the tensor is DLPack 1.0's
+        versioned one, flagged read-only; else the unversioned one numpy 1.24 and torch
+        1.13 take, which has no such flag. BufferError for copy=True or another device."""
+        from . import _dlpack
+        if copy:
+            raise BufferError("lodestar exports its rows without a copy only; copy with "
+                              "np.array(index) instead")
+        if dl_device is not None and tuple(dl_device) != (_dlpack.KDL_CPU, 0):
+            raise BufferError("the index is in CPU memory (device (1, 0)), not %r"
+                              % (tuple(dl_device),))
+        if stream is not None and stream != -1:
+            raise BufferError("a CPU tensor takes no stream, not %r" % (stream,))
+        versioned = max_version is not None and tuple(max_version)[0] >= 1
+        return _dlpack.capsule(self.vectors, self.dtype, versioned)
+
+    def __dlpack_device__(self):
+        """(1, 0): DLPack's kDLCPU, device 0."""
+        return (1, 0)
 
 
 def _search_batch(lib, h, q, k, threads, scores, rows):
@@ -513,7 +834,7 @@ def _view_collected(index):
     return collected
 
 
-def _options(mmap, populate, verify, ownership, max_payload):
+def _options(mmap, populate, verify, ownership, max_payload, read_threads=0):
     lib = library()
     opts = _capi.LoadOptions()
     lib.lds_load_options_default(ctypes.byref(opts))
@@ -528,15 +849,24 @@ def _options(mmap, populate, verify, ownership, max_payload):
         if m < 0:
             raise ValueError("max_payload must be >= 0 bytes, not %d" % m)
         opts.max_payload_bytes = m
+    t = operator.index(read_threads)
+    if t < 0:
+        raise ValueError("read_threads must be >= 0 (0: automatic), not %d" % t)
+    opts.read_threads = min(t, 0xFFFFFFFF)
     return opts
 
 
-def _readinto_callback(f, failure):
-    """An lds_read_fn reading from file object `f` (readinto, else read)."""
+def _readinto_callback(f, failure, call=None):
+    """An lds_read_fn reading from file object `f` (readinto, else read); `call`: the
+    _interrupt.Call whose SIGINT handler may stop a read that blocks."""
     readinto = getattr(f, "readinto", None)
 
     def read(_ctx, buf, cap, got):
         try:
+            if call is not None:
+                if call.interrupted:
+                    raise KeyboardInterrupt
+                call.in_python_read = True
             if readinto is not None:
                 n = readinto(memoryview((ctypes.c_char * cap).from_address(buf)).cast("B"))
                 got[0] = _capi.READ_RETRY if n is None else n
@@ -553,11 +883,15 @@ def _readinto_callback(f, failure):
         except BaseException as e:  # stopped here, raised again by load
             failure.append(e)
             return _E_IO
+        finally:
+            if call is not None:
+                call.in_python_read = False
 
     return _capi.READ_FN(read)
 
 
-def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, populate=False):
+def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, populate=False,
+         timeout=None, progress=None, read_threads=0):
     """Loads an index and returns an Index.
 
     source: a path (str or os.PathLike); an "http://" or "https://" URL (str, loaded
@@ -569,28 +903,111 @@ def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, p
     mmap: map the file instead of reading it (path or fd; a file that cannot be mapped
     is read). verify: check the payload checksum. ownership: None (the library's
     default), "copy" or "adopt" (docs/adr/0004). max_payload: the largest payload
-    accepted, bytes (LimitError beyond). Raises lodestar.Error subclasses (TruncatedError,
-    ChecksumError, IOError, ...), TypeError for a source of another kind.
+    accepted, bytes (LimitError beyond). timeout: a URL only, the deadline of the whole
+    transfer in seconds (None: none); past it lodestar.DeadlineError (a TimeoutError)
+    naming the URL and the bytes received. progress: None or a callable of (bytes done,
+    bytes total, or None when the length is unknown), called from this thread as the
+    payload arrives (about every MiB) and ending at the total; what it raises stops the
+    load and is raised here. Ctrl-C (SIGINT, main thread, with Python's default handler)
+    stops the load within about 50 ms and raises KeyboardInterrupt, the rental returned
+    (docs/adr/0034). read_threads: threads that read a regular file's payload in
+    parallel (path or fd; 0, the default: automatic, see lds_load_options; 1: one reader).
+    Raises lodestar.Error subclasses (TruncatedError, ChecksumError,
+    IOError, ...), TypeError for a source of another kind.
     """
     lib = library()
-    opts = _options(mmap, populate, verify, ownership, max_payload)
+    opts = _options(mmap, populate, verify, ownership, max_payload, read_threads)
+    uo = _interrupt.url_options(timeout)
+    opts.url = ctypes.cast(ctypes.byref(uo), ctypes.c_void_p).value
     info = _capi.LoadInfo()
     lib.lds_load_info_init(ctypes.byref(info))
     err = _capi.new_error()
     h = ctypes.c_void_p()
     tail = (ctypes.byref(opts), ctypes.byref(h), ctypes.byref(info), ctypes.byref(err))
-    st, keep = from_source(
-        source, mmap, info, True,
-        path=lambda p: lib.lds_load_path(p, *tail),
-        url=lambda u: lib.lds_load_url(u, *tail),
-        fd=lambda fd: lib.lds_load_fd(fd, *tail),
-        memory=lambda address, n, copy: lib.lds_load_memory(address, n, copy, *tail),
-        callback=lambda cb: lib.lds_load_callback(cb, None, *tail))
+    call = _interrupt.Call(progress)
+    call.arm(opts)
+    with call:
+        st, keep = from_source(
+            source, mmap, info, True,
+            path=lambda p: lib.lds_load_path(p, *tail),
+            url=lambda u: lib.lds_load_url(u, *tail),
+            fd=lambda fd: lib.lds_load_fd(fd, *tail),
+            memory=lambda address, n, copy: lib.lds_load_memory(address, n, copy, *tail),
+            callback=lambda cb: lib.lds_load_callback(cb, None, *tail), call=call)
+    call.finish(st, undo=lambda: lib.lds_index_free(h))
+    if st in (_E_BAD_MAGIC, _E_TRUNCATED):
+        explain_source(source, from_status(st, err))
     check(st, err)
-    return Index(h.value, info, keep)
+    index = Index(h.value, info, keep)
+    call.complete(info.payload_bytes)
+    return index
 
 
-def from_source(source, mmap, info, borrow_bytes, *, path, url, fd, memory, callback):
+_E_BAD_MAGIC, _E_TRUNCATED = 4, 7
+
+
+def sniff(head):
+    """(what the bytes `head` are, the lodestar pack format that reads them) from
+    lds_import_sniff: ("an .npy file", "npy"), ("a GloVe text file", "glove"), ...;
+    (None, None) when nothing is recognised; the format is None for kinds pack decides on
+    itself (compressed files) or does not read (an index, a manifest)."""
+    lib = library()
+    fmt = ctypes.c_int()
+    buf = ctypes.create_string_buffer(bytes(head), len(head))
+    kind = lib.lds_import_sniff(buf, len(head), ctypes.byref(fmt))
+    if kind is None:
+        return None, None
+    name = lib.lds_import_format_name(fmt.value) if fmt.value else None
+    return kind.decode(), (name.decode() if name else None)
+
+
+def explain_source(source, exc):
+    """Raises `exc` (a BadMagicError or TruncatedError of loading `source`) with what
+    the file is and what to do with it, when `source` is a path or bytes of a kind
+    lds_import_sniff knows; returns (leaving the caller to raise) otherwise."""
+    if isinstance(source, str) and source.lower().startswith(("http://", "https://")):
+        return
+    name = None
+    try:
+        if isinstance(source, (str, os.PathLike)):
+            name = os.fspath(source)
+            with open(name, "rb") as f:
+                head = f.read(1024)
+        else:
+            head = bytes(memoryview(source)[:1024])
+    except (OSError, TypeError, ValueError):
+        return
+    kind, fmt = sniff(head)
+    if kind is None or kind == "a lodestar index":
+        return
+    what = repr(name) if name is not None else "the source"
+    if "manifest" in kind:
+        hint = ("%s is %s, written by `lodestar split`: load it with "
+                "lodestar.open_shards(%s) or search it with lodestar.search_shards(%s, "
+                "queries, k=10)" % (what, kind, what, what))
+    else:
+        out = "index.ldsi"
+        if name is not None:
+            base = os.path.basename(name)
+            for z in (".gz", ".zst", ".xz"):
+                if base.endswith(z):
+                    base = base[:-len(z)]
+            out = (os.path.splitext(base)[0] or base) + ".ldsi"
+        cmd = "lodestar pack %s%s %s" % ("--format %s " % fmt if fmt in ("npz", "hdf5") else "",
+                                         name if name is not None else "FILE", out)
+        hint = "%s is %s, not a lodestar index: convert it with `%s`" % (what, kind, cmd)
+        if fmt == "npy":
+            hint += " or, from Python, lodestar.write(%r, numpy.load(%s))" % (
+                out, what if name is not None else "io.BytesIO(source)")
+        elif fmt is None:
+            hint += " (pack reads through the compression)"
+    raise type(exc)("%s; %s" % (exc.message, hint), code=exc.code, status=exc.status,
+                    field=exc.field, offset=exc.offset, line=exc.line,
+                    sys_errno=exc.errno) from None
+
+
+def from_source(source, mmap, info, borrow_bytes, *, path, url, fd, memory, callback,
+                call=None):
     """Runs the load (or reload) call that fits `source`, as lodestar.load describes:
     url(c_url) for an http:// or https:// str, path(c_path), fd(fd),
     memory(address, n, copy) or callback(read_fn), each returning
@@ -615,8 +1032,11 @@ def from_source(source, mmap, info, borrow_bytes, *, path, url, fd, memory, call
                             os.lseek(fdn, 0, os.SEEK_CUR))
             return st, None
         failure = []
-        st = callback(_readinto_callback(source, failure))
+        st = callback(_readinto_callback(source, failure, call))
         if failure:
+            if call is not None and isinstance(failure[0], KeyboardInterrupt):
+                call.interrupted = True
+                return st, None  # call.finish raises it
             raise failure[0]
         return st, None
     try:

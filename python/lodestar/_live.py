@@ -5,7 +5,7 @@ import operator
 import os
 import threading
 
-from . import _capi
+from . import _capi, _interrupt
 from ._capi import library
 from ._errors import check, from_status
 from ._index import Index, _options, from_source
@@ -26,7 +26,7 @@ class Live:
     source, as reload() takes it. max_retired: how many retired generations may still be
     pinned (1 to 64; None = 2); a reload beyond it raises lodestar.LimitError (field
     "live.max_retired") at once and loads nothing. mmap, verify, ownership, max_payload,
-    populate: as lodestar.load's, for every reload.
+    populate, read_threads: as lodestar.load's, for every reload.
 
     Pool: generations are loaded from a private pool without thread caches, as
     lodestar_live.h advises (a generation is freed by the thread that releases its
@@ -49,7 +49,8 @@ class Live:
     """
 
     def __init__(self, source=None, *, max_retired=None, max_retained_bytes=None,
-                 mmap=False, verify=True, ownership=None, max_payload=None, populate=False):
+                 mmap=False, verify=True, ownership=None, max_payload=None, populate=False,
+                 read_threads=0):
         lib = library()
         lo = _capi.LiveOptions()
         lib.lds_live_options_default(ctypes.byref(lo))
@@ -66,7 +67,7 @@ class Live:
                                  % max_retained_bytes)
         self._max_retained = max_retained_bytes
         self._mmap = bool(mmap)
-        self._opts = _options(mmap, populate, verify, ownership, max_payload)
+        self._opts = _options(mmap, populate, verify, ownership, max_payload, read_threads)
         self._h = None
         self._pool = None
         self._holds = 0  # pins held and calls in flight
@@ -164,7 +165,12 @@ class Live:
             raise
         if st != 0:
             self._leave()
-            raise from_status(st)
+            e = from_status(st)
+            if e.status == "E_STATE":  # nothing loaded yet: say what to do
+                raise type(e)("nothing is loaded yet, so there is no generation to pin: "
+                              "call live.reload(source) first, or create it with "
+                              "lodestar.Live(source)", code=e.code, status=e.status)
+            raise e
         info = self._infos.get(pin.generation)
         if info is None:  # a generation older than the recent ones kept
             info = _capi.LoadInfo()
@@ -198,7 +204,7 @@ class Live:
             self._pool = pool.value
             return self._pool
 
-    def reload(self, source):
+    def reload(self, source, *, timeout=None, progress=None):
         """Loads `source` (a path, a bytes-like object, a binary file object, as
         lodestar.load takes them; bytes are always copied here, since the library may
         free a generation in any thread) as the next generation, and swaps it in only
@@ -207,27 +213,41 @@ class Live:
         load's lodestar.Error (TruncatedError, ChecksumError, ...), lodestar.StateError
         (field "live.reload") when another reload of this live index is running (refused
         at once, never queued), lodestar.LimitError (field "live.max_retired") when
-        max_retired retired generations are still pinned (refused at once)."""
+        max_retired retired generations are still pinned (refused at once).
+        timeout, progress, and Ctrl-C: as lodestar.load's (KeyboardInterrupt with nothing
+        changed and the rental returned; a Ctrl-C that comes once the new generation was
+        swapped in is raised as KeyboardInterrupt too, the new generation serving)."""
         lib = library()
         h = self._enter()
         try:
             opts = _capi.LoadOptions.from_buffer_copy(self._opts)
             opts.pool = self._pool_for(source)
+            uo = _interrupt.url_options(timeout)
+            opts.url = ctypes.cast(ctypes.byref(uo), ctypes.c_void_p).value
+            call = _interrupt.Call(progress)
+            call.arm(opts)
             info = _capi.LoadInfo()
             lib.lds_load_info_init(ctypes.byref(info))
             err = _capi.new_error()
             gen = ctypes.c_uint64()
             tail = (ctypes.byref(opts), ctypes.byref(gen), ctypes.byref(info),
                     ctypes.byref(err))
-            st, _ = from_source(
-                source, self._mmap, info, False,
-                path=lambda p: lib.lds_live_reload_path(h, p, *tail),
-                url=lambda u: lib.lds_live_reload_url(h, u, *tail),
-                fd=lambda fd: lib.lds_live_reload_fd(h, fd, *tail),
-                memory=lambda address, n, copy: lib.lds_live_reload_memory(
-                    h, address, n, copy, *tail),
-                callback=lambda cb: lib.lds_live_reload_callback(h, cb, None, *tail))
+            with call:
+                st, _ = from_source(
+                    source, self._mmap, info, False,
+                    path=lambda p: lib.lds_live_reload_path(h, p, *tail),
+                    url=lambda u: lib.lds_live_reload_url(h, u, *tail),
+                    fd=lambda fd: lib.lds_live_reload_fd(h, fd, *tail),
+                    memory=lambda address, n, copy: lib.lds_live_reload_memory(
+                        h, address, n, copy, *tail),
+                    callback=lambda cb: lib.lds_live_reload_callback(h, cb, None, *tail),
+                    call=call)
+            if st == 0:
+                with self._lock:
+                    self._infos[gen.value] = info
+            call.finish(st)
             check(st, err)
+            call.complete(info.payload_bytes)
             with self._lock:
                 self._infos[gen.value] = info
                 for g in [g for g in self._infos if g + 2 * _LIMIT < gen.value]:

@@ -5,9 +5,12 @@ one by one and their per-shard top-k merged into the exact global top-k.
         scores, rows = shards.search(queries, k=10)     # global rows, as the unsplit index
         shards.row("king"), shards.vector("king")       # through the shard holding the key
 
-A manifest is a local path or an http:// or https:// URL (read with urllib, at most
-64 MiB); a shard's "file" is a name beside the manifest (so a split directory served
-over HTTP is loaded from there) or an http(s) URL of its own, loaded with lds_load_url.
+A manifest is a local path or an http:// or https:// URL, read and checked by the
+library's one manifest reader (lds_manifest_read, docs/format.md section 9: the same
+rules and messages as `lodestar verify`; a URL is fetched through libcurl as
+lodestar.load fetches one, user:password sent as HTTP authentication); a shard's
+"file" is a name beside the manifest (so a split directory served over HTTP is loaded
+from there) or an http(s) URL of its own, loaded with lds_load_url.
 
 The merge ranks as lds_index_search does on one index: best score first (for l2 the
 smallest distance), equal scores by global row, rows whose score is NaN last (by row).
@@ -15,104 +18,69 @@ A shard's row r is global row first_row + r; each shard's top-k holds every row 
 global top-k that lives in that shard, so the merge of the shards' top-k is exact.
 """
 import bisect
-import json
+import ctypes
 import operator
 import os
-import urllib.parse
-import urllib.request
 
 import numpy as np
 
-from ._errors import FormatError, UnsupportedError
-from ._index import load
+from . import _capi
+from ._errors import UnsupportedError, check, from_status
+from ._index import Index, load
 
 __all__ = ["read_manifest", "merge_topk", "open_shards", "search_shards", "Shards"]
 
-MANIFEST_FORMAT = "lodestar-shards"
-MANIFEST_MAX_BYTES = 64 << 20  # as cli/split.c's verify
-
-
-def _is_url(text):
-    return isinstance(text, str) and text.lower().startswith(("http://", "https://"))
-
-
-def _read_text(path):
-    """The manifest's text from a path or a URL, refusing more than MANIFEST_MAX_BYTES."""
-    if _is_url(path):
-        with urllib.request.urlopen(path, timeout=60) as r:
-            data = r.read(MANIFEST_MAX_BYTES + 1)
-    else:
-        with open(path, "rb") as f:
-            data = f.read(MANIFEST_MAX_BYTES + 1)
-    if len(data) > MANIFEST_MAX_BYTES:
-        raise _bad(path, "manifest", "more than %d bytes: not a manifest" % MANIFEST_MAX_BYTES)
-    return data.decode("utf-8")
-
-
-def _bad(path, field, what):
-    return FormatError("%s: %s: %s" % (path, field, what), field=field)
-
-
-def _u64(path, obj, field, name):
-    v = obj.get(name) if isinstance(obj, dict) else None
-    if type(v) is not int or v < 0:
-        raise _bad(path, field, "missing or not a non-negative integer")
-    return v
-
 
 def read_manifest(path):
-    """Reads and checks a manifest (a path or an http(s) URL): returns a dict with
-    "rows", "dim", "dtype", "metric", "has_ids", "has_keys" and "shards", a list of dicts
-    with "path" (the shard's file resolved beside the manifest, or its URL: what
-    lodestar.load takes), "file", "first_row", "rows" and "checksum" (int).
-    The row ranges must follow each other from 0 to "rows" with no overlap and no gap.
-    Raises lodestar.FormatError naming the field (e.g. shards[1].first_row), OSError if
-    the file cannot be read, ValueError if it is not JSON."""
-    path = os.fspath(path)
-    m = json.loads(_read_text(path))
-    if not isinstance(m, dict) or m.get("format") != MANIFEST_FORMAT:
-        raise _bad(path, "format", "expected %r" % MANIFEST_FORMAT)
-    total = _u64(path, m, "rows", "rows")
-    dim = _u64(path, m, "dim", "dim")
-    for name, kind in (("dtype", str), ("metric", str), ("has_ids", bool),
-                       ("has_keys", bool), ("shards", list)):
-        if not isinstance(m.get(name), kind):
-            raise _bad(path, name, "missing or not a %s" % kind.__name__)
-    if not m["shards"]:
-        raise _bad(path, "shards", "empty")
-    url = _is_url(path)
-    base = path if url else os.path.dirname(path)
-    shards, nxt = [], 0
-    for i, s in enumerate(m["shards"]):
-        field = "shards[%d]" % i
-        first = _u64(path, s, field + ".first_row", "first_row")
-        rows = _u64(path, s, field + ".rows", "rows")
-        f = s.get("file")
-        if not isinstance(f, str) or not (
-                _is_url(f) or (f and "/" not in f and f not in (".", ".."))):
-            raise _bad(path, field + ".file", "neither a file name in the manifest's "
-                       "directory nor an http(s) URL")
-        try:
-            checksum = int(s.get("checksum"), 16)
-        except (TypeError, ValueError):
-            raise _bad(path, field + ".checksum", "not a hexadecimal checksum") from None
-        if first < nxt:
-            raise _bad(path, field + ".first_row", "%d overlaps the rows before it" % first)
-        if first > nxt:
-            raise _bad(path, field + ".first_row", "%d leaves rows %d .. %d in no shard"
-                       % (first, nxt, first - 1))
-        if rows > total - nxt:
-            raise _bad(path, field + ".rows", "%d goes past the manifest's %d rows"
-                       % (rows, total))
-        nxt = first + rows
-        where = f if _is_url(f) else (
-            urllib.parse.urljoin(base, urllib.parse.quote(f)) if url else os.path.join(base, f))
-        shards.append({"path": where, "file": f, "first_row": first,
-                       "rows": rows, "checksum": checksum})
-    if nxt != total:
-        raise _bad(path, "rows", "%d, but the shards cover %d rows" % (total, nxt))
-    return {"rows": total, "dim": dim, "dtype": m["dtype"], "metric": m["metric"],
-            "has_ids": m["has_ids"], "has_keys": m["has_keys"], "shards": shards}
+    """Reads and checks a manifest (a path or an http(s) URL) with the library's reader
+    (lds_manifest_read): returns a dict with "version", "rows", "dim", "dtype",
+    "metric", "has_ids", "has_keys" and "shards", a list of dicts with "path" (the
+    shard's file resolved beside the manifest, or its URL: what lodestar.load takes),
+    "file", "first_row", "rows", "payload_bytes" (None when the entry has none) and
+    "checksum" (int). Raises the lodestar.Error subclass of the refusal, naming the
+    field (e.g. shards[1].first_row) as `lodestar verify` does: BadValueError (also a
+    ValueError), VersionError, ParseError, LimitError (too long, too deep, a number
+    too long), BadUTF8Error, IOError (also an OSError) when it cannot be read."""
+    lib = _capi.library()
+    where = os.fsencode(os.fspath(path))
+    if b"\0" in where:
+        raise ValueError("manifest path contains a NUL character")
+    err = _capi.new_error()
+    handle = ctypes.c_void_p()
+    _check(lib.lds_manifest_read(where, None, ctypes.byref(handle), ctypes.byref(err)), err)
+    try:
+        return _manifest_dict(lib, handle)
+    finally:
+        lib.lds_manifest_free(handle)
+
+
+def _check(code, err):
+    """check(), with the entry's index put into a field such as "shards[].rows": the
+    library's field names are static, and lds_error.line holds the entry's index + 1."""
+    if code != 0:
+        e = from_status(code, err)
+        if e.field and "[]" in e.field and err.line:
+            e.field = e.field.replace("[]", "[%d]" % (err.line - 1), 1)
+        raise e
+
+
+def _manifest_dict(lib, handle):
+    info = _capi.ManifestInfo()
+    lib.lds_manifest_info_init(ctypes.byref(info))
+    check(lib.lds_manifest_get_info(handle, ctypes.byref(info)))
+    shards = []
+    for i in range(info.shards):
+        s = _capi.ManifestShard()
+        lib.lds_manifest_shard_init(ctypes.byref(s))
+        check(lib.lds_manifest_get_shard(handle, i, ctypes.byref(s)))
+        pb = None if s.payload_bytes == _capi.MANIFEST_NO_PAYLOAD_BYTES else s.payload_bytes
+        shards.append({"path": os.fsdecode(s.location), "file": s.file.decode(),
+                       "first_row": s.first_row, "rows": s.rows, "payload_bytes": pb,
+                       "checksum": s.checksum})
+    return {"version": info.version, "rows": info.rows, "dim": info.dim,
+            "dtype": lib.lds_dtype_name(info.dtype).decode(),
+            "metric": lib.lds_metric_name(info.metric).decode(),
+            "has_ids": bool(info.has_ids), "has_keys": bool(info.has_keys), "shards": shards}
 
 
 def merge_topk(parts, k, metric):
@@ -154,12 +122,16 @@ class Shards:
     def __init__(self, manifest, **load_options):
         self.manifest = read_manifest(manifest)
         self._indexes = []
+        loaded = {}  # a location named by several entries is loaded once (MF17)
         try:
             for i, s in enumerate(self.manifest["shards"]):
-                index = load(s["path"], **load_options)
+                index = loaded.get(s["path"])
+                if index is None:
+                    index = loaded[s["path"]] = load(s["path"], **load_options)
                 self._indexes.append(index)
                 _check_shard(self.manifest, i, index)
         except BaseException:
+            self._indexes = list(loaded.values())
             self.close()
             raise
 
@@ -203,6 +175,60 @@ class Shards:
     def __exit__(self, *exc):
         self.close()
 
+    # ---- the names Index has (issue 28): repr, most_similar, shards[key]
+
+    def __repr__(self):
+        return _describe(self, "lodestar.Shards", "" if self._indexes else " (closed)")
+
+    def __len__(self):
+        return self.rows
+
+    @property
+    def dim(self):
+        return self.manifest["dim"]
+
+    @property
+    def metric(self):
+        return self.manifest["metric"]
+
+    def key(self, row):
+        """The key of global `row`, from the shard holding it; None without keys."""
+        i, local = shard_of_row(self.manifest, row)
+        return self._indexes[i].key(local)
+
+    most_similar = Index.most_similar
+    __getitem__ = Index.__getitem__
+    _most_similar_one = Index._most_similar_one
+    _row_of = Index._row_of
+
+    def _named(self, pairs):
+        return named_rows(self, pairs)
+
+    def _cosines(self, query):
+        return all_cosines(self, query)
+
+
+def _describe(shards, name, tail):
+    m = shards.manifest
+    return "<%s %d x %d %s %s in %d shards%s>" % (name, m["rows"], m["dim"], m["dtype"],
+                                                  m["metric"], len(m["shards"]), tail)
+
+
+def named_rows(shards, pairs):
+    """[(key, score)] of [(global row, score)]: rows stand in for keys without keys."""
+    if not shards.manifest["has_keys"]:
+        return pairs
+    return [(shards.key(r), s) for r, s in pairs]
+
+
+def all_cosines(shards, query):
+    """The cosine similarity of every global row to `query`, float32 (rows,), from one
+    search of all rows (most_similar with topn=None)."""
+    scores, rows = shards.search(np.asarray(query, dtype=np.float32), shards.rows)
+    out = np.full(shards.rows, np.nan, dtype=np.float32)
+    out[rows[0][rows[0] >= 0]] = scores[0][rows[0] >= 0]
+    return out
+
 
 def shard_of_row(manifest, row):
     """(shard number, row within it) of global `row`; IndexError out of range."""
@@ -227,20 +253,28 @@ def _check_shard(manifest, i, index):
 
 
 def _check_against(manifest, i, s, index):
-    """As _check_shard with shard entry `s` given (manifest: dim, metric, dtype)."""
-    from ._capi import library
-    got = index._get(library().lds_index_checksum)
-    field = "shards[%d]" % i
-    if got != s["checksum"]:
-        raise FormatError("%s (%s): checksum %016x, the manifest says %016x"
-                          % (field, s["file"], got, s["checksum"]), field=field)
-    for name, have, want in (("rows", index.rows, s["rows"]),
-                             ("dim", index.dim, manifest["dim"]),
-                             ("metric", index.metric, manifest["metric"]),
-                             ("dtype", index.dtype, manifest["dtype"])):
-        if have != want:
-            raise FormatError("%s (%s): %s is %r, the manifest says %r"
-                              % (field, s["file"], name, have, want), field=field)
+    """As _check_shard with shard entry `s` given (manifest: a dict with dim, dtype,
+    metric, has_ids and has_keys): lds_manifest_check_index, the check `lodestar verify`
+    makes (checksum verified and equal, rows, dim, dtype, metric, ids and keys presence,
+    payload_bytes). Raises the lodestar.Error subclass naming shards[i]."""
+    lib = _capi.library()
+    info = _capi.ManifestInfo()
+    lib.lds_manifest_info_init(ctypes.byref(info))
+    dtype, metric = ctypes.c_int(), ctypes.c_int()
+    check(lib.lds_dtype_from_name(manifest["dtype"].encode(), ctypes.byref(dtype)))
+    check(lib.lds_metric_from_name(manifest["metric"].encode(), ctypes.byref(metric)))
+    info.version, info.dim, info.rows = 1, manifest["dim"], 0
+    info.dtype, info.metric = dtype.value, metric.value
+    info.has_ids, info.has_keys = manifest["has_ids"], manifest["has_keys"]
+    sh = _capi.ManifestShard()
+    lib.lds_manifest_shard_init(ctypes.byref(sh))
+    sh.file = s["file"].encode()
+    sh.first_row, sh.rows, sh.checksum = s["first_row"], s["rows"], s["checksum"]
+    pb = s.get("payload_bytes")
+    sh.payload_bytes = _capi.MANIFEST_NO_PAYLOAD_BYTES if pb is None else pb
+    err = _capi.new_error()
+    _check(index._get(lambda h: lib.lds_manifest_check_index(
+        ctypes.byref(info), ctypes.byref(sh), i, h, ctypes.byref(err))), err)
 
 
 def open_shards(manifest, **load_options):

@@ -3,7 +3,7 @@ import ctypes
 
 import numpy as np
 
-from . import _capi
+from . import _capi, _interrupt
 from ._capi import library
 from ._errors import check
 from ._index import _cstr
@@ -21,7 +21,7 @@ def _code(kind, name):
 
 
 def write(path, vectors, *, keys=None, ids=None, dtype="f32", metric="cosine",
-          normalize=False, metadata=None, i8_scale=None):
+          normalize=False, metadata=None, i8_scale=None, progress=None):
     """Writes an index of `vectors` to `path`, atomically (a temporary file in the same
     folder, renamed over `path` once complete, as lds_writer_open_path does).
 
@@ -31,7 +31,12 @@ def write(path, vectors, *, keys=None, ids=None, dtype="f32", metric="cosine",
     "f16", "bf16" or "i8". metric: "cosine", "dot" or "l2". normalize: L2-normalize each
     row before storing it. metadata: a dict of str to str ("metric" and "normalized"
     are written from the options). i8_scale: dtype "i8" only, stored = round(x / scale);
-    None for the library's default 1/127 (values in [-1, 1]).
+    None for the library's default 1/127 (values in [-1, 1]). progress: None or a callable
+    of (bytes done, bytes total) of the float32 rows written, called about every MiB and
+    at the end with done == total; what it raises stops the write (nothing appears at
+    `path`) and is raised here. Ctrl-C raises KeyboardInterrupt between two rows, the
+    temporary file removed (the final lds_writer_finish, which fsyncs, runs to its end
+    first: a Ctrl-C then is raised after it, with the file in place).
     Raises TypeError / ValueError for bad arguments, lodestar.Error subclasses for what
     the writer refuses (BadValueError for a NaN or a value the dtype cannot hold),
     before anything appears at `path`.
@@ -42,6 +47,7 @@ def write(path, vectors, *, keys=None, ids=None, dtype="f32", metric="cosine",
         raise TypeError("vectors must be a real-valued array, not %s" % v.dtype)
     if v.ndim != 2:
         raise ValueError("vectors must be 2-D (rows, dim), not %d-D" % v.ndim)
+    call = _interrupt.Call(progress)
     with np.errstate(over="ignore"):  # a float64 beyond float32 becomes inf: refused below
         v = np.ascontiguousarray(v, dtype=np.float32)
     rows, dim = v.shape
@@ -89,12 +95,17 @@ def write(path, vectors, *, keys=None, ids=None, dtype="f32", metric="cosine",
     try:
         base, stride = v.ctypes.data, v.strides[0]
         add = lib.lds_writer_add_row
+        row_bytes = 4 * dim
+        every = max(1, (1 << 20) // row_bytes)
         for i in range(rows):
+            if progress is not None and i % every == 0:
+                call.report(i * row_bytes, rows * row_bytes)
             k = keys[i].encode() if keys is not None else None
             check(add(w, base + i * stride, dim, int(ids[i]) if ids is not None else 0, k,
                       len(k) if k is not None else 0, ctypes.byref(err)), err)
         for mk, mv in meta:
             check(lib.lds_writer_set_meta(w, mk, mv, ctypes.byref(err)), err)
+        call.report(rows * row_bytes, rows * row_bytes)
         check(lib.lds_writer_finish(w, ctypes.byref(err)), err)
     finally:
         lib.lds_writer_free(w)

@@ -261,7 +261,8 @@ def _call(job):
 
 def _descs(manifest):
     return [{"i": i, "shard": s, "dim": manifest["dim"], "metric": manifest["metric"],
-             "dtype": manifest["dtype"]} for i, s in enumerate(manifest["shards"])]
+             "dtype": manifest["dtype"], "has_ids": manifest["has_ids"],
+             "has_keys": manifest["has_keys"]} for i, s in enumerate(manifest["shards"])]
 
 
 class DaskShards:
@@ -491,6 +492,62 @@ class DaskShards:
 
     def __exit__(self, *exc):
         self.close()
+
+    # ---- the names Index has (issue 28): repr, most_similar, shards[key]
+
+    def __repr__(self):
+        from ._shard import _describe
+        return _describe(self, "lodestar.dask.DaskShards", " on %d workers, epoch %d%s" % (
+            len(set(self.placement)), self.epoch, "" if self.token else " (closed)"))
+
+    @property
+    def rows(self):
+        return self.manifest["rows"]
+
+    def __len__(self):
+        return self.rows
+
+    @property
+    def dim(self):
+        return self.manifest["dim"]
+
+    @property
+    def metric(self):
+        return self.manifest["metric"]
+
+    def key(self, row):
+        """The key of global `row`, from the worker holding its shard; None without
+        keys; IndexError outside."""
+        def job(e, descs, place):
+            shards = [d["shard"] for d in descs]
+            i, local = shard_of_row({"rows": sum(s["rows"] for s in shards),
+                                     "shards": shards}, row)
+            return [(i, place[i], _key_task, (self.token, i, e, descs[i], local))]
+        [k], _ = self._at_epoch(job)
+        return k
+
+    from ._index import Index as _Index
+    most_similar = _Index.most_similar
+    __getitem__ = _Index.__getitem__
+    _most_similar_one = _Index._most_similar_one
+    _row_of = _Index._row_of
+    del _Index
+
+    def _named(self, pairs):
+        from ._shard import named_rows
+        return named_rows(self, pairs)
+
+    def _cosines(self, query):
+        from ._shard import all_cosines
+        return all_cosines(self, query)
+
+
+def _key_task(token, i, epoch, desc, local_row):
+    g = _acquire(token, i, epoch, desc)
+    try:
+        return g.index.key(local_row)
+    finally:
+        _release(g)
 
 
 def worker_loads(client):

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <xxhash.h>
+#include <zlib.h>
 #include <zstd.h>
 
 #include "lodestar.h"
@@ -80,16 +81,43 @@ static void fix(uint8_t *b, size_t n)
     st64(b + n - 8, XXH3_64bits(b + 64, n - 64 - 8));
 }
 
+/* Format 1.1 (format.md §2.5): after an edit, rewrites the inner checksum, every
+ * chunk hash, the table's hash in the header and the header check value. */
+static void fix11(uint8_t *b)
+{
+    uint64_t D = ld64(b + 24), cn = ld64(b + 32), cb = (uint32_t)ld64(b + 48);
+    uint8_t *p = b + 64;
+    st64(p + D - 8, XXH3_64bits(p, D - 8));
+    for (uint64_t k = 0; k < cn; k++) {
+        uint64_t e = (k + 1) * cb < D ? (k + 1) * cb : D;
+        st64(p + D + 8 * k, XXH3_64bits(p + k * cb, e - k * cb));
+    }
+    st64(b + 40, XXH3_64bits(p + D, 8 * cn));
+    st64(b + 56, XXH3_64bits(b, 56));
+}
+
+static uint32_t chunk_bytes = LDS_CHUNKS_NONE; /* the writer's choice for make_index */
+
 /* A small valid index from the writer: `rows` rows of dim 4 (f32, cosine); with
- * `full`, ids, unique keys and a "model" metadata entry too. */
+ * `full`, ids, unique keys and a "model" metadata entry too. Format 1.0 unless
+ * chunk_bytes says otherwise (the 1.0 cases predate 1.1 and keep their bytes). */
+static size_t make_index_dim(bool full, bool unique, const char *const *keys, uint32_t rows,
+                             uint32_t dim, uint8_t **out);
 static size_t make_index(bool full, bool unique, const char *const *keys, uint32_t rows,
                          uint8_t **out)
+{
+    return make_index_dim(full, unique, keys, rows, 4, out);
+}
+
+static size_t make_index_dim(bool full, bool unique, const char *const *keys, uint32_t rows,
+                             uint32_t dim, uint8_t **out)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/.make_catalog.tmp", dir);
     lds_writer_options wo;
     lds_writer_options_default(&wo);
-    wo.dim = 4;
+    wo.dim = dim;
+    wo.chunk_bytes = chunk_bytes;
     wo.with_ids = full;
     wo.with_keys = keys != NULL;
     wo.unique_keys = unique;
@@ -101,9 +129,11 @@ static size_t make_index(bool full, bool unique, const char *const *keys, uint32
     if (full && lds_writer_set_meta(w, "model", "seed", &err) != LDS_OK)
         goto fail;
     for (uint32_t r = 0; r < rows; r++) {
-        float v[4] = {(float)r + 1, -0.5f, 0.25f * (float)r, 2};
+        float v[64] = {(float)r + 1, -0.5f, 0.25f * (float)r, 2};
+        for (uint32_t d = 4; d < dim && d < 64; d++)
+            v[d] = (float)((r * 7 + d) % 13) / 4.0f;
         const char *k = keys ? keys[r] : NULL;
-        if (lds_writer_add_row(w, v, 4, 1000 + r, k, k ? strlen(k) : 0, &err) != LDS_OK)
+        if (lds_writer_add_row(w, v, dim, 1000 + r, k, k ? strlen(k) : 0, &err) != LDS_OK)
             goto fail;
     }
     if (lds_writer_finish(w, &err) != LDS_OK)
@@ -267,10 +297,15 @@ static void index_cases(void)
     st16(c + 10, 7); /* a later minor of major 1 is read */
     fix(c, n);
     put("minor-7", LDS_OK, "ldsi", c, n);
+    /* Bit 0 is CHUNKED since 1.1: set alone, its chunk size is 0 (C1). */
     memcpy(c, b, n);
     st32(c + 12, 1);
     fix(c, n);
-    put("header-flag-bit0", LDS_E_UNSUPPORTED, "ldsi", c, n);
+    put("header-flag-bit0-no-chunk-fields", LDS_E_BAD_VALUE, "ldsi", c, n);
+    memcpy(c, b, n);
+    st32(c + 12, 2);
+    fix(c, n);
+    put("header-flag-bit1", LDS_E_UNSUPPORTED, "ldsi", c, n);
     memcpy(c, b, n);
     st32(c + 12, 1u << 16);
     fix(c, n);
@@ -481,6 +516,106 @@ static void index_cases(void)
     free(c);
 }
 
+/* Format 1.1: the chunk table (format.md §2.5, rules C1-C6). The index: 40 rows of
+ * dim 64 with ids, unique keys and metadata, in 1 KiB chunks (12 of them). */
+static void chunk_cases(void)
+{
+    static const char *const keys40[40] = {"k00", "k01", "k02", "k03", "k04", "k05", "k06", "k07",
+                                           "k08", "k09", "k10", "k11", "k12", "k13", "k14", "k15",
+                                           "k16", "k17", "k18", "k19", "k20", "k21", "k22", "k23",
+                                           "k24", "k25", "k26", "k27", "k28", "k29", "k30", "k31",
+                                           "k32", "k33", "k34", "k35", "k36", "k37", "k38", "k39"};
+    uint8_t *b;
+    chunk_bytes = 1024;
+    size_t n = make_index_dim(true, true, keys40, 40, 64, &b);
+    chunk_bytes = LDS_CHUNKS_NONE;
+    uint64_t D = ld64(b + 24), cn = ld64(b + 32), L = ld64(b + 16);
+    if ((ld64(b + 8) >> 32) != 1 || cn != (D + 1023) / 1024 || cn < 10 || L != n - 64) {
+        fprintf(stderr, "make_catalog: the writer's 1.1 layout changed; revisit the oracle\n");
+        exit(1);
+    }
+    uint8_t *c = malloc(n + 64);
+    put("chunked-valid", LDS_OK, "ldsi", b, n);
+    /* Header fields (C1-C4), header check rewritten. */
+    const struct {
+        const char *name;
+        size_t at;
+        int width;
+        uint64_t v;
+        lds_status st;
+    } sets[] = {
+        {"chunk-size-0", 48, 4, 0, LDS_E_BAD_VALUE},                         /* C1 */
+        {"chunk-size-3000", 48, 4, 3000, LDS_E_BAD_VALUE},                   /* C1: not 2^k */
+        {"chunk-size-512", 48, 4, 512, LDS_E_BAD_VALUE},                     /* C1: below 1 KiB */
+        {"chunk-size-2pow31", 48, 4, UINT32_C(1) << 31, LDS_E_BAD_VALUE},    /* C1: above 1 GiB */
+        {"chunk-count-2pow61", 32, 8, UINT64_C(1) << 61, LDS_E_OVERFLOW},    /* C3 */
+        {"chunk-count-2pow64-1", 32, 8, UINT64_MAX, LDS_E_OVERFLOW},         /* C3 */
+        {"chunk-count-2pow60", 32, 8, UINT64_C(1) << 60, LDS_E_BAD_SECTION}, /* C4: past the end */
+        {"chunk-table-past-the-end", 24, 8, L, LDS_E_BAD_SECTION},           /* C4 */
+        {"chunk-table-offset-2pow64-1", 24, 8, UINT64_MAX, LDS_E_BAD_SECTION},  /* C4 */
+        {"chunk-table-disagrees-with-length", 24, 8, D - 8, LDS_E_BAD_SECTION}, /* C4 */
+        {"chunk-table-offset-0", 24, 8, 0, LDS_E_BAD_SECTION},                  /* C4 */
+        {"chunked-length-unknown", 16, 8, UINT64_MAX, LDS_E_BAD_VALUE},         /* C2 */
+        {"chunked-reserved-52", 52, 1, 1, LDS_E_BAD_VALUE},                     /* H6 */
+    };
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+        memcpy(c, b, n);
+        if (sets[i].width == 8)
+            st64(c + sets[i].at, sets[i].v);
+        else if (sets[i].width == 4)
+            st32(c + sets[i].at, (uint32_t)sets[i].v);
+        else
+            c[sets[i].at] = (uint8_t)sets[i].v;
+        st64(c + 56, XXH3_64bits(c, 56));
+        put(sets[i].name, sets[i].st, "ldsi", c, n);
+    }
+    /* C4: a count that does not cover the bytes before the table (offset and count
+       moved together so that the table still ends the payload). */
+    memcpy(c, b, n);
+    st64(c + 24, D + 8);
+    st64(c + 32, cn - 1);
+    st64(c + 56, XXH3_64bits(c, 56));
+    put("chunk-count-short", LDS_E_BAD_SECTION, "ldsi", c, n);
+    /* A later minor with a must-understand bit this library lacks (H5: "upgrade"). */
+    memcpy(c, b, n);
+    st16(c + 10, 2);
+    st32(c + 12, 3);
+    st64(c + 56, XXH3_64bits(c, 56));
+    put("format-1.2-must-understand", LDS_E_UNSUPPORTED, "ldsi", c, n);
+    /* C5: a flipped table byte (first, inside, last), and the header's table hash. */
+    const size_t tat[] = {0, 8 * 5 + 3, 8 * (size_t)cn - 1};
+    for (size_t i = 0; i < sizeof tat / sizeof tat[0]; i++) {
+        memcpy(c, b, n);
+        c[64 + D + tat[i]] ^= 0x04;
+        putf(LDS_E_CHECKSUM, "ldsi", c, n, "chunk-table-flip-%03zu", tat[i]);
+    }
+    memcpy(c, b, n);
+    c[40] ^= 0x01;
+    st64(c + 56, XXH3_64bits(c, 56));
+    put("chunk-table-hash-wrong", LDS_E_CHECKSUM, "ldsi", c, n);
+    /* C6: a flipped byte in chunk k (vectors, ids, the last chunk's table and footer,
+       the inner checksum), nothing rewritten. */
+    const size_t cat[] = {0, 3 * 1024 + 100, 10 * 1024 + 7, D - 40, D - 1};
+    for (size_t i = 0; i < sizeof cat / sizeof cat[0]; i++) {
+        memcpy(c, b, n);
+        c[64 + cat[i]] ^= 0x10;
+        putf(LDS_E_CHECKSUM, "ldsi", c, n, "chunk-%02zu-flip-%05zu", cat[i] / 1024, cat[i]);
+    }
+    /* The chunks and table rewritten after an edit: the 1.0 rules still run inside
+       (here the footer's magic, F1), and the inner checksum is not what refuses it. */
+    memcpy(c, b, n);
+    c[64 + D - 40 + 24] ^= 0x01;
+    fix11(c);
+    put("chunked-footer-magic", LDS_E_BAD_SECTION, "ldsi", c, n);
+    /* Cut short, and one byte more than declared. */
+    put("chunked-cut-8", LDS_E_TRUNCATED, "ldsi", b, n - 8);
+    memcpy(c, b, n);
+    c[n] = 0;
+    put("chunked-one-byte-more", LDS_E_TRAILING, "ldsi", c, n + 1);
+    free(b);
+    free(c);
+}
+
 /* A zstd frame by hand: magic, a frame header with an 8-byte content size `fcs`
    (not single-segment, window 1 MiB), then `n` bytes in one raw block, the last one
    if `last` (else the frame is cut after it). */
@@ -640,6 +775,132 @@ static void import_cases(void)
     put("fvecs-d-negative", LDS_E_BAD_VALUE, "fvecs", fv, 40);
 }
 
+/* .npz cases: a zip of one .npy entry "v.npy" (APPNOTE 4.3.7, 4.3.12, 4.3.16), each record
+   written here so one field can disagree. The rules: an entry's CRC-32 and both sizes are
+   those of its data, a deflate stream ends where its compressed size does, and the local
+   header agrees with the central directory (lodestar_import.h, docs/format.md). */
+typedef struct npz_case {
+    unsigned method, level;
+    uint32_t crc_xor;       /* into both headers' CRC-32 */
+    uint32_t usize;         /* both headers' uncompressed size; 0: the true one */
+    size_t after;           /* junk bytes after the compressed data, inside its size */
+    unsigned local_method;  /* 0xFFFF: the central directory's */
+    const char *local_name; /* NULL: "v.npy" */
+    uint32_t local_crc_xor; /* into the local header's CRC-32 only */
+    size_t flip;            /* data byte (from the .npy's start) to flip, 0: none */
+} npz_case;
+
+static void npz(const char *name, lds_status st, npz_case k)
+{
+    static const char dict[] = "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 4), }";
+    uint8_t npyb[256], data[512], out[1024];
+    size_t dl = strlen(dict), hl = ((10 + dl + 1 + 63) / 64) * 64 - 10, nn = 10 + hl + 64;
+    memcpy(npyb, "\x93NUMPY\x01\x00", 8);
+    st16(npyb + 8, (uint16_t)hl);
+    memset(npyb + 10, ' ', hl);
+    memcpy(npyb + 10, dict, dl);
+    npyb[10 + hl - 1] = '\n';
+    for (int i = 0; i < 16; i++) {
+        float f = (float)i * 0.25f - 1.5f;
+        memcpy(npyb + 10 + hl + 4 * i, &f, 4);
+    }
+    uint32_t crc = (uint32_t)crc32(0, npyb, (uInt)nn) ^ k.crc_xor;
+    size_t dn = nn, skip = 0;
+    if (k.method == 8) {
+        z_stream z;
+        memset(&z, 0, sizeof z);
+        if (deflateInit2(&z, (int)k.level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+            exit(1);
+        z.next_in = npyb;
+        z.avail_in = (uInt)nn;
+        z.next_out = data;
+        z.avail_out = sizeof data;
+        if (deflate(&z, Z_FINISH) != Z_STREAM_END)
+            exit(1);
+        dn = z.total_out;
+        deflateEnd(&z);
+        skip = 5; /* a level-0 stream's one stored block header */
+    } else {
+        memcpy(data, npyb, nn);
+    }
+    if (k.flip)
+        data[skip + k.flip] ^= 0x01;
+    memset(data + dn, 'J', k.after);
+    dn += k.after;
+    uint32_t usize = k.usize ? k.usize : (uint32_t)nn;
+    const char *lname = k.local_name ? k.local_name : "v.npy";
+    size_t ln = strlen(lname), o = 0;
+    st32(out, 0x04034b50u); /* local file header */
+    st16(out + 4, 20);
+    st16(out + 6, 0);
+    st16(out + 8, (uint16_t)(k.local_method == 0xFFFF ? k.method : k.local_method));
+    st32(out + 10, 0);
+    st32(out + 14, crc ^ k.local_crc_xor);
+    st32(out + 18, (uint32_t)dn);
+    st32(out + 22, usize);
+    st16(out + 26, (uint16_t)ln);
+    st16(out + 28, 0);
+    memcpy(out + 30, lname, ln);
+    o = 30 + ln;
+    memcpy(out + o, data, dn);
+    o += dn;
+    size_t cd = o;
+    memset(out + o, 0, 46);
+    st32(out + o, 0x02014b50u); /* central directory header */
+    st16(out + o + 4, 20);
+    st16(out + o + 6, 20);
+    st16(out + o + 10, (uint16_t)k.method);
+    st32(out + o + 16, crc);
+    st32(out + o + 20, (uint32_t)dn);
+    st32(out + o + 24, usize);
+    st16(out + o + 28, 5);
+    memcpy(out + o + 46, "v.npy", 5);
+    o += 51;
+    memset(out + o, 0, 22);
+    st32(out + o, 0x06054b50u); /* end of central directory */
+    st16(out + o + 8, 1);
+    st16(out + o + 10, 1);
+    st32(out + o + 12, 51);
+    st32(out + o + 16, (uint32_t)cd);
+    o += 22;
+    put(name, st, "npz", out, o);
+}
+
+static void npz_cases(void)
+{
+    const npz_case stored = {.local_method = 0xFFFF}, deflated = {8, 6, .local_method = 0xFFFF};
+    npz_case k;
+    npz("npz-stored-valid", LDS_OK, stored);
+    npz("npz-deflate-valid", LDS_OK, deflated);
+    k = stored;
+    k.flip = 128 + 16 + 1; /* row 1, element 0: a different finite float */
+    npz("npz-stored-byte-flipped", LDS_E_CHECKSUM, k);
+    k = deflated;
+    k.level = 0;
+    k.flip = 128 + 16 + 1;
+    npz("npz-deflate-stored-block-byte-flipped", LDS_E_CHECKSUM, k);
+    k = stored;
+    k.crc_xor = 1;
+    npz("npz-stored-crc-wrong", LDS_E_CHECKSUM, k);
+    k = deflated;
+    k.usize = 10;
+    npz("npz-deflate-usize-10", LDS_E_LENGTH_MISMATCH, k);
+    k.usize = 1u << 31;
+    npz("npz-deflate-usize-2pow31", LDS_E_LENGTH_MISMATCH, k);
+    k = deflated;
+    k.after = 3;
+    npz("npz-deflate-bytes-after-stream", LDS_E_TRAILING, k);
+    k = stored;
+    k.local_method = 8;
+    npz("npz-local-method-disagrees", LDS_E_PARSE, k);
+    k = stored;
+    k.local_name = "w.npy";
+    npz("npz-local-name-disagrees", LDS_E_PARSE, k);
+    k = deflated;
+    k.local_crc_xor = 0x100;
+    npz("npz-local-crc-disagrees", LDS_E_PARSE, k);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -648,8 +909,10 @@ int main(int argc, char **argv)
     }
     dir = argv[1];
     index_cases();
+    chunk_cases();
     zstd_cases();
     import_cases();
+    npz_cases();
     printf("make_catalog: %u files in %s\n", written, dir);
     return 0;
 }

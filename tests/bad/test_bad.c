@@ -7,7 +7,7 @@
  *                          disagrees with it is E_LENGTH_MISMATCH there (lodestar_load.h);
  *                          each load that succeeds is followed by lds_index_check_keys,
  *                          which finds repeated keys (ADR 0010);
- *   .npy .txt .bin .fvecs  through lds_import_file (format from the extension).
+ *   .npy .txt .bin .fvecs .npz  through lds_import_file (format from the extension).
  * Every refusal must fill lds_error with the same status, a field, and a message that
  * gives the offset (or line). The stream load of each input may not raise the peak
  * resident memory (VmHWM) by more than the input's size plus a small constant, which
@@ -269,7 +269,8 @@ int main(int argc, char **argv)
             continue;
         bool index = strcmp(ext, ".ldsi") == 0 || strcmp(ext, ".zst") == 0;
         bool import = strcmp(ext, ".npy") == 0 || strcmp(ext, ".txt") == 0 ||
-                      strcmp(ext, ".bin") == 0 || strcmp(ext, ".fvecs") == 0;
+                      strcmp(ext, ".bin") == 0 || strcmp(ext, ".fvecs") == 0 ||
+                      strcmp(ext, ".npz") == 0;
         if (!index && !import)
             continue; /* the generator, this test, the build file */
         const char *sdot = ext - 1;

@@ -6,6 +6,8 @@
  * Each seed starts with the control bytes its target expects (see fuzz_<target>.c).
  */
 #include <errno.h>
+#include <lzma.h>
+#include <zlib.h>
 #include <zstd.h>
 
 #include "fuzz_common.h"
@@ -35,6 +37,7 @@ typedef struct spec {
     lds_dtype dtype;
     lds_metric metric;
     bool ids, keys, unique, normalize, meta;
+    uint32_t chunk; /* 0: format 1.0 (the seeds before 1.1 keep their bytes); else 1.1 */
 } spec;
 
 /* Writes the index of `s` and returns the whole file in *out (malloc'd). */
@@ -51,6 +54,7 @@ static size_t make_index(const spec *s, uint8_t **out)
     wo.with_keys = s->keys;
     wo.unique_keys = s->unique;
     wo.normalize = s->normalize;
+    wo.chunk_bytes = s->chunk ? s->chunk : LDS_CHUNKS_NONE;
     lds_writer *w;
     lds_error err;
     lds_error_init(&err);
@@ -59,7 +63,7 @@ static size_t make_index(const spec *s, uint8_t **out)
     if (s->meta && (lds_writer_set_meta(w, "model", "seed", &err) != LDS_OK ||
                     lds_writer_set_meta(w, "source", "make_corpus", &err) != LDS_OK))
         goto fail;
-    float v[16];
+    float v[64];
     for (uint32_t r = 0; r < s->rows; r++) {
         for (uint32_t i = 0; i < s->dim; i++)
             v[i] = (float)((int)((r * 7 + i * 3) % 11) - 5) / 4.0f;
@@ -87,16 +91,42 @@ fail:
     exit(1);
 }
 
+/* Format 1.1 seeds (fuzz_chunks: control byte, then the whole file; and the loader). */
+static void chunk_seeds(void)
+{
+    static const spec specs[] = {
+        {"chunked-f32-all", 40, 16, LDS_DTYPE_F32, LDS_METRIC_DOT, true, true, true, false, true,
+         1024},
+        {"chunked-one", 2, 4, LDS_DTYPE_F16, LDS_METRIC_L2, false, true, false, false, false, 1024},
+        {"chunked-empty", 0, 4, LDS_DTYPE_F32, LDS_METRIC_COSINE, false, false, false, false, false,
+         1024},
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        uint8_t *b;
+        size_t n = make_index(&specs[i], &b);
+        const uint8_t ctl[] = {0, 1, 6};
+        char name[64];
+        for (size_t c = 0; c < sizeof ctl; c++) {
+            snprintf(name, sizeof name, "%s.%u", specs[i].name, (unsigned)ctl[c]);
+            put("chunks", name, &ctl[c], 1, b, n);
+        }
+        const uint8_t plain[2] = {0, 0};
+        put("stream", specs[i].name, plain, 2, b, n);
+        put("header", specs[i].name, &plain[0], 1, b, LDS_HEADER_SIZE);
+        free(b);
+    }
+}
+
 static void index_seeds(void)
 {
     static const spec specs[] = {
-        {"f32-plain", 3, 4, LDS_DTYPE_F32, LDS_METRIC_COSINE, false, false, false, false, false},
-        {"f32-all", 4, 4, LDS_DTYPE_F32, LDS_METRIC_DOT, true, true, true, false, true},
-        {"f16-keys", 5, 3, LDS_DTYPE_F16, LDS_METRIC_L2, false, true, false, false, false},
-        {"bf16-ids", 3, 8, LDS_DTYPE_BF16, LDS_METRIC_COSINE, true, false, false, true, false},
-        {"i8-unique", 6, 2, LDS_DTYPE_I8, LDS_METRIC_COSINE, false, true, true, true, true},
-        {"empty", 0, 4, LDS_DTYPE_F32, LDS_METRIC_COSINE, false, false, false, false, false},
-        {"empty-keys", 0, 1, LDS_DTYPE_F32, LDS_METRIC_L2, true, true, true, false, true},
+        {"f32-plain", 3, 4, LDS_DTYPE_F32, LDS_METRIC_COSINE, false, false, false, false, false, 0},
+        {"f32-all", 4, 4, LDS_DTYPE_F32, LDS_METRIC_DOT, true, true, true, false, true, 0},
+        {"f16-keys", 5, 3, LDS_DTYPE_F16, LDS_METRIC_L2, false, true, false, false, false, 0},
+        {"bf16-ids", 3, 8, LDS_DTYPE_BF16, LDS_METRIC_COSINE, true, false, false, true, false, 0},
+        {"i8-unique", 6, 2, LDS_DTYPE_I8, LDS_METRIC_COSINE, false, true, true, true, true, 0},
+        {"empty", 0, 4, LDS_DTYPE_F32, LDS_METRIC_COSINE, false, false, false, false, false, 0},
+        {"empty-keys", 0, 1, LDS_DTYPE_F32, LDS_METRIC_L2, true, true, true, false, true, 0},
     };
     const uint8_t zero = 0, one = 1;
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
@@ -130,7 +160,7 @@ static void index_seeds(void)
     }
     /* A header declaring an unknown length. */
     uint8_t h[LDS_HEADER_SIZE];
-    lds_header hd = {LDS_FORMAT_MAJOR, 0, 0, LDS_LENGTH_UNKNOWN};
+    lds_header hd = {.major = LDS_FORMAT_MAJOR, .payload_length = LDS_LENGTH_UNKNOWN};
     lds_header_encode(&hd, h);
     put("header", "length-unknown", &zero, 1, h, sizeof h);
 }
@@ -222,6 +252,68 @@ static void text_seeds(void)
     }
 }
 
+/* fuzz_import_codec: plain bodies compressed by the target, and compressed files as they
+   are (gzip and xz made here), cut or followed by bytes; fuzz_import_ids: ids files. */
+static void codec_and_ids_seeds(void)
+{
+    const char glove[] = "king 1 0 0 0\nqueen 0.8 0.6 0 0\n\xc3\xa9t\xc3\xa9 -1e-3 2.5 3 4\n";
+    const char w2v[] = "2 3\nking 1 0 0\nqueen 0.8 0.6 0\n\n";
+    uint8_t c;
+    c = 0 | 1 << 2;
+    put("import_codec", "gzip-glove", &c, 1, glove, sizeof glove - 1);
+    c = 1 | 2 << 2;
+    put("import_codec", "xz-w2v", &c, 1, w2v, sizeof w2v - 1);
+    c = 0 | 3 << 2;
+    put("import_codec", "gzip-two-members-glove", &c, 1, glove, sizeof glove - 1);
+    c = 0 | 1 << 2 | 16 | 3 << 5;
+    put("import_codec", "gzip-cut-4", &c, 1, glove, sizeof glove - 1);
+    c = 1 | 1 << 2 | 3 << 5;
+    put("import_codec", "gzip-concatenated-copy", &c, 1, w2v, sizeof w2v - 1);
+    c = 0 | 2 << 2 | 2 << 5;
+    put("import_codec", "xz-then-gzip-magic", &c, 1, glove, sizeof glove - 1);
+    char blank[64 + 6000];
+    memcpy(blank, "a 1 2\n", 6);
+    memset(blank + 6, '\n', sizeof blank - 6);
+    c = 0 | 1 << 2;
+    put("import_codec", "gzip-blank-lines", &c, 1, blank, sizeof blank);
+
+    /* Compressed files as they are (bits 2-3 clear). */
+    uint8_t z[512];
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    if (deflateInit2(&zs, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        exit(1);
+    zs.next_in = (Bytef *)(uintptr_t)glove;
+    zs.avail_in = sizeof glove - 1;
+    zs.next_out = z;
+    zs.avail_out = sizeof z;
+    if (deflate(&zs, Z_FINISH) != Z_STREAM_END)
+        exit(1);
+    c = 0;
+    put("import_codec", "raw-gzip-glove", &c, 1, z, zs.total_out);
+    deflateEnd(&zs);
+    size_t zn = 0;
+    if (lzma_easy_buffer_encode(0, LZMA_CHECK_CRC32, NULL, (const uint8_t *)w2v, sizeof w2v - 1, z,
+                                &zn, sizeof z) != LZMA_OK)
+        exit(1);
+    c = 1;
+    put("import_codec", "raw-xz-w2v", &c, 1, z, zn);
+
+    c = 3;
+    put("import_ids", "three", &c, 1, "7\n8\n9\n", 6);
+    c = 2;
+    put("import_ids", "bom-crlf-max-no-final-newline", &c, 1,
+        "\xEF\xBB\xBF"
+        "18446744073709551615\r\n0",
+        25);
+    c = 2;
+    put("import_ids", "not-a-digit", &c, 1, "1\nx\n", 4);
+    c = 6 | 8 | 2 << 4;
+    put("import_ids", "repeat-last", &c, 1, "10\n11\n12\n13\n14\n15\n", 18);
+    c = 7 | 8 | 1 << 4 | 64;
+    put("import_ids", "repeat-first-i8-auto", &c, 1, "0\n1\n2\n3\n4\n5\n6\n", 14);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -230,7 +322,9 @@ int main(int argc, char **argv)
     }
     root = argv[1];
     index_seeds();
+    chunk_seeds();
     text_seeds();
+    codec_and_ids_seeds();
     rmdir(fz_tmpdir());
     return 0;
 }

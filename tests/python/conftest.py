@@ -55,3 +55,24 @@ def cli():
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: the install from a fresh clone (meson suite slow)")
     config.addinivalue_line("markers", "dask: a distributed.LocalCluster (meson test python-dask)")
+    config.addinivalue_line("markers", "torch: imports torch (meson test python-torch)")
+
+
+@pytest.fixture(scope="session")
+def glove_sample(tmp_path_factory, cli):
+    """(index path, GloVe text path) of the shipped sample data/glove-100d-20k.txt.zst
+    (20,000 x 100): the text decompressed with the `zstd` program, the index packed by the
+    build's `lodestar pack`; skip without either."""
+    import shutil
+    import subprocess
+    src = os.path.join(ROOT, "data", "glove-100d-20k.txt.zst")
+    zstd = shutil.which("zstd")
+    if not os.path.exists(src) or zstd is None:
+        pytest.skip("no shipped sample or no zstd program")
+    d = tmp_path_factory.mktemp("glove")
+    text, index = str(d / "glove.txt"), str(d / "glove.ldsi")
+    with open(text, "wb") as out:
+        subprocess.run([zstd, "-dc", src], stdout=out, check=True)
+    subprocess.run([cli, "pack", "--format", "glove", text, index],
+                   check=True, capture_output=True)
+    return index, text

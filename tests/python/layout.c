@@ -44,6 +44,19 @@ int main(void)
     FIELD(lds_load_options, chunk_bytes);
     FIELD(lds_load_options, hash_thread);
     FIELD(lds_load_options, url);
+    FIELD(lds_load_options, read_threads);
+
+    SIZE(lds_url_options);
+    FIELD(lds_url_options, size);
+    FIELD(lds_url_options, connect_timeout_ms);
+    FIELD(lds_url_options, low_speed_time_s);
+    FIELD(lds_url_options, low_speed_bytes);
+    FIELD(lds_url_options, max_redirects);
+    FIELD(lds_url_options, max_resumes);
+    FIELD(lds_url_options, ca_file);
+    FIELD(lds_url_options, userpwd);
+    FIELD(lds_url_options, use_netrc);
+    FIELD(lds_url_options, timeout_ms);
 
     SIZE(lds_load_info);
     FIELD(lds_load_info, size);
@@ -61,6 +74,9 @@ int main(void)
     FIELD(lds_load_info, hashed_on_thread);
     FIELD(lds_load_info, http_status);
     FIELD(lds_load_info, resumes);
+    FIELD(lds_load_info, read_threads);
+    FIELD(lds_load_info, huge_pages);
+    FIELD(lds_load_info, huge_pages_fallback);
 
     SIZE(lds_writer_options);
     FIELD(lds_writer_options, size);
@@ -72,6 +88,7 @@ int main(void)
     FIELD(lds_writer_options, with_keys);
     FIELD(lds_writer_options, unique_keys);
     FIELD(lds_writer_options, i8_scale);
+    FIELD(lds_writer_options, chunk_bytes);
 
     SIZE(lds_hit);
     FIELD(lds_hit, row);
@@ -80,6 +97,7 @@ int main(void)
     SIZE(lds_search_options);
     FIELD(lds_search_options, size);
     FIELD(lds_search_options, threads);
+    FIELD(lds_search_options, kernel);
 
     SIZE(lds_pool_options);
     FIELD(lds_pool_options, size);
@@ -93,6 +111,7 @@ int main(void)
     FIELD(lds_pool_options, max_idle_ns);
     FIELD(lds_pool_options, guard_quarantine);
     FIELD(lds_pool_options, huge_pages);
+    FIELD(lds_pool_options, large_buffers);
 
     SIZE(lds_live_options);
     FIELD(lds_live_options, size);
@@ -117,5 +136,37 @@ int main(void)
     FIELD(lds_live_stats, generations_freed);
     FIELD(lds_live_stats, last_status);
     FIELD(lds_live_stats, last_load);
+    SIZE(lds_manifest_options);
+    FIELD(lds_manifest_options, size);
+    FIELD(lds_manifest_options, max_bytes);
+    FIELD(lds_manifest_options, load);
+
+    SIZE(lds_manifest_info);
+    FIELD(lds_manifest_info, size);
+    FIELD(lds_manifest_info, version);
+    FIELD(lds_manifest_info, dim);
+    FIELD(lds_manifest_info, rows);
+    FIELD(lds_manifest_info, dtype);
+    FIELD(lds_manifest_info, metric);
+    FIELD(lds_manifest_info, has_ids);
+    FIELD(lds_manifest_info, has_keys);
+    FIELD(lds_manifest_info, shards);
+
+    SIZE(lds_manifest_shard);
+    FIELD(lds_manifest_shard, size);
+    FIELD(lds_manifest_shard, file);
+    FIELD(lds_manifest_shard, location);
+    FIELD(lds_manifest_shard, first_row);
+    FIELD(lds_manifest_shard, rows);
+    FIELD(lds_manifest_shard, payload_bytes);
+    FIELD(lds_manifest_shard, checksum);
+
+    SIZE(lds_manifest_verify_stats);
+    FIELD(lds_manifest_verify_stats, size);
+    FIELD(lds_manifest_verify_stats, entries);
+    FIELD(lds_manifest_verify_stats, loads);
+    FIELD(lds_manifest_verify_stats, failed);
+    FIELD(lds_manifest_verify_stats, stream_bytes);
+
     return 0;
 }

@@ -82,6 +82,27 @@ def test_dask_shard_failure_names_the_shard(tmp_path, cli, client, tiny):
     assert e.value.field == "shards[1]" and "shard-0001.ldsi" in str(e.value)
 
 
+def test_dask_checks_shards_as_verify_does(tmp_path, cli, client, tiny):
+    # The workers compared checksum, rows, dim, metric and dtype only: a manifest whose
+    # has_keys or payload_bytes disagree with the shards was served (lds_manifest_check_index).
+    import json
+    outdir = tmp_path / "s"
+    subprocess.run([cli, "split", tiny, str(outdir), "--shards", "2"], check=True,
+                   stdout=subprocess.PIPE)
+    man = outdir / "manifest.json"
+    good = json.loads(man.read_text())
+    for edit, words in (
+            (lambda d: d.update(has_keys=False), "keys presence differs from the manifest's"),
+            (lambda d: d["shards"][1].update(payload_bytes=d["shards"][1]["payload_bytes"] + 64),
+             "shards[1] (shard-0001.ldsi): payload_bytes differs from the manifest's")):
+        bad = json.loads(json.dumps(good))
+        edit(bad)
+        man.write_text(json.dumps(bad))
+        with pytest.raises(lodestar.Error) as e:   # the worker's BadValueError, named
+            lodestar.dask.DaskShards(client, str(man), timeout=30)
+        assert e.value.field.startswith("shards[") and words in str(e.value), str(e.value)
+
+
 def split(cli, src, outdir, *opts):
     subprocess.run([cli, "split", src, str(outdir), *opts], check=True, stdout=subprocess.PIPE)
     return str(outdir / "manifest.json")
@@ -268,3 +289,23 @@ def test_dask_shards_over_http(tmp_path, cli, client, random_index):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_dask_shards_have_the_names_index_has(tmp_path, cli, client, random_index):
+    """repr, most_similar and shards[key] of DaskShards answer as the unsplit index."""
+    path, v, keys = random_index
+    outdir = tmp_path / "s"
+    subprocess.run([cli, "split", path, str(outdir), "--shards", "3"], check=True,
+                   stdout=subprocess.PIPE)
+    man = str(outdir / "manifest.json")
+    with lodestar.load(path) as whole, lodestar.dask.DaskShards(client, man) as shards:
+        assert repr(shards) == ("<lodestar.dask.DaskShards 500 x 24 f32 cosine in 3 shards "
+                                "on 2 workers, epoch 0>")
+        for pos, neg in ((["w1", "w2"], ["w3"]), ("w7", None)):
+            ours, theirs = shards.most_similar(pos, neg, topn=6), whole.most_similar(pos, neg,
+                                                                                     topn=6)
+            assert [k for k, _ in ours] == [k for k, _ in theirs]
+            np.testing.assert_allclose([s for _, s in ours], [s for _, s in theirs], atol=1e-6)
+        assert np.array_equal(shards["w400"], v[400]) and np.array_equal(shards[3], v[3])
+        assert np.array_equal(shards[["w1", 499]], v[[1, 499]])
+        assert shards.key(250) == "w250"

@@ -171,3 +171,22 @@ def test_url(tiny, tmp_path):
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_read_threads(tmp_path):
+    """read_threads= picks the readers of a regular file (0: automatic); the index is the
+    same; info says how many read and whether the rental has huge pages."""
+    rng = np.random.default_rng(5)
+    v = rng.standard_normal((40000, 128)).astype(np.float32)  # 20 MB: three 8 MiB chunks
+    path = str(tmp_path / "threads.ldsi")
+    lodestar.write(path, v)
+    for threads, used in ((1, 1), (2, 2), (3, 3), (0, 1)):  # automatic: one below 256 MiB
+        with lodestar.load(path, read_threads=threads) as index:
+            assert index.info["read_threads"] == used, threads
+            assert index.checksum_verified and np.array_equal(index.vectors, v)
+            assert index.info["huge_pages"] or index.info["huge_pages_fallback"]
+    with open(path, "rb") as f:  # through the fd
+        with lodestar.load(f, read_threads=2) as index:
+            assert index.info["read_threads"] == 2 and np.array_equal(index.vectors, v)
+    with pytest.raises(ValueError):
+        lodestar.load(path, read_threads=-1)

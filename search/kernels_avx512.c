@@ -1,0 +1,85 @@
+/* The AVX-512 search kernel: 16 rows per vector, micro-tiles of 6 queries x
+   64 rows (24 accumulators of 32 registers), FMA with the query broadcast from
+   memory, the panel packed by 16 x 16 transposes from masked loads, candidate
+   bits by one compare into a mask register. Built with -mavx512f -mavx512bw
+   -mavx512vl; search.c calls it only where the CPU has all three (ADR 0032). */
+#include "../format/format_internal.h"
+#include "search_internal.h"
+
+#include <immintrin.h>
+
+#define LDS_K_LANES    16
+#define LDS_K_SUB_VECS 4
+#define LDS_K_MAX_Q    6
+#define LDS_K_FUSED    true
+#define LDS_K_SINGLE   1
+#define LDS_K_NAME     "avx512"
+#define LDS_K_SYM      lds__kernel_avx512
+
+#define LDS_K_FMA(a, b, c)  ((vf)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#define LDS_K_MASK_GT(a, b) ((uint64_t)_mm512_cmp_ps_mask((__m512)(a), (__m512)(b), _CMP_GT_OQ))
+
+/* 16 elements of dt at p (w of them, by a masked load; the rest zero) as f32. */
+static inline __attribute__((always_inline)) __m512 avx512_load(const uint8_t *p, size_t w,
+                                                                lds_dtype dt, float scale)
+{
+    __mmask16 k = (__mmask16)(w >= 16 ? 0xFFFFu : (1u << w) - 1);
+    switch (dt) {
+    case LDS_DTYPE_F32:
+        return _mm512_maskz_loadu_ps(k, p);
+    case LDS_DTYPE_F16:
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, p));
+    case LDS_DTYPE_BF16:
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p)), 16));
+    default:
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, p))),
+                             _mm512_set1_ps(scale));
+    }
+}
+
+/* Rows [0, gn) x columns [0, w) of src as cols[c] = column c (16 x 16 transpose: pairs
+   of rows, then quads by 64-bit halves, then 128-bit lanes). */
+static inline __attribute__((always_inline)) void avx512_transpose(const uint8_t *src, size_t rb,
+                                                                   size_t gn, size_t w,
+                                                                   lds_dtype dt, float scale,
+                                                                   __m512 *cols)
+{
+    __m512 r[16], t[16], u[16];
+#pragma GCC unroll 16
+    for (size_t m = 0; m < 16; m++) {
+        /* The same bytes of the next block of rows, a block ahead of the loads. */
+        _mm_prefetch((const char *)(src + m * rb + LDS__PANEL * rb), _MM_HINT_T0);
+        r[m] = m < gn ? avx512_load(src + m * rb, w, dt, scale) : _mm512_setzero_ps();
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 4; i++) {
+        __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+        __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+        u[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+        u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+    /* u[4i + c], 128-bit lane L: column 4L + c of rows 4i .. 4i + 3. */
+#pragma GCC unroll 16
+    for (int c = 0; c < 4; c++) {
+        __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44);
+        __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
+        __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
+        __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
+        cols[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+        cols[4 + c] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+        cols[8 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+        cols[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+    }
+}
+#define LDS_K_TRANSPOSE(src, rb, gn, w, dt, scale, cols)                                           \
+    avx512_transpose(src, rb, gn, w, dt, scale, (__m512 *)(void *)(cols))
+
+#include "kernels_impl.h"

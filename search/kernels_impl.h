@@ -1,0 +1,321 @@
+/*
+ * The body of one search kernel, included once per instruction set by
+ * kernels_<isa>.c after it defines:
+ *   LDS_K_LANES          float lanes of one vector (8 or 16)
+ *   LDS_K_FMA(a, b, c)   a * b + c on vf values (one rounding where the ISA fuses)
+ *   LDS_K_SUB_VECS       vectors of rows per micro-tile (LDS__PANEL / LDS_K_LANES or less)
+ *   LDS_K_MAX_Q          queries per micro-tile (accumulators: LDS_K_MAX_Q x LDS_K_SUB_VECS)
+ *   LDS_K_TRANSPOSE(...) optional: LDS_K_LANES rows x LDS_K_LANES columns transposed in
+ *                        registers (see pack); without it the panel is packed one element
+ *                        at a time
+ *   LDS_K_SINGLE         optional, with LDS_K_TRANSPOSE: a query alone skips the panel
+ *                        (its accumulators and a transpose fit the registers: AVX-512)
+ *   LDS_K_MASK_GT(a, b)   optional: the lanes where a > b (ordered) as bits
+ *   LDS_K_NAME, LDS_K_SYM the kernel's name (a string) and its symbol
+ *   LDS_K_FUSED          whether LDS_K_FMA rounds once
+ * See search_internal.h for the contract and ADR 0032 for the design.
+ *
+ * The design in one paragraph. A block of up to LDS__PANEL rows is packed
+ * transposed into a panel (panel[d * LDS__PANEL + i] = element d of row i, as
+ * f32, converted exactly as lds__row_to_f32 does). A micro-tile then holds
+ * LDS_K_MAX_Q queries x LDS_K_SUB_VECS vectors of rows in registers: for each
+ * d in order it loads the rows' element d (one vector per LDS_K_LANES rows),
+ * broadcasts each query's q[d], and adds the product into the accumulator of
+ * each (query, row) pair. Every pair is therefore the sequential sum
+ * acc = q[0] r[0]; acc = q[d] r[d] + acc for d = 1 .. dim - 1, whatever the
+ * tile, the number of queries, the row's place in the block or the thread:
+ * batch, single and threaded searches give the same bits, and so do two
+ * kernels that both fuse (avx2, avx512).
+ */
+#include "search_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+#define LDS_K_NVEC (LDS__PANEL / LDS_K_LANES)
+
+typedef float vf __attribute__((vector_size(LDS_K_LANES * 4)));
+typedef double vd __attribute__((vector_size(LDS_K_LANES * 8)));
+typedef int32_t vi __attribute__((vector_size(LDS_K_LANES * 4)));
+
+#define LDS_K_INLINE static inline __attribute__((always_inline))
+
+/* x in every lane. */
+LDS_K_INLINE vf splat(float x)
+{
+    vf v;
+    for (unsigned l = 0; l < LDS_K_LANES; l++)
+        v[l] = x;
+    return v;
+}
+
+/* One element of `dt` at p as f32, exactly as lds__row_to_f32. */
+LDS_K_INLINE float elem(const uint8_t *p, lds_dtype dt, float scale)
+{
+    switch (dt) {
+    case LDS_DTYPE_F32:
+        return lds__bits_f32(lds__ld32(p));
+    case LDS_DTYPE_F16:
+        return lds_f16_to_f32(lds__ld16(p));
+    case LDS_DTYPE_BF16:
+        return lds_bf16_to_f32(lds__ld16(p));
+    default:
+        return (float)(int8_t)p[0] * scale;
+    }
+}
+
+LDS_K_INLINE size_t esize(lds_dtype dt)
+{
+    return dt == LDS_DTYPE_F32 ? 4 : dt == LDS_DTYPE_I8 ? 1 : 2;
+}
+
+/* Packs rows [0, nr) of the block, transposed, into the panel; lanes of rows
+   past nr in a partly used vector of rows are zero (vectors wholly past nr are
+   left as they are: their scores are never read). */
+LDS_K_INLINE void pack(const uint8_t *rows, size_t rb, size_t nr, uint32_t dim, lds_dtype dt,
+                       float scale, float *panel)
+{
+    const size_t es = esize(dt);
+    for (size_t g = 0; g < nr; g += LDS_K_LANES) {
+        size_t gn = nr - g < LDS_K_LANES ? nr - g : LDS_K_LANES;
+#if defined(LDS_K_TRANSPOSE)
+        /* LDS_K_TRANSPOSE(src, rb, gn, w, dt, scale, cols): rows [0, gn) (the rest zero),
+           columns [0, w) of src, w <= LANES, as cols[c] = column c of those rows. */
+        for (uint32_t c = 0; c < dim; c += LDS_K_LANES) {
+            size_t w = dim - c < LDS_K_LANES ? dim - c : LDS_K_LANES;
+            vf cols[LDS_K_LANES];
+            LDS_K_TRANSPOSE(rows + g * rb + c * es, rb, gn, w, dt, scale, cols);
+            float *dst = panel + (size_t)c * LDS__PANEL + g;
+#pragma GCC unroll 16
+            for (size_t i = 0; i < LDS_K_LANES; i++)
+                if (i < w)
+                    memcpy(dst + i * LDS__PANEL, &cols[i], sizeof cols[i]);
+        }
+#else
+        for (uint32_t c = 0; c < dim; c++) {
+            float *dst = panel + (size_t)c * LDS__PANEL + g;
+            for (size_t m = 0; m < gn; m++)
+                dst[m] = elem(rows + (g + m) * rb + c * es, dt, scale);
+            for (size_t m = gn; m < LDS_K_LANES; m++)
+                dst[m] = 0.0f;
+        }
+#endif
+    }
+}
+
+LDS_K_INLINE uint64_t mask_gt(vf a, vf b)
+{
+#if defined(LDS_K_MASK_GT)
+    return LDS_K_MASK_GT(a, b);
+#else
+    vi m = a > b; /* false where either is NaN */
+    uint64_t bits = 0;
+    for (unsigned l = 0; l < LDS_K_LANES; l++)
+        bits |= (uint64_t)(m[l] != 0) << l;
+    return bits;
+#endif
+}
+
+/* One vector of a query's scores, rows [lane0, lane0 + LANES) of the block: cosine
+   scaling, the store, the candidate bits. */
+LDS_K_INLINE void finish(vf s, size_t lane0, const double *inv, float thr, bool lower,
+                         uint64_t valid, float *out, uint64_t *mask)
+{
+    if (inv) {
+        /* (float)((double)score * inv[row]): one rounding, as a scalar would. */
+        vd w;
+        memcpy(&w, inv + lane0, sizeof w);
+        s = __builtin_convertvector(__builtin_convertvector(s, vd) * w, vf);
+    }
+    memcpy(out + lane0, &s, sizeof s);
+    const vf t = splat(thr);
+    uint64_t bits = isnan(thr) ? ~(uint64_t)0 : lower ? mask_gt(t, s) : mask_gt(s, t);
+    *mask |= (bits << lane0) & valid;
+}
+
+/* Scores of QT queries x SV vectors of rows, starting at vector s0 of the
+   panel, then cosine scaling, the candidate bits and the stores. QT, SV and l2
+   are constants at every call. */
+LDS_K_INLINE void tile(const float *q, size_t qs, int QT, const float *panel, size_t s0, int SV,
+                       uint32_t dim, bool l2, const double *inv, const float *thr, bool lower,
+                       uint64_t valid, float *out, uint64_t *mask)
+{
+    vf acc[LDS_K_MAX_Q][LDS_K_SUB_VECS];
+    /* Every loop over j and v is unrolled, so the accumulators live in registers. */
+#pragma GCC unroll 8
+    for (int j = 0; j < QT; j++)
+#pragma GCC unroll 8
+        for (int v = 0; v < SV; v++)
+            acc[j][v] = (vf){0};
+    const float *p = panel + s0 * LDS_K_LANES;
+    for (uint32_t d = 0; d < dim; d++, p += LDS__PANEL) {
+        vf r[LDS_K_SUB_VECS];
+#pragma GCC unroll 8
+        for (int v = 0; v < SV; v++)
+            memcpy(&r[v], p + v * LDS_K_LANES, sizeof r[v]);
+#pragma GCC unroll 8
+        for (int j = 0; j < QT; j++) {
+            const vf qv = splat(q[(size_t)j * qs + d]);
+#pragma GCC unroll 8
+            for (int v = 0; v < SV; v++) {
+                if (l2) {
+                    vf t = qv - r[v];
+                    acc[j][v] = LDS_K_FMA(t, t, acc[j][v]);
+                } else {
+                    acc[j][v] = LDS_K_FMA(qv, r[v], acc[j][v]);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < QT; j++)
+#pragma GCC unroll 8
+        for (int v = 0; v < SV; v++)
+            finish(acc[j][v], (s0 + (size_t)v) * LDS_K_LANES, inv, thr[j], lower, valid,
+                   out + (size_t)j * LDS__PANEL, mask + j);
+}
+
+/* Every query against the panel's vectors [0, nvec), in micro-tiles. */
+LDS_K_INLINE void panel_body(const float *q, size_t qs, size_t nq, const float *panel, size_t nvec,
+                             uint32_t dim, bool l2, const double *inv, const float *thr, bool lower,
+                             uint64_t valid, float *out, uint64_t *mask)
+{
+    for (size_t s0 = 0; s0 < nvec; s0 += LDS_K_SUB_VECS) {
+        size_t j = 0;
+#define LDS_K_TILES(SV)                                                                            \
+    for (; j + LDS_K_MAX_Q <= nq; j += LDS_K_MAX_Q)                                                \
+        tile(q + j * qs, qs, LDS_K_MAX_Q, panel, s0, SV, dim, l2, inv, thr + j, lower, valid,      \
+             out + j * LDS__PANEL, mask + j);                                                      \
+    switch (nq - j) {                                                                              \
+    case 1:                                                                                        \
+        tile(q + j * qs, qs, 1, panel, s0, SV, dim, l2, inv, thr + j, lower, valid,                \
+             out + j * LDS__PANEL, mask + j);                                                      \
+        break;                                                                                     \
+    case 2:                                                                                        \
+        tile(q + j * qs, qs, 2, panel, s0, SV, dim, l2, inv, thr + j, lower, valid,                \
+             out + j * LDS__PANEL, mask + j);                                                      \
+        break;                                                                                     \
+    case 3:                                                                                        \
+        tile(q + j * qs, qs, 3, panel, s0, SV, dim, l2, inv, thr + j, lower, valid,                \
+             out + j * LDS__PANEL, mask + j);                                                      \
+        break;                                                                                     \
+    case 4:                                                                                        \
+        tile(q + j * qs, qs, 4 < LDS_K_MAX_Q ? 4 : 1, panel, s0, SV, dim, l2, inv, thr + j, lower, \
+             valid, out + j * LDS__PANEL, mask + j);                                               \
+        break;                                                                                     \
+    case 5:                                                                                        \
+        tile(q + j * qs, qs, 5 < LDS_K_MAX_Q ? 5 : 1, panel, s0, SV, dim, l2, inv, thr + j, lower, \
+             valid, out + j * LDS__PANEL, mask + j);                                               \
+        break;                                                                                     \
+    default:                                                                                       \
+        break;                                                                                     \
+    }
+        if (nvec - s0 >= LDS_K_SUB_VECS) {
+            LDS_K_TILES(LDS_K_SUB_VECS)
+        } else {
+            /* The block's last vectors: one at a time. */
+            for (size_t s = s0; s < nvec; s++) {
+                size_t j = 0;
+                for (; j < nq; j++)
+                    tile(q + j * qs, qs, 1, panel, s, 1, dim, l2, inv, thr + j, lower, valid,
+                         out + j * LDS__PANEL, mask + j);
+            }
+        }
+#undef LDS_K_TILES
+    }
+}
+
+#if defined(LDS_K_TRANSPOSE) && defined(LDS_K_SINGLE)
+/* One query: each LANES x LANES block of rows is transposed in registers and fed
+   straight into its rows' FMA chains (no panel). Element d of every row still
+   enters its chain in order d = 0, 1, ..., so the scores are the tiles' bits. */
+LDS_K_INLINE void single_body(const lds__block_args *a, lds_dtype dt, bool l2, uint64_t valid)
+{
+    const size_t es = esize(dt), nr = a->nr, rb = a->row_bytes;
+    const size_t nvec = (nr + LDS_K_LANES - 1) / LDS_K_LANES;
+    const float *q = a->q;
+    vf acc[LDS_K_NVEC];
+#pragma GCC unroll 8
+    for (size_t v = 0; v < LDS_K_NVEC; v++)
+        acc[v] = (vf){0};
+    for (uint32_t c = 0; c < a->dim; c += LDS_K_LANES) {
+        const size_t w = a->dim - c < LDS_K_LANES ? a->dim - c : LDS_K_LANES;
+#pragma GCC unroll 8
+        for (size_t v = 0; v < LDS_K_NVEC; v++) {
+            if (v >= nvec)
+                break;
+            const size_t g = v * LDS_K_LANES, gn = nr - g < LDS_K_LANES ? nr - g : LDS_K_LANES;
+            vf cols[LDS_K_LANES];
+            LDS_K_TRANSPOSE(a->rows + g * rb + c * es, rb, gn, w, dt, a->scale, cols);
+#pragma GCC unroll 16
+            for (size_t i = 0; i < LDS_K_LANES; i++) {
+                if (i >= w)
+                    break;
+                const vf qv = splat(q[c + i]);
+                if (l2) {
+                    vf t = qv - cols[i];
+                    acc[v] = LDS_K_FMA(t, t, acc[v]);
+                } else {
+                    acc[v] = LDS_K_FMA(qv, cols[i], acc[v]);
+                }
+            }
+        }
+    }
+    a->mask[0] = 0;
+#pragma GCC unroll 8
+    for (size_t v = 0; v < LDS_K_NVEC; v++)
+        if (v < nvec)
+            finish(acc[v], v * LDS_K_LANES, a->inv, a->thr[0], a->lower, valid, a->out, a->mask);
+}
+#endif
+
+LDS_K_INLINE void block_body(const lds__block_args *a, lds_dtype dt, bool l2)
+{
+    const uint64_t valid = a->nr >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << a->nr) - 1;
+#if defined(LDS_K_TRANSPOSE) && defined(LDS_K_SINGLE)
+    if (a->nq == 1) {
+        single_body(a, dt, l2, valid);
+        return;
+    }
+#endif
+    pack(a->rows, a->row_bytes, a->nr, a->dim, dt, a->scale, a->panel);
+    const size_t nvec = (a->nr + LDS_K_LANES - 1) / LDS_K_LANES;
+    for (size_t j = 0; j < a->nq; j++)
+        a->mask[j] = 0;
+    panel_body(a->q, a->qstride, a->nq, a->panel, nvec, a->dim, l2, a->inv, a->thr, a->lower, valid,
+               a->out, a->mask);
+}
+
+#define LDS_K_SPEC(NAME, DT, L2)                                                                   \
+    static void NAME(const lds__block_args *a)                                                     \
+    {                                                                                              \
+        block_body(a, DT, L2);                                                                     \
+    }
+LDS_K_SPEC(b_f32_dot, LDS_DTYPE_F32, false)
+LDS_K_SPEC(b_f32_l2, LDS_DTYPE_F32, true)
+LDS_K_SPEC(b_f16_dot, LDS_DTYPE_F16, false)
+LDS_K_SPEC(b_f16_l2, LDS_DTYPE_F16, true)
+LDS_K_SPEC(b_bf16_dot, LDS_DTYPE_BF16, false)
+LDS_K_SPEC(b_bf16_l2, LDS_DTYPE_BF16, true)
+LDS_K_SPEC(b_i8_dot, LDS_DTYPE_I8, false)
+LDS_K_SPEC(b_i8_l2, LDS_DTYPE_I8, true)
+
+static void block(const lds__block_args *a)
+{
+    switch (a->dtype) {
+    case LDS_DTYPE_F32:
+        (a->l2 ? b_f32_l2 : b_f32_dot)(a);
+        break;
+    case LDS_DTYPE_F16:
+        (a->l2 ? b_f16_l2 : b_f16_dot)(a);
+        break;
+    case LDS_DTYPE_BF16:
+        (a->l2 ? b_bf16_l2 : b_bf16_dot)(a);
+        break;
+    case LDS_DTYPE_I8:
+        (a->l2 ? b_i8_l2 : b_i8_dot)(a);
+        break;
+    }
+}
+
+const lds__kernel LDS_K_SYM = {LDS_K_NAME, LDS_K_LANES, LDS_K_FUSED, block};

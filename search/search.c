@@ -1,0 +1,556 @@
+/* Exact top-k search: kernel choice, cosine norms, blocked and threaded scans,
+   fused per-query top-k. Design and measurements: ADR 0015. */
+#include "../format/format_internal.h"
+#include "search_internal.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* ==== kernel choice ====================================================== */
+
+static const lds__kernel *const kernel_list[] = {
+#if defined(LDS_HAVE_KERNEL_AVX512)
+    &lds__kernel_avx512,
+#endif
+#if defined(LDS_HAVE_KERNEL_AVX2)
+    &lds__kernel_avx2,
+#endif
+    &lds__kernel_generic,
+};
+#define KERNEL_COUNT (sizeof kernel_list / sizeof kernel_list[0])
+
+size_t lds__search_kernel_count(void)
+{
+    return KERNEL_COUNT;
+}
+
+const lds__kernel *lds__search_kernel_at(size_t i)
+{
+    return i < KERNEL_COUNT ? kernel_list[i] : NULL;
+}
+
+#if defined(LDS_HAVE_KERNEL_AVX2)
+#include <cpuid.h>
+
+/* CPUID.1:ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c"). */
+static bool cpu_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
+
+bool lds__search_kernel_runs(size_t i)
+{
+    if (i >= KERNEL_COUNT)
+        return false;
+#if defined(LDS_HAVE_KERNEL_AVX512)
+    if (kernel_list[i] == &lds__kernel_avx512)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl");
+#endif
+#if defined(LDS_HAVE_KERNEL_AVX2)
+    if (kernel_list[i] == &lds__kernel_avx2)
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
+#endif
+    return true;
+}
+
+static _Atomic(const lds__kernel *) current_kernel;
+static pthread_once_t kernel_once = PTHREAD_ONCE_INIT;
+
+static const lds__kernel *best_kernel(void)
+{
+    for (size_t i = 0; i < KERNEL_COUNT; i++)
+        if (lds__search_kernel_runs(i))
+            return kernel_list[i];
+    return &lds__kernel_generic;
+}
+
+static const lds__kernel *kernel_named(const char *name)
+{
+    for (size_t i = 0; i < KERNEL_COUNT; i++)
+        if (strcmp(kernel_list[i]->name, name) == 0 && lds__search_kernel_runs(i))
+            return kernel_list[i];
+    return NULL;
+}
+
+/* The environment is read once: LDS_SEARCH_KERNEL names a kernel; an unknown
+   or unrunnable name warns once on stderr and the automatic choice applies. */
+static void kernel_init(void)
+{
+    const lds__kernel *k = NULL;
+    const char *env = getenv("LDS_SEARCH_KERNEL");
+    if (env && *env) {
+        k = kernel_named(env);
+        if (!k) {
+            fprintf(stderr, "lodestar: LDS_SEARCH_KERNEL=%s is not a kernel this CPU runs (", env);
+            for (size_t i = 0; i < KERNEL_COUNT; i++)
+                if (lds__search_kernel_runs(i))
+                    fprintf(stderr, "%s%s", i ? ", " : "", kernel_list[i]->name);
+            fprintf(stderr, "); using the automatic choice\n");
+        }
+    }
+    atomic_store(&current_kernel, k ? k : best_kernel());
+}
+
+const lds__kernel *lds__search_kernel(void)
+{
+    pthread_once(&kernel_once, kernel_init);
+    return atomic_load_explicit(&current_kernel, memory_order_relaxed);
+}
+
+size_t lds_search_kernels(const char **names, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < KERNEL_COUNT; i++)
+        if (lds__search_kernel_runs(i)) {
+            if (names && n < cap)
+                names[n] = kernel_list[i]->name;
+            n++;
+        }
+    return n;
+}
+
+bool lds__search_kernel_force(const char *name)
+{
+    pthread_once(&kernel_once, kernel_init);
+    const lds__kernel *k = name ? kernel_named(name) : best_kernel();
+    if (!k)
+        return false;
+    atomic_store(&current_kernel, k);
+    return true;
+}
+
+/* ==== cosine norms ======================================================= */
+
+/* One lock for every index's one-time build: builds are rare and short. */
+static pthread_mutex_t norm_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* 1 / |row| in double for every row (0 for a zero row or an infinite norm,
+   NaN for a row holding NaN), summed in double from the exact f32 values. */
+static double *build_inv_norms(const lds_index *idx)
+{
+    if (idx->rows > SIZE_MAX / sizeof(double))
+        return NULL;
+    double *inv = (double *)malloc((size_t)(idx->rows ? idx->rows : 1) * sizeof(double));
+    float *row = (float *)malloc((size_t)idx->dim * sizeof(float));
+    if (!inv || !row) {
+        free(inv);
+        free(row);
+        return NULL;
+    }
+    for (uint64_t r = 0; r < idx->rows; r++) {
+        lds__row_to_f32(idx->vectors + r * idx->row_bytes, idx->dtype, idx->i8_scale, idx->dim,
+                        row);
+        double s[4] = {0, 0, 0, 0};
+        uint32_t i = 0;
+        for (; i + 4 <= idx->dim; i += 4)
+            for (int l = 0; l < 4; l++)
+                s[l] += (double)row[i + (uint32_t)l] * row[i + (uint32_t)l];
+        for (; i < idx->dim; i++)
+            s[0] += (double)row[i] * row[i];
+        double n = sqrt((s[0] + s[1]) + (s[2] + s[3]));
+        inv[r] = n == 0.0 ? 0.0 : 1.0 / n;
+    }
+    free(row);
+    return inv;
+}
+
+/* The index's inverse norms, built by the first caller (others wait). */
+static const double *inv_norms(const lds_index *cidx)
+{
+    lds_index *idx = (lds_index *)cidx; /* the lazily built table mutates a const index */
+    double *inv = atomic_load_explicit(&idx->inv_norms, memory_order_acquire);
+    if (inv)
+        return inv;
+    pthread_mutex_lock(&norm_lock);
+    inv = atomic_load_explicit(&idx->inv_norms, memory_order_relaxed);
+    if (!inv) {
+        inv = build_inv_norms(idx);
+        atomic_store_explicit(&idx->inv_norms, inv, memory_order_release);
+    }
+    pthread_mutex_unlock(&norm_lock);
+    return inv;
+}
+
+/* ==== top-k ============================================================== */
+
+/* Whether hit `a` ranks after hit `b`: NaN last, then by score, then by row. */
+static inline bool ranks_after(const lds_hit *a, const lds_hit *b, bool lower_better)
+{
+    bool an = isnan(a->score), bn = isnan(b->score);
+    if (an != bn)
+        return an;
+    if (!an && a->score != b->score)
+        return lower_better ? a->score > b->score : a->score < b->score;
+    return a->row > b->row;
+}
+
+/* The heap keeps the hit that ranks last at its root. */
+static void sift_down(lds_hit *h, size_t n, size_t i, bool lower_better)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && ranks_after(&h[l], &h[m], lower_better))
+            m = l;
+        if (r < n && ranks_after(&h[r], &h[m], lower_better))
+            m = r;
+        if (m == i)
+            return;
+        lds_hit t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+static void sift_up(lds_hit *h, size_t i, bool lower_better)
+{
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!ranks_after(&h[i], &h[parent], lower_better))
+            return;
+        lds_hit t = h[i];
+        h[i] = h[parent];
+        h[parent] = t;
+        i = parent;
+    }
+}
+
+/* Offers `c` to the heap h[0, *n) of capacity `want`. */
+static inline void heap_offer(lds_hit *h, size_t *n, size_t want, lds_hit c, bool lower)
+{
+    if (*n < want) {
+        h[*n] = c;
+        sift_up(h, *n, lower);
+        (*n)++;
+    } else if (ranks_after(&h[0], &c, lower)) {
+        h[0] = c;
+        sift_down(h, *n, 0, lower);
+    }
+}
+
+/* Sorts the heap h[0, n) best first. */
+static void heap_sort(lds_hit *h, size_t n, bool lower)
+{
+    for (size_t end = n; end > 1; end--) {
+        lds_hit t = h[0];
+        h[0] = h[end - 1];
+        h[end - 1] = t;
+        sift_down(h, end - 1, 0, lower);
+    }
+}
+
+/* ==== the scan =========================================================== */
+
+/* One thread's share: rows [r0, r1) against the queries of one chunk. */
+typedef struct scan_job {
+    const lds_index *idx;
+    const lds__kernel *kernel;
+    const float *q; /* nq x qs */
+    size_t qs, nq;
+    const double *inv; /* cosine: 1 / |row|, else NULL */
+    uint64_t r0, r1;
+    size_t want;
+    bool lower, l2;
+    lds_hit *heaps;  /* nq x want */
+    size_t *counts;  /* nq */
+    float *scores;   /* nq x LDS__PANEL */
+    uint64_t *masks; /* nq */
+    float *thr;      /* nq */
+    float *panel;    /* LDS__PANEL x dim, 64-byte aligned */
+} scan_job;
+
+static void scan(scan_job *jb)
+{
+    const lds_index *idx = jb->idx;
+    const bool lower = jb->lower;
+    for (size_t j = 0; j < jb->nq; j++) {
+        jb->counts[j] = 0;
+        jb->thr[j] = NAN;
+    }
+    double inv_pad[LDS__PANEL];
+    lds__block_args a = {
+        .q = jb->q,
+        .qstride = jb->qs,
+        .nq = jb->nq,
+        .row_bytes = idx->row_bytes,
+        .dim = idx->dim,
+        .dtype = idx->dtype,
+        .scale = idx->i8_scale,
+        .l2 = jb->l2,
+        .lower = lower,
+        .thr = jb->thr,
+        .out = jb->scores,
+        .mask = jb->masks,
+        .panel = jb->panel,
+    };
+    for (uint64_t b = jb->r0; b < jb->r1; b += LDS__PANEL) {
+        size_t nr = (size_t)(jb->r1 - b < LDS__PANEL ? jb->r1 - b : LDS__PANEL);
+        a.rows = idx->vectors + b * idx->row_bytes;
+        a.nr = nr;
+        a.inv = NULL;
+        if (jb->inv) {
+            a.inv = jb->inv + b;
+            if (nr < LDS__PANEL) { /* the kernel reads whole vectors of rows */
+                memset(inv_pad, 0, sizeof inv_pad);
+                memcpy(inv_pad, jb->inv + b, nr * sizeof(double));
+                a.inv = inv_pad;
+            }
+        }
+        jb->kernel->block(&a);
+        for (size_t j = 0; j < jb->nq; j++) {
+            uint64_t m = jb->masks[j];
+            if (!m)
+                continue;
+            const float *s = jb->scores + j * LDS__PANEL;
+            lds_hit *h = jb->heaps + j * jb->want;
+            size_t n = jb->counts[j];
+            do {
+                unsigned i = (unsigned)__builtin_ctzll(m);
+                m &= m - 1;
+                /* Rows arrive in increasing order, so once the heap is full a
+                   score that is not strictly better (NaN included) loses. */
+                if (n == jb->want && !isnan(h[0].score) &&
+                    !(lower ? s[i] < h[0].score : s[i] > h[0].score))
+                    continue;
+                heap_offer(h, &n, jb->want, (lds_hit){b + i, s[i]}, lower);
+            } while (m);
+            jb->counts[j] = n;
+            /* The kernel's filter: only scores better than the root may enter. */
+            jb->thr[j] = n == jb->want && !isnan(h[0].score) ? h[0].score : NAN;
+        }
+    }
+}
+
+static void *scan_thread(void *p)
+{
+    scan(p);
+    return NULL;
+}
+
+static unsigned online_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1u : n > 256 ? 256u : (unsigned)n;
+}
+
+void lds_search_options_default(lds_search_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
+    o->threads = 0;
+}
+
+/* Scanned elements (rows x dim x queries) each thread must have at least: when the
+   caller asks for threads, and when it leaves the count to us (threads = 0). Starting a
+   thread costs tens of microseconds on an idle machine and milliseconds on a loaded one
+   (compare_faiss.py extras, ADR 0015), so the automatic count wants ~8 Mi elements each. */
+#define WORK_PER_THREAD      ((uint64_t)1 << 16)
+#define WORK_PER_AUTO_THREAD ((uint64_t)1 << 23)
+/* Cap on the hits of the per-thread heaps of one query chunk, all threads together. */
+#define HEAP_HITS_CAP ((size_t)1 << 22)
+
+static lds_status search_impl(const char *fn, const lds_index *idx, const float *queries, size_t nq,
+                              size_t dim, size_t k, const lds_search_options *opts, lds_hit *hits,
+                              size_t *n_hits, lds_error *err)
+{
+    if (!idx || (nq > 0 && (!queries || !n_hits || (!hits && k > 0))))
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "%s: NULL argument", fn);
+    lds_search_options o;
+    lds_search_options_default(&o);
+    if (opts) {
+        if (opts->size < LDS_SEARCH_OPTIONS_MIN_SIZE || opts->size > sizeof o)
+            return lds__fail(err, LDS_E_INVALID_ARG, "lds_search_options.size", 0,
+                             "%s: lds_search_options.size is %zu, not %zu to %zu", fn, opts->size,
+                             (size_t)LDS_SEARCH_OPTIONS_MIN_SIZE, sizeof o);
+        memcpy(&o, opts, opts->size);
+    }
+    if (dim != idx->dim)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
+                         "%s: the query has %zu elements, the index %u", fn, dim,
+                         (unsigned)idx->dim);
+    size_t total;
+    if (__builtin_mul_overflow(nq, k, &total) || __builtin_mul_overflow(nq, dim, &total))
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "%s: nq x k or nq x dim overflows", fn);
+    const bool cosine = idx->metric == LDS_METRIC_COSINE;
+    for (size_t j = 0; j < nq; j++) {
+        double qq = 0.0;
+        for (size_t i = 0; i < dim; i++) {
+            float x = queries[j * dim + i];
+            if (!isfinite(x)) {
+                if (nq == 1)
+                    return lds__fail(err, LDS_E_BAD_VALUE, NULL, 0,
+                                     "query element %zu is not finite", i);
+                return lds__fail(err, LDS_E_BAD_VALUE, NULL, 0,
+                                 "query %zu element %zu is not finite", j, i);
+            }
+            qq += (double)x * x;
+        }
+        if (cosine && qq == 0.0) {
+            if (nq == 1)
+                return lds__fail(err, LDS_E_BAD_VALUE, NULL, 0,
+                                 "a zero query has no cosine similarity");
+            return lds__fail(err, LDS_E_BAD_VALUE, NULL, 0,
+                             "query %zu is zero, which has no cosine similarity", j);
+        }
+    }
+    const lds__kernel *kern = lds__search_kernel();
+    if (opts && opts->size >= offsetof(lds_search_options, kernel) + sizeof(const char *) &&
+        o.kernel && *o.kernel && !(kern = kernel_named(o.kernel)))
+        return lds__fail(err, LDS_E_UNSUPPORTED, "lds_search_options.kernel", 0,
+                         "%s: lds_search_options.kernel \"%s\" is not a kernel this CPU runs "
+                         "(lds_search_kernels lists them)",
+                         fn, o.kernel);
+    const size_t want = k < idx->rows ? k : (size_t)idx->rows;
+    if (want == 0) {
+        for (size_t j = 0; j < nq; j++)
+            n_hits[j] = 0;
+        return LDS_OK;
+    }
+    const double *inv = NULL;
+    if (cosine && !(inv = inv_norms(idx)))
+        return lds__fail(err, LDS_E_NOMEM, NULL, 0, "%s: no memory for the row norms", fn);
+
+    /* Query chunks bound the heaps and keep the chunk's queries in L2 (128 KiB,
+       up to 256 queries) while each packed block of rows is scored against all of
+       them; threads split the rows of each chunk. */
+    size_t qc_max = (size_t)131072 / ((size_t)dim * sizeof(float));
+    qc_max = qc_max < 1 ? 1 : qc_max > 256 ? 256 : qc_max;
+    size_t qc = nq < qc_max ? nq : qc_max;
+    while (qc > 1 && qc * want > HEAP_HITS_CAP / 4)
+        qc /= 2;
+    uint64_t work = idx->rows * (uint64_t)dim * qc;
+    unsigned t = o.threads ? o.threads : online_cores();
+    if (t > 64)
+        t = 64;
+    uint64_t min_work = o.threads ? WORK_PER_THREAD : WORK_PER_AUTO_THREAD;
+    if ((uint64_t)t > work / min_work)
+        t = (unsigned)(work / min_work > 0 ? work / min_work : 1);
+    if ((uint64_t)t > idx->rows / 4)
+        t = (unsigned)(idx->rows / 4 > 0 ? idx->rows / 4 : 1);
+    if (t > 1 && (size_t)t * qc * want > HEAP_HITS_CAP)
+        t = (unsigned)(HEAP_HITS_CAP / (qc * want) > 0 ? HEAP_HITS_CAP / (qc * want) : 1);
+
+    const size_t qs = dim;
+    const size_t panel_floats = (size_t)LDS__PANEL * dim; /* a multiple of 16: 64-byte panels */
+    float *qbuf = (float *)malloc(qc * qs * sizeof(float));
+    lds_hit *heaps = (lds_hit *)malloc((size_t)t * qc * want * sizeof(lds_hit));
+    size_t *counts = (size_t *)malloc((size_t)t * qc * sizeof(size_t));
+    float *sbuf = (float *)malloc((size_t)t * qc * (LDS__PANEL + 1) * sizeof(float));
+    uint64_t *masks = (uint64_t *)malloc((size_t)t * qc * sizeof(uint64_t));
+    float *panels = (float *)aligned_alloc(64, (size_t)t * panel_floats * sizeof(float));
+    scan_job *jobs = (scan_job *)malloc(t * sizeof(scan_job));
+    pthread_t *tids = (pthread_t *)malloc(t * sizeof(pthread_t));
+    bool *started = (bool *)malloc(t * sizeof(bool));
+    if (!qbuf || !heaps || !counts || !sbuf || !masks || !panels || !jobs || !tids || !started) {
+        free(qbuf);
+        free(heaps);
+        free(counts);
+        free(sbuf);
+        free(masks);
+        free(panels);
+        free(jobs);
+        free(tids);
+        free(started);
+        return lds__fail(err, LDS_E_NOMEM, NULL, 0, "%s: no memory", fn);
+    }
+    const bool lower = idx->metric == LDS_METRIC_L2;
+    for (size_t j0 = 0; j0 < nq; j0 += qc) {
+        size_t n = nq - j0 < qc ? nq - j0 : qc;
+        for (size_t j = 0; j < n; j++) {
+            const float *src = queries + (j0 + j) * dim;
+            float *dst = qbuf + j * qs;
+            if (cosine) {
+                /* The query is scaled to unit length, so the kernel's sum is
+                   bounded by |row| and a cosine is that sum times 1 / |row|. */
+                double qq = 0.0;
+                for (size_t i = 0; i < dim; i++)
+                    qq += (double)src[i] * src[i];
+                double s = 1.0 / sqrt(qq);
+                for (size_t i = 0; i < dim; i++)
+                    dst[i] = (float)(src[i] * s);
+            } else {
+                memcpy(dst, src, dim * sizeof(float));
+            }
+        }
+        uint64_t per = (idx->rows + t - 1) / t;
+        per = (per + LDS__PANEL - 1) & ~(uint64_t)(LDS__PANEL - 1);
+        for (unsigned w = 0; w < t; w++) {
+            uint64_t r0 = per * w < idx->rows ? per * w : idx->rows;
+            uint64_t r1 = per * (w + 1) < idx->rows ? per * (w + 1) : idx->rows;
+            jobs[w] = (scan_job){
+                .idx = idx,
+                .kernel = kern,
+                .q = qbuf,
+                .qs = qs,
+                .nq = n,
+                .inv = inv,
+                .r0 = r0,
+                .r1 = r1,
+                .want = want,
+                .lower = lower,
+                .l2 = idx->metric == LDS_METRIC_L2,
+                .heaps = heaps + (size_t)w * qc * want,
+                .counts = counts + (size_t)w * qc,
+                .scores = sbuf + (size_t)w * qc * (LDS__PANEL + 1),
+                .masks = masks + (size_t)w * qc,
+                .thr = sbuf + (size_t)w * qc * (LDS__PANEL + 1) + qc * LDS__PANEL,
+                .panel = panels + (size_t)w * panel_floats,
+            };
+        }
+        for (unsigned w = 1; w < t; w++)
+            started[w] = pthread_create(&tids[w], NULL, scan_thread, &jobs[w]) == 0;
+        scan(&jobs[0]);
+        for (unsigned w = 1; w < t; w++) {
+            if (started[w])
+                pthread_join(tids[w], NULL);
+            else
+                scan(&jobs[w]); /* no thread: the same share, here */
+        }
+        /* Merge: the top `want` of the union of the threads' top `want`s under
+           the strict order (NaN last, score, row) is the same set whatever the
+           split, and the final sort makes the order the same too. */
+        for (size_t j = 0; j < n; j++) {
+            lds_hit *out = hits + (j0 + j) * k;
+            size_t m = 0;
+            for (unsigned w = 0; w < t; w++) {
+                const lds_hit *h = jobs[w].heaps + j * want;
+                for (size_t i = 0; i < jobs[w].counts[j]; i++)
+                    heap_offer(out, &m, want, h[i], lower);
+            }
+            heap_sort(out, m, lower);
+            n_hits[j0 + j] = m;
+        }
+    }
+    free(qbuf);
+    free(heaps);
+    free(counts);
+    free(sbuf);
+    free(masks);
+    free(panels);
+    free(jobs);
+    free(tids);
+    free(started);
+    return LDS_OK;
+}
+
+lds_status lds_index_search(const lds_index *idx, const float *query, size_t dim, size_t k,
+                            lds_hit *hits, size_t *n_hits, lds_error *err)
+{
+    if (!n_hits)
+        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "lds_index_search: NULL argument");
+    return search_impl("lds_index_search", idx, query, 1, dim, k, NULL, hits, n_hits, err);
+}
+
+lds_status lds_index_search_batch(const lds_index *idx, const float *queries, size_t nq, size_t dim,
+                                  size_t k, const lds_search_options *opts, lds_hit *hits,
+                                  size_t *n_hits, lds_error *err)
+{
+    return search_impl("lds_index_search_batch", idx, queries, nq, dim, k, opts, hits, n_hits, err);
+}

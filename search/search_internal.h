@@ -1,0 +1,86 @@
+/* Internal interface of the search kernels (search.c and kernels_*.c; not installed). */
+#ifndef LDS_SEARCH_INTERNAL_H
+#define LDS_SEARCH_INTERNAL_H
+
+#include "lodestar_core.h"
+#include "lodestar_index.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Rows per block: a kernel packs up to this many rows at a time (bits of a uint64_t). */
+#define LDS__PANEL 64
+
+/*
+ * One call of a kernel: the scores of `nq` queries against `nr` (1 to
+ * LDS__PANEL) consecutive stored rows, and which of them may enter each
+ * query's top-k.
+ * - q: query j is q[j * qstride, j * qstride + dim) (f32, any alignment;
+ *   scaled to unit length under cosine).
+ * - rows: row i is rows + i * row_bytes (any alignment), `dim` elements of
+ *   `dtype`, each converted exactly as lds__row_to_f32 does (i8: i8 * scale).
+ * - l2: sum of (q - r)^2, else sum of q * r.
+ * - inv: NULL, or (cosine) inv[0, ceil(nr / lanes) * lanes): each score is
+ *   multiplied by inv[i] in double and rounded to f32 once.
+ * - thr[j], lower: lane i is a candidate of query j when its score is better
+ *   than thr[j] (lower: score < thr[j], else score > thr[j]; a NaN score never
+ *   is) or when thr[j] is NaN (take every row).
+ * - out[j * LDS__PANEL + i]: the scores; mask[j]: bit i set when row i is a
+ *   candidate of query j (rows past nr never are).
+ * - panel: scratch of LDS__PANEL x dim floats, 64-byte aligned.
+ *
+ * Every (query, row) pair is the sequential sum over d = 0 .. dim - 1 in that
+ * order (a * b + acc, fused where the kernel is), whatever nq and nr are, so
+ * one-at-a-time, batched and threaded searches agree to the bit; the fused
+ * kernels (avx2, avx512) agree with each other too. ADR 0032.
+ */
+typedef struct lds__block_args {
+    const float *q;
+    size_t qstride, nq;
+    const uint8_t *rows;
+    size_t row_bytes, nr;
+    uint32_t dim;
+    lds_dtype dtype;
+    float scale;
+    bool l2, lower;
+    const double *inv;
+    const float *thr;
+    float *out;
+    uint64_t *mask;
+    float *panel;
+} lds__block_args;
+
+typedef void lds__block_fn(const lds__block_args *a);
+
+typedef struct lds__kernel {
+    const char *name; /* "generic", "avx2", "avx512" */
+    unsigned lanes;   /* rows per vector */
+    bool fused;       /* multiply-add rounds once (FMA) */
+    lds__block_fn *block;
+} lds__kernel;
+
+extern const lds__kernel lds__kernel_generic;
+#if defined(LDS_HAVE_KERNEL_AVX2)
+extern const lds__kernel lds__kernel_avx2;
+#endif
+#if defined(LDS_HAVE_KERNEL_AVX512)
+extern const lds__kernel lds__kernel_avx512;
+#endif
+
+/* The kernels built into this library, best first, and whether this CPU runs
+   kernel i. */
+size_t lds__search_kernel_count(void);
+const lds__kernel *lds__search_kernel_at(size_t i);
+bool lds__search_kernel_runs(size_t i);
+
+/* Forces the kernel named `name` for every later search in the process (NULL:
+   back to the automatic choice). Returns false, changing nothing, if no such
+   kernel is built or this CPU cannot run it. For tests and benchmarks; the
+   environment variable LDS_SEARCH_KERNEL, read once, does the same. */
+bool lds__search_kernel_force(const char *name);
+
+/* The kernel searches use now. */
+const lds__kernel *lds__search_kernel(void);
+
+#endif
