@@ -85,11 +85,11 @@ void lds_index_free(lds_index *idx)
 
 #define AT(ps, x) ((ps)->base + (x))
 
-static lds_status check_footer_and_table(parser *ps)
+/* F1-F4: the footer at payload offset F = L - 40, and where it puts the table. */
+static lds_status check_footer(parser *ps, uint64_t *table_length)
 {
     const uint8_t *p = ps->p;
-    uint64_t L = ps->length;
-    uint64_t F = L - LDS__TAIL;
+    uint64_t F = ps->length - LDS__TAIL;
     lds_error *err = ps->err;
 
     /* F1 */
@@ -118,8 +118,17 @@ static lds_status check_footer_and_table(parser *ps)
                  (unsigned long long)tl, (unsigned long long)T, (unsigned long long)F,
                  (unsigned long long)(F - T));
     ps->table = T;
+    *table_length = tl;
+    return LDS_OK;
+}
 
-    const uint8_t *t = p + T;
+/* T1-T11: the table's 32-byte head at payload offset ps->table, whose length
+   the footer gives as `tl`; the entries' count and size go to *count_out, *es_out. */
+static lds_status check_table_head(parser *ps, uint64_t tl, uint32_t *count_out, uint32_t *es_out)
+{
+    uint64_t T = ps->table;
+    lds_error *err = ps->err;
+    const uint8_t *t = ps->p + T;
     ps->rows = lds__ld64(t);
     /* T1 */
     LDS__FAIL_IF(ps->rows > ps->limits.max_rows, err, LDS_E_LIMIT, "table.rows", AT(ps, T),
@@ -175,94 +184,121 @@ static lds_status check_footer_and_table(parser *ps)
     LDS__FAIL_IF(need != tl, err, LDS_E_BAD_SECTION, "table.section_count", AT(ps, T + 24),
                  "%u entries of %u bytes need a %llu-byte table, but table_length is %llu",
                  (unsigned)count, (unsigned)es, (unsigned long long)need, (unsigned long long)tl);
+    *count_out = count;
+    *es_out = es;
+    return LDS_OK;
+}
 
-    uint64_t prev_end = 0;
-    for (uint32_t i = 0; i < count; i++) {
-        uint64_t E = T + LDS__TABLE_HEAD + (uint64_t)i * es;
-        uint32_t kind = lds__ld32(p + E);
-        uint32_t eflags = lds__ld32(p + E + 4);
-        uint64_t off = lds__ld64(p + E + 8);
-        uint64_t len = lds__ld64(p + E + 16);
-        section *slot = NULL;
-        switch (kind) {
-        case LDS__KIND_VECTORS:
-            slot = &ps->vectors;
-            break;
-        case LDS__KIND_IDS:
-            slot = &ps->ids;
-            break;
-        case LDS__KIND_KEYS:
-            slot = &ps->keys;
-            break;
-        case LDS__KIND_METADATA:
-            slot = &ps->meta;
-            break;
-        default:
-            break;
-        }
-        /* S1 */
-        LDS__FAIL_IF_MSG(
-            i == 0 && kind != LDS__KIND_VECTORS, err, LDS_E_BAD_SECTION, "section.kind", AT(ps, E),
-            "section[0].kind: %u, the first section must be the vectors (kind 1)", (unsigned)kind);
-        /* S1 */
-        LDS__FAIL_IF_MSG(slot && slot->present, err, LDS_E_BAD_SECTION, "section.kind", AT(ps, E),
-                         "section[%u].kind: %u repeats section[%u]", (unsigned)i, (unsigned)kind,
-                         slot->i);
-        /* S2 */
-        LDS__FAIL_IF_MSG(!slot && !(kind & LDS__KIND_OPTIONAL), err, LDS_E_UNSUPPORTED,
-                         "section.kind", AT(ps, E),
-                         "section[%u].kind: %u is unknown and not marked optional", (unsigned)i,
-                         (unsigned)kind);
-        /* S3 */
-        LDS__FAIL_IF_MSG(eflags & LDS__MUST_UNDERSTAND, err, LDS_E_UNSUPPORTED, "section.flags",
-                         AT(ps, E + 4),
-                         "section[%u].flags: %08x sets must-understand bits this library does "
-                         "not know",
-                         (unsigned)i, (unsigned)eflags);
-        /* S4 */
-        LDS__FAIL_IF_MSG(off > T, err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
-                         "section[%u].offset: %llu is past the section area end %llu", (unsigned)i,
-                         (unsigned long long)off, (unsigned long long)T);
-        uint64_t expected = lds__align64(prev_end);
-        /* S5 */
-        LDS__FAIL_IF_MSG(i == 0 && off != 0, err, LDS_E_BAD_SECTION, "section.offset",
-                         AT(ps, E + 8),
-                         "section[0].offset: %llu, the vectors must start at payload offset 0",
-                         (unsigned long long)off);
-        /* S5 */
-        LDS__FAIL_IF_MSG(off < prev_end, err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
-                         "section[%u].offset: %llu overlaps section[%u], which ends at %llu",
-                         (unsigned)i, (unsigned long long)off, (unsigned)(i - 1),
-                         (unsigned long long)prev_end);
-        /* S5 */
-        LDS__FAIL_IF_MSG(off != expected, err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
-                         "section[%u].offset: %llu must be %llu, the end of section[%u] rounded "
-                         "up to 64 (no unexplained bytes)",
-                         (unsigned)i, (unsigned long long)off, (unsigned long long)expected,
-                         (unsigned)(i - 1));
-        /* S6 */
-        LDS__FAIL_IF_MSG(len > T - off, err, LDS_E_BAD_SECTION, "section.length", AT(ps, E + 16),
-                         "section[%u].length: %llu runs past the section area end %llu (the "
-                         "section starts at %llu)",
-                         (unsigned)i, (unsigned long long)len, (unsigned long long)T,
-                         (unsigned long long)off);
-        uint64_t end = off + len;
-        uint64_t pad_end = lds__align64(end); /* <= T: T is a multiple of 64 */
-        for (uint64_t b = end; b < pad_end; b++)
-            /* S7 */
-            LDS__FAIL_IF_MSG(p[b] != 0, err, LDS_E_BAD_SECTION, "section.padding", AT(ps, b),
-                             "section[%u].padding: byte %02x after the section, padding must be "
-                             "zero",
-                             (unsigned)i, p[b]);
-        if (slot) {
-            slot->present = true;
-            slot->i = i;
-            slot->entry = E;
-            slot->offset = off;
-            slot->length = len;
-        }
-        prev_end = end;
+/* S1-S7: section entry i at payload offset E. Its section must start at the end
+   of the one before (*prev_end_io) rounded up to 64; it is recorded when its
+   kind is one of the four, and *prev_end_io moves to its end. */
+static lds_status check_entry(parser *ps, uint32_t i, uint64_t E, uint64_t *prev_end_io)
+{
+    const uint8_t *p = ps->p;
+    uint64_t T = ps->table;
+    uint64_t prev_end = *prev_end_io;
+    lds_error *err = ps->err;
+    uint32_t kind = lds__ld32(p + E);
+    uint32_t eflags = lds__ld32(p + E + 4);
+    uint64_t off = lds__ld64(p + E + 8);
+    uint64_t len = lds__ld64(p + E + 16);
+    section *slot = NULL;
+    switch (kind) {
+    case LDS__KIND_VECTORS:
+        slot = &ps->vectors;
+        break;
+    case LDS__KIND_IDS:
+        slot = &ps->ids;
+        break;
+    case LDS__KIND_KEYS:
+        slot = &ps->keys;
+        break;
+    case LDS__KIND_METADATA:
+        slot = &ps->meta;
+        break;
+    default:
+        break;
     }
+    /* S1 */
+    LDS__FAIL_IF_MSG(
+        i == 0 && kind != LDS__KIND_VECTORS, err, LDS_E_BAD_SECTION, "section.kind", AT(ps, E),
+        "section[0].kind: %u, the first section must be the vectors (kind 1)", (unsigned)kind);
+    /* S1 */
+    LDS__FAIL_IF_MSG(slot && slot->present, err, LDS_E_BAD_SECTION, "section.kind", AT(ps, E),
+                     "section[%u].kind: %u repeats section[%u]", (unsigned)i, (unsigned)kind,
+                     slot->i);
+    /* S2 */
+    LDS__FAIL_IF_MSG(!slot && !(kind & LDS__KIND_OPTIONAL), err, LDS_E_UNSUPPORTED, "section.kind",
+                     AT(ps, E), "section[%u].kind: %u is unknown and not marked optional",
+                     (unsigned)i, (unsigned)kind);
+    /* S3 */
+    LDS__FAIL_IF_MSG(eflags & LDS__MUST_UNDERSTAND, err, LDS_E_UNSUPPORTED, "section.flags",
+                     AT(ps, E + 4),
+                     "section[%u].flags: %08x sets must-understand bits this library does "
+                     "not know",
+                     (unsigned)i, (unsigned)eflags);
+    /* S4 */
+    LDS__FAIL_IF_MSG(off > T, err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
+                     "section[%u].offset: %llu is past the section area end %llu", (unsigned)i,
+                     (unsigned long long)off, (unsigned long long)T);
+    uint64_t expected = lds__align64(prev_end);
+    /* S5 */
+    LDS__FAIL_IF_MSG(i == 0 && off != 0, err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
+                     "section[0].offset: %llu, the vectors must start at payload offset 0",
+                     (unsigned long long)off);
+    /* S5 */
+    LDS__FAIL_IF_MSG(off < prev_end, err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
+                     "section[%u].offset: %llu overlaps section[%u], which ends at %llu",
+                     (unsigned)i, (unsigned long long)off, (unsigned)(i - 1),
+                     (unsigned long long)prev_end);
+    /* S5 */
+    LDS__FAIL_IF_MSG(off != expected, err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
+                     "section[%u].offset: %llu must be %llu, the end of section[%u] rounded "
+                     "up to 64 (no unexplained bytes)",
+                     (unsigned)i, (unsigned long long)off, (unsigned long long)expected,
+                     (unsigned)(i - 1));
+    /* S6 */
+    LDS__FAIL_IF_MSG(len > T - off, err, LDS_E_BAD_SECTION, "section.length", AT(ps, E + 16),
+                     "section[%u].length: %llu runs past the section area end %llu (the "
+                     "section starts at %llu)",
+                     (unsigned)i, (unsigned long long)len, (unsigned long long)T,
+                     (unsigned long long)off);
+    uint64_t end = off + len;
+    uint64_t pad_end = lds__align64(end); /* <= T: T is a multiple of 64 */
+    /* S7 */
+    for (uint64_t b = end; b < pad_end; b++)
+        LDS__FAIL_IF_MSG(p[b] != 0, err, LDS_E_BAD_SECTION, "section.padding", AT(ps, b),
+                         "section[%u].padding: byte %02x after the section, padding must be "
+                         "zero",
+                         (unsigned)i, p[b]);
+    if (slot) {
+        slot->present = true;
+        slot->i = i;
+        slot->entry = E;
+        slot->offset = off;
+        slot->length = len;
+    }
+    *prev_end_io = end;
+    return LDS_OK;
+}
+
+/* The footer (F1-F4), the table head (T1-T11), each section entry (S1-S7),
+   then what the entries must make together (S8, S9). */
+static lds_status check_footer_and_table(parser *ps)
+{
+    uint64_t tl = 0;
+    uint32_t count = 0, es = 0;
+    lds_status st = check_footer(ps, &tl);
+    if (st == LDS_OK)
+        st = check_table_head(ps, tl, &count, &es);
+    if (st != LDS_OK)
+        return st;
+    uint64_t T = ps->table, F = ps->length - LDS__TAIL;
+    lds_error *err = ps->err;
+    uint64_t prev_end = 0;
+    for (uint32_t i = 0; i < count; i++)
+        if ((st = check_entry(ps, i, T + LDS__TABLE_HEAD + (uint64_t)i * es, &prev_end)) != LDS_OK)
+            return st;
     /* S8 */
     LDS__FAIL_IF(lds__align64(prev_end) != T, err, LDS_E_BAD_SECTION, "footer.table_offset",
                  AT(ps, F), "%llu leaves bytes %llu..%llu after section[%u] unexplained",
@@ -281,7 +317,6 @@ static lds_status check_footer_and_table(parser *ps)
                           : "HAS_KEYS is clear but there is a keys section");
     return LDS_OK;
 }
-
 static lds_status check_sized(parser *ps, const section *s, uint64_t per_row, const char *what)
 {
     uint64_t need;
