@@ -59,6 +59,30 @@ void lds__error_rebase(lds_error *err, uint64_t delta);
 lds_status lds__fail(lds_error *err, lds_status status, const char *field, uint64_t offset,
                      const char *fmt, ...) LDS__PRINTF(5, 6);
 
+/*
+ * One-line checks (zstd's RETURN_ERROR_IF habit): a parser says each rule as
+ *     LDS__FAIL_IF(cond, err, status, "table.dim", at, "%u is above max_dim", dim);
+ * When `cond` holds, the enclosing function returns lds__fail(err, status, field,
+ * at, ...) with the message "FIELD: " followed by the caller's text, so the call
+ * site does not repeat the field. `field` must be a string literal: it is pasted
+ * into the format, so the printf check covers the whole message. The variadic
+ * part is the format and its arguments; nothing in it is evaluated unless `cond`
+ * holds.
+ */
+#define LDS__FAIL_IF(cond, err, status, field, offset, ...)                                        \
+    do {                                                                                           \
+        if (cond)                                                                                  \
+            return lds__fail((err), (status), field, (offset), field ": " __VA_ARGS__);            \
+    } while (0)
+
+/* As LDS__FAIL_IF where the message names more than the field (an element,
+   "section[2].kind: ..." for the field "section.kind"): the text is given whole. */
+#define LDS__FAIL_IF_MSG(cond, err, status, field, offset, ...)                                    \
+    do {                                                                                           \
+        if (cond)                                                                                  \
+            return lds__fail((err), (status), (field), (offset), __VA_ARGS__);                     \
+    } while (0)
+
 /* As lds__fail with no field or offset, and sys_errno = `errnum` (a failed system call). */
 lds_status lds__fail_errno(lds_error *err, lds_status status, int errnum, const char *fmt, ...)
     LDS__PRINTF(4, 5);

@@ -85,215 +85,251 @@ void lds_index_free(lds_index *idx)
 
 #define AT(ps, x) ((ps)->base + (x))
 
-static lds_status check_footer_and_table(parser *ps)
+/* F1-F4: the footer at payload offset F = L - 40, and where it puts the table. */
+static lds_status check_footer(parser *ps, uint64_t *table_length)
 {
     const uint8_t *p = ps->p;
-    uint64_t L = ps->length;
-    uint64_t F = L - LDS__TAIL;
+    uint64_t F = ps->length - LDS__TAIL;
     lds_error *err = ps->err;
 
-    if (memcmp(p + F + 24, LDS__FOOTER_MAGIC, 8) != 0)
-        return lds__fail(err, LDS_E_BAD_SECTION, "footer.magic", AT(ps, F + 24),
-                         "footer.magic: the 8 bytes before the checksum are not \"LDSTABLE\"");
-    if (lds__ld64(p + F + 16) != 0)
-        return lds__fail(err, LDS_E_BAD_SECTION, "footer.reserved", AT(ps, F + 16),
-                         "footer.reserved: %016llx, must be zero",
-                         (unsigned long long)lds__ld64(p + F + 16));
+    /* F1 */
+    LDS__FAIL_IF(memcmp(p + F + 24, LDS__FOOTER_MAGIC, 8) != 0, err, LDS_E_BAD_SECTION,
+                 "footer.magic", AT(ps, F + 24),
+                 "the 8 bytes before the checksum are not \"LDSTABLE\"");
+    /* F2 */
+    LDS__FAIL_IF(lds__ld64(p + F + 16) != 0, err, LDS_E_BAD_SECTION, "footer.reserved",
+                 AT(ps, F + 16), "%016llx, must be zero",
+                 (unsigned long long)lds__ld64(p + F + 16));
     uint64_t T = lds__ld64(p + F);
-    if (T > F)
-        return lds__fail(err, LDS_E_BAD_SECTION, "footer.table_offset", AT(ps, F),
-                         "footer.table_offset: %llu is past the footer at payload offset %llu",
-                         (unsigned long long)T, (unsigned long long)F);
-    if (T % 64 != 0)
-        return lds__fail(err, LDS_E_BAD_SECTION, "footer.table_offset", AT(ps, F),
-                         "footer.table_offset: %llu is not a multiple of 64",
-                         (unsigned long long)T);
+    /* F3 */
+    LDS__FAIL_IF(T > F, err, LDS_E_BAD_SECTION, "footer.table_offset", AT(ps, F),
+                 "%llu is past the footer at payload offset %llu", (unsigned long long)T,
+                 (unsigned long long)F);
+    /* F3 */
+    LDS__FAIL_IF(T % 64 != 0, err, LDS_E_BAD_SECTION, "footer.table_offset", AT(ps, F),
+                 "%llu is not a multiple of 64", (unsigned long long)T);
     uint64_t tl = lds__ld64(p + F + 8);
-    if (tl < LDS__TABLE_HEAD)
-        return lds__fail(err, LDS_E_BAD_SECTION, "footer.table_length", AT(ps, F + 8),
-                         "footer.table_length: %llu is shorter than the 32-byte table head",
-                         (unsigned long long)tl);
-    if (tl != F - T)
-        return lds__fail(err, LDS_E_BAD_SECTION, "footer.table_length", AT(ps, F + 8),
-                         "footer.table_length: %llu, but the table runs from %llu to the footer "
-                         "at %llu (%llu bytes)",
-                         (unsigned long long)tl, (unsigned long long)T, (unsigned long long)F,
-                         (unsigned long long)(F - T));
+    /* F4 */
+    LDS__FAIL_IF(tl < LDS__TABLE_HEAD, err, LDS_E_BAD_SECTION, "footer.table_length", AT(ps, F + 8),
+                 "%llu is shorter than the 32-byte table head", (unsigned long long)tl);
+    /* F4 */
+    LDS__FAIL_IF(tl != F - T, err, LDS_E_BAD_SECTION, "footer.table_length", AT(ps, F + 8),
+                 "%llu, but the table runs from %llu to the footer at %llu (%llu bytes)",
+                 (unsigned long long)tl, (unsigned long long)T, (unsigned long long)F,
+                 (unsigned long long)(F - T));
     ps->table = T;
-
-    const uint8_t *t = p + T;
-    ps->rows = lds__ld64(t);
-    if (ps->rows > ps->limits.max_rows)
-        return lds__fail(err, LDS_E_LIMIT, "table.rows", AT(ps, T),
-                         "table.rows: %llu is above max_rows %llu", (unsigned long long)ps->rows,
-                         (unsigned long long)ps->limits.max_rows);
-    ps->dim = lds__ld32(t + 8);
-    if (ps->dim == 0)
-        return lds__fail(err, LDS_E_BAD_VALUE, "table.dim", AT(ps, T + 8),
-                         "table.dim: 0, a row needs at least one element");
-    if (ps->dim > ps->limits.max_dim)
-        return lds__fail(err, LDS_E_LIMIT, "table.dim", AT(ps, T + 8),
-                         "table.dim: %u is above max_dim %llu", (unsigned)ps->dim,
-                         (unsigned long long)ps->limits.max_dim);
-    uint16_t dtype = lds__ld16(t + 12);
-    ps->dtype = (lds_dtype)dtype;
-    if (lds_dtype_size(ps->dtype) == 0)
-        return lds__fail(err, LDS_E_BAD_VALUE, "table.dtype", AT(ps, T + 12),
-                         "table.dtype: %u is not a known element type", (unsigned)dtype);
-    uint16_t metric = lds__ld16(t + 14);
-    ps->metric = metric;
-    if (!lds_metric_name((lds_metric)metric))
-        return lds__fail(err, LDS_E_BAD_VALUE, "table.metric", AT(ps, T + 14),
-                         "table.metric: %u is not a known metric", (unsigned)metric);
-    uint32_t scale_bits = lds__ld32(t + 16);
-    ps->scale_bits = scale_bits;
-    float scale = lds__bits_f32(scale_bits);
-    if (ps->dtype == LDS_DTYPE_I8 ? !(isfinite(scale) && scale > 0.0f) : scale_bits != 0)
-        return lds__fail(err, LDS_E_BAD_VALUE, "table.i8_scale", AT(ps, T + 16),
-                         "table.i8_scale: %g (bits %08x) %s", (double)scale, (unsigned)scale_bits,
-                         ps->dtype == LDS_DTYPE_I8 ? "must be finite and above 0"
-                                                   : "must be zero for a dtype other than i8");
-    ps->flags = lds__ld32(t + 20);
-    if (ps->flags & LDS__MUST_UNDERSTAND & ~LDS__TF_KNOWN)
-        return lds__fail(err, LDS_E_UNSUPPORTED, "table.flags", AT(ps, T + 20),
-                         "table.flags: %08x sets must-understand bits this library does not know",
-                         (unsigned)ps->flags);
-    if ((ps->flags & (LDS__TF_KEYS_UNIQUE | LDS__TF_KEYS_OFFSETS32)) &&
-        !(ps->flags & LDS__TF_HAS_KEYS))
-        return lds__fail(err, LDS_E_BAD_VALUE, "table.flags", AT(ps, T + 20),
-                         "table.flags: %08x sets KEYS_UNIQUE or KEYS_OFFSETS32 without HAS_KEYS",
-                         (unsigned)ps->flags);
-    uint32_t count = lds__ld32(t + 24);
-    if (count == 0)
-        return lds__fail(err, LDS_E_BAD_SECTION, "table.section_count", AT(ps, T + 24),
-                         "table.section_count: 0, the vectors section is required");
-    uint32_t es = lds__ld32(t + 28);
-    if (es < LDS__ENTRY_SIZE || es % 8 != 0)
-        return lds__fail(err, LDS_E_BAD_SECTION, "table.entry_size", AT(ps, T + 28),
-                         "table.entry_size: %u must be at least 24 and a multiple of 8",
-                         (unsigned)es);
-    uint64_t need = LDS__TABLE_HEAD + (uint64_t)count * es; /* < 2^64: both factors < 2^32 */
-    if (need != tl)
-        return lds__fail(err, LDS_E_BAD_SECTION, "table.section_count", AT(ps, T + 24),
-                         "table.section_count: %u entries of %u bytes need a %llu-byte table, "
-                         "but table_length is %llu",
-                         (unsigned)count, (unsigned)es, (unsigned long long)need,
-                         (unsigned long long)tl);
-
-    uint64_t prev_end = 0;
-    for (uint32_t i = 0; i < count; i++) {
-        uint64_t E = T + LDS__TABLE_HEAD + (uint64_t)i * es;
-        uint32_t kind = lds__ld32(p + E);
-        uint32_t eflags = lds__ld32(p + E + 4);
-        uint64_t off = lds__ld64(p + E + 8);
-        uint64_t len = lds__ld64(p + E + 16);
-        section *slot = NULL;
-        switch (kind) {
-        case LDS__KIND_VECTORS:
-            slot = &ps->vectors;
-            break;
-        case LDS__KIND_IDS:
-            slot = &ps->ids;
-            break;
-        case LDS__KIND_KEYS:
-            slot = &ps->keys;
-            break;
-        case LDS__KIND_METADATA:
-            slot = &ps->meta;
-            break;
-        default:
-            break;
-        }
-        if (i == 0 && kind != LDS__KIND_VECTORS)
-            return lds__fail(err, LDS_E_BAD_SECTION, "section.kind", AT(ps, E),
-                             "section[0].kind: %u, the first section must be the vectors (kind 1)",
-                             (unsigned)kind);
-        if (slot && slot->present)
-            return lds__fail(err, LDS_E_BAD_SECTION, "section.kind", AT(ps, E),
-                             "section[%u].kind: %u repeats section[%u]", (unsigned)i,
-                             (unsigned)kind, slot->i);
-        if (!slot && !(kind & LDS__KIND_OPTIONAL))
-            return lds__fail(err, LDS_E_UNSUPPORTED, "section.kind", AT(ps, E),
-                             "section[%u].kind: %u is unknown and not marked optional", (unsigned)i,
-                             (unsigned)kind);
-        if (eflags & LDS__MUST_UNDERSTAND)
-            return lds__fail(err, LDS_E_UNSUPPORTED, "section.flags", AT(ps, E + 4),
-                             "section[%u].flags: %08x sets must-understand bits this library "
-                             "does not know",
-                             (unsigned)i, (unsigned)eflags);
-        if (off > T)
-            return lds__fail(err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
-                             "section[%u].offset: %llu is past the section area end %llu",
-                             (unsigned)i, (unsigned long long)off, (unsigned long long)T);
-        uint64_t expected = lds__align64(prev_end);
-        if (i == 0 && off != 0)
-            return lds__fail(err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
-                             "section[0].offset: %llu, the vectors must start at payload offset 0",
-                             (unsigned long long)off);
-        if (off < prev_end)
-            return lds__fail(err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
-                             "section[%u].offset: %llu overlaps section[%u], which ends at %llu",
-                             (unsigned)i, (unsigned long long)off, (unsigned)(i - 1),
-                             (unsigned long long)prev_end);
-        if (off != expected)
-            return lds__fail(err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
-                             "section[%u].offset: %llu must be %llu, the end of section[%u] "
-                             "rounded up to 64 (no unexplained bytes)",
-                             (unsigned)i, (unsigned long long)off, (unsigned long long)expected,
-                             (unsigned)(i - 1));
-        if (len > T - off)
-            return lds__fail(err, LDS_E_BAD_SECTION, "section.length", AT(ps, E + 16),
-                             "section[%u].length: %llu runs past the section area end %llu "
-                             "(the section starts at %llu)",
-                             (unsigned)i, (unsigned long long)len, (unsigned long long)T,
-                             (unsigned long long)off);
-        uint64_t end = off + len;
-        uint64_t pad_end = lds__align64(end); /* <= T: T is a multiple of 64 */
-        for (uint64_t b = end; b < pad_end; b++)
-            if (p[b] != 0)
-                return lds__fail(err, LDS_E_BAD_SECTION, "section.padding", AT(ps, b),
-                                 "section[%u].padding: byte %02x after the section, padding must "
-                                 "be zero",
-                                 (unsigned)i, p[b]);
-        if (slot) {
-            slot->present = true;
-            slot->i = i;
-            slot->entry = E;
-            slot->offset = off;
-            slot->length = len;
-        }
-        prev_end = end;
-    }
-    if (lds__align64(prev_end) != T)
-        return lds__fail(err, LDS_E_BAD_SECTION, "footer.table_offset", AT(ps, F),
-                         "footer.table_offset: %llu leaves bytes %llu..%llu after section[%u] "
-                         "unexplained",
-                         (unsigned long long)T, (unsigned long long)lds__align64(prev_end),
-                         (unsigned long long)(T - 1), (unsigned)(count - 1));
-    bool has_ids = ps->flags & LDS__TF_HAS_IDS, has_keys = ps->flags & LDS__TF_HAS_KEYS;
-    if (has_ids != ps->ids.present)
-        return lds__fail(err, LDS_E_BAD_SECTION, "table.flags", AT(ps, T + 20),
-                         has_ids ? "table.flags: HAS_IDS is set but there is no ids section"
-                                 : "table.flags: HAS_IDS is clear but there is an ids section");
-    if (has_keys != ps->keys.present)
-        return lds__fail(err, LDS_E_BAD_SECTION, "table.flags", AT(ps, T + 20),
-                         has_keys ? "table.flags: HAS_KEYS is set but there is no keys section"
-                                  : "table.flags: HAS_KEYS is clear but there is a keys section");
+    *table_length = tl;
     return LDS_OK;
 }
 
+/* T1-T11: the table's 32-byte head at payload offset ps->table, whose length
+   the footer gives as `tl`; the entries' count and size go to *count_out, *es_out. */
+static lds_status check_table_head(parser *ps, uint64_t tl, uint32_t *count_out, uint32_t *es_out)
+{
+    uint64_t T = ps->table;
+    lds_error *err = ps->err;
+    const uint8_t *t = ps->p + T;
+    ps->rows = lds__ld64(t);
+    /* T1 */
+    LDS__FAIL_IF(ps->rows > ps->limits.max_rows, err, LDS_E_LIMIT, "table.rows", AT(ps, T),
+                 "%llu is above max_rows %llu", (unsigned long long)ps->rows,
+                 (unsigned long long)ps->limits.max_rows);
+    ps->dim = lds__ld32(t + 8);
+    /* T2 */
+    LDS__FAIL_IF(ps->dim == 0, err, LDS_E_BAD_VALUE, "table.dim", AT(ps, T + 8),
+                 "0, a row needs at least one element");
+    /* T3 */
+    LDS__FAIL_IF(ps->dim > ps->limits.max_dim, err, LDS_E_LIMIT, "table.dim", AT(ps, T + 8),
+                 "%u is above max_dim %llu", (unsigned)ps->dim,
+                 (unsigned long long)ps->limits.max_dim);
+    uint16_t dtype = lds__ld16(t + 12);
+    ps->dtype = (lds_dtype)dtype;
+    /* T4 */
+    LDS__FAIL_IF(lds_dtype_size(ps->dtype) == 0, err, LDS_E_BAD_VALUE, "table.dtype",
+                 AT(ps, T + 12), "%u is not a known element type", (unsigned)dtype);
+    uint16_t metric = lds__ld16(t + 14);
+    ps->metric = metric;
+    /* T5 */
+    LDS__FAIL_IF(!lds_metric_name((lds_metric)metric), err, LDS_E_BAD_VALUE, "table.metric",
+                 AT(ps, T + 14), "%u is not a known metric", (unsigned)metric);
+    uint32_t scale_bits = lds__ld32(t + 16);
+    ps->scale_bits = scale_bits;
+    float scale = lds__bits_f32(scale_bits);
+    /* T6 */
+    LDS__FAIL_IF(ps->dtype == LDS_DTYPE_I8 ? !(isfinite(scale) && scale > 0.0f) : scale_bits != 0,
+                 err, LDS_E_BAD_VALUE, "table.i8_scale", AT(ps, T + 16), "%g (bits %08x) %s",
+                 (double)scale, (unsigned)scale_bits,
+                 ps->dtype == LDS_DTYPE_I8 ? "must be finite and above 0"
+                                           : "must be zero for a dtype other than i8");
+    ps->flags = lds__ld32(t + 20);
+    /* T7 */
+    LDS__FAIL_IF(ps->flags & LDS__MUST_UNDERSTAND & ~LDS__TF_KNOWN, err, LDS_E_UNSUPPORTED,
+                 "table.flags", AT(ps, T + 20),
+                 "%08x sets must-understand bits this library does not know", (unsigned)ps->flags);
+    /* T8 */
+    LDS__FAIL_IF((ps->flags & (LDS__TF_KEYS_UNIQUE | LDS__TF_KEYS_OFFSETS32)) &&
+                     !(ps->flags & LDS__TF_HAS_KEYS),
+                 err, LDS_E_BAD_VALUE, "table.flags", AT(ps, T + 20),
+                 "%08x sets KEYS_UNIQUE or KEYS_OFFSETS32 without HAS_KEYS", (unsigned)ps->flags);
+    uint32_t count = lds__ld32(t + 24);
+    /* T9 */
+    LDS__FAIL_IF(count == 0, err, LDS_E_BAD_SECTION, "table.section_count", AT(ps, T + 24),
+                 "0, the vectors section is required");
+    uint32_t es = lds__ld32(t + 28);
+    /* T10 */
+    LDS__FAIL_IF(es < LDS__ENTRY_SIZE || es % 8 != 0, err, LDS_E_BAD_SECTION, "table.entry_size",
+                 AT(ps, T + 28), "%u must be at least 24 and a multiple of 8", (unsigned)es);
+    uint64_t need = LDS__TABLE_HEAD + (uint64_t)count * es; /* < 2^64: both factors < 2^32 */
+    /* T11 */
+    LDS__FAIL_IF(need != tl, err, LDS_E_BAD_SECTION, "table.section_count", AT(ps, T + 24),
+                 "%u entries of %u bytes need a %llu-byte table, but table_length is %llu",
+                 (unsigned)count, (unsigned)es, (unsigned long long)need, (unsigned long long)tl);
+    *count_out = count;
+    *es_out = es;
+    return LDS_OK;
+}
+
+/* S1-S7: section entry i at payload offset E. Its section must start at the end
+   of the one before (*prev_end_io) rounded up to 64; it is recorded when its
+   kind is one of the four, and *prev_end_io moves to its end. */
+static lds_status check_entry(parser *ps, uint32_t i, uint64_t E, uint64_t *prev_end_io)
+{
+    const uint8_t *p = ps->p;
+    uint64_t T = ps->table;
+    uint64_t prev_end = *prev_end_io;
+    lds_error *err = ps->err;
+    uint32_t kind = lds__ld32(p + E);
+    uint32_t eflags = lds__ld32(p + E + 4);
+    uint64_t off = lds__ld64(p + E + 8);
+    uint64_t len = lds__ld64(p + E + 16);
+    section *slot = NULL;
+    switch (kind) {
+    case LDS__KIND_VECTORS:
+        slot = &ps->vectors;
+        break;
+    case LDS__KIND_IDS:
+        slot = &ps->ids;
+        break;
+    case LDS__KIND_KEYS:
+        slot = &ps->keys;
+        break;
+    case LDS__KIND_METADATA:
+        slot = &ps->meta;
+        break;
+    default:
+        break;
+    }
+    /* S1 */
+    LDS__FAIL_IF_MSG(
+        i == 0 && kind != LDS__KIND_VECTORS, err, LDS_E_BAD_SECTION, "section.kind", AT(ps, E),
+        "section[0].kind: %u, the first section must be the vectors (kind 1)", (unsigned)kind);
+    /* S1 */
+    LDS__FAIL_IF_MSG(slot && slot->present, err, LDS_E_BAD_SECTION, "section.kind", AT(ps, E),
+                     "section[%u].kind: %u repeats section[%u]", (unsigned)i, (unsigned)kind,
+                     slot->i);
+    /* S2 */
+    LDS__FAIL_IF_MSG(!slot && !(kind & LDS__KIND_OPTIONAL), err, LDS_E_UNSUPPORTED, "section.kind",
+                     AT(ps, E), "section[%u].kind: %u is unknown and not marked optional",
+                     (unsigned)i, (unsigned)kind);
+    /* S3 */
+    LDS__FAIL_IF_MSG(eflags & LDS__MUST_UNDERSTAND, err, LDS_E_UNSUPPORTED, "section.flags",
+                     AT(ps, E + 4),
+                     "section[%u].flags: %08x sets must-understand bits this library does "
+                     "not know",
+                     (unsigned)i, (unsigned)eflags);
+    /* S4 */
+    LDS__FAIL_IF_MSG(off > T, err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
+                     "section[%u].offset: %llu is past the section area end %llu", (unsigned)i,
+                     (unsigned long long)off, (unsigned long long)T);
+    uint64_t expected = lds__align64(prev_end);
+    /* S5 */
+    LDS__FAIL_IF_MSG(i == 0 && off != 0, err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
+                     "section[0].offset: %llu, the vectors must start at payload offset 0",
+                     (unsigned long long)off);
+    /* S5 */
+    LDS__FAIL_IF_MSG(off < prev_end, err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
+                     "section[%u].offset: %llu overlaps section[%u], which ends at %llu",
+                     (unsigned)i, (unsigned long long)off, (unsigned)(i - 1),
+                     (unsigned long long)prev_end);
+    /* S5 */
+    LDS__FAIL_IF_MSG(off != expected, err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
+                     "section[%u].offset: %llu must be %llu, the end of section[%u] rounded "
+                     "up to 64 (no unexplained bytes)",
+                     (unsigned)i, (unsigned long long)off, (unsigned long long)expected,
+                     (unsigned)(i - 1));
+    /* S6 */
+    LDS__FAIL_IF_MSG(len > T - off, err, LDS_E_BAD_SECTION, "section.length", AT(ps, E + 16),
+                     "section[%u].length: %llu runs past the section area end %llu (the "
+                     "section starts at %llu)",
+                     (unsigned)i, (unsigned long long)len, (unsigned long long)T,
+                     (unsigned long long)off);
+    uint64_t end = off + len;
+    uint64_t pad_end = lds__align64(end); /* <= T: T is a multiple of 64 */
+    /* S7 */
+    for (uint64_t b = end; b < pad_end; b++)
+        LDS__FAIL_IF_MSG(p[b] != 0, err, LDS_E_BAD_SECTION, "section.padding", AT(ps, b),
+                         "section[%u].padding: byte %02x after the section, padding must be "
+                         "zero",
+                         (unsigned)i, p[b]);
+    if (slot) {
+        slot->present = true;
+        slot->i = i;
+        slot->entry = E;
+        slot->offset = off;
+        slot->length = len;
+    }
+    *prev_end_io = end;
+    return LDS_OK;
+}
+
+/* The footer (F1-F4), the table head (T1-T11), each section entry (S1-S7),
+   then what the entries must make together (S8, S9). */
+static lds_status check_footer_and_table(parser *ps)
+{
+    uint64_t tl = 0;
+    uint32_t count = 0, es = 0;
+    lds_status st = check_footer(ps, &tl);
+    if (st == LDS_OK)
+        st = check_table_head(ps, tl, &count, &es);
+    if (st != LDS_OK)
+        return st;
+    uint64_t T = ps->table, F = ps->length - LDS__TAIL;
+    lds_error *err = ps->err;
+    uint64_t prev_end = 0;
+    for (uint32_t i = 0; i < count; i++)
+        if ((st = check_entry(ps, i, T + LDS__TABLE_HEAD + (uint64_t)i * es, &prev_end)) != LDS_OK)
+            return st;
+    /* S8 */
+    LDS__FAIL_IF(lds__align64(prev_end) != T, err, LDS_E_BAD_SECTION, "footer.table_offset",
+                 AT(ps, F), "%llu leaves bytes %llu..%llu after section[%u] unexplained",
+                 (unsigned long long)T, (unsigned long long)lds__align64(prev_end),
+                 (unsigned long long)(T - 1), (unsigned)(count - 1));
+    bool has_ids = ps->flags & LDS__TF_HAS_IDS, has_keys = ps->flags & LDS__TF_HAS_KEYS;
+    /* S9 */
+    LDS__FAIL_IF(has_ids != ps->ids.present, err, LDS_E_BAD_SECTION, "table.flags", AT(ps, T + 20),
+                 "%s",
+                 has_ids ? "HAS_IDS is set but there is no ids section"
+                         : "HAS_IDS is clear but there is an ids section");
+    /* S9 */
+    LDS__FAIL_IF(has_keys != ps->keys.present, err, LDS_E_BAD_SECTION, "table.flags",
+                 AT(ps, T + 20), "%s",
+                 has_keys ? "HAS_KEYS is set but there is no keys section"
+                          : "HAS_KEYS is clear but there is a keys section");
+    return LDS_OK;
+}
 static lds_status check_sized(parser *ps, const section *s, uint64_t per_row, const char *what)
 {
     uint64_t need;
-    if (__builtin_mul_overflow(ps->rows, per_row, &need))
-        return lds__fail(ps->err, LDS_E_OVERFLOW, "table.rows", AT(ps, ps->table),
-                         "table.rows: %llu rows of %llu bytes of %s overflow 64 bits",
-                         (unsigned long long)ps->rows, (unsigned long long)per_row, what);
-    if (need != s->length)
-        return lds__fail(ps->err, LDS_E_BAD_SECTION, "section.length", AT(ps, s->entry + 16),
-                         "section[%u].length: %llu, but %llu rows of %llu bytes of %s need %llu",
-                         s->i, (unsigned long long)s->length, (unsigned long long)ps->rows,
-                         (unsigned long long)per_row, what, (unsigned long long)need);
+    /* I1 (V1 is checked before, with rows x dim) */
+    LDS__FAIL_IF(__builtin_mul_overflow(ps->rows, per_row, &need), ps->err, LDS_E_OVERFLOW,
+                 "table.rows", AT(ps, ps->table), "%llu rows of %llu bytes of %s overflow 64 bits",
+                 (unsigned long long)ps->rows, (unsigned long long)per_row, what);
+    /* V2, I2 */
+    LDS__FAIL_IF_MSG(need != s->length, ps->err, LDS_E_BAD_SECTION, "section.length",
+                     AT(ps, s->entry + 16),
+                     "section[%u].length: %llu, but %llu rows of %llu bytes of %s need %llu", s->i,
+                     (unsigned long long)s->length, (unsigned long long)ps->rows,
+                     (unsigned long long)per_row, what, (unsigned long long)need);
     return LDS_OK;
 }
 
@@ -331,25 +367,25 @@ static lds_status check_keys(parser *ps, lds_index *idx)
     const section *s = &ps->keys;
     unsigned w = (ps->flags & LDS__TF_KEYS_OFFSETS32) ? 4 : 8;
     uint64_t n, offs_len;
-    if (__builtin_add_overflow(ps->rows, 1, &n) || __builtin_mul_overflow(n, w, &offs_len))
-        return lds__fail(ps->err, LDS_E_OVERFLOW, "table.rows", AT(ps, ps->table),
-                         "table.rows: %llu + 1 key offsets of %u bytes overflow 64 bits",
-                         (unsigned long long)ps->rows, w);
-    if (offs_len > s->length)
-        return lds__fail(ps->err, LDS_E_BAD_SECTION, "section.length", AT(ps, s->entry + 16),
-                         "section[%u].length: %llu, fewer than the %llu bytes of %llu key offsets",
-                         s->i, (unsigned long long)s->length, (unsigned long long)offs_len,
-                         (unsigned long long)n);
+    /* K1 */
+    LDS__FAIL_IF(__builtin_add_overflow(ps->rows, 1, &n) || __builtin_mul_overflow(n, w, &offs_len),
+                 ps->err, LDS_E_OVERFLOW, "table.rows", AT(ps, ps->table),
+                 "%llu + 1 key offsets of %u bytes overflow 64 bits", (unsigned long long)ps->rows,
+                 w);
+    /* K2 */
+    LDS__FAIL_IF_MSG(
+        offs_len > s->length, ps->err, LDS_E_BAD_SECTION, "section.length", AT(ps, s->entry + 16),
+        "section[%u].length: %llu, fewer than the %llu bytes of %llu key offsets", s->i,
+        (unsigned long long)s->length, (unsigned long long)offs_len, (unsigned long long)n);
     const uint8_t *offs = ps->p + s->offset;
     const uint8_t *bytes = offs + offs_len;
     if (ps->copy_offsets) {
         /* Validate a copy and keep only the copy (idx->owned until the caller moves it),
            so a payload rewritten underneath cannot change an offset after its check. */
         uint8_t *copy = (uint8_t *)malloc(offs_len > 0 ? (size_t)offs_len : 1);
-        if (!copy)
-            return lds__fail(ps->err, LDS_E_NOMEM, NULL, 0,
-                             "no memory to copy %llu bytes of key offsets",
-                             (unsigned long long)offs_len);
+        LDS__FAIL_IF_MSG(!copy, ps->err, LDS_E_NOMEM, NULL, 0,
+                         "no memory to copy %llu bytes of key offsets",
+                         (unsigned long long)offs_len);
         memcpy(copy, offs, (size_t)offs_len);
         idx->owned = copy;
         offs = copy;
@@ -362,31 +398,29 @@ static lds_status check_keys(parser *ps, lds_index *idx)
     for (uint64_t r = ok ? ps->rows + 1 : 0; r <= ps->rows; r++) {
         uint64_t o = key_off(offs, w, r);
         uint64_t at = AT(ps, s->offset + r * w);
-        if (r == 0 && o != 0)
-            return lds__fail(ps->err, LDS_E_BAD_SECTION, "keys.offset", at,
-                             "keys.offset[0]: %llu, must be 0", (unsigned long long)o);
-        if (o < prev)
-            return lds__fail(ps->err, LDS_E_BAD_SECTION, "keys.offset", at,
-                             "keys.offset[%llu]: %llu is less than keys.offset[%llu] %llu",
-                             (unsigned long long)r, (unsigned long long)o,
-                             (unsigned long long)(r - 1), (unsigned long long)prev);
-        if (o > blen)
-            return lds__fail(ps->err, LDS_E_BAD_SECTION, "keys.offset", at,
-                             "keys.offset[%llu]: %llu is past the key bytes end %llu",
-                             (unsigned long long)r, (unsigned long long)o,
-                             (unsigned long long)blen);
-        if (r > 0 && o - prev > ps->limits.max_key_bytes)
-            return lds__fail(ps->err, LDS_E_LIMIT, "keys.offset", at,
-                             "keys.offset[%llu]: the key of row %llu is %llu bytes, above "
-                             "max_key_bytes %llu",
-                             (unsigned long long)r, (unsigned long long)(r - 1),
-                             (unsigned long long)(o - prev),
-                             (unsigned long long)ps->limits.max_key_bytes);
-        if (r == ps->rows && o != blen)
-            return lds__fail(ps->err, LDS_E_BAD_SECTION, "keys.offset", at,
-                             "keys.offset[%llu]: %llu, must equal the key bytes length %llu",
-                             (unsigned long long)r, (unsigned long long)o,
-                             (unsigned long long)blen);
+        /* K3 */
+        LDS__FAIL_IF_MSG(r == 0 && o != 0, ps->err, LDS_E_BAD_SECTION, "keys.offset", at,
+                         "keys.offset[0]: %llu, must be 0", (unsigned long long)o);
+        /* K3 */
+        LDS__FAIL_IF_MSG(o < prev, ps->err, LDS_E_BAD_SECTION, "keys.offset", at,
+                         "keys.offset[%llu]: %llu is less than keys.offset[%llu] %llu",
+                         (unsigned long long)r, (unsigned long long)o, (unsigned long long)(r - 1),
+                         (unsigned long long)prev);
+        /* K3 */
+        LDS__FAIL_IF_MSG(o > blen, ps->err, LDS_E_BAD_SECTION, "keys.offset", at,
+                         "keys.offset[%llu]: %llu is past the key bytes end %llu",
+                         (unsigned long long)r, (unsigned long long)o, (unsigned long long)blen);
+        /* K4 */
+        LDS__FAIL_IF_MSG(
+            r > 0 && o - prev > ps->limits.max_key_bytes, ps->err, LDS_E_LIMIT, "keys.offset", at,
+            "keys.offset[%llu]: the key of row %llu is %llu bytes, above "
+            "max_key_bytes %llu",
+            (unsigned long long)r, (unsigned long long)(r - 1), (unsigned long long)(o - prev),
+            (unsigned long long)ps->limits.max_key_bytes);
+        /* K5 */
+        LDS__FAIL_IF_MSG(r == ps->rows && o != blen, ps->err, LDS_E_BAD_SECTION, "keys.offset", at,
+                         "keys.offset[%llu]: %llu, must equal the key bytes length %llu",
+                         (unsigned long long)r, (unsigned long long)o, (unsigned long long)blen);
         prev = o;
     }
     if (lds__parse_test_hook)
@@ -410,10 +444,10 @@ static lds_status check_keys(parser *ps, lds_index *idx)
         uint64_t a = key_off(offs, w, r), b = key_off(offs, w, r + 1);
         size_t bad;
         const char *why;
-        if (!lds__utf8_valid(bytes + a, (size_t)(b - a), &bad, &why))
-            return lds__fail(ps->err, LDS_E_BAD_UTF8, "keys.bytes", AT(ps, bytes_at + a + bad),
-                             "keys.bytes: the key of row %llu is not valid UTF-8 (%s)",
-                             (unsigned long long)r, why);
+        /* K6 */
+        LDS__FAIL_IF(!lds__utf8_valid(bytes + a, (size_t)(b - a), &bad, &why), ps->err,
+                     LDS_E_BAD_UTF8, "keys.bytes", AT(ps, bytes_at + a + bad),
+                     "the key of row %llu is not valid UTF-8 (%s)", (unsigned long long)r, why);
         pos = b;
     }
     /* K7 (keys unique where KEYS_UNIQUE says so) is checked where the key
@@ -429,14 +463,14 @@ static lds_status check_text(parser *ps, uint64_t at, uint32_t n, const char *fi
     const uint8_t *s = ps->p + at;
     size_t bad;
     const char *why;
-    if (!lds__utf8_valid(s, n, &bad, &why))
-        return lds__fail(ps->err, LDS_E_BAD_UTF8, field, AT(ps, at + bad),
-                         "metadata[%u].%s: not valid UTF-8 (%s)", j, what, why);
+    /* M5 */
+    LDS__FAIL_IF_MSG(!lds__utf8_valid(s, n, &bad, &why), ps->err, LDS_E_BAD_UTF8, field,
+                     AT(ps, at + bad), "metadata[%u].%s: not valid UTF-8 (%s)", j, what, why);
     const void *nul = memchr(s, 0, n);
-    if (nul)
-        return lds__fail(ps->err, LDS_E_BAD_VALUE, field,
-                         AT(ps, at + (uint64_t)((const uint8_t *)nul - s)),
-                         "metadata[%u].%s: holds a NUL byte", j, what);
+    /* M6 */
+    LDS__FAIL_IF_MSG(nul, ps->err, LDS_E_BAD_VALUE, field,
+                     AT(ps, at + (uint64_t)((const uint8_t *)nul - s)),
+                     "metadata[%u].%s: holds a NUL byte", j, what);
     return LDS_OK;
 }
 
@@ -457,114 +491,118 @@ static bool text_is(const uint8_t *s, uint32_t n, const char *lit)
     return n == strlen(lit) && memcmp(s, lit, n) == 0;
 }
 
+/* M3-M4: the length field at payload offset `at` of entry j's key (part 0) or
+   value (part 1), and its bytes, inside the section that ends at `end`. */
+static lds_status meta_length(parser *ps, unsigned j, int part, uint64_t at, uint64_t end,
+                              uint32_t *n_out)
+{
+    const char *field = part ? "metadata.value_length" : "metadata.key_length";
+    const char *name = part ? "value_length" : "key_length";
+    /* M3 */
+    LDS__FAIL_IF_MSG(end - at < 4, ps->err, LDS_E_BAD_SECTION, field, AT(ps, at),
+                     "metadata[%u].%s: runs past the section end %llu", j, name,
+                     (unsigned long long)end);
+    uint32_t n = lds__ld32(ps->p + at);
+    /* M4 */
+    LDS__FAIL_IF_MSG(part == 0 && n == 0, ps->err, LDS_E_BAD_VALUE, field, AT(ps, at),
+                     "metadata[%u].key_length: 0, keys must not be empty", j);
+    /* M3 */
+    LDS__FAIL_IF_MSG(n > end - at - 4, ps->err, LDS_E_BAD_SECTION, field, AT(ps, at),
+                     "metadata[%u].%s: %u bytes run past the section end %llu", j, name,
+                     (unsigned)n, (unsigned long long)end);
+    *n_out = n;
+    return LDS_OK;
+}
+
+/* M3-M8 for metadata entry j, which starts `*pos` bytes into the section: moves
+   *pos past it, adds its NUL-terminated strings' bytes to *arena and its key to
+   `names`. */
+static lds_status check_meta_entry(parser *ps, lds__hashtab *names, unsigned j, uint64_t *pos,
+                                   uint64_t *arena)
+{
+    const uint8_t *p = ps->p;
+    uint64_t off = ps->meta.offset, end = off + ps->meta.length;
+    uint32_t kl, vl;
+    lds_status st = meta_length(ps, j, 0, off + *pos, end, &kl);
+    if (st != LDS_OK)
+        return st;
+    uint64_t kat = off + *pos + 4;
+    *pos += 4 + (uint64_t)kl;
+    if ((st = meta_length(ps, j, 1, off + *pos, end, &vl)) != LDS_OK)
+        return st;
+    uint64_t vat = off + *pos + 4;
+    *pos += 4 + (uint64_t)vl;
+    if ((st = check_text(ps, kat, kl, "metadata.key", "key", j)) != LDS_OK ||
+        (st = check_text(ps, vat, vl, "metadata.value", "value", j)) != LDS_OK)
+        return st;
+    /* A "row" of this table is the payload offset of a key. */
+    meta_probe mp = {p, p + kat, kl};
+    /* M7 */
+    LDS__FAIL_IF_MSG(lds__hashtab_insert(names, lds__hash_key(names->hk, p + kat, kl), kat,
+                                         meta_probe_eq, &mp) != UINT64_MAX,
+                     ps->err, LDS_E_BAD_VALUE, "metadata.key", AT(ps, kat),
+                     "metadata[%u].key: \"%.*s\" appears twice", j, (int)(kl > 64 ? 64 : kl),
+                     (const char *)(p + kat));
+    const char *metric_name = lds_metric_name((lds_metric)ps->metric);
+    bool normalized = ps->flags & LDS__TF_NORMALIZED;
+    /* M8 */
+    LDS__FAIL_IF_MSG(text_is(p + kat, kl, "metric") && !text_is(p + vat, vl, metric_name), ps->err,
+                     LDS_E_BAD_VALUE, "metadata.value", AT(ps, vat),
+                     "metadata[%u].value: metric \"%.*s\" disagrees with table.metric %s", j,
+                     (int)(vl > 64 ? 64 : vl), (const char *)(p + vat), metric_name);
+    /* M8 */
+    LDS__FAIL_IF_MSG(
+        text_is(p + kat, kl, "normalized") && !text_is(p + vat, vl, normalized ? "true" : "false"),
+        ps->err, LDS_E_BAD_VALUE, "metadata.value", AT(ps, vat),
+        "metadata[%u].value: normalized \"%.*s\" disagrees with the table's "
+        "NORMALIZED flag (%s)",
+        j, (int)(vl > 64 ? 64 : vl), (const char *)(p + vat), normalized ? "true" : "false");
+    *arena += (uint64_t)kl + vl + 2;
+    return LDS_OK;
+}
+
 static lds_status check_meta(parser *ps, lds_index *idx)
 {
     const section *s = &ps->meta;
     const uint8_t *p = ps->p;
     uint64_t off = s->offset, len = s->length;
-    if (len > ps->limits.max_metadata_bytes)
-        return lds__fail(ps->err, LDS_E_LIMIT, "section.length", AT(ps, s->entry + 16),
-                         "section[%u].length: metadata of %llu bytes is above max_metadata_bytes "
-                         "%llu",
-                         s->i, (unsigned long long)len,
-                         (unsigned long long)ps->limits.max_metadata_bytes);
-    if (len < 4)
-        return lds__fail(ps->err, LDS_E_BAD_SECTION, "metadata.count", AT(ps, off),
-                         "metadata.count: the %llu-byte section cannot hold its 4-byte count",
-                         (unsigned long long)len);
+    /* M1 */
+    LDS__FAIL_IF_MSG(len > ps->limits.max_metadata_bytes, ps->err, LDS_E_LIMIT, "section.length",
+                     AT(ps, s->entry + 16),
+                     "section[%u].length: metadata of %llu bytes is above max_metadata_bytes "
+                     "%llu",
+                     s->i, (unsigned long long)len,
+                     (unsigned long long)ps->limits.max_metadata_bytes);
+    /* M2 */
+    LDS__FAIL_IF(len < 4, ps->err, LDS_E_BAD_SECTION, "metadata.count", AT(ps, off),
+                 "the %llu-byte section cannot hold its 4-byte count", (unsigned long long)len);
     uint32_t count = lds__ld32(p + off);
-    if ((uint64_t)count * 8 > len - 4)
-        return lds__fail(ps->err, LDS_E_BAD_SECTION, "metadata.count", AT(ps, off),
-                         "metadata.count: %u entries cannot fit in %llu bytes", (unsigned)count,
-                         (unsigned long long)len);
+    /* M2 */
+    LDS__FAIL_IF((uint64_t)count * 8 > len - 4, ps->err, LDS_E_BAD_SECTION, "metadata.count",
+                 AT(ps, off), "%u entries cannot fit in %llu bytes", (unsigned)count,
+                 (unsigned long long)len);
     lds__hashtab names;
-    if (lds__hashtab_init(&names, count, off + len) != LDS_OK)
-        return lds__fail(ps->err, LDS_E_NOMEM, NULL, 0, "no memory for %u metadata entries",
-                         (unsigned)count);
-    meta_probe mp = {p, NULL, 0};
+    LDS__FAIL_IF_MSG(lds__hashtab_init(&names, count, off + len) != LDS_OK, ps->err, LDS_E_NOMEM,
+                     NULL, 0, "no memory for %u metadata entries", (unsigned)count);
     lds_status st = LDS_OK;
-    const char *metric_name = lds_metric_name((lds_metric)ps->metric);
-    bool normalized = ps->flags & LDS__TF_NORMALIZED;
     uint64_t pos = 4, arena = 0;
-    for (uint32_t j = 0; j < count && st == LDS_OK; j++) {
-        uint64_t kat = 0, vat = 0;
-        uint32_t kl = 0, vl = 0;
-        for (int part = 0; part < 2; part++) {
-            const char *field = part ? "metadata.value_length" : "metadata.key_length";
-            const char *name = part ? "value_length" : "key_length";
-            if (len - pos < 4) {
-                st = lds__fail(ps->err, LDS_E_BAD_SECTION, field, AT(ps, off + pos),
-                               "metadata[%u].%s: runs past the section end %llu", (unsigned)j, name,
-                               (unsigned long long)(off + len));
-                break;
-            }
-            uint32_t n = lds__ld32(p + off + pos);
-            if (part == 0 && n == 0) {
-                st = lds__fail(ps->err, LDS_E_BAD_VALUE, field, AT(ps, off + pos),
-                               "metadata[%u].key_length: 0, keys must not be empty", (unsigned)j);
-                break;
-            }
-            if (n > len - pos - 4) {
-                st = lds__fail(ps->err, LDS_E_BAD_SECTION, field, AT(ps, off + pos),
-                               "metadata[%u].%s: %u bytes run past the section end %llu",
-                               (unsigned)j, name, (unsigned)n, (unsigned long long)(off + len));
-                break;
-            }
-            if (part == 0) {
-                kat = off + pos + 4;
-                kl = n;
-            } else {
-                vat = off + pos + 4;
-                vl = n;
-            }
-            pos += 4 + (uint64_t)n;
-        }
-        if (st != LDS_OK)
-            break;
-        st = check_text(ps, kat, kl, "metadata.key", "key", j);
-        if (st == LDS_OK)
-            st = check_text(ps, vat, vl, "metadata.value", "value", j);
-        if (st != LDS_OK)
-            break;
-        /* A "row" of this table is the payload offset of a key. */
-        mp.key = p + kat;
-        mp.len = kl;
-        if (lds__hashtab_insert(&names, lds__hash_key(names.hk, p + kat, kl), kat, meta_probe_eq,
-                                &mp) != UINT64_MAX) {
-            st = lds__fail(ps->err, LDS_E_BAD_VALUE, "metadata.key", AT(ps, kat),
-                           "metadata[%u].key: \"%.*s\" appears twice", (unsigned)j,
-                           (int)(kl > 64 ? 64 : kl), (const char *)(p + kat));
-            break;
-        }
-        if (text_is(p + kat, kl, "metric") && !text_is(p + vat, vl, metric_name))
-            st = lds__fail(ps->err, LDS_E_BAD_VALUE, "metadata.value", AT(ps, vat),
-                           "metadata[%u].value: metric \"%.*s\" disagrees with table.metric %s",
-                           (unsigned)j, (int)(vl > 64 ? 64 : vl), (const char *)(p + vat),
-                           metric_name);
-        else if (text_is(p + kat, kl, "normalized") &&
-                 !text_is(p + vat, vl, normalized ? "true" : "false"))
-            st = lds__fail(ps->err, LDS_E_BAD_VALUE, "metadata.value", AT(ps, vat),
-                           "metadata[%u].value: normalized \"%.*s\" disagrees with the table's "
-                           "NORMALIZED flag (%s)",
-                           (unsigned)j, (int)(vl > 64 ? 64 : vl), (const char *)(p + vat),
-                           normalized ? "true" : "false");
-        arena += (uint64_t)kl + vl + 2;
-    }
+    for (uint32_t j = 0; j < count && st == LDS_OK; j++)
+        st = check_meta_entry(ps, &names, (unsigned)j, &pos, &arena);
     lds__hashtab_free(&names);
     if (st != LDS_OK)
         return st;
-    if (pos != len)
-        return lds__fail(ps->err, LDS_E_BAD_SECTION, "section.length", AT(ps, s->entry + 16),
-                         "section[%u].length: %llu, but the metadata entries end after %llu bytes",
-                         s->i, (unsigned long long)len, (unsigned long long)pos);
+    /* M9 */
+    LDS__FAIL_IF_MSG(pos != len, ps->err, LDS_E_BAD_SECTION, "section.length",
+                     AT(ps, s->entry + 16),
+                     "section[%u].length: %llu, but the metadata entries end after %llu bytes",
+                     s->i, (unsigned long long)len, (unsigned long long)pos);
 
     /* Valid: copy into NUL-terminated strings. arena <= len + 2 * count. */
     if (count > 0) {
         idx->meta = (const char **)calloc((size_t)count * 2, sizeof(char *));
         idx->meta_arena = (char *)malloc((size_t)arena);
-        if (!idx->meta || !idx->meta_arena)
-            return lds__fail(ps->err, LDS_E_NOMEM, NULL, 0, "no memory for %llu bytes of metadata",
-                             (unsigned long long)arena);
+        LDS__FAIL_IF_MSG(!idx->meta || !idx->meta_arena, ps->err, LDS_E_NOMEM, NULL, 0,
+                         "no memory for %llu bytes of metadata", (unsigned long long)arena);
     }
     char *a = idx->meta_arena;
     uint64_t left = arena;
@@ -574,10 +612,10 @@ static lds_status check_meta(parser *ps, lds_index *idx)
             /* Lengths are read again here: bound them by what was checked, so a
                payload rewritten since (a shared mapping) cannot overrun the arena. */
             uint32_t n = lds__ld32(p + pos);
-            if ((uint64_t)n + 1 > left || pos + 4 + (uint64_t)n > off + len)
-                return lds__fail(ps->err, LDS_E_BAD_SECTION, "metadata.count", AT(ps, pos),
-                                 "metadata[%u]: the section changed while it was parsed",
-                                 (unsigned)j);
+            /* no rule of format.md: a payload that changed after M3 passed */
+            LDS__FAIL_IF_MSG((uint64_t)n + 1 > left || pos + 4 + (uint64_t)n > off + len, ps->err,
+                             LDS_E_BAD_SECTION, "metadata.count", AT(ps, pos),
+                             "metadata[%u]: the section changed while it was parsed", (unsigned)j);
             left -= (uint64_t)n + 1;
             memcpy(a, p + pos + 4, n);
             a[n] = '\0';
@@ -596,18 +634,20 @@ static lds_status load_options(const lds_parse_options *in, lds_parse_options *o
                                lds_error *err)
 {
     lds_parse_options_default(o);
-    if (in && (in->size < LDS_PARSE_OPTIONS_MIN_SIZE || in->size > sizeof *in))
-        return lds__fail(err, LDS_E_INVALID_ARG, "lds_parse_options.size", 0,
-                         "lds_parse_options.size is %zu (accepted: %zu..%zu); set it with "
-                         "lds_parse_options_default",
-                         in->size, LDS_PARSE_OPTIONS_MIN_SIZE, sizeof *in);
+    /* no rule of format.md: the API's struct-size rule */
+    LDS__FAIL_IF_MSG(in && (in->size < LDS_PARSE_OPTIONS_MIN_SIZE || in->size > sizeof *in), err,
+                     LDS_E_INVALID_ARG, "lds_parse_options.size", 0,
+                     "lds_parse_options.size is %zu (accepted: %zu..%zu); set it with "
+                     "lds_parse_options_default",
+                     in->size, LDS_PARSE_OPTIONS_MIN_SIZE, sizeof *in);
     if (in)
         memcpy(o, in, in->size);
-    if (o->limits.size < LDS_LIMITS_MIN_SIZE || o->limits.size > sizeof *lim)
-        return lds__fail(err, LDS_E_INVALID_ARG, "limits.size", 0,
-                         "lds_parse_options: limits.size is %zu (accepted: %zu..%zu); set it "
-                         "with lds_limits_default",
-                         o->limits.size, LDS_LIMITS_MIN_SIZE, sizeof *lim);
+    /* no rule of format.md: the API's struct-size rule */
+    LDS__FAIL_IF_MSG(o->limits.size < LDS_LIMITS_MIN_SIZE || o->limits.size > sizeof *lim, err,
+                     LDS_E_INVALID_ARG, "limits.size", 0,
+                     "lds_parse_options: limits.size is %zu (accepted: %zu..%zu); set it with "
+                     "lds_limits_default",
+                     o->limits.size, LDS_LIMITS_MIN_SIZE, sizeof *lim);
     lds_limits_default(lim);
     memcpy(lim, &o->limits, o->limits.size);
     lim->size = sizeof *lim;
@@ -617,12 +657,11 @@ static lds_status load_options(const lds_parse_options *in, lds_parse_options *o
 lds_status lds_index_from_payload(const void *payload, size_t length, const lds_parse_options *opts,
                                   lds_index **out, lds_error *err)
 {
-    if (!out)
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "lds_index_from_payload: out is NULL");
+    /* no rule of format.md: the API's arguments */
+    LDS__FAIL_IF_MSG(!out, err, LDS_E_INVALID_ARG, NULL, 0, "lds_index_from_payload: out is NULL");
     *out = NULL;
-    if (!payload && length > 0)
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
-                         "lds_index_from_payload: payload is NULL");
+    LDS__FAIL_IF_MSG(!payload && length > 0, err, LDS_E_INVALID_ARG, NULL, 0,
+                     "lds_index_from_payload: payload is NULL");
     lds_parse_options o;
     parser ps;
     memset(&ps, 0, sizeof ps);
@@ -642,11 +681,11 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
     if (chunked) {
         /* Format 1.1 (format.md §2.5): the chunks cover the 1.0 payload [0, D), the
            table fills [D, L); the header's geometry passed C1-C4 when it was decoded. */
-        if (L != hd->payload_length)
-            return lds__fail(err, L < hd->payload_length ? LDS_E_TRUNCATED : LDS_E_TRAILING,
-                             "payload", AT(&ps, L),
-                             "payload: %llu bytes, but the header declares %llu",
-                             (unsigned long long)L, (unsigned long long)hd->payload_length);
+        /* P0 */
+        LDS__FAIL_IF(L != hd->payload_length, err,
+                     L < hd->payload_length ? LDS_E_TRUNCATED : LDS_E_TRAILING, "payload",
+                     AT(&ps, L), "%llu bytes, but the header declares %llu", (unsigned long long)L,
+                     (unsigned long long)hd->payload_length);
         if (o.verify_checksum && !o.chunks_verified) {
             lds_status cst = lds_payload_verify_chunks(hd, ps.p, (size_t)L, o.verify_threads, NULL,
                                                        NULL, NULL, err);
@@ -657,22 +696,22 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
         }
         verified = o.verify_checksum;
         ps.length = L = hd->chunk_table_offset;
-    } else if (L < LDS__TAIL) {
-        return lds__fail(err, LDS_E_TRUNCATED, "payload", AT(&ps, L),
-                         "payload: %llu bytes cannot hold the %d-byte footer and checksum",
-                         (unsigned long long)L, LDS__TAIL);
+    } else {
+        /* P1 */
+        LDS__FAIL_IF(L < LDS__TAIL, err, LDS_E_TRUNCATED, "payload", AT(&ps, L),
+                     "%llu bytes cannot hold the %d-byte footer and checksum",
+                     (unsigned long long)L, LDS__TAIL);
     }
     uint64_t stored = lds__ld64(ps.p + L - LDS_CHECKSUM_SIZE);
     if (o.verify_checksum && !chunked) {
         uint64_t h = o.has_precomputed_hash ? o.precomputed_hash
                                             : lds__xxh3(ps.p, (size_t)(L - LDS_CHECKSUM_SIZE));
-        if (h != stored)
-            return lds__fail(err, LDS_E_CHECKSUM, "checksum", AT(&ps, L - LDS_CHECKSUM_SIZE),
-                             "checksum: stored %016llx, computed %016llx over payload bytes "
-                             "0..%llu%s",
-                             (unsigned long long)stored, (unsigned long long)h,
-                             (unsigned long long)(L - LDS_CHECKSUM_SIZE - 1),
-                             o.has_precomputed_hash ? " while reading" : "");
+        /* P2 */
+        LDS__FAIL_IF(h != stored, err, LDS_E_CHECKSUM, "checksum", AT(&ps, L - LDS_CHECKSUM_SIZE),
+                     "stored %016llx, computed %016llx over payload bytes 0..%llu%s",
+                     (unsigned long long)stored, (unsigned long long)h,
+                     (unsigned long long)(L - LDS_CHECKSUM_SIZE - 1),
+                     o.has_precomputed_hash ? " while reading" : "");
         verified = true;
     }
     lds_status st = check_footer_and_table(&ps);
@@ -681,18 +720,18 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
     size_t esize = lds_dtype_size(ps.dtype);
     uint64_t row_bytes = (uint64_t)ps.dim * esize;
     uint64_t vec_bytes;
-    if (__builtin_mul_overflow(ps.rows, row_bytes, &vec_bytes))
-        return lds__fail(err, LDS_E_OVERFLOW, "table.rows", AT(&ps, ps.table),
-                         "table.rows: %llu rows x %u dims x %zu bytes overflow 64 bits",
-                         (unsigned long long)ps.rows, (unsigned)ps.dim, esize);
+    /* V1 (row_bytes < 2^64: dim < 2^32, esize <= 8) */
+    LDS__FAIL_IF(__builtin_mul_overflow(ps.rows, row_bytes, &vec_bytes), err, LDS_E_OVERFLOW,
+                 "table.rows", AT(&ps, ps.table),
+                 "%llu rows x %u dims x %zu bytes overflow 64 bits", (unsigned long long)ps.rows,
+                 (unsigned)ps.dim, esize);
     if ((st = check_sized(&ps, &ps.vectors, row_bytes, "vectors")) != LDS_OK)
         return st;
     if (ps.ids.present && (st = check_sized(&ps, &ps.ids, 8, "ids")) != LDS_OK)
         return st;
 
     lds_index *idx = (lds_index *)calloc(1, sizeof *idx);
-    if (!idx)
-        return lds__fail(err, LDS_E_NOMEM, NULL, 0, "no memory for the index");
+    LDS__FAIL_IF_MSG(!idx, err, LDS_E_NOMEM, NULL, 0, "no memory for the index");
     if (pthread_mutex_init(&idx->id_lock, NULL) != 0) {
         free(idx);
         return lds__fail(err, LDS_E_NOMEM, NULL, 0, "cannot initialize the id table lock");
