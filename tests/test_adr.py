@@ -3,9 +3,10 @@
 
 Checks that:
 - every record docs/adr/NNNN-short-title.md has a title line "# NNNN. ...", a valid Status
-  (proposed, accepted, "superseded by NNNN", "amends NNNN", naming a record that exists), a
-  Date (YYYY-MM-DD), and every section of the template, each non-empty and in order; a record
-  superseded by NNNN is amended by NNNN (its status says so);
+  (proposed, accepted, "superseded by NNNN", "amends NNNN" or "amends NNNN, NNNN, ..." for a
+  record that supersedes several, naming records that exist), a Date (YYYY-MM-DD), and every
+  section of the template, each non-empty and in order; a record superseded by NNNN is amended
+  by NNNN (its status names it);
 - the numbers run from 0001 without a gap or a duplicate;
 - docs/adr/README.md lists every record (a link to its file) with the same status, and lists
   no file that does not exist;
@@ -43,7 +44,7 @@ import sys
 import tempfile
 
 SECTIONS = ["Context", "Decision", "Measurements", "Consequences", "What would reopen this"]
-STATUS_RE = re.compile(r"^(proposed|accepted|superseded by (\d{4})|amends (\d{4}))$")
+STATUS_RE = re.compile(r"^(proposed|accepted|superseded by (\d{4})|amends (\d{4}(?:, \d{4})*))$")
 RECORD_RE = re.compile(r"^(\d{4})-[a-z0-9]+(?:-[a-z0-9]+)*\.md$")
 BENCH_PROGRAM = "build/bench/lodestar-bench"
 
@@ -195,9 +196,13 @@ def check(root, strict_figures=False, quiet=False):
                              "'amends NNNN'" % (n, st.group(1)))
             else:
                 statuses[num] = st.group(1).strip()
-                ref = m.group(2) or m.group(3)
-                if ref and (ref not in records or ref == num):
-                    fails.append("%s: status names record %s, which does not exist" % (n, ref))
+                refs = [m.group(2)] if m.group(2) else (m.group(3) or "").split(", ")
+                for ref in refs:
+                    if ref and (ref not in records or ref == num):
+                        fails.append("%s: status names record %s, which does not exist"
+                                     % (n, ref))
+                if m.group(3) and len(set(refs)) != len(refs):
+                    fails.append("%s: status names a record twice" % n)
         if not re.search(r"^- Date: \d{4}-\d{2}-\d{2}$", text, re.M):
             fails.append("%s: no '- Date: YYYY-MM-DD' line" % n)
         conds = adr_check.HOLDS_RE.findall(text)
@@ -265,9 +270,12 @@ def check(root, strict_figures=False, quiet=False):
 
     for num, st in sorted(statuses.items()):
         m = STATUS_RE.match(st)
-        if m.group(2) and statuses.get(m.group(2)) != "amends " + num:
-            fails.append("%s is superseded by %s, whose status must then be 'amends %s'"
-                         % (records[num], m.group(2), num))
+        if not m.group(2):
+            continue
+        sup = STATUS_RE.match(statuses.get(m.group(2), ""))
+        if not sup or not sup.group(3) or num not in sup.group(3).split(", "):
+            fails.append("%s is superseded by %s, whose status must then be 'amends %s' (or "
+                         "name %s in its list)" % (records[num], m.group(2), num, num))
 
     readme = os.path.join(adr, "README.md")
     if not os.path.exists(readme):
@@ -362,6 +370,22 @@ def self_test(root):
                             lambda x: re.sub(r"(\]\(%s\).*\|\s*)([^|]+?)(\s*\|\s*)$"
                                              % re.escape(first),
                                              r"\1proposed-or-not\3", x, 1, re.M)))
+
+    breakage("a status lists a record that does not exist",
+             lambda t: edit(os.path.join(adr(t), first),
+                            lambda x: re.sub(r"^- Status: .*$", "- Status: amends 0002, 9999",
+                                             x, 1, re.M)))
+    listing = [n for n in sorted(os.listdir(os.path.join(root, "docs", "adr")))
+               if RECORD_RE.match(n) and re.search(r"^- Status: amends \d{4}, ",
+                                                   open(os.path.join(root, "docs", "adr", n),
+                                                        encoding="utf-8").read(), re.M)]
+    if listing:
+        # a record that supersedes several drops one from its list: that one is then
+        # superseded by a record that does not amend it
+        breakage("a superseding record's list omits a record it supersedes",
+                 lambda t: edit(os.path.join(adr(t), listing[0]),
+                                lambda x: re.sub(r"^(- Status: amends \d{4}(?:, \d{4})*), "
+                                                 r"\d{4}$", r"\1", x, 1, re.M)))
 
     def bad_command(t):
         def f(x):
