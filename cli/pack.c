@@ -125,7 +125,7 @@ static int pack_failed(const char *prog, const char *in, const char *keys, const
     const char *field = err->status == st ? err->field : NULL;
     /* --format names one kind, the file's magic another: say so instead of the parse error
        the wrong reader met (`pack a.npy out --format glove`). */
-    lds_import_format kind;
+    lds_import_format kind = LDS_IMPORT_AUTO;
     const char *what = st == LDS_OK ? NULL : cli_sniff_path(in, &kind);
     if (other_kind(asked, kind, what)) {
         fputs("lodestar: ", stderr);

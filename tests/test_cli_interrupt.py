@@ -25,6 +25,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lds_testrun import check, run_tests  # noqa: E402
 
+# A signal ignored by whoever started this test (nohup ignores SIGHUP, some CI runners
+# SIGINT) stays ignored across exec, and lodestar rightly leaves an ignored signal alone
+# (test_an_ignored_signal_stays_ignored): so the children here start with the default
+# action, or the tests below would measure the runner, not the program.
+for _sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+    if signal.getsignal(_sig) == signal.SIG_IGN:
+        signal.signal(_sig, signal.SIG_DFL)
+
 LODESTAR = os.path.abspath(sys.argv[1])
 FIXTURES = os.path.abspath(sys.argv[2])
 WORK = tempfile.mkdtemp(prefix="lodestar-test-cli-interrupt-")
