@@ -119,7 +119,7 @@ LDS_API const char *lds_status_name(lds_status status);
  *            (importers: of the offending token, line or row);
  * - line:    1-based line (text input) or record number, row + 1 (binary
  *            input), 0 if not applicable; messages themselves count lines
- *            from 1 and rows and elements from 0 (README, "Numbering");
+ *            from 1 and rows and elements from 0 (docs/cli.md, "Numbering");
  * - sys_errno: errno of a failed system call, else 0;
  * - zstd_error: zstd's error name (ZSTD_getErrorName) or NULL;
  * - message: a human sentence naming the field and, when there is one, ending

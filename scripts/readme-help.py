@@ -1,21 +1,23 @@
 #!/usr/bin/env python3
-"""Keeps README.md's usage text equal to the program's own --help, so the two cannot drift.
+"""Keeps docs/cli.md's usage text equal to the program's own --help, so the two cannot drift.
 
-usage: scripts/readme-help.py [--write] LODESTAR [README]
+usage: scripts/readme-help.py [--write] LODESTAR [FILE]
        (-h or --help prints this and does nothing else)
 
-README.md holds one block per command, between the lines
+FILE (default docs/cli.md, the program's reference, which README.md links) holds one block
+per command, between the lines
     <!-- lodestar COMMAND --help: written by scripts/readme-help.py -->
     <!-- end of lodestar COMMAND --help -->
 (and one for `lodestar --help` itself), each a fenced text block of exactly what
 `LODESTAR COMMAND --help` prints, with the --max-payload default it computes for the
-machine at hand replaced by a note (as in the man pages, scripts/man-page.sh).
+machine at hand replaced by a note (as in the man pages, scripts/man-page.sh). The text
+between the blocks is written by hand.
 
 Without --write it checks: every command that `lodestar --help` lists has its block,
 no block names another command, and each block equals the --help output; it prints a
-diff of any difference and exits 1 (the meson test 'readme-help' runs this). With
---write it rewrites the blocks in place (a command whose block is missing is reported,
-not added: place its markers where it belongs in the README). Exit 2 on a usage error.
+diff of any difference and exits 1 (the meson test 'docs' runs this). With --write it
+rewrites the blocks in place (a command whose block is missing is reported, not added:
+place its two marker lines where it belongs in FILE). Exit 2 on a usage error.
 """
 import difflib
 import os
@@ -65,7 +67,8 @@ def main(argv):
         return 2
     lodestar = args[0]
     readme = args[1] if len(args) == 2 else os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "README.md")
+        os.path.dirname(os.path.abspath(__file__)), "..", "docs", "cli.md")
+    shown = os.path.basename(readme)
     text = open(readme, encoding="utf-8").read()
     top = help_text(lodestar, None)
     want = {None: top}
@@ -90,8 +93,8 @@ def main(argv):
         if body != want[name]:
             if not write:
                 diff = difflib.unified_diff(body.splitlines(True), want[name].splitlines(True),
-                                            "README.md", label)
-                problems.append(f"{label}: README.md differs from the program:\n" + "".join(diff))
+                                            shown, label)
+                problems.append(f"{label}: {shown} differs from the program:\n" + "".join(diff))
             return block(name, want[name])
         return m.group(0)
 
@@ -99,7 +102,7 @@ def main(argv):
     for name in want:
         if name not in seen:
             label = f"lodestar {name + ' ' if name else ''}--help"
-            problems.append(f"{label}: no block in README.md (add its two marker lines)")
+            problems.append(f"{label}: no block in {shown} (add its two marker lines)")
     if write and new != text:
         with open(readme, "w", encoding="utf-8") as f:
             f.write(new)
@@ -107,10 +110,10 @@ def main(argv):
     for p in problems:
         print(f"readme-help: {p}")
     if problems and not write:
-        print("readme-help: to update README.md: scripts/readme-help.py --write BUILD/cli/lodestar")
+        print(f"readme-help: to update {readme}: scripts/readme-help.py --write BUILD/cli/lodestar")
     if problems:
         return 1
-    print(f"readme-help: README.md's {len(seen)} usage blocks equal the program's --help")
+    print(f"readme-help: {shown}'s {len(seen)} usage blocks equal the program's --help")
     return 0
 
 

@@ -1,4 +1,4 @@
-/* The README's service loop: requests pin the current generation, a reload swaps in the next. */
+/* README.md's service loop: requests pin the current generation, a reload swaps in the next. */
 #include <lodestar.h>
 #include <stdio.h>
 #include <string.h>

@@ -1602,7 +1602,7 @@ def test_info_mmap_says_when_mapping_was_not_used():
     check("mmap_not_used" not in info_json(zst)["load"], "not asked")
 
 
-def test_readme_install_lines_and_test_figures_are_current():
+def test_readme_install_lines_are_current():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
         readme = f.read()
@@ -1615,10 +1615,6 @@ def test_readme_install_lines_and_test_figures_are_current():
     check("python3 -m venv" not in readme.replace("/usr/bin/python3 -m venv", ""), "bare python3")
     with open(os.path.join(root, ".gitignore")) as f:
         check("/v/" in f.read().splitlines(), ".gitignore lacks the venv v/")
-    # The quoted suite summary names the commit it was measured at and has no failures.
-    m = re.search(r"`tests: (\d+) passed, 0 failed, (\d+) skipped`", readme)
-    check(m is not None and int(m.group(1)) > 40, "README quotes no current test summary")
-    check(re.search(r"at commit [0-9a-f]{7}", readme) is not None, "summary without its commit")
     # "a usage error": the message and the --help pointer on stderr, nothing on stdout.
     rc, out, err = run("similar", "--bogus")
     check(rc == 2 and out == "" and err == "lodestar similar: unrecognized option '--bogus'\n"

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """The program's documentation cannot drift from the program.
 
-- README.md's usage blocks equal each command's --help (scripts/readme-help.py);
+- docs/cli.md's usage blocks equal each command's --help (scripts/readme-help.py), and
+  README.md links docs/cli.md rather than holding copies of --help;
 - every command that `lodestar --help` lists has a man page, lodestar-COMMAND.1, built by
   help2man from its --help (scripts/man-page.sh), naming every option the --help names,
   with the command's one-line summary as its NAME, and lodestar.1 lists every page;
-- a README block changed by hand is caught (the check runs on a damaged copy).
+- README.md's C example is tests/example_readme.c, which the cli test compiles and runs;
+- a docs/cli.md block changed by hand is caught (the check runs on a damaged copy).
 
 usage: test_docs.py LODESTAR SOURCE_ROOT MAN_DIR|-   (- : built without man pages)
 """
@@ -36,20 +38,45 @@ def commands():
     return [l.split()[0] for l in body.splitlines() if re.match(r"^  [a-z]", l)]
 
 
-def readme_check(readme):
-    p = subprocess.run([sys.executable, CHECKER, LODESTAR, readme], capture_output=True,
+CLI_MD = os.path.join(SRC, "docs", "cli.md")
+
+
+def readme_check(path):
+    p = subprocess.run([sys.executable, CHECKER, LODESTAR, path], capture_output=True,
                        text=True)
     return p.returncode, p.stdout + p.stderr
 
 
-def test_readme_usage_is_the_help():
-    rc, out = readme_check(os.path.join(SRC, "README.md"))
-    check(rc == 0, f"README.md's usage text differs from --help:\n{out}")
-    check(f"README.md's {len(commands()) + 1} usage blocks" in out, out)
+def test_cli_md_usage_is_the_help():
+    rc, out = readme_check(CLI_MD)
+    check(rc == 0, f"docs/cli.md's usage text differs from --help:\n{out}")
+    check(f"cli.md's {len(commands()) + 1} usage blocks" in out, out)
+    # With no FILE the checker reads docs/cli.md beside it.
+    p = subprocess.run([sys.executable, CHECKER, LODESTAR], capture_output=True, text=True)
+    check(p.returncode == 0 and "cli.md's" in p.stdout, p.stdout + p.stderr)
 
 
-def test_readme_check_catches_an_edit():
-    text = open(os.path.join(SRC, "README.md"), encoding="utf-8").read()
+def test_readme_links_the_reference_instead_of_copying_it():
+    readme = open(os.path.join(SRC, "README.md"), encoding="utf-8").read()
+    check("(docs/cli.md)" in readme, "README.md does not link docs/cli.md")
+    check("written by scripts/readme-help.py" not in readme, "README.md holds a usage block")
+    check("\noptions:\n" not in readme, "README.md holds a copy of an options list")
+
+
+def test_readme_c_example_is_the_tested_one():
+    # The `cli` test compiles and runs tests/example_readme.c; README.md shows it without
+    # its first line (the comment naming it), and the two must not drift.
+    readme = open(os.path.join(SRC, "README.md"), encoding="utf-8").read()
+    blocks = re.findall(r"```c\n(.*?)```\n", readme, re.S)
+    check(len(blocks) == 1, f"README.md has {len(blocks)} C blocks, not 1")
+    example = open(os.path.join(SRC, "tests", "example_readme.c"), encoding="utf-8").read()
+    first, rest = example.split("\n", 1)
+    check(first.startswith("/*") and first.endswith("*/"), first)
+    check(blocks[0] == rest, "README.md's C example differs from tests/example_readme.c")
+
+
+def test_cli_md_check_catches_an_edit():
+    text = open(CLI_MD, encoding="utf-8").read()
     cases = {
         "an option removed": text.replace("  --positive K1,K2,...  keys to add", "", 1),
         "a block removed": re.sub(r"<!-- lodestar keys --help:.*?<!-- end of lodestar keys "
@@ -59,7 +86,7 @@ def test_readme_check_catches_an_edit():
     }
     for what, damaged in cases.items():
         check(damaged != text, f"{what}: the damage applies")
-        path = os.path.join(WORK, "README.md")
+        path = os.path.join(WORK, "cli.md")
         with open(path, "w", encoding="utf-8") as f:
             f.write(damaged)
         rc, out = readme_check(path)
@@ -69,7 +96,7 @@ def test_readme_check_catches_an_edit():
                            capture_output=True, text=True)
         if what == "an option removed":
             check(p.returncode == 0 and open(path, encoding="utf-8").read() == text,
-                  f"--write restores README.md: {p.stdout}")
+                  f"--write restores cli.md: {p.stdout}")
 
 
 def man_text(name):
