@@ -60,12 +60,20 @@ static const subcommand subcommands[] = {
      "the whole operation per size: acquire, fill the logical length with a pattern, a\n"
      "consumer reads every byte into a checksum (checked per batch), end the lease; for\n"
      "allocate (malloc), rent, rent + clear on return and owner (the consumer returns the\n"
-     "lease), with the consumer on the same thread and on a consumer thread over a queue.\n"
-     "Columns: bytes allocated per op (counted), the first op, faults, RSS and time.\n"
+     "lease), with the consumer on the same thread, on a consumer thread over a queue and\n"
+     "on the same thread yielding per chunk. Columns: bytes allocated per op (counted and\n"
+     "observed), the first op, faults, residency (pool, allocator, RSS) and time.\n"
      "\noptions:\n"
      "  --size LIST        sizes (default 64, 4K, 64K, 1M, 20589008, 128M)\n"
      "  --full             64 B to 1 GiB\n"
-     "  --processes N      N fresh processes; the median and range of their medians\n"
+     "  --processes N      each case (strategy, consumer, size) in its own process, N\n"
+     "                     per case; the median and range of the process averages\n"
+     "  --strategy S       one strategy: allocate, rent, rent-clear or owner\n"
+     "  --consumer C       one consumer: same (a call), thread (a consumer thread over a\n"
+     "                     queue) or yield (a call that yields before each 64 KiB chunk);\n"
+     "                     with --strategy and one --size: exactly one case\n"
+     "  --observe          preload liblds-bench-observe.so (the allocation counter at the\n"
+     "                     allocator boundary, whole process; --processes always does)\n"
      "  --acquire          price acquisition only (stack, malloc, rent, rent + clear, mmap\n"
      "                     per call; default sizes 64, 1K, 4K, 64K, 1M, 20589008, 128M)\n"
      "  --touch page|full  with --acquire: one byte per page (default) or every byte\n"
@@ -190,32 +198,36 @@ static void usage(FILE *out)
     fprintf(out, "usage: lodestar-bench SUBCOMMAND [options]\n\nsubcommands:\n");
     for (size_t i = 0; i < N_SUBCOMMANDS; i++)
         fprintf(out, "  %-12s %s\n", subcommands[i].name, subcommands[i].summary);
-    fprintf(out,
-            "\noptions:\n"
-            "  --json FILE        write raw samples and the summary as JSON\n"
-            "  --plot FILE.png    draw the sample distributions (gnuplot)\n"
-            "  --dry              quick mode: tiny sizes, 2 iterations\n"
-            "  --full             the full sweep (pool-cost: 64 B to 1 GiB)\n"
-            "  --iterations N     measured rounds (after warm-up)\n"
-            "  --warmup N         rounds dropped before measuring\n"
-            "  --size LIST        sizes, e.g. 4K or 64,4KiB,20589008,1G (K/M/G/T: 1024^n)\n"
-            "  --threads N        highest thread count (contention); query threads (live)\n"
-            "  --allocator LIST   rent-return: other pools (mi-heap, tcmalloc, all, none)\n"
-            "  --counts LIST      capacity: retained buffer counts, e.g. 32,256,4096,65536\n"
-            "  --index FILE       load this index (load, reload, heap-warmth, live)\n"
-            "  --rows N --dim N   shape of the generated reference index\n"
-            "  --dir DIR          where generated indexes are written (default $TMPDIR or /tmp)\n"
-            "  --cycles N         reload cycles (reload: default 100; live: per strategy, default 12)\n"
-            "  --interval MS      live: ms between reloads (default 120, 250 with --index)\n"
-            "  --acquire          pool-cost: price acquisition only (the earlier tables)\n"
-            "  --processes N      pool-cost: run the measurement in N fresh processes; report\n"
-            "                     the median of the per-process medians and their range\n"
-            "  --touch page|full  pool-cost --acquire: write one byte per page (default) or\n"
-            "                     every byte\n"
-            "  --mode fresh|warm|none --loads N   heap-warmth child process mode\n"
-            "  --dtype LIST --metric LIST --batch LIST --kernel LIST   search: what to run\n"
-            "  --list             print the subcommand names, one a line\n"
-            "  --help             this text\n");
+    fprintf(
+        out,
+        "\noptions:\n"
+        "  --json FILE        write raw samples and the summary as JSON\n"
+        "  --plot FILE.png    draw the sample distributions (gnuplot)\n"
+        "  --dry              quick mode: tiny sizes, 2 iterations\n"
+        "  --full             the full sweep (pool-cost: 64 B to 1 GiB)\n"
+        "  --iterations N     measured rounds (after warm-up)\n"
+        "  --warmup N         rounds dropped before measuring\n"
+        "  --size LIST        sizes, e.g. 4K or 64,4KiB,20589008,1G (K/M/G/T: 1024^n)\n"
+        "  --threads N        highest thread count (contention); query threads (live)\n"
+        "  --allocator LIST   rent-return: other pools (mi-heap, tcmalloc, all, none)\n"
+        "  --counts LIST      capacity: retained buffer counts, e.g. 32,256,4096,65536\n"
+        "  --index FILE       load this index (load, reload, heap-warmth, live)\n"
+        "  --rows N --dim N   shape of the generated reference index\n"
+        "  --dir DIR          where generated indexes are written (default $TMPDIR or /tmp)\n"
+        "  --cycles N         reload cycles (reload: default 100; live: per strategy, default 12)\n"
+        "  --interval MS      live: ms between reloads (default 120, 250 with --index)\n"
+        "  --acquire          pool-cost: price acquisition only (the earlier tables)\n"
+        "  --processes N      pool-cost: each case in its own process, N per case; report\n"
+        "                     the median of the process averages and their range\n"
+        "  --strategy S --consumer C   pool-cost: one strategy (allocate, rent,\n"
+        "                     rent-clear, owner) / consumer (same, thread, yield)\n"
+        "  --observe          pool-cost: preload the allocation counter (observed bytes)\n"
+        "  --touch page|full  pool-cost --acquire: write one byte per page (default) or\n"
+        "                     every byte\n"
+        "  --mode fresh|warm|none --loads N   heap-warmth child process mode\n"
+        "  --dtype LIST --metric LIST --batch LIST --kernel LIST   search: what to run\n"
+        "  --list             print the subcommand names, one a line\n"
+        "  --help             this text\n");
 }
 
 /* `lodestar-bench SUBCOMMAND --help`: that subcommand's options, defaults, run time. */
@@ -344,6 +356,9 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--acquire") == 0) {
             o.acquire = true;
             takes = false;
+        } else if (strcmp(a, "--observe") == 0) {
+            o.observe = true;
+            takes = false;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             sub_usage(sub);
             return 0;
@@ -401,6 +416,12 @@ int main(int argc, char **argv)
             o.batches = v;
         } else if (strcmp(a, "--kernel") == 0) {
             o.kernels = v;
+        } else if (strcmp(a, "--strategy") == 0) {
+            o.strategy = v;
+            bad = !bench_pool_cost_key(false, v);
+        } else if (strcmp(a, "--consumer") == 0) {
+            o.consumer = v;
+            bad = !bench_pool_cost_key(true, v);
         } else if (strcmp(a, "--touch") == 0) {
             o.touch = v;
             bad = strcmp(v, "page") != 0 && strcmp(v, "full") != 0;
