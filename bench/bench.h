@@ -41,6 +41,9 @@ typedef struct bench_opts {
     int interval_ms;               /* --interval MS between reloads (live); 0 = default */
     bool acquire;                  /* --acquire: pool-cost prices acquisition only */
     int processes;                 /* --processes N: pool-cost re-run in N fresh processes */
+    const char *strategy;          /* --strategy allocate|rent|rent-clear|owner (pool-cost) */
+    const char *consumer;          /* --consumer same|thread|yield (pool-cost) */
+    bool observe;                  /* --observe: pool-cost preloads its allocation counter */
     int argc;                      /* the program's own arguments, for re-running it */
     char **argv;
 
@@ -177,6 +180,8 @@ int bench_rent_return(const bench_opts *o);
 int bench_contention(const bench_opts *o);
 int bench_capacity(const bench_opts *o);
 int bench_pool_cost(const bench_opts *o);
+/* Whether `v` names a pool-cost strategy (consumer false) or consumer (consumer true). */
+bool bench_pool_cost_key(bool consumer, const char *v);
 int bench_load(const bench_opts *o);
 int bench_load_scale(const bench_opts *o);
 int bench_reload(const bench_opts *o);

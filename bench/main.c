@@ -60,12 +60,20 @@ static const subcommand subcommands[] = {
      "the whole operation per size: acquire, fill the logical length with a pattern, a\n"
      "consumer reads every byte into a checksum (checked per batch), end the lease; for\n"
      "allocate (malloc), rent, rent + clear on return and owner (the consumer returns the\n"
-     "lease), with the consumer on the same thread and on a consumer thread over a queue.\n"
-     "Columns: bytes allocated per op (counted), the first op, faults, RSS and time.\n"
+     "lease), with the consumer on the same thread, on a consumer thread over a queue and\n"
+     "on the same thread yielding per chunk. Columns: bytes allocated per op (counted and\n"
+     "observed), the first op, faults, residency (pool, allocator, RSS) and time.\n"
      "\noptions:\n"
      "  --size LIST        sizes (default 64, 4K, 64K, 1M, 20589008, 128M)\n"
      "  --full             64 B to 1 GiB\n"
-     "  --processes N      N fresh processes; the median and range of their medians\n"
+     "  --processes N      each case (strategy, consumer, size) in its own process, N\n"
+     "                     per case; the median and range of the process averages\n"
+     "  --strategy S       one strategy: allocate, rent, rent-clear or owner\n"
+     "  --consumer C       one consumer: same (a call), thread (a consumer thread over a\n"
+     "                     queue) or yield (a call that yields before each 64 KiB chunk);\n"
+     "                     with --strategy and one --size: exactly one case\n"
+     "  --observe          preload liblds-bench-observe.so (the allocation counter at the\n"
+     "                     allocator boundary, whole process; --processes always does)\n"
      "  --acquire          price acquisition only (stack, malloc, rent, rent + clear, mmap\n"
      "                     per call; default sizes 64, 1K, 4K, 64K, 1M, 20589008, 128M)\n"
      "  --touch page|full  with --acquire: one byte per page (default) or every byte\n"
@@ -208,8 +216,11 @@ static void usage(FILE *out)
             "  --cycles N         reload cycles (reload: default 100; live: per strategy, default 12)\n"
             "  --interval MS      live: ms between reloads (default 120, 250 with --index)\n"
             "  --acquire          pool-cost: price acquisition only (the earlier tables)\n"
-            "  --processes N      pool-cost: run the measurement in N fresh processes; report\n"
-            "                     the median of the per-process medians and their range\n"
+            "  --processes N      pool-cost: each case in its own process, N per case; report\n"
+            "                     the median of the process averages and their range\n"
+            "  --strategy S --consumer C   pool-cost: one strategy (allocate, rent,\n"
+            "                     rent-clear, owner) / consumer (same, thread, yield)\n"
+            "  --observe          pool-cost: preload the allocation counter (observed bytes)\n"
             "  --touch page|full  pool-cost --acquire: write one byte per page (default) or\n"
             "                     every byte\n"
             "  --mode fresh|warm|none --loads N   heap-warmth child process mode\n"
@@ -344,6 +355,9 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--acquire") == 0) {
             o.acquire = true;
             takes = false;
+        } else if (strcmp(a, "--observe") == 0) {
+            o.observe = true;
+            takes = false;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             sub_usage(sub);
             return 0;
@@ -401,6 +415,12 @@ int main(int argc, char **argv)
             o.batches = v;
         } else if (strcmp(a, "--kernel") == 0) {
             o.kernels = v;
+        } else if (strcmp(a, "--strategy") == 0) {
+            o.strategy = v;
+            bad = !bench_pool_cost_key(false, v);
+        } else if (strcmp(a, "--consumer") == 0) {
+            o.consumer = v;
+            bad = !bench_pool_cost_key(true, v);
         } else if (strcmp(a, "--touch") == 0) {
             o.touch = v;
             bad = strcmp(v, "page") != 0 && strcmp(v, "full") != 0;

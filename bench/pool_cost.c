@@ -30,9 +30,13 @@
 #include "bench.h"
 
 #include "lodestar.h"
+#include "observe.h"
+
+#include <dlfcn.h>
 
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -436,12 +440,20 @@ static int acquire_cost(const bench_opts *o)
 /* ==== the whole operation: fill, consume every byte, checksum, end the lease ==== */
 
 enum wstrategy { W_ALLOC, W_RENT, W_RENT_CLEAR, W_OWNER, W_COUNT };
-enum wconsumer { C_SYNC, C_THREAD, C_COUNT };
+enum wconsumer { C_SYNC, C_THREAD, C_YIELD, C_COUNT };
 
 static const char *const wstrategy_names[W_COUNT] = {"allocate (malloc, uninitialized)", "rent",
                                                      "rent + clear on return",
                                                      "owner (consumer returns)"};
-static const char *const wconsumer_names[C_COUNT] = {"same thread", "consumer thread"};
+static const char *const wconsumer_names[C_COUNT] = {"same thread", "consumer thread",
+                                                     "same thread, yields per chunk"};
+/* The names --strategy and --consumer take (main.c checks them against these). */
+static const char *const wstrategy_keys[W_COUNT] = {"allocate", "rent", "rent-clear", "owner"};
+static const char *const wconsumer_keys[C_COUNT] = {"same", "thread", "yield"};
+
+/* The yielding consumer reads its view in chunks of this many bytes (a multiple of 8),
+ * calling sched_yield() before each, as a consumer awaiting each chunk gives way. */
+#define YIELD_CHUNK ((size_t)64 << 10)
 
 #define QUEUE_DEPTH 4
 
@@ -482,8 +494,23 @@ typedef struct wctx {
     uint64_t sum;          /* same-thread checksums of the current batch */
     uint64_t bytes_malloc; /* bytes the allocate strategy asked of malloc */
     uint64_t mallocs;
-    bool bad; /* a checksum or a return failed */
+    uint64_t obs_bytes;  /* observed: bytes asked of malloc & co. + anonymous mmap bytes */
+    uint64_t obs_allocs; /* observed: allocation calls + anonymous mmaps */
+    bool bad;            /* a checksum or a return failed */
 } wctx;
+
+/* The interposer's reader, or NULL when liblds-bench-observe.so is not loaded. */
+static lds_bench_observed_fn observed_fn(void)
+{
+    static lds_bench_observed_fn fn;
+    static bool looked;
+    if (!looked) {
+        void *sym = dlsym(RTLD_DEFAULT, "lds_bench_observed");
+        memcpy(&fn, &sym, sizeof fn);
+        looked = true;
+    }
+    return fn;
+}
 
 #define PATTERN_STEP 0x9E3779B97F4A7C15ull
 
@@ -510,6 +537,32 @@ static uint64_t checksum(const unsigned char *p, size_t n)
     for (size_t j = words * 8; j < n; j++)
         s += (uint64_t)p[j] << (8 * (j & 7));
     return s ^ ((x << 17) | (x >> 47));
+}
+
+/* checksum()'s value, read in YIELD_CHUNK pieces with a sched_yield() before each. */
+static uint64_t checksum_yielding(const unsigned char *p, size_t n)
+{
+    size_t words = n / 8;
+    const uint64_t *w = (const uint64_t *)(const void *)p;
+    uint64_t s = 0, x = 0;
+    for (size_t at = 0; at < words || at == 0; at += YIELD_CHUNK / 8) {
+        sched_yield();
+        size_t end = words - at < YIELD_CHUNK / 8 ? words : at + YIELD_CHUNK / 8;
+        for (size_t j = at; j < end; j++) {
+            s += w[j];
+            x ^= w[j];
+        }
+        if (words == 0)
+            break;
+    }
+    for (size_t j = words * 8; j < n; j++)
+        s += (uint64_t)p[j] << (8 * (j & 7));
+    return s ^ ((x << 17) | (x >> 47));
+}
+
+static uint64_t consume(enum wconsumer cm, const unsigned char *p, size_t n)
+{
+    return cm == C_YIELD ? checksum_yielding(p, n) : checksum(p, n);
 }
 
 static void *consumer_main(void *arg)
@@ -585,9 +638,9 @@ static void consumer_stop(consumer *c)
 }
 
 /* The same-thread consumer of an owning handle: reads the view, then ends the lease. */
-static uint64_t consume_owned(owner *own, size_t len, bool *failed)
+static uint64_t consume_owned(enum wconsumer cm, owner *own, size_t len, bool *failed)
 {
-    uint64_t h = checksum(own->lease.ptr, len);
+    uint64_t h = consume(cm, own->lease.ptr, len);
     *failed = lds_pool_return(own->pool, &own->lease, own->flags) != LDS_OK;
     return h;
 }
@@ -611,12 +664,12 @@ static int whole_op(wctx *c)
         p = own.lease.ptr;
     }
     fill(p, c->size, c->seed);
-    if (c->cm == C_SYNC) {
+    if (c->cm != C_THREAD) {
         bool failed = false;
         if (c->s == W_OWNER)
-            c->sum += consume_owned(&own, c->size, &failed);
+            c->sum += consume_owned(c->cm, &own, c->size, &failed);
         else
-            c->sum += checksum(p, c->size);
+            c->sum += consume(c->cm, p, c->size);
         c->bad |= failed;
     } else {
         work w = {p, c->size, c->s == W_OWNER, own};
@@ -642,12 +695,25 @@ static int whole_run(void *p, uint64_t ops, uint64_t *elapsed)
         before = c->cons->sum;
         pthread_mutex_unlock(&c->cons->lock);
     }
+    lds_bench_observed_fn obs = observed_fn();
+    uint64_t o0[LDS_OBS_COUNT] = {0}, o1[LDS_OBS_COUNT] = {0};
+    if (obs)
+        obs(o0);
     for (uint64_t i = 0; i < ops; i++)
         if (whole_op(c) != 0)
             return -1;
     uint64_t got = c->sum;
-    if (c->cm == C_THREAD) {
+    if (c->cm == C_THREAD)
         consumer_drain(c->cons);
+    /* Between the two reads only this row runs: other rows' consumer threads are idle. */
+    if (obs) {
+        obs(o1);
+        c->obs_bytes += o1[LDS_OBS_ALLOC_BYTES] - o0[LDS_OBS_ALLOC_BYTES] + o1[LDS_OBS_MMAP_BYTES] -
+                        o0[LDS_OBS_MMAP_BYTES];
+        c->obs_allocs +=
+            o1[LDS_OBS_ALLOCS] - o0[LDS_OBS_ALLOCS] + o1[LDS_OBS_MMAPS] - o0[LDS_OBS_MMAPS];
+    }
+    if (c->cm == C_THREAD) {
         pthread_mutex_lock(&c->cons->lock);
         got = c->cons->sum - before;
         c->bad |= c->cons->return_failures != 0;
@@ -685,102 +751,244 @@ static uint64_t pool_allocations(lds_pool *pool)
     return st.misses_cold + st.misses_exhausted + st.misses_oversize;
 }
 
-/* --processes N: the parent re-runs this program N times (the same arguments without
- * --processes, --json and --plot), each child writing its per-row medians to a file named
- * by CHILD_ENV; the parent's table has one sample per process, so its median, min and max
- * are the median and range of the per-process medians (seed 000's table of process
- * samples). */
-#define CHILD_ENV "LDS_POOL_COST_CHILD_OUT"
+static uint64_t pool_retained(lds_pool *pool)
+{
+    lds_pool_stats st;
+    lds_pool_stats_init(&st);
+    lds_pool_get_stats(pool, &st);
+    return st.bytes_retained;
+}
 
+#define WALT (W_COUNT * C_COUNT)
+
+bool bench_pool_cost_key(bool consumer, const char *v)
+{
+    const char *const *keys = consumer ? wconsumer_keys : wstrategy_keys;
+    int n = consumer ? C_COUNT : W_COUNT;
+    for (int i = 0; i < n; i++)
+        if (strcmp(v, keys[i]) == 0)
+            return true;
+    return false;
+}
+
+/* The cases (strategy x consumer) that --strategy and --consumer leave in, in order. */
+static int selected_cases(const bench_opts *o, int idx[WALT])
+{
+    int k = 0;
+    for (int i = 0; i < WALT; i++) {
+        if (o->strategy && strcmp(o->strategy, wstrategy_keys[i / C_COUNT]) != 0)
+            continue;
+        if (o->consumer && strcmp(o->consumer, wconsumer_keys[i % C_COUNT]) != 0)
+            continue;
+        idx[k++] = i;
+    }
+    return k;
+}
+
+/* Observed and counted bytes per op beside each other: agree when they differ by at most
+ * 1% of the larger or 1 byte per op. */
+static void set_alloc_columns(bench_row *row, double counted, double observed)
+{
+    bench_row_set(row, "allocated per op", "bytes_allocated_per_op", BENCH_NUM, counted);
+    if (observed < 0) {
+        bench_row_text(row, "allocated per op", "observed_bytes_per_op", "-");
+        return;
+    }
+    bench_row_set(row, "allocated per op", "observed_bytes_per_op", BENCH_NUM, observed);
+    double d = observed - counted, big = observed > counted ? observed : counted;
+    char flag[64];
+    if (d <= 0.01 * big + 1 && -d <= 0.01 * big + 1)
+        snprintf(flag, sizeof flag, "agree");
+    else
+        snprintf(flag, sizeof flag, "DIFFER %+.0f B/op", d);
+    bench_row_text(row, "allocated per op", "observed_vs_counted", flag);
+}
+
+static void set_residency_columns(bench_row *row, double pool, double allocator, double rss)
+{
+    bench_row_set(row, "residency", "pool_retained", BENCH_BYTES, pool);
+    bench_row_set(row, "residency", "allocator_kept", BENCH_BYTES, allocator);
+    bench_row_set(row, "residency", "rss", BENCH_BYTES, rss);
+}
+
+/* Free bytes glibc's malloc keeps in its arenas (mallinfo2 fordblks, which includes the top
+ * chunk that keepcost reports); -1 under another allocator. */
+static double allocator_kept(void)
+{
+    return allocator_free_bytes();
+}
+
+#define CHILD_ENV         "LDS_POOL_COST_CHILD_OUT"
+#define OBSERVE_TRIED_ENV "LDS_POOL_COST_OBSERVE_TRIED"
+#define OBSERVE_LIB       "liblds-bench-observe.so"
+
+/* Sets LD_PRELOAD to the interposer beside this program (in this process's environment, for
+ * an exec to follow). False where it cannot apply: a sanitizer build, another preloaded
+ * library (an allocator the interposer would bypass), or no library beside the program. */
+static bool preload_observer(void)
+{
+#ifdef BENCH_SANITIZED
+    return false;
+#else
+    const char *pre = getenv("LD_PRELOAD");
+    if (pre && *pre)
+        return strstr(pre, OBSERVE_LIB) != NULL;
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - sizeof OBSERVE_LIB - 1);
+    if (n <= 0)
+        return false;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return false;
+    strcpy(slash + 1, OBSERVE_LIB);
+    if (access(exe, R_OK) != 0)
+        return false;
+    return setenv("LD_PRELOAD", exe, 1) == 0;
+#endif
+}
+
+/* --processes N: each case (strategy x consumer x size) runs as its own process through the
+ * single-case mode, N times, the cases alternating; each child writes its process averages to
+ * a file named by CHILD_ENV. The parent's rows hold one sample per process, so their median,
+ * min and max are the median and range of the process averages (seed 000's table). */
 static int whole_cost_processes(const bench_opts *o, const size_t *sizes, size_t n)
 {
-    enum { NALT = W_COUNT * C_COUNT };
+    int idx[WALT];
+    int k = selected_cases(o, idx);
     bench_report *rep = bench_report_new(o);
     if (!rep || n > BENCH_MAX_SIZES)
         return -1;
-    static bench_row *rows[BENCH_MAX_SIZES][NALT];
-    static double bytes[BENCH_MAX_SIZES][NALT]; /* zero: static */
-    char procs[64];
-    snprintf(procs, sizeof procs, "%d fresh processes, one sample each", o->processes);
+    static bench_row *rows[BENCH_MAX_SIZES][WALT];
+    /* means over the processes: counted, observed, pool retained, allocator kept, RSS */
+    static double sums[BENCH_MAX_SIZES][WALT][5];
+    static int seen_obs[BENCH_MAX_SIZES][WALT];
+    memset(sums, 0, sizeof sums);
+    memset(seen_obs, 0, sizeof seen_obs);
+    bool observing = preload_observer();
+    char procs[96];
+    snprintf(procs, sizeof procs, "each case its own process, %d per case, one sample each",
+             o->processes);
     bench_param(rep, "processes", procs);
-    bench_param(rep, "allocated/op", "the mean over the processes of each one's count");
+    bench_param(rep, "columns",
+                "time: median and range of the process averages; allocated per op and "
+                "residency: the mean over the processes");
+    bench_param(rep, "observed",
+                observing ? "liblds-bench-observe.so preloaded in each child: malloc & co. "
+                            "bytes asked + anonymous mmap bytes, whole process"
+                          : "not available (sanitizer build, another LD_PRELOAD, or the library "
+                            "is missing)");
     for (size_t si = 0; si < n; si++) {
         char title[200], size_s[32];
         bench_fmt_bytes((double)sizes[si], size_s, sizeof size_s);
         snprintf(title, sizeof title,
                  "%s (%zu bytes): fill, consume every byte, checksum, end; median and range "
-                 "of %d process medians",
+                 "of %d process averages",
                  size_s, sizes[si], o->processes);
         bench_table(rep, title, true);
         bench_scale scale = sizes[si] >= ((size_t)32 << 20)   ? BENCH_MS
                             : sizes[si] >= ((size_t)64 << 10) ? BENCH_US
                                                               : BENCH_NS_PER_OP;
         const char *unit = scale == BENCH_MS ? "ms/op" : scale == BENCH_US ? "us/op" : "ns/op";
-        for (int i = 0; i < NALT; i++) {
+        for (int j = 0; j < k; j++) {
             char name[96];
-            snprintf(name, sizeof name, "%s, %s", wstrategy_names[i / C_COUNT],
-                     wconsumer_names[i % C_COUNT]);
-            rows[si][i] = bench_row_new(rep, name, unit);
+            snprintf(name, sizeof name, "%s, %s", wstrategy_names[idx[j] / C_COUNT],
+                     wconsumer_names[idx[j] % C_COUNT]);
+            rows[si][idx[j]] = bench_row_new(rep, name, unit);
         }
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/lodestar-pool-cost-%ld.tsv", bench_work_dir(o), (long)getpid());
-    char **args = calloc((size_t)o->argc + 1, sizeof *args);
+    /* the same arguments less --processes, --json, --plot, --size, --strategy, --consumer,
+     * plus one case's --strategy, --consumer and --size */
+    char **args = calloc((size_t)o->argc + 8, sizeof *args);
     int rc = args ? 0 : -1;
-    int k = 0;
+    int base = 0;
     for (int i = 0; rc == 0 && i < o->argc; i++) {
-        if (i > 0 && (strcmp(o->argv[i], "--processes") == 0 || strcmp(o->argv[i], "--json") == 0 ||
-                      strcmp(o->argv[i], "--plot") == 0)) {
+        const char *a = o->argv[i];
+        if (i > 0 && (strcmp(a, "--processes") == 0 || strcmp(a, "--json") == 0 ||
+                      strcmp(a, "--plot") == 0 || strcmp(a, "--size") == 0 ||
+                      strcmp(a, "--strategy") == 0 || strcmp(a, "--consumer") == 0)) {
             i++;
             continue;
         }
-        args[k++] = o->argv[i];
+        args[base++] = o->argv[i];
     }
     for (int p = 0; rc == 0 && p < o->processes; p++) {
-        fflush(stdout);
-        pid_t pid = fork();
-        if (pid < 0) {
-            rc = -1;
-            break;
-        }
-        if (pid == 0) {
-            setenv(CHILD_ENV, path, 1);
-            execv("/proc/self/exe", args);
-            _exit(127);
-        }
-        int status = 0;
-        if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            fprintf(stderr, "pool-cost: process %d of %d failed\n", p + 1, o->processes);
-            rc = -1;
-            break;
-        }
-        FILE *f = fopen(path, "r");
-        if (!f) {
-            rc = -1;
-            break;
-        }
-        size_t size;
-        int alt;
-        double med, faults, b;
-        while (fscanf(f, "%zu\t%d\t%lg\t%lg\t%lg\n", &size, &alt, &med, &faults, &b) == 5) {
-            for (size_t si = 0; si < n; si++)
-                if (sizes[si] == size && alt >= 0 && alt < NALT) {
-                    bench_row_sample(rows[si][alt], med, faults, 0);
-                    bytes[si][alt] += b / (double)o->processes; /* the mean over processes */
+        for (size_t si = 0; rc == 0 && si < n; si++) {
+            for (int j = 0; rc == 0 && j < k; j++) {
+                char size_arg[32];
+                snprintf(size_arg, sizeof size_arg, "%zu", sizes[si]);
+                int a = base;
+                args[a++] = "--strategy";
+                args[a++] = (char *)wstrategy_keys[idx[j] / C_COUNT];
+                args[a++] = "--consumer";
+                args[a++] = (char *)wconsumer_keys[idx[j] % C_COUNT];
+                args[a++] = "--size";
+                args[a++] = size_arg;
+                args[a] = NULL;
+                fflush(stdout);
+                pid_t pid = fork();
+                if (pid < 0) {
+                    rc = -1;
+                    break;
                 }
+                if (pid == 0) {
+                    setenv(CHILD_ENV, path, 1);
+                    execv("/proc/self/exe", args);
+                    _exit(127);
+                }
+                int status = 0;
+                if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+                    WEXITSTATUS(status) != 0) {
+                    fprintf(stderr, "pool-cost: process %d of %d (%s, %s, %zu bytes) failed\n",
+                            p + 1, o->processes, args[base + 1], args[base + 3], sizes[si]);
+                    rc = -1;
+                    break;
+                }
+                FILE *f = fopen(path, "r");
+                if (!f) {
+                    rc = -1;
+                    break;
+                }
+                size_t size;
+                int alt;
+                double avg, faults, v[5];
+                while (fscanf(f, "%zu\t%d\t%lg\t%lg\t%lg\t%lg\t%lg\t%lg\t%lg\n", &size, &alt, &avg,
+                              &faults, &v[0], &v[1], &v[2], &v[3], &v[4]) == 9) {
+                    if (size != sizes[si] || alt != idx[j])
+                        continue;
+                    bench_row_sample(rows[si][alt], avg, faults, (uint64_t)v[4]);
+                    for (int c = 0; c < 5; c++)
+                        sums[si][alt][c] += v[c] / (double)o->processes;
+                    seen_obs[si][alt] += v[1] >= 0;
+                }
+                fclose(f);
+            }
         }
-        fclose(f);
     }
     unlink(path);
     free(args);
     for (size_t si = 0; rc == 0 && si < n; si++)
-        for (int i = 0; i < NALT; i++)
-            bench_row_set(rows[si][i], "allocated per op", "bytes_allocated_per_op", BENCH_NUM,
-                          bytes[si][i]);
+        for (int j = 0; j < k; j++) {
+            int i = idx[j];
+            set_alloc_columns(rows[si][i], sums[si][i][0],
+                              seen_obs[si][i] == o->processes ? sums[si][i][1] : -1);
+            set_residency_columns(rows[si][i], sums[si][i][2], sums[si][i][3], sums[si][i][4]);
+        }
     if (rc == 0)
         rc = bench_report_finish(rep);
     bench_report_free(rep);
     return rc;
+}
+
+static double row_mean(const bench_row *row)
+{
+    size_t c = bench_row_count(row);
+    double s = 0;
+    for (size_t r = 0; r < c; r++)
+        s += bench_row_at(row, r);
+    return c ? s / (double)c : 0;
 }
 
 static int whole_cost(const bench_opts *o)
@@ -798,11 +1006,21 @@ static int whole_cost(const bench_opts *o)
         sizes = o->sizes;
         n = o->n_sizes;
     }
-    enum { NALT = W_COUNT * C_COUNT };
     if (o->processes > 0)
         return whole_cost_processes(o, sizes, n);
-    FILE *child_out = NULL;
     const char *child_path = getenv(CHILD_ENV);
+    /* --observe: run again with the interposer preloaded (once; a child of --processes
+     * already has it). */
+    if (o->observe && !observed_fn() && !getenv(OBSERVE_TRIED_ENV)) {
+        setenv(OBSERVE_TRIED_ENV, "1", 1);
+        if (preload_observer()) {
+            fflush(stdout);
+            execv("/proc/self/exe", o->argv);
+            perror("pool-cost: re-running with the interposer");
+            return -1;
+        }
+    }
+    FILE *child_out = NULL;
     if (child_path && *child_path) {
         child_out = fopen(child_path, "w");
         if (!child_out) {
@@ -810,12 +1028,15 @@ static int whole_cost(const bench_opts *o)
             return -1;
         }
     }
+    int idx[WALT];
+    int k = selected_cases(o, idx);
     bench_report *rep = bench_report_new(o);
-    lds_pool *pools[NALT] = {0};
-    consumer cons[NALT];
-    bool started[NALT] = {0};
-    int rc = rep ? 0 : -1;
-    for (int i = 0; i < NALT && rc == 0; i++) {
+    lds_pool *pools[WALT] = {0};
+    consumer cons[WALT];
+    bool started[WALT] = {0};
+    int rc = rep && k > 0 ? 0 : -1;
+    for (int j = 0; j < k && rc == 0; j++) {
+        int i = idx[j];
         rc = lds_pool_create(NULL, &pools[i]) == LDS_OK ? 0 : -1;
         if (rc == 0 && i % C_COUNT == C_THREAD) {
             rc = consumer_start(&cons[i]);
@@ -829,11 +1050,19 @@ static int whole_cost(const bench_opts *o)
                     "batch), end the lease");
         bench_param(rep, "consumers",
                     "same thread: a call; consumer thread: over a queue of 4, the lease ends "
-                    "when the consumer is done (owner: the consumer returns it)");
+                    "when the consumer is done (owner: the consumer returns it); yields per "
+                    "chunk: a call that reads 64 KiB chunks with sched_yield() before each");
         bench_param(rep, "pools", "one private pool per row, default options");
         bench_param(rep, "allocated/op",
                     "counted: malloc'd bytes (allocate), pool misses x class capacity (rent, "
-                    "owner); first op = the first after an empty pool / malloc_trim");
+                    "owner); observed: bytes asked of malloc & co. + anonymous mmap bytes "
+                    "seen by liblds-bench-observe.so during the row's batches, every thread "
+                    "(--observe; '-' when not loaded); first op = the first after an empty "
+                    "pool / malloc_trim");
+        bench_param(rep, "residency",
+                    "after the size's rounds: pool_retained = the row's pool bytes_retained; "
+                    "allocator_kept = glibc mallinfo2 fordblks (free bytes in the arenas, top "
+                    "chunk included), for the whole process; rss = the row's highest RSS");
     }
     for (size_t si = 0; si < n && rc == 0; si++) {
         size_t size = sizes[si];
@@ -842,8 +1071,8 @@ static int whole_cost(const bench_opts *o)
         snprintf(title, sizeof title, "%s (%zu bytes): fill, consume every byte, checksum, end",
                  size_s, size);
         bench_table(rep, title, true);
-        wctx ctx[NALT];
-        bench_alt alts[NALT];
+        wctx ctx[WALT];
+        bench_alt alts[WALT];
         uint64_t seed = 0x1d5ull + size;
         unsigned char *ref = malloc(size);
         if (!ref) {
@@ -857,11 +1086,12 @@ static int whole_cost(const bench_opts *o)
                             : size >= ((size_t)64 << 10) ? BENCH_US
                                                          : BENCH_NS_PER_OP;
         const char *unit = scale == BENCH_MS ? "ms/op" : scale == BENCH_US ? "us/op" : "ns/op";
-        double first_us[NALT];
-        uint64_t alloc0[NALT];
-        for (int i = 0; i < NALT; i++) {
+        double first_us[WALT];
+        uint64_t alloc0[WALT];
+        for (int j = 0; j < k; j++) {
+            int i = idx[j];
             lds_pool_trim(pools[i], LDS_POOL_TRIM_ALL, NULL);
-            ctx[i] = (wctx){.s = (enum wstrategy)(i / C_COUNT),
+            ctx[j] = (wctx){.s = (enum wstrategy)(i / C_COUNT),
                             .cm = (enum wconsumer)(i % C_COUNT),
                             .size = size,
                             .seed = seed,
@@ -869,82 +1099,91 @@ static int whole_cost(const bench_opts *o)
                             .pool = pools[i],
                             .cons = started[i] ? &cons[i] : NULL};
             char name[96];
-            snprintf(name, sizeof name, "%s, %s", wstrategy_names[ctx[i].s],
-                     wconsumer_names[ctx[i].cm]);
-            alts[i] = (bench_alt){.name = NULL,
+            snprintf(name, sizeof name, "%s, %s", wstrategy_names[ctx[j].s],
+                     wconsumer_names[ctx[j].cm]);
+            alts[j] = (bench_alt){.name = wstrategy_names[ctx[j].s],
                                   .scale = scale,
                                   .unit = unit,
                                   .run = whole_run,
-                                  .ctx = &ctx[i],
+                                  .ctx = &ctx[j],
                                   .ops = whole_ops_for(o, size),
                                   .row = bench_row_new(rep, name, unit)};
-            alts[i].name = wstrategy_names[ctx[i].s];
         }
         /* First use: one op each from an empty pool and a trimmed heap. */
-        for (int i = 0; i < NALT && rc == 0; i++) {
+        for (int j = 0; j < k && rc == 0; j++) {
             if (strcmp(bench_allocator_name(), "glibc") == 0)
                 malloc_trim(0);
             uint64_t t0 = bench_now_ns();
-            rc = whole_run(&ctx[i], 1, NULL);
-            first_us[i] = (double)(bench_now_ns() - t0) / 1e3;
+            rc = whole_run(&ctx[j], 1, NULL);
+            first_us[j] = (double)(bench_now_ns() - t0) / 1e3;
         }
-        for (int i = 0; i < NALT; i++) {
-            alloc0[i] = pool_allocations(pools[i]);
-            ctx[i].bytes_malloc = ctx[i].mallocs = 0;
+        for (int j = 0; j < k; j++) {
+            alloc0[j] = pool_allocations(ctx[j].pool);
+            ctx[j].bytes_malloc = ctx[j].mallocs = ctx[j].obs_bytes = ctx[j].obs_allocs = 0;
         }
         if (rc == 0)
-            rc = bench_interleave(alts, NALT, bench_warmup(o, 2), iters_for(o, size));
+            rc = bench_interleave(alts, (size_t)k, bench_warmup(o, 2), iters_for(o, size));
         if (rc != 0)
             break;
-        uint64_t total_ops = 0;
-        double bpo[NALT];
-        for (int i = 0; i < NALT; i++) {
-            bench_row *row = alts[i].row;
+        double kept = allocator_kept();
+        double bpo[WALT], obpo[WALT], m[WALT] = {0};
+        for (int j = 0; j < k; j++) {
+            bench_row *row = alts[j].row;
             /* ops run since the counters were zeroed: warm-up and measured rounds */
-            uint64_t ops = alts[i].ops * (uint64_t)(bench_warmup(o, 2) + iters_for(o, size));
-            total_ops = ops;
-            uint64_t misses = pool_allocations(pools[i]) - alloc0[i];
-            double bytes = ctx[i].s == W_ALLOC
-                               ? (double)ctx[i].bytes_malloc
+            uint64_t ops = alts[j].ops * (uint64_t)(bench_warmup(o, 2) + iters_for(o, size));
+            uint64_t misses = pool_allocations(ctx[j].pool) - alloc0[j];
+            double bytes = ctx[j].s == W_ALLOC
+                               ? (double)ctx[j].bytes_malloc
                                : (double)misses * (double)lds_pool_class_capacity(size);
-            double allocs = ctx[i].s == W_ALLOC ? (double)ctx[i].mallocs : (double)misses;
-            bpo[i] = ops ? bytes / (double)ops : 0;
-            bench_row_set(row, "allocated per op", "bytes_allocated_per_op", BENCH_NUM, bpo[i]);
+            double allocs = ctx[j].s == W_ALLOC ? (double)ctx[j].mallocs : (double)misses;
+            bpo[j] = ops ? bytes / (double)ops : 0;
+            obpo[j] = observed_fn() && ops ? (double)ctx[j].obs_bytes / (double)ops : -1;
+            set_alloc_columns(row, bpo[j], obpo[j]);
             bench_row_set(row, "allocated per op", "allocations_per_op", BENCH_NUM,
                           ops ? allocs / (double)ops : 0);
-            bench_row_set(row, "first use", "first_op_us", BENCH_NUM, first_us[i]);
-            bench_row_set(row, "residency", "rss", BENCH_BYTES, (double)bench_row_rss_max(row));
+            if (obpo[j] >= 0)
+                bench_row_set(row, "allocated per op", "observed_allocations_per_op", BENCH_NUM,
+                              (double)ctx[j].obs_allocs / (double)ops);
+            bench_row_set(row, "first use", "first_op_us", BENCH_NUM, first_us[j]);
+            set_residency_columns(row, (double)pool_retained(ctx[j].pool), kept,
+                                  (double)bench_row_rss_max(row));
+            m[j] = bench_row_median(row);
         }
-        double m[NALT];
-        for (int i = 0; i < NALT; i++)
-            m[i] = bench_row_median(alts[i].row);
         for (int cm = 0; cm < C_COUNT; cm++) {
-            double alloc = m[W_ALLOC * C_COUNT + cm], rent = m[W_RENT * C_COUNT + cm];
-            double clear = m[W_RENT_CLEAR * C_COUNT + cm], own = m[W_OWNER * C_COUNT + cm];
-            bench_note(rep,
-                       "%s: allocate / rent %.2fx, rent + clear / rent %.2fx, owner / rent "
-                       "%.2fx (medians; above 1 the rent is faster)",
-                       wconsumer_names[cm], rent > 0 ? alloc / rent : 0,
-                       rent > 0 ? clear / rent : 0, rent > 0 ? own / rent : 0);
+            double med[W_COUNT] = {0};
+            int have = 0;
+            for (int j = 0; j < k; j++)
+                if (ctx[j].cm == (enum wconsumer)cm) {
+                    med[ctx[j].s] = m[j];
+                    have++;
+                }
+            double rent = med[W_RENT];
+            if (have == W_COUNT)
+                bench_note(rep,
+                           "%s: allocate / rent %.2fx, rent + clear / rent %.2fx, owner / rent "
+                           "%.2fx (medians; above 1 the rent is faster)",
+                           wconsumer_names[cm], rent > 0 ? med[W_ALLOC] / rent : 0,
+                           rent > 0 ? med[W_RENT_CLEAR] / rent : 0,
+                           rent > 0 ? med[W_OWNER] / rent : 0);
         }
         bench_note(rep, "checksums checked after each batch of %llu ops: all agree",
                    (unsigned long long)alts[0].ops);
         if (child_out) {
-            for (int i = 0; i < NALT; i++) {
-                const bench_row *row = alts[i].row;
-                fprintf(child_out, "%zu\t%d\t%.17g\t%.17g\t%.17g\n", size, i, m[i],
-                        bench_row_faults(row), bpo[i]);
+            for (int j = 0; j < k; j++) {
+                const bench_row *row = alts[j].row;
+                fprintf(child_out, "%zu\t%d\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\n",
+                        size, idx[j], row_mean(row), bench_row_faults(row), bpo[j], obpo[j],
+                        (double)pool_retained(ctx[j].pool), kept, (double)bench_row_rss_max(row));
             }
         }
-        (void)total_ops;
     }
-    if (rc == 0 && !child_out)
+    if (rc == 0 && !child_out && k == WALT)
         waste_table(rep, sizes, n);
     if (rc == 0 && !child_out)
         rc = bench_report_finish(rep);
     if (child_out && fclose(child_out) != 0)
         rc = -1;
-    for (int i = 0; i < NALT; i++) {
+    for (int i = 0; i < WALT; i++) {
         if (started[i])
             consumer_stop(&cons[i]);
         lds_pool_free(pools[i]);
