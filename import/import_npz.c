@@ -277,6 +277,16 @@ static bool damaged(lds__imp_reader *in, const entry *e, lds_status st)
     return drain(in, DIAG_MOST, &rest, NULL) && rest == LDS_OK && in->crc != e->crc;
 }
 
+/* Whether the refusal `st` is the decoder stopping at the entry's declared uncompressed
+   size (set as its max_decoded, below the options' own `max_before`). */
+static bool past_declared(const lds__imp_reader *in, const entry *e, uint64_t max_before,
+                          lds_status st, const lds_error *err)
+{
+    return st == LDS_E_LIMIT && e->method == 8 && e->usize < max_before &&
+           in->max_decoded == e->usize && err && err->field &&
+           strcmp(err->field, "compressed") == 0;
+}
+
 /* Puts ".npz entry 'NAME' (data at byte N): " before a message about the entry's contents
    (the .npy reader's and the decoder's messages do not know the entry). */
 static void name_entry(lds_error *err, const entry *e, uint64_t data)
@@ -446,14 +456,30 @@ lds_status lds__import_npz(lds__imp_ctx *c, lds_error *err)
     if (st != LDS_OK)
         goto out;
     in->crc_on = true;
+    /* A deflate entry decodes to no more than its declared uncompressed size: a lying size
+       stops the decoder there (a 1 MB entry declaring 4,000 bytes once wrote a gigabyte
+       before its CRC-32 was compared), not at max_decoded_bytes. */
+    uint64_t max_before = in->max_decoded;
+    if (pick.method == 8 && pick.usize < in->max_decoded)
+        in->max_decoded = pick.usize;
     if ((st = lds__import_npy_stream(c, ".npz entry", err)) != LDS_OK) {
-        if (damaged(in, &pick, st))
+        if (past_declared(in, &pick, max_before, st, err))
+            st = efail(err, LDS_E_LENGTH_MISMATCH, &pick, "npz.uncompressed_size", pick.usize_at,
+                       "the uncompressed size declares %llu bytes, but the entry's data (byte "
+                       "%llu) decodes to more",
+                       (unsigned long long)pick.usize, (unsigned long long)data);
+        else if (damaged(in, &pick, st))
             st = crc_fail(err, &pick, data, in->crc);
         else
             name_entry(err, &pick, data);
         goto out;
     }
     st = check_read(in, &pick, data, err);
+    if (st != LDS_OK && past_declared(in, &pick, max_before, st, err))
+        st = efail(err, LDS_E_LENGTH_MISMATCH, &pick, "npz.uncompressed_size", pick.usize_at,
+                   "the uncompressed size declares %llu bytes, but the entry's data (byte %llu) "
+                   "decodes to more",
+                   (unsigned long long)pick.usize, (unsigned long long)data);
 out:
     free(buf);
     free(cd);

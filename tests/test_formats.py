@@ -155,11 +155,32 @@ def test_npz_entries_checked():
                       and "damaged" in err, err)
 
     # The declared uncompressed size (central and local alike) disagrees with deflate's output.
-    for usize in [10, 2**31]:
+    # Declared too small, the decoder stops at the declared size; too large, the whole
+    # stream decodes short of it.
+    for usize, decodes in [(10, "more"), (2**31, str(len(payload)))]:
         blob, data_at, cd_at = zip_one("v.npy", payload, 8, usize=usize)
         refused(1, f"byte {cd_at + 24}: .npz entry 'v.npy': the uncompressed size declares "
                    f"{usize} bytes, but the entry's data (byte {data_at}) decodes to "
-                   f"{len(payload)}", "pack", write("usize.npz", blob), path("t.ldsi"))
+                   f"{decodes}", "pack", write("usize.npz", blob), path("t.ldsi"))
+    # A lying entry (found in review): the .npy header promises 10^8 x 8 f32, the sizes
+    # declare 4,000 bytes, the deflate stream holds 256 MiB. It is refused at the declared
+    # size, not after decoding (and writing) the whole stream to fail its CRC-32.
+    huge = npy_bytes(np.zeros((1, 8), np.float32)).replace(b"(1, 8)", b"(100000000, 8)")
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    zeros = bytes(1 << 20)
+    stream = c.compress(huge)
+    for _ in range(256):
+        stream += c.compress(zeros)
+    stream += c.flush()
+    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 0, 0, len(stream), 4000, 5,
+                        0) + b"v.npy"
+    cd_at = len(local) + len(stream)
+    central = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 8, 0, 0, 0, len(stream),
+                          4000, 5, 0, 0, 0, 0, 0, 0) + b"v.npy"
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, len(central), cd_at, 0)
+    refused(1, f"byte {cd_at + 24}: .npz entry 'v.npy': the uncompressed size declares 4000 "
+               f"bytes, but the entry's data (byte {len(local)}) decodes to more", "pack",
+            write("liar.npz", local + stream + central + end), path("t.ldsi"))
     # Bytes after the end of the deflate stream, inside the compressed size.
     blob, data_at, cd_at = zip_one("v.npy", payload, 8, after=b"junk!")
     refused(1, f"byte {cd_at - 5}: .npz entry 'v.npy': 5 bytes after the end of its deflate "
