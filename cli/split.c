@@ -595,6 +595,11 @@ int cli_verify_manifest(const char *mpath)
     lds_manifest *m = NULL;
     lds_load_options lo;
     lds_load_options_default(&lo);
+    /* --timeout bounds the manifest's download as it bounds every load (docs/adr/0034). */
+    lds_url_options uo;
+    lds_url_options_default(&uo);
+    uo.timeout_ms = cli_timeout_ms;
+    lo.url = &uo;
     lds_manifest_options mo;
     lds_manifest_options_default(&mo);
     mo.load = &lo;

@@ -257,6 +257,40 @@ def fault_tests():
         check(p.returncode == 1 and "deadline of 1000 ms passed" in err and url in err, err)
         check(secs < 10, f"CLI stopped after {secs:.1f} s")
 
+    def test_manifest_download_ends_at_the_deadline():
+        """A manifest read from a URL is bounded by --timeout (CLI) and timeout= (Python)
+        as a load is (found in review: it waited for libcurl's 30 s low-speed abort)."""
+        need_curl()
+        man = os.path.join(SERVE, "trickle-manifest.json")
+        with open(man, "w") as f:
+            f.write('{"format": "lodestar-shards", "version": 1, "rows": 1, "dim": 1, '
+                    '"dtype": "f32", "metric": "dot", "has_ids": false, "has_keys": false, '
+                    '"shards": [' + " " * 4096 + ']}')
+        url = server().url("trickle", "trickle-manifest.json")
+        t0 = time.monotonic()
+        p = subprocess.run([LODESTAR, "verify", "--timeout", "1", url], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=60)
+        secs = time.monotonic() - t0
+        err = p.stderr.decode()
+        check(p.returncode == 1 and "deadline of 1000 ms passed" in err, err)
+        check(secs < 10, f"verify of a trickling manifest stopped after {secs:.1f} s")
+        code = ("import sys, time, lodestar\n"
+                "t = time.monotonic()\n"
+                "try:\n"
+                "    lodestar.read_manifest(sys.argv[1], timeout=1)\n"
+                "except lodestar.DeadlineError as e:\n"
+                "    print('deadline', round(time.monotonic() - t, 1), e)\n")
+        if os.environ.get("LDS_SANITIZE"):
+            return  # the Python half loads the library into an uninstrumented python
+        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, os.pardir, "python"),
+                   LODESTAR_LIB=os.path.join(os.path.dirname(os.path.dirname(LODESTAR)),
+                                             "liblodestar.so"))
+        p = subprocess.run(["/usr/bin/python3", "-c", code, url], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=60, env=env)
+        out = p.stdout.decode()
+        check(p.returncode == 0 and out.startswith("deadline"), out + p.stderr.decode())
+        check(float(out.split()[1]) < 10, out)
+
     def test_dropped_connection_resumes():
         r = expect_ok("drop", "big.ldsi")
         check(r["resumes"] == "1" and r["http_status"] == "206", str(r))

@@ -24,14 +24,14 @@ import os
 
 import numpy as np
 
-from . import _capi
+from . import _capi, _interrupt
 from ._errors import UnsupportedError, check, from_status
 from ._index import Index, load
 
 __all__ = ["read_manifest", "merge_topk", "open_shards", "search_shards", "Shards"]
 
 
-def read_manifest(path):
+def read_manifest(path, *, timeout=None):
     """Reads and checks a manifest (a path or an http(s) URL) with the library's reader
     (lds_manifest_read): returns a dict with "version", "rows", "dim", "dtype",
     "metric", "has_ids", "has_keys" and "shards", a list of dicts with "path" (the
@@ -40,14 +40,29 @@ def read_manifest(path):
     "checksum" (int). Raises the lodestar.Error subclass of the refusal, naming the
     field (e.g. shards[1].first_row) as `lodestar verify` does: BadValueError (also a
     ValueError), VersionError, ParseError, LimitError (too long, too deep, a number
-    too long), BadUTF8Error, IOError (also an OSError) when it cannot be read."""
+    too long), BadUTF8Error, IOError (also an OSError) when it cannot be read. A URL is
+    read under `timeout` (seconds, or None: no deadline; lodestar.DeadlineError past it),
+    and Ctrl-C stops it as it stops lodestar.load (KeyboardInterrupt, docs/adr/0034)."""
     lib = _capi.library()
     where = os.fsencode(os.fspath(path))
     if b"\0" in where:
         raise ValueError("manifest path contains a NUL character")
     err = _capi.new_error()
     handle = ctypes.c_void_p()
-    _check(lib.lds_manifest_read(where, None, ctypes.byref(handle), ctypes.byref(err)), err)
+    lo = _capi.LoadOptions()
+    lib.lds_load_options_default(ctypes.byref(lo))
+    uo = _interrupt.url_options(timeout)
+    lo.url = ctypes.cast(ctypes.byref(uo), ctypes.c_void_p).value
+    call = _interrupt.Call()
+    call.arm(lo)
+    mo = _capi.ManifestOptions()
+    lib.lds_manifest_options_default(ctypes.byref(mo))
+    mo.load = ctypes.cast(ctypes.byref(lo), ctypes.c_void_p).value
+    with call:
+        st = lib.lds_manifest_read(where, ctypes.byref(mo), ctypes.byref(handle),
+                                   ctypes.byref(err))
+    call.finish(st, undo=lambda: lib.lds_manifest_free(handle))
+    _check(st, err)
     try:
         return _manifest_dict(lib, handle)
     finally:
@@ -120,7 +135,7 @@ class Shards:
     during close(); search itself only reads."""
 
     def __init__(self, manifest, **load_options):
-        self.manifest = read_manifest(manifest)
+        self.manifest = read_manifest(manifest, timeout=load_options.get("timeout"))
         self._indexes = []
         loaded = {}  # a location named by several entries is loaded once (MF17)
         try:
