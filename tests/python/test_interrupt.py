@@ -195,6 +195,8 @@ try:
                 threading.Timer(0.2, fire).start()
         v = np.ones((1000000, 16), np.float32)
         lodestar.write(arg, v, progress=progress)
+    elif kind == "manifest":
+        lodestar.read_manifest(source)
     elif live is not None:
         live.reload(source)
     else:
@@ -237,6 +239,16 @@ def test_ctrl_c_stops_a_load_from_a_silent_pipe(big):
 
 def test_ctrl_c_stops_a_load_from_a_slow_url(fault_server, big):
     run_child("url", fault_server + "/trickle/" + os.path.basename(big))
+
+
+def test_ctrl_c_stops_a_manifest_download(fault_server, big):
+    """read_manifest of a trickling URL stops on Ctrl-C (found in review: it ran until
+    libcurl's 30 s low-speed abort); it rents nothing."""
+    man = os.path.join(os.path.dirname(big), "slow-manifest.json")
+    with open(man, "w") as f:
+        f.write('{"format": "lodestar-shards", ' + " " * 8192 + "}")
+    out = run_child("manifest", fault_server + "/trickle/slow-manifest.json")
+    assert out["rents"] == 0, out
 
 
 def test_ctrl_c_stops_a_load_through_a_python_read(big):
