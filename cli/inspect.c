@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -234,6 +235,16 @@ static int print_info_json(const char *file, const lds_index *idx, const lds_loa
     return rc;
 }
 
+/* Whether FILE names a manifest: its path (for an http(s) URL, before any '?' or '#', so a
+   presigned URL's query does not hide it) ends in ".json". */
+static bool names_manifest(const char *file)
+{
+    size_t n = strlen(file);
+    if (strncasecmp(file, "http://", 7) == 0 || strncasecmp(file, "https://", 8) == 0)
+        n = strcspn(file, "?#");
+    return n > 5 && strncmp(file + n - 5, ".json", 5) == 0;
+}
+
 int cli_info(int argc, char **argv)
 {
     enum { OPT_JSON = 256, OPT_MMAP, OPT_NO_MMAP, OPT_MAX_PAYLOAD, OPT_READ_THREADS };
@@ -279,8 +290,7 @@ int cli_info(int argc, char **argv)
     }
     if (argc - optind != 1)
         return cli_usage_error(prog, "expected one FILE (or - for standard input)");
-    size_t alen = strlen(argv[optind]);
-    if (alen > 5 && strcmp(argv[optind] + alen - 5, ".json") == 0)
+    if (names_manifest(argv[optind]))
         return cli_verify_manifest(argv[optind]);
     cli_set_source(&req, argv[optind]);
 
@@ -375,8 +385,7 @@ int cli_verify(int argc, char **argv)
     }
     if (argc - optind != 1)
         return cli_usage_error(prog, "expected one FILE (or - for standard input)");
-    size_t alen = strlen(argv[optind]);
-    if (alen > 5 && strcmp(argv[optind] + alen - 5, ".json") == 0)
+    if (names_manifest(argv[optind]))
         return cli_verify_manifest(argv[optind]);
     cli_set_source(&req, argv[optind]);
 

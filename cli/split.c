@@ -43,7 +43,7 @@ static const char split_usage[] =
 #define MANIFEST_FORMAT "lodestar-shards"
 /* A shard's staging name: OUTDIR/.shard-NNNN.ldsi.lds-tmp-PID-staged (the program's
    temporary-file pattern, cli.h). */
-#define STAGED_NAME        "%s/.shard-%04" PRIu64 ".ldsi" CLI_TEMP_INFIX "%ld-staged"
+#define STAGED_NAME "%s/.shard-%04" PRIu64 ".ldsi" CLI_TEMP_INFIX "%ld-staged"
 
 /* Writes `text` to a temporary file beside `given` (beside the regular file a link there
    names: cli_output_target), fsynced; fills path[PATH_MAX] with where it is to be renamed

@@ -77,7 +77,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             pass
 
     def do_GET(self):
-        parts = self.path.split("/", 2)
+        # A query (a presigned URL's signature) selects nothing here, as on object stores.
+        parts = self.path.split("?", 1)[0].split("/", 2)
         if len(parts) != 3:
             self.send_error(404)
             return
