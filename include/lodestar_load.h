@@ -413,11 +413,16 @@ LDS_API bool lds_url_supported(void);
 /**
  * Writes `url` without its secrets into `buf` of `cap` bytes, NUL-terminated,
  * cut if it does not fit: the "user:password@" part of the authority is
- * removed, and the value of every query parameter named X-Amz-Signature,
- * X-Amz-Credential, X-Amz-Security-Token, access_token, sig or token (names
- * matched case-insensitively, as written in the URL, not percent-decoded) is
- * replaced by "REDACTED" (AWS SigV4 presigned URLs, OAuth 2.0 bearer tokens in
- * a query, RFC 6750 section 2.3, Azure SAS signatures). Returns `buf`.
+ * removed (also when a raw '/', '?' or '#' in the password ends the authority
+ * early: "u:SEC/RET@h"), and the value of every query or fragment parameter
+ * named X-Amz-Signature, X-Amz-Credential, X-Amz-Security-Token, Signature,
+ * AWSAccessKeyId, X-Goog-Signature, X-Goog-Credential, access_token, id_token,
+ * refresh_token, client_secret, sig, token, api_key, apikey, key or password
+ * (names matched case-insensitively after percent-decoding) is replaced by
+ * "REDACTED" (AWS SigV4 and SigV2 presigned URLs, Google Cloud Storage signed
+ * URLs, OAuth 2.0 tokens in a query or fragment, RFC 6750 section 2.3 and RFC
+ * 6749 section 4.2.2, Azure SAS signatures, API keys). A secret under another
+ * name is shown. Returns `buf`.
  * Anything that is not a URL is copied unchanged. Never fails; `url` NULL is
  * written as "(null)". Thread-safe.
  */

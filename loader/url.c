@@ -39,18 +39,84 @@ static void put(char *buf, size_t cap, size_t *len, const char *s, size_t n)
     *len += n;
 }
 
-/* Query parameters whose values are credentials: AWS SigV4 presigned URLs, OAuth 2.0
- * bearer tokens in a query (RFC 6750 section 2.3), Azure SAS and similar signatures. */
+/* Query (and fragment) parameters whose values are credentials: AWS SigV4 and SigV2
+ * presigned URLs, Google Cloud Storage signed URLs, OAuth 2.0 bearer tokens in a query (RFC
+ * 6750 section 2.3) or fragment (RFC 6749 section 4.2.2), Azure SAS, API keys. */
 static const char *const secret_params[] = {
-    "X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token", "access_token", "sig", "token",
+    "X-Amz-Signature",
+    "X-Amz-Credential",
+    "X-Amz-Security-Token",
+    "Signature",
+    "AWSAccessKeyId",
+    "X-Goog-Signature",
+    "X-Goog-Credential",
+    "access_token",
+    "id_token",
+    "refresh_token",
+    "client_secret",
+    "sig",
+    "token",
+    "api_key",
+    "apikey",
+    "key",
+    "password",
 };
 
+static int hex_value(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* Whether a parameter's name (n bytes, percent-decoded first: X%2DAmz%2DSignature is
+ * X-Amz-Signature to a server) names a credential. */
 static bool secret_param(const char *name, size_t n)
 {
+    char d[32];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (k == sizeof d)
+            return false; /* longer than every name in the list */
+        int hi, lo;
+        if (name[i] == '%' && i + 2 < n && (hi = hex_value(name[i + 1])) >= 0 &&
+            (lo = hex_value(name[i + 2])) >= 0) {
+            d[k++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else {
+            d[k++] = name[i];
+        }
+    }
     for (size_t i = 0; i < sizeof secret_params / sizeof secret_params[0]; i++)
-        if (strlen(secret_params[i]) == n && strncasecmp(name, secret_params[i], n) == 0)
+        if (strlen(secret_params[i]) == k && strncasecmp(d, secret_params[i], k) == 0)
             return true;
     return false;
+}
+
+/* Copies name=value pairs from *p up to the first byte of `stop` (or the end), separated
+ * by '&', with a credential's value replaced by REDACTED; advances *p. */
+static void put_pairs(char *buf, size_t cap, size_t *len, const char **p, const char *stop)
+{
+    const char *q = *p;
+    char seps[8] = "&";
+    strncat(seps, stop, sizeof seps - 2);
+    while (*q != '\0' && !strchr(stop, *q)) {
+        size_t pair = strcspn(q, seps);
+        const char *eq = memchr(q, '=', pair);
+        if (eq != NULL && secret_param(q, (size_t)(eq - q))) {
+            put(buf, cap, len, q, (size_t)(eq - q) + 1);
+            put(buf, cap, len, "REDACTED", 8);
+        } else {
+            put(buf, cap, len, q, pair);
+        }
+        q += pair;
+        if (*q == '&') {
+            put(buf, cap, len, "&", 1);
+            q++;
+        }
+    }
+    *p = q;
 }
 
 char *lds_url_redact(const char *url, char *buf, size_t cap)
@@ -74,6 +140,21 @@ char *lds_url_redact(const char *url, char *buf, size_t cap)
     for (size_t i = 0; i < alen; i++)
         if (auth[i] == '@')
             at = auth + i;
+    if (at == NULL) {
+        /* A password with a raw '/', '?' or '#' (which a URL must percent-encode) ends the
+           authority early: "u:SEC/RET@h". If what precedes is "name:" and something that is
+           not a port, the last '@' before the query or fragment ends the user's part. */
+        const char *colon = memchr(auth, ':', alen);
+        bool port = colon != NULL && colon + 1 < auth + alen;
+        for (const char *c = colon ? colon + 1 : auth; port && c < auth + alen; c++)
+            port = *c >= '0' && *c <= '9';
+        if (colon != NULL && !port) {
+            size_t upto = strcspn(auth, "?#");
+            for (size_t i = alen; i < upto; i++)
+                if (auth[i] == '@')
+                    at = auth + i;
+        }
+    }
     put(buf, cap, &len, url, (size_t)(auth - url));
     p = at != NULL ? at + 1 : auth;
     /* The path, up to the query. */
@@ -83,22 +164,12 @@ char *lds_url_redact(const char *url, char *buf, size_t cap)
     if (*p == '?') {
         put(buf, cap, &len, "?", 1);
         p++;
-        /* name=value pairs separated by '&', up to the fragment. */
-        while (*p != '\0' && *p != '#') {
-            size_t pair = strcspn(p, "&#");
-            const char *eq = memchr(p, '=', pair);
-            if (eq != NULL && secret_param(p, (size_t)(eq - p))) {
-                put(buf, cap, &len, p, (size_t)(eq - p) + 1);
-                put(buf, cap, &len, "REDACTED", 8);
-            } else {
-                put(buf, cap, &len, p, pair);
-            }
-            p += pair;
-            if (*p == '&') {
-                put(buf, cap, &len, "&", 1);
-                p++;
-            }
-        }
+        put_pairs(buf, cap, &len, &p, "#");
+    }
+    if (*p == '#') {
+        put(buf, cap, &len, "#", 1);
+        p++;
+        put_pairs(buf, cap, &len, &p, "");
     }
     put(buf, cap, &len, p, strlen(p));
     buf[len] = '\0';

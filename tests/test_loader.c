@@ -2008,9 +2008,27 @@ static void test_url_redact_query_secrets(void **state)
     /* Names that only contain a secret's name, and a value without '=', stay. */
     assert_string_equal(lds_url_redact("http://h/x?mysig=1&tokens=2&token&sig=", b, sizeof b),
                         "http://h/x?mysig=1&tokens=2&token&sig=REDACTED");
-    /* A secret in the fragment or the path is not a query parameter. */
+    /* A secret in the path is not a parameter; one in the fragment is (an OAuth implicit
+       grant's access_token travels there). */
     assert_string_equal(lds_url_redact("http://h/token=1#sig=2", b, sizeof b),
-                        "http://h/token=1#sig=2");
+                        "http://h/token=1#sig=REDACTED");
+    /* Found in review: SigV2 and Google signed URLs, API keys, percent-encoded names, a
+       fragment's token, a password with a raw '/' that ends the authority early. */
+    static const struct {
+        const char *in, *out;
+    } more[] = {
+        {"http://h/x?Signature=S2&AWSAccessKeyId=A1&Expires=9",
+         "http://h/x?Signature=REDACTED&AWSAccessKeyId=REDACTED&Expires=9"},
+        {"https://h/x?X-Goog-Signature=G&X-Goog-Credential=C",
+         "https://h/x?X-Goog-Signature=REDACTED&X-Goog-Credential=REDACTED"},
+        {"http://h/x?api_key=K&key=K2", "http://h/x?api_key=REDACTED&key=REDACTED"},
+        {"http://h/x?X%2DAmz%2DSignature=S", "http://h/x?X%2DAmz%2DSignature=REDACTED"},
+        {"http://h/x.ldsi#access_token=FRAG&x=1", "http://h/x.ldsi#access_token=REDACTED&x=1"},
+        {"http://user:SEC/RETPW@host/x.ldsi", "http://host/x.ldsi"},
+        {"http://h:8080/a@b", "http://h:8080/a@b"},
+    };
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
+        assert_string_equal(lds_url_redact(more[i].in, b, sizeof b), more[i].out);
     /* Cut short: never a byte of the secret. */
     char small[24];
     assert_string_equal(lds_url_redact("http://h/x?sig=ABCDEFGHIJKLMNOP", small, sizeof small),
