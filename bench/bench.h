@@ -150,6 +150,9 @@ int bench_iters(const bench_opts *o, int normal);
 int bench_warmup(const bench_opts *o, int normal);
 
 /* ---- reference index (refindex.c) ---- */
+/* Writes `path`: `rows` x `dim` f32 rows of a fixed xorshift sequence in [-0.5, 0.5), with
+   the keys "word0".. (unique) when `with_keys`. 0 on success (a failure is printed). */
+int bench_write_index(const char *path, uint64_t rows, uint32_t dim, bool with_keys);
 /* Writes (once, reused when present and of the same shape) a reference index of
    `rows` x `dim` f32 with keys into `dir`; its path goes to out. 0 on success. */
 int bench_reference_index(const char *dir, uint64_t rows, uint32_t dim, bool unknown_length,

@@ -316,40 +316,6 @@ static int write_npy(const char *path, const char *index)
     return rc;
 }
 
-/* A vectors-only index (keys false) of rows x dim f32. */
-static int write_plain(const char *path, uint64_t rows, uint32_t dim)
-{
-    lds_writer_options wo;
-    lds_writer_options_default(&wo);
-    wo.dim = dim;
-    wo.dtype = LDS_DTYPE_F32;
-    wo.metric = LDS_METRIC_COSINE;
-    lds_writer *w = NULL;
-    lds_error err;
-    lds_error_init(&err);
-    float *vec = malloc((size_t)dim * sizeof *vec);
-    if (!vec)
-        return -1;
-    lds_status st = lds_writer_open_path(path, &wo, &w, &err);
-    uint64_t state = 0x9E3779B97F4A7C15u;
-    for (uint64_t r = 0; st == LDS_OK && r < rows; r++) {
-        for (uint32_t d = 0; d < dim; d++) {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            vec[d] = (float)((double)(state >> 11) / 9007199254740992.0 - 0.5);
-        }
-        st = lds_writer_add_row(w, vec, dim, r, NULL, 0, &err);
-    }
-    if (st == LDS_OK)
-        st = lds_writer_finish(w, &err);
-    lds_writer_free(w);
-    free(vec);
-    if (st != LDS_OK)
-        fprintf(stderr, "load-scale: writing %s: %s\n", path, err.message);
-    return st == LDS_OK ? 0 : -1;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -516,7 +482,7 @@ int bench_load_scale(const bench_opts *o)
         char paths[3][512];
         snprintf(paths[0], sizeof paths[0], "%s/lds-scale-%" PRIu64 "x%u.ldsi", dir, rows, dim);
         snprintf(paths[2], sizeof paths[2], "%s/lds-scale-%" PRIu64 "x%u.npy", dir, rows, dim);
-        if (!file_ok(paths[0]) && write_plain(paths[0], rows, dim) != 0)
+        if (!file_ok(paths[0]) && bench_write_index(paths[0], rows, dim, false) != 0)
             rc = 1;
         /* with keys: the reference index of that shape (refindex.c), reused when present */
         if (rc == 0 && bench_reference_index(dir, rows, dim, false, paths[1], sizeof paths[1]) != 0)

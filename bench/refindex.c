@@ -25,15 +25,15 @@ static bool usable(const char *path, uint64_t rows, uint32_t dim)
     return ok;
 }
 
-static int write_index(const char *path, uint64_t rows, uint32_t dim)
+int bench_write_index(const char *path, uint64_t rows, uint32_t dim, bool with_keys)
 {
     lds_writer_options wo;
     lds_writer_options_default(&wo);
     wo.dim = dim;
     wo.dtype = LDS_DTYPE_F32;
     wo.metric = LDS_METRIC_COSINE;
-    wo.with_keys = true;
-    wo.unique_keys = true;
+    wo.with_keys = with_keys;
+    wo.unique_keys = with_keys;
     lds_writer *w = NULL;
     lds_error err;
     lds_error_init(&err);
@@ -50,8 +50,8 @@ static int write_index(const char *path, uint64_t rows, uint32_t dim)
             vec[d] = (float)((double)(state >> 11) / 9007199254740992.0 - 0.5);
         }
         char key[32];
-        int kl = snprintf(key, sizeof key, "word%llu", (unsigned long long)r);
-        st = lds_writer_add_row(w, vec, dim, r, key, (size_t)kl, &err);
+        int kl = with_keys ? snprintf(key, sizeof key, "word%llu", (unsigned long long)r) : 0;
+        st = lds_writer_add_row(w, vec, dim, r, with_keys ? key : NULL, (size_t)kl, &err);
     }
     if (st == LDS_OK)
         st = lds_writer_set_meta(w, "model", "lodestar-bench reference", &err);
@@ -126,7 +126,7 @@ int bench_reference_index(const char *dir, uint64_t rows, uint32_t dim, bool unk
     if (!usable(known, rows, dim)) {
         fprintf(stderr, "lodestar-bench: writing reference index %s (%llu x %u f32, keys)\n", known,
                 (unsigned long long)rows, dim);
-        if (write_index(known, rows, dim) != 0)
+        if (bench_write_index(known, rows, dim, true) != 0)
             return -1;
     }
     if (!unknown_length) {
