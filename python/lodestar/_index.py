@@ -40,6 +40,17 @@ def _key_bytes(key):
     return key.encode()
 
 
+class _TopnDefault:
+    """most_similar's topn when the caller gave none: 10, told apart from an explicit 10 so
+    that a conflicting k (its old name) is refused rather than silently preferred."""
+
+    def __repr__(self):
+        return "10"
+
+
+_TOPN_DEFAULT = _TopnDefault()
+
+
 class Keys(collections.abc.Sequence):
     """The keys of an index as a lazy, read-only sequence of str (decoded on access)."""
 
@@ -52,9 +63,11 @@ class Keys(collections.abc.Sequence):
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self._index.key(r) for r in range(*i.indices(len(self)))]
-        r = operator.index(i)
-        if r < 0:
-            r += len(self)
+        asked = operator.index(i)
+        n = len(self)
+        r = asked + n if asked < 0 else asked
+        if not 0 <= r < n:
+            raise IndexError("row %d out of range (the index has %d rows)" % (asked, n))
         return self._index.key(r)
 
     def __contains__(self, key):
@@ -503,11 +516,12 @@ class Index:
         finally:
             self._leave()
 
-    def most_similar(self, positive=None, negative=None, topn=10, *, k=None):
+    def most_similar(self, positive=None, negative=None, topn=_TOPN_DEFAULT, *, k=None):
         """The topn nearest rows as [(key, score), ...], best first, as gensim 4's
         KeyedVectors.most_similar. positive / negative: a key (str), a row (int), a vector
         (dim,), or a list of them, each optionally paired with a weight as (item, weight);
-        the defaults weigh positive items +1 and negative ones -1. k: the old name of topn.
+        the defaults weigh positive items +1 and negative ones -1. topn: 10 unless given. k: the
+        old name of topn (TypeError when both are given and differ).
 
         One positive key or vector and nothing else (`most_similar("king")`,
         `most_similar(v)`): the index's exact search under its own metric, the key itself
@@ -519,7 +533,12 @@ class Index:
         Rows stand in for keys when the index has none. KeyError for an absent key,
         IndexError for a row out of range, ValueError for no input or a zero mean."""
         if k is not None:
+            if topn is not _TOPN_DEFAULT and topn != k:
+                raise TypeError("most_similar got topn=%r and k=%r: k is the old name of "
+                                "topn, pass one of them" % (topn, k))
             topn = k
+        elif topn is _TOPN_DEFAULT:
+            topn = 10
         pos, neg = _as_items(positive), _as_items(negative)
         if topn is not None:
             topn = operator.index(topn)
@@ -593,12 +612,12 @@ class Index:
         """The row of a key (str) or a row number (int, negative counts from the end)."""
         if isinstance(key_or_row, str):
             return self.row(key_or_row)
-        r = operator.index(key_or_row)
+        asked = operator.index(key_or_row)
         n = self.rows
-        if r < 0:
-            r += n
+        r = asked + n if asked < 0 else asked
         if not 0 <= r < n:
-            raise IndexError("row %d out of range (the index has %d rows)" % (r, n))
+            # name the row as the caller wrote it: ix[-20001] of 20,000 rows is row -20001
+            raise IndexError("row %d out of range (the index has %d rows)" % (asked, n))
         return r
 
     def _cosines(self, query):

@@ -80,8 +80,24 @@ def test_keys_rows_and_vectors_as_gensim(both):
         ix["notaword-xyz"]
     with pytest.raises(IndexError):
         ix[20000]
+    # a negative row past the start is named as written, not as the -1 it becomes
+    with pytest.raises(IndexError, match=r"row -20001 out of range \(the index has 20000"):
+        ix[-20001]
+    with pytest.raises(IndexError, match=r"row -20001 out of range"):
+        ix.keys[-20001]
+    assert ix.keys[-20000] == kv.index_to_key[0]
     with pytest.raises(TypeError):
         ix[1.5]
+
+
+def test_most_similar_k_is_topn_old_name(both):
+    ix, _ = both
+    assert ix.most_similar("king", k=2) == ix.most_similar("king", topn=2)
+    assert len(ix.most_similar("king")) == 10
+    assert ix.most_similar("king", topn=3, k=3) == ix.most_similar("king", topn=3)
+    # two different answers to one question: refused, not one silently taken
+    with pytest.raises(TypeError, match="topn=3 and k=2"):
+        ix.most_similar("king", k=2, topn=3)
 
 
 def test_similarities_as_gensim(both):
