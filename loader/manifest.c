@@ -172,18 +172,66 @@ bad_at(vctx *v, lds_status st, const char *field, uint64_t offset, const char *f
    5,000 digits into a double, or 2^64 into 2^64 - 1, without a word). MF1:
    nothing but JSON's punctuation, numbers and words, which json-c's strict
    mode does not quite hold to. */
+/* The value of the 4 hex digits at t[i..i+4), or -1 (json-c reports bad escapes itself). */
+static long hex4(const char *t, size_t i, size_t n)
+{
+    if (n < 4 || i > n - 4)
+        return -1;
+    long x = 0;
+    for (size_t k = i; k < i + 4; k++) {
+        char c = t[k];
+        int d = c >= '0' && c <= '9' ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (d < 0)
+            return -1;
+        x = x * 16 + d;
+    }
+    return x;
+}
+
 static lds_status scan_text(vctx *v, const char *t, size_t n)
 {
     bool in_string = false;
+    int depth = 0;       /* arrays and objects open outside strings */
+    bool closed = false; /* the outermost array or object has ended */
     for (size_t i = 0; i < n; i++) {
         char c = t[i];
         if (in_string) {
-            if (c == '\\')
+            if (c == '\\' && i + 1 < n && t[i + 1] == 'u') {
+                /* MF1: a \u escape of a UTF-16 surrogate must be a high one followed by a
+                   low one; json-c turns a lone one into U+FFFD, a name nobody wrote. */
+                long u = hex4(t, i + 2, n);
+                if (u >= 0xDC00 && u <= 0xDFFF)
+                    return bad_at(v, LDS_E_BAD_UTF8, "manifest", i,
+                                  "a lone UTF-16 low surrogate \\u%04lx in a string (MF1)", u);
+                if (u >= 0xD800 && u <= 0xDBFF) {
+                    long lo = i + 7 < n && t[i + 6] == '\\' && t[i + 7] == 'u' ? hex4(t, i + 8, n)
+                                                                          : -1;
+                    if (lo < 0xDC00 || lo > 0xDFFF)
+                        return bad_at(v, LDS_E_BAD_UTF8, "manifest", i,
+                                      "a UTF-16 high surrogate \\u%04lx not followed by a low "
+                                      "one in a string (MF1)",
+                                      u);
+                    i += 6; /* the pair's first escape; the second is skipped below */
+                }
                 i++;
-            else if (c == '"')
+            } else if (c == '\\') {
+                i++;
+            } else if (c == '"') {
                 in_string = false;
+            }
             continue;
         }
+        if (closed && !strchr(" \t\r\n", c))
+            /* MF1: nothing but white space after the value (json-c would stop earlier, at
+               the first thing it cannot take, and name that instead) */
+            return bad_at(v, LDS_E_PARSE, "manifest", i, "bytes after the JSON object (MF1)");
+        if (c == '{' || c == '[')
+            depth++;
+        else if ((c == '}' || c == ']') && --depth == 0)
+            closed = true;
         if (c == '"') {
             in_string = true;
             continue;

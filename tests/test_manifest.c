@@ -241,6 +241,16 @@ static void test_every_rule_is_refused_naming_its_field(void **state)
         {"\"version\": 1", "\"version\": 1, /* c */", LDS_E_PARSE, "manifest", 0, "0x2f", 44},
         {"\"rows\": 8", "\"rows\": NaN", LDS_E_PARSE, "manifest", 0, "a word other", -1},
         {"]}\n", "]}\n{}", LDS_E_PARSE, "manifest", 0, "bytes after the JSON object (MF1)", -1},
+        /* a word after the object is named as what it is, not as a JSON word (review) */
+        {"]}\n", "]} x\n", LDS_E_PARSE, "manifest", 0, "bytes after the JSON object (MF1)", -1},
+        {"]}\n", "]}}", LDS_E_PARSE, "manifest", 0, "bytes after the JSON object (MF1)", -1},
+        /* lone surrogates: refused, not turned into U+FFFD by json-c (review) */
+        {"\"s.ldsi\"", "\"s\\ud800.ldsi\"", LDS_E_BAD_UTF8, "manifest", 0,
+         "high surrogate \\ud800 not followed by a low one in a string (MF1)", -1},
+        {"\"s.ldsi\"", "\"s\\ud800\\u0041.ldsi\"", LDS_E_BAD_UTF8, "manifest", 0,
+         "not followed by a low one", -1},
+        {"\"s.ldsi\"", "\"s\\uDC00.ldsi\"", LDS_E_BAD_UTF8, "manifest", 0,
+         "a lone UTF-16 low surrogate \\udc00 in a string (MF1)", -1},
         {"]}\n", "]", LDS_E_PARSE, "manifest", 0, "ends inside a JSON value (MF1)", -1},
         {"\"s.ldsi\"", "\"s\xff\"", LDS_E_BAD_UTF8, "manifest", 0, "not UTF-8 text (MF1)", -1},
     };
