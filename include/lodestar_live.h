@@ -47,9 +47,12 @@
  * - between reloads it keeps ONE spare buffer of the serving generation's
  *   class and frees the rest (a buffer made while a retired generation was
  *   still pinned, or of a class the payload has left), at the start and the
- *   end of each reload: resident memory settles at two payloads, not
- *   (2 + max_retired). A reload that starts while a retired generation is
- *   still pinned rents a fresh buffer (it faults its pages in once).
+ *   end of each reload; at the end, while a retired generation is still
+ *   pinned, it keeps none (that generation's buffer comes back at its last
+ *   unpin and is the spare): resident memory stays at two payloads plus the
+ *   retired generations still pinned, not (2 + max_retired) payloads. A
+ *   reload that starts while a retired generation is still pinned rents a
+ *   fresh buffer (it faults its pages in once).
  * Huge pages and LDS_POOL_CHECK apply to it as to any pool. A generation a
  * reader frees is queued for the thread that rented its buffer and reaches
  * the pool at that thread's next reload (lodestar_pool.h, returns on another

@@ -44,6 +44,7 @@ typedef struct lv_gen {
     uint64_t number;
     uint64_t bytes;
     uint64_t counted_pins; /* pins beyond the slots; under the mutex */
+    bool own_pool;         /* its buffer is a rental from the live index's own pool */
     struct lv_gen *next;   /* retired list; under the mutex */
 } lv_gen;
 
@@ -613,13 +614,24 @@ static lv_gen *gen_new(lds_index *idx, const lds_load_info *info)
 
 /* The live index's own pool keeps, between reloads, one spare buffer of the serving
  * generation's class (the next reload rents it warm) and frees any other: a buffer made
- * while a retired generation was still pinned, or one of a class the payload left. Called
- * by the reloader, under reload_mtx (so `current` cannot change); it also collects the
- * returns readers queued for this thread. */
-static void keep_one_spare(lds_live *live)
+ * while a retired generation was still pinned, or one of a class the payload left. At the
+ * end of a reload (`at_end`), a retired generation of this pool still pinned will bring its
+ * buffer back when its last pin goes: that buffer is then the spare, and the cached one is
+ * freed now (else three payloads stay resident until the next reload). Called by the
+ * reloader under reload_mtx (so `current` cannot change); it also collects the returns
+ * readers queued for this thread. */
+static void keep_one_spare(lds_live *live, bool at_end)
 {
     lv_gen *cur = atomic_load(&live->current);
-    lds__pool_keep_spares(live->pool, cur ? cur->bytes : 0, cur ? 1u : 0u);
+    uint32_t keep = cur ? 1u : 0u;
+    if (at_end) {
+        pthread_mutex_lock(&live->mtx);
+        for (lv_gen *g = live->retired; g && keep; g = g->next)
+            if (g->own_pool)
+                keep = 0;
+        pthread_mutex_unlock(&live->mtx);
+    }
+    lds__pool_keep_spares(live->pool, cur ? cur->bytes : 0, keep);
 }
 
 /* `opts` with the live index's own pool when it names none (the default, NULL, is the
@@ -637,7 +649,7 @@ static const lds_load_options *with_own_pool(lds_live *live, const lds_load_opti
         memcpy(local, opts, opts->size);
     local->pool = live->pool;
     *own = true;
-    keep_one_spare(live);
+    keep_one_spare(live, false);
     return local;
 }
 
@@ -684,7 +696,7 @@ static lds_status reload_end(lds_live *live, lds_status st, lv_gen *g, const lds
     /* Freed before the next reload may start, so that the trim below sees its buffer. */
     free_list(dead);
     if (own_pool)
-        keep_one_spare(live);
+        keep_one_spare(live, true);
     pthread_mutex_unlock(&live->reload_mtx);
     if (st == LDS_OK && generation)
         *generation = number;
@@ -700,6 +712,9 @@ static lds_status load_end(lds_live *live, lds_status st, lds_index *idx, const 
         lds_index_free(idx);
         st = set_err(err, LDS_E_NOMEM, NULL, "reload: out of memory");
     }
+    if (g)
+        g->own_pool = own_pool && info->ownership == LDS_OWN_ADOPT &&
+                      info->path == LDS_LOAD_POOLED;
     return reload_end(live, st, g, info, generation, own_pool);
 }
 
