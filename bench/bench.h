@@ -39,6 +39,10 @@ typedef struct bench_opts {
     int loads;                     /* --loads N (heap-warmth child) */
     const char *touch;             /* --touch page|full (pool-cost) */
     int interval_ms;               /* --interval MS between reloads (live); 0 = default */
+    /* live: update patterns of each reload's new file, percent of rows (0 = none; none at
+       all = every element of every row changes): --changed (in place, at random),
+       --clustered (in place, runs of >= 64 rows), --appended (rows added at the end) */
+    double changed_pct, clustered_pct, appended_pct;
     bool acquire;                  /* --acquire: pool-cost prices acquisition only */
     int processes;                 /* --processes N: pool-cost re-run in N fresh processes */
     const char *strategy;          /* --strategy allocate|rent|rent-clear|owner (pool-cost) */

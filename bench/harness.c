@@ -20,7 +20,7 @@
 #define BENCH_BUILDTYPE "unknown"
 #endif
 
-#define MAX_EXTRAS 20
+#define MAX_EXTRAS 32
 #define MAX_TABLES 32
 #define MAX_NOTES  128
 #define MAX_PARAMS 24

@@ -3,29 +3,39 @@
  *
  * T query threads run queries without pause on whatever generation they pin,
  * while one reloader thread reloads every R ms. A query: pin; look a random
- * row's key up (lds_index_find_key); check that row's every element against
- * what the pinned generation must hold; exact top-10 by dot product over the
- * 128 rows from it, read from the pinned payload; unpin. A row that differs
- * (a freed or half-swapped generation) counts as a wrong result.
+ * row's key up (lds_index_find_key); check that row's every element (a hash of
+ * them) against what the pinned generation's file holds; exact top-10 by dot
+ * product over the 128 rows from it, read from the pinned payload; unpin. A row
+ * that differs (a freed or half-swapped generation) counts as a wrong result.
  *
- * Generations differ in content: generation g is variant g mod 3 of the base
- * index, every element of variant s being base + s (so consecutive generations
- * differ in every element; variant 0 equals the base). The base is the --index file (f32, with
- * keys: the GloVe index) or a generated 40,000 x 256 f32 index with keys (41 MB).
+ * The files (live_bench, "steps"): the base is the --index file (f32, with keys:
+ * GloVe) or a generated --rows x --dim f32 index with keys (bench_write_index;
+ * default 40,000 x 256, 41 MB). With no update pattern, step i holds base + i mod 3
+ * in every element, so consecutive generations differ everywhere. With --changed,
+ * --clustered or --appended PCT, step i differs from step i - 1 in PCT of the rows
+ * only (updated in place at random, in runs of >= 64 rows, or appended), and each
+ * timed reload is followed by a full reload of the same file (full_reload_ms): the
+ * figure a delta reload is measured against.
  *
  * Strategies, interleaved in rounds in this process (each round runs every
- * strategy for its share of the cycles, on a fresh live index; each strategy's
- * pool persists across rounds, as a service's would):
- *   pooled-adopt  lds_live_reload_path, LDS_OWN_ADOPT, a private pool
- *   pooled-copy   the same with LDS_OWN_COPY
+ * strategy for its share of the cycles, on a fresh live index):
+ *   pooled-adopt  lds_live_reload_path, LDS_OWN_ADOPT, no pool named: the live
+ *                 index's own pool (lds_live_pool, docs/adr/0049)
+ *   pooled-adopt-sized  the same from a private pool sized by hand as
+ *                 lodestar_live.h said before 0049 (thread caches off, cap of
+ *                 (2 + max_retired) payloads), kept across rounds
+ *   pooled-adopt-shared  the same from lds_pool_shared() (what a reload naming no
+ *                 pool rented from before 0049); the shared pool is trimmed after each
+ *                 phase, so each phase starts from a cold pool as a fresh process would
+ *   pooled-copy   pooled-adopt with LDS_OWN_COPY
  *   malloc        read into malloc'd memory, parse (borrow, free on release),
  *                 lds_live_install_take: the allocation baseline
  *   mapped        lds_live_reload_path with use_mmap, LDS_OWN_ADOPT
- *   pooled-adopt-tcache  pooled-adopt with the pool's thread caches on (the pool's
- *                 default): a generation freed by a reader's last unpin goes back into
- *                 that reader's thread cache, where the reloader's next rent cannot see
- *                 it. The other pooled strategies use thread_cache_count = 0, which
- *                 lodestar_live.h recommends for a live index's pool.
+ *   pooled-adopt-tcache  pooled-adopt-sized with the pool's thread caches on (the
+ *                 pool's default): a generation freed by a reader's last unpin goes
+ *                 back into that reader's thread cache, where the reloader's next rent
+ *                 cannot see it.
+ * --strategy LIST runs some of them (a 2 GiB index: one or two at a time).
  */
 #include "bench.h"
 
@@ -41,15 +51,18 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-enum strat { S_ADOPT, S_COPY, S_MALLOC, S_MAPPED, S_ADOPT_TC, S_COUNT };
-static const char *const strat_names[S_COUNT] = {"pooled-adopt", "pooled-copy", "malloc", "mapped",
-                                                 "pooled-adopt-tcache"};
+enum strat { S_ADOPT, S_SIZED, S_SHARED, S_COPY, S_MALLOC, S_MAPPED, S_ADOPT_TC, S_COUNT };
+static const char *const strat_names[S_COUNT] = {
+    "pooled-adopt", "pooled-adopt-sized", "pooled-adopt-shared", "pooled-copy",
+    "malloc",       "mapped",             "pooled-adopt-tcache"};
 
 #define VARIANTS    3
 #define BLOCK       128
 #define TOPK        10
 #define MAX_QUERY   (1u << 21) /* per reader per phase */
 #define MAX_RELOADS 4096
+#define MAX_GEN     (2 * MAX_RELOADS + 2) /* generations of one phase's live index */
+#define RUN_ROWS    64                    /* --clustered: rows per run, at least */
 
 typedef struct query_rec {
     uint64_t start, dur;
@@ -67,26 +80,118 @@ typedef struct reader {
     uint64_t unpin_max_ns, unpin_slow; /* slowest unpin; unpins over 1 ms */
 } reader;
 
+/* The files reloaded, by *step*: a phase loads step 0 (untimed), then steps 1, 2, ...
+ * Step i's file: the base's rows, those in the set S (--changed, --clustered; every row
+ * when no pattern is given) holding base + (i mod 3), then i x `appended` rows added at the
+ * end (--appended). So consecutive steps differ in exactly S's rows plus the new tail, and
+ * step 0 is the base itself. */
 struct live_bench {
-    const lds_index *base; /* the variants' base, for the expected values */
-    uint64_t rows;
+    const lds_index *base; /* mapped; its keys are read by the queries */
+    uint64_t rows0;        /* the base's rows */
     uint32_t dim;
-    char variant[VARIANTS][4200];
+    bool pattern;       /* --changed, --clustered or --appended given */
+    uint8_t *in_s;      /* bitmap of S over the base's rows; NULL = every row */
+    uint64_t n_s;       /* rows in S */
+    uint64_t appended;  /* rows appended per step */
+    int steps;          /* steps of a phase (0 .. steps - 1) */
+    int n_files;        /* distinct files: steps with --appended, else VARIANTS */
+    char (*file)[4200]; /* n_files paths */
+    uint64_t *hash[VARIANTS]; /* row_hash of row r of variant s, r < rows0 */
+    uint64_t *hash_app;       /* row_hash of appended row rows0 + j */
+    /* generation -> step it loaded; written before the reload that makes it, read by the
+     * readers after they pin it (the swap orders the two) */
+    int gen_step[MAX_GEN];
+    /* DELTA HOOK: the delta reload (docs/adr/0047) is asked for the timed reloads when this
+     * is set; the interleaved full reloads never ask for it. The option is passed in
+     * reload_once; --delta on|off sets this once the delta branch is merged. */
+    bool delta;
     lds_live *live;
     _Atomic bool stop;
-    lds_pool *pool[S_COUNT];
+    lds_pool *pool[S_COUNT]; /* the bench's own pools (S_SIZED, S_ADOPT_TC); NULL = none */
 };
 
-/* ---- the variants ---- */
+/* ---- the files ---- */
 
-static int write_variant(const lds_index *base, const char *path, uint32_t s)
+static uint64_t rng(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+static uint64_t row_hash(const float *v, uint32_t dim)
+{
+    uint64_t h = 0xcbf29ce484222325u;
+    for (uint32_t d = 0; d < dim; d++) {
+        uint32_t b;
+        memcpy(&b, &v[d], sizeof b);
+        h = (h ^ b) * 0x100000001b3u;
+    }
+    return h ^ (h >> 29);
+}
+
+static bool in_s(const live_bench *lb, uint64_t r)
+{
+    return !lb->in_s || (lb->in_s[r >> 3] >> (r & 7) & 1);
+}
+
+static uint64_t step_rows(const live_bench *lb, int step)
+{
+    return lb->rows0 + (uint64_t)step * lb->appended;
+}
+
+static int step_file(const live_bench *lb, int step)
+{
+    return lb->appended ? step : step % VARIANTS;
+}
+
+/* Row r of step `step` into v. */
+static void expected_row(const live_bench *lb, int step, uint64_t r, float *v)
+{
+    if (r < lb->rows0) {
+        const float *b = lds_index_row(lb->base, r);
+        float s = in_s(lb, r) ? (float)(step % VARIANTS) : 0.0f;
+        for (uint32_t d = 0; d < lb->dim; d++)
+            v[d] = b[d] + s;
+    } else {
+        const float *b = lds_index_row(lb->base, (r - lb->rows0) % lb->rows0);
+        for (uint32_t d = 0; d < lb->dim; d++)
+            v[d] = b[d] + 0.5f;
+    }
+}
+
+static uint64_t expected_hash(const live_bench *lb, int step, uint64_t r)
+{
+    if (r >= lb->rows0)
+        return lb->hash_app[r - lb->rows0];
+    return lb->hash[in_s(lb, r) ? step % VARIANTS : 0][r];
+}
+
+/* Row r's key in every step: the base's, or for an appended row its source row's key
+ * followed by "#r". Returns its length (0: none). */
+static size_t expected_key(const live_bench *lb, uint64_t r, char *buf, size_t cap)
+{
+    const char *key;
+    size_t kl;
+    if (lds_index_key(lb->base, r < lb->rows0 ? r : (r - lb->rows0) % lb->rows0, &key, &kl) !=
+            LDS_OK ||
+        kl + 24 > cap)
+        return 0;
+    memcpy(buf, key, kl);
+    if (r >= lb->rows0)
+        kl += (size_t)snprintf(buf + kl, cap - kl, "#%llu", (unsigned long long)r);
+    return kl;
+}
+
+static int write_step(const live_bench *lb, const char *path, int step)
 {
     lds_writer_options wo;
     lds_writer_options_default(&wo);
-    wo.dim = lds_index_dim(base);
-    wo.metric = lds_index_metric(base);
+    wo.dim = lb->dim;
+    wo.metric = lds_index_metric(lb->base);
     wo.with_keys = true;
-    wo.unique_keys = lds_index_keys_unique(base);
+    wo.unique_keys = lds_index_keys_unique(lb->base);
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s.part", path);
     lds_writer *w = NULL;
@@ -94,15 +199,12 @@ static int write_variant(const lds_index *base, const char *path, uint32_t s)
     lds_error_init(&err);
     float *v = malloc(wo.dim * sizeof *v);
     lds_status st = v ? lds_writer_open_path(tmp, &wo, &w, &err) : LDS_E_NOMEM;
-    for (uint64_t r = 0; st == LDS_OK && r < lds_index_rows(base); r++) {
-        const float *b = lds_index_row(base, r);
-        for (uint32_t d = 0; d < wo.dim; d++)
-            v[d] = b[d] + (float)s;
-        const char *key;
-        size_t kl;
-        st = lds_index_key(base, r, &key, &kl);
-        if (st == LDS_OK)
-            st = lds_writer_add_row(w, v, wo.dim, 0, key, kl, &err);
+    uint64_t rows = step_rows(lb, step);
+    for (uint64_t r = 0; st == LDS_OK && r < rows; r++) {
+        expected_row(lb, step, r, v);
+        char key[512];
+        size_t kl = expected_key(lb, r, key, sizeof key);
+        st = kl ? lds_writer_add_row(w, v, wo.dim, 0, key, kl, &err) : LDS_E_BAD_VALUE;
     }
     if (st == LDS_OK)
         st = lds_writer_finish(w, &err);
@@ -115,66 +217,133 @@ static int write_variant(const lds_index *base, const char *path, uint32_t s)
     return 0;
 }
 
-/* Writes (once; reused when present with the same size) variant s of `base`. */
-static int variant_path(const lds_index *base, const char *dir, const char *tag, uint32_t s,
-                        char *out, size_t cap)
+/* Step `step`'s file: the base for step 0, else written once (reused when present with the
+ * right rows and contents at its last row and its first changed row). */
+static int step_path(live_bench *lb, const char *base_path, const char *dir, const char *tag,
+                     int step)
 {
-    snprintf(out, cap, "%s/lodestar-live-%s-v%u.ldsi", dir, tag, s);
+    char *out = lb->file[step_file(lb, step)];
+    if (step == 0) {
+        snprintf(out, sizeof lb->file[0], "%s", base_path);
+        return 0;
+    }
+    snprintf(out, sizeof lb->file[0], "%s/lodestar-live-%s-s%d.ldsi", dir, tag, step);
     lds_index *idx = NULL;
     lds_load_options lo;
     lds_load_options_default(&lo);
     lo.use_mmap = true;
     lo.verify_checksum = false;
     if (lds_load_path(out, &lo, &idx, NULL, NULL) == LDS_OK) {
-        bool same = lds_index_rows(idx) == lds_index_rows(base) &&
-                    lds_index_dim(idx) == lds_index_dim(base);
-        const float *a = lds_index_row(idx, lds_index_rows(idx) - 1);
-        const float *b = lds_index_row(base, lds_index_rows(base) - 1);
-        same = same && a && b && a[0] == b[0] + (float)s;
+        uint64_t rows = step_rows(lb, step), first = 0;
+        while (first < lb->rows0 && !in_s(lb, first))
+            first++;
+        bool same = lds_index_rows(idx) == rows && lds_index_dim(idx) == lb->dim &&
+                    row_hash(lds_index_row(idx, rows - 1), lb->dim) ==
+                        expected_hash(lb, step, rows - 1) &&
+                    (first == lb->rows0 || row_hash(lds_index_row(idx, first), lb->dim) ==
+                                               expected_hash(lb, step, first));
         lds_index_free(idx);
         if (same)
             return 0;
     }
-    fprintf(stderr, "live: writing variant %u of the base index: %s\n", s, out);
-    return write_variant(base, out, s);
+    fprintf(stderr, "live: writing step %d's file: %s\n", step, out);
+    return write_step(lb, out, step);
+}
+
+/* S, the rows updated in place: --changed PCT at random, --clustered PCT in runs of
+ * RUN_ROWS (runs may touch or overlap: longer runs). 0 on success. */
+static int make_pattern(live_bench *lb, const bench_opts *o)
+{
+    lb->pattern = o->changed_pct > 0 || o->clustered_pct > 0 || o->appended_pct > 0;
+    lb->appended =
+        o->appended_pct > 0 ? (uint64_t)((double)lb->rows0 * o->appended_pct / 100.0 + 0.5) : 0;
+    if (o->appended_pct > 0 && lb->appended == 0)
+        lb->appended = 1;
+    if (!lb->pattern) {
+        lb->n_s = lb->rows0;
+        return 0;
+    }
+    lb->in_s = calloc(lb->rows0 / 8 + 1, 1);
+    if (!lb->in_s)
+        return -1;
+    uint64_t x = 0x243F6A8885A308D3u;
+    uint64_t want = (uint64_t)((double)lb->rows0 * o->changed_pct / 100.0 + 0.5);
+    for (uint64_t got = 0; got < want && got < lb->rows0;) {
+        uint64_t r = rng(&x) % lb->rows0;
+        if (!in_s(lb, r)) {
+            lb->in_s[r >> 3] |= (uint8_t)(1u << (r & 7));
+            got++;
+        }
+    }
+    uint64_t more = (uint64_t)((double)lb->rows0 * o->clustered_pct / 100.0 + 0.5);
+    uint64_t runs = (more + RUN_ROWS - 1) / RUN_ROWS;
+    for (uint64_t k = 0; k < runs && lb->rows0 >= RUN_ROWS; k++) {
+        uint64_t at = rng(&x) % (lb->rows0 - RUN_ROWS + 1);
+        for (uint64_t r = at; r < at + RUN_ROWS; r++)
+            lb->in_s[r >> 3] |= (uint8_t)(1u << (r & 7));
+    }
+    for (uint64_t r = 0; r < lb->rows0; r++)
+        lb->n_s += in_s(lb, r);
+    return 0;
+}
+
+/* The expected rows' hashes, from the base. */
+static int make_hashes(live_bench *lb)
+{
+    float *v = malloc(lb->dim * sizeof *v);
+    for (int s = 0; s < VARIANTS; s++)
+        lb->hash[s] = malloc(lb->rows0 * sizeof *lb->hash[s]);
+    uint64_t n_app = (uint64_t)(lb->steps - 1) * lb->appended;
+    lb->hash_app = malloc((n_app ? n_app : 1) * sizeof *lb->hash_app);
+    if (!v || !lb->hash[0] || !lb->hash[1] || !lb->hash[2] || !lb->hash_app) {
+        free(v);
+        return -1;
+    }
+    for (uint64_t r = 0; r < lb->rows0; r++)
+        for (int s = 0; s < VARIANTS; s++) {
+            if (s > 0 && !in_s(lb, r)) {
+                lb->hash[s][r] = lb->hash[0][r];
+                continue;
+            }
+            expected_row(lb, s, r, v);
+            lb->hash[s][r] = row_hash(v, lb->dim);
+        }
+    for (uint64_t j = 0; j < n_app; j++) {
+        expected_row(lb, 0, lb->rows0 + j, v);
+        lb->hash_app[j] = row_hash(v, lb->dim);
+    }
+    free(v);
+    return 0;
 }
 
 /* ---- queries ---- */
 
-static uint64_t rng(uint64_t *x)
-{
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    return *x;
-}
-
 /* One query on the pinned generation; returns 1 if its result is wrong. */
 static int query(const live_bench *lb, const lds_pin *pin, uint64_t *x)
 {
-    uint64_t r = rng(x) % lb->rows;
-    const char *key;
-    size_t kl;
-    if (lds_index_key(lb->base, r, &key, &kl) != LDS_OK)
+    if (pin->generation >= MAX_GEN)
         return 1;
+    int step = lb->gen_step[pin->generation];
+    uint64_t rows = step_rows(lb, step);
+    if (lds_index_rows(pin->index) != rows)
+        return 1;
+    uint64_t r = rng(x) % rows;
+    char key[512];
+    size_t kl = expected_key(lb, r, key, sizeof key);
     uint64_t at = UINT64_MAX;
-    if (lds_index_find_key(pin->index, key, kl, &at) != LDS_OK || at >= lb->rows)
+    if (!kl || lds_index_find_key(pin->index, key, kl, &at) != LDS_OK || at != r)
         return 1;
     const char *k2;
     size_t kl2;
     if (lds_index_key(pin->index, at, &k2, &kl2) != LDS_OK || kl2 != kl || memcmp(k2, key, kl))
         return 1;
-    float s = (float)(pin->generation % VARIANTS);
     const float *q = lds_index_row(pin->index, at);
-    const float *b = lds_index_row(lb->base, at);
-    int bad = 0;
-    for (uint32_t d = 0; d < lb->dim; d++)
-        bad |= q[d] != b[d] + s;
+    int bad = row_hash(q, lb->dim) != expected_hash(lb, step, at);
     /* exact top-k by dot product over BLOCK rows of the pinned payload */
     float best[TOPK];
     for (int i = 0; i < TOPK; i++)
         best[i] = -1e30f;
-    uint64_t end = at + BLOCK < lb->rows ? at + BLOCK : lb->rows;
+    uint64_t end = at + BLOCK < rows ? at + BLOCK : rows;
     for (uint64_t row = at; row < end; row++) {
         const float *v = lds_index_row(pin->index, row);
         float dot = 0;
@@ -296,17 +465,20 @@ done:
     return st;
 }
 
-static lds_status reload_once(live_bench *lb, enum strat s, uint64_t gen)
+static lds_status reload_once(live_bench *lb, enum strat s, int step, bool delta)
 {
-    const char *path = lb->variant[gen % VARIANTS];
+    const char *path = lb->file[step_file(lb, step)];
     if (s == S_MALLOC)
         return reload_malloc(lb, path);
     lds_load_options lo;
     lds_load_options_default(&lo);
-    lo.pool = lb->pool[s];
+    lo.pool = s == S_SHARED ? lds_pool_shared() : lb->pool[s]; /* NULL: the live's own */
     lo.ownership = s == S_COPY ? LDS_OWN_COPY : LDS_OWN_ADOPT;
     lo.use_mmap = s == S_MAPPED;
     lo.progress = sample_rss;
+    /* DELTA HOOK: pass `delta` to the reload here (the delta branch's option of
+     * lds_load_options / lds_live_reload_*); until then every reload is a full one. */
+    (void)delta;
     lds_error err;
     lds_error_init(&err);
     lds_status st = lds_live_reload_path(lb->live, path, &lo, NULL, NULL, &err);
@@ -322,8 +494,12 @@ typedef struct acc {
     size_t n_in, n_during, cap_in, cap_during;
     double reload_ms[MAX_RELOADS];
     double faults[MAX_RELOADS];
-    size_t n_reloads;
+    double faults3[MAX_RELOADS]; /* of the reloads from each live index's third on */
+    double bytes_read[MAX_RELOADS], bytes_shared[MAX_RELOADS], bytes_copied[MAX_RELOADS];
+    double full_ms[MAX_RELOADS];
+    size_t n_reloads, n_faults3, n_full;
     uint64_t wrong, max_retired, unpin_max_ns, unpin_slow;
+    uint64_t own_rents, own_warm; /* the live index's own pool, summed over phases */
     double peak_over;
 } acc;
 
@@ -356,13 +532,21 @@ static double pct(double *v, size_t n, double p)
     return v[i];
 }
 
-/* One phase: a fresh live index, `threads` readers, `cycles` reloads every `period_ms`. */
-static int phase(live_bench *lb, enum strat s, int threads, int cycles, int period_ms, acc *a,
+static bool g_trace; /* LODESTAR_BENCH_LIVE_TRACE set: RSS at each step on stderr */
+
+static void trace_rss(const char *what, enum strat s, int step, uint64_t base, uint64_t payload)
+{
+    if (g_trace)
+        fprintf(stderr, "live trace: %-20s %-12s step %2d: RSS - baseline = %.3fx payload\n",
+                strat_names[s], what, step,
+                payload ? (double)((int64_t)bench_rss() - (int64_t)base) / (double)payload : 0);
+}
+
+/* One phase: a fresh live index, `threads` readers; step 0 loaded, then steps 1 .. per, one
+ * every `period_ms`, each followed (with a pattern) by a full reload of the same file. */
+static int phase(live_bench *lb, enum strat s, int threads, int per, int period_ms, acc *a,
                  uint64_t payload)
 {
-    /* the live index numbers its generations from 1; generation g loads variant g % 3 */
-    uint64_t g = 0;
-    uint64_t *gen = &g;
     /* Other strategies' retained buffers sit idle through this phase: they are in both the
      * baseline and the peak. This strategy's retained buffers are its own memory: they are
      * taken out of the baseline, so the peak counts them. */
@@ -371,19 +555,31 @@ static int phase(live_bench *lb, enum strat s, int threads, int cycles, int peri
         lds_pool_stats ps;
         lds_pool_stats_init(&ps);
         lds_pool_get_stats(lb->pool[s], &ps);
-        own = ps.bytes_retained;
+        /* resident, not capacity: a retained buffer holds the pages a payload touched (whole
+         * 2 MiB pages with huge pages), not its class's capacity (up to 1.25x the payload;
+         * subtracting the capacity overstated the peak by up to 0.25x per buffer) */
+        uint64_t res = (payload + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+        own = ps.buffers_retained * res;
+        if (own > ps.bytes_retained)
+            own = ps.bytes_retained;
     }
     uint64_t rss_base = bench_rss();
     rss_base = rss_base > own ? rss_base - own : 0;
     g_rss_peak = 0;
-    if (lds_live_create(NULL, &lb->live, NULL) != LDS_OK || reload_once(lb, s, ++*gen) != LDS_OK)
+    uint64_t gen = 1; /* the next generation's number: the live index counts from 1 */
+    lb->gen_step[gen] = 0;
+    if (lds_live_create(NULL, &lb->live, NULL) != LDS_OK || reload_once(lb, s, 0, false) != LDS_OK)
         return -1;
+    gen++;
+    trace_rss("loaded", s, 0, rss_base, payload);
     atomic_store(&lb->stop, false);
     reader rd[64];
-    uint64_t win[MAX_RELOADS][2];
+    uint64_t win[2 * MAX_RELOADS][2];
+    int nwin = 0;
     int rc = 0, nt = 0;
     for (; nt < threads; nt++) {
-        rd[nt] = (reader){lb, 0, 0x9E3779B97F4A7C15u * (uint64_t)(nt + 1) + *gen, NULL, 0, 0, 0, 0};
+        rd[nt] = (reader){lb, 0, 0x9E3779B97F4A7C15u * (uint64_t)(nt + 1) + a->n_reloads,
+                          NULL, 0, 0, 0, 0};
         rd[nt].q = malloc(MAX_QUERY * sizeof *rd[nt].q);
         if (!rd[nt].q || pthread_create(&rd[nt].t, NULL, reader_main, &rd[nt]) != 0) {
             free(rd[nt].q);
@@ -391,20 +587,48 @@ static int phase(live_bench *lb, enum strat s, int threads, int cycles, int peri
             break;
         }
     }
-    int done = 0;
-    for (; rc == 0 && done < cycles && a->n_reloads < MAX_RELOADS; done++) {
+    for (int step = 1; rc == 0 && step <= per && a->n_reloads < MAX_RELOADS; step++) {
         usleep((useconds_t)period_ms * 1000u);
+        lb->gen_step[gen] = step;
         uint64_t f0 = thread_minflt(), t0 = bench_now_ns();
-        if (reload_once(lb, s, ++*gen) != LDS_OK)
+        if (reload_once(lb, s, step, lb->delta) != LDS_OK)
             rc = -1;
         uint64_t t1 = bench_now_ns(), f1 = thread_minflt();
+        gen++;
         uint64_t rss = bench_rss();
         if (rss > g_rss_peak)
             g_rss_peak = rss;
-        win[done][0] = t0;
-        win[done][1] = t1;
-        a->reload_ms[a->n_reloads] = (double)(t1 - t0) / 1e6;
-        a->faults[a->n_reloads++] = (double)(f1 - f0);
+        trace_rss("reloaded", s, step, rss_base, payload);
+        win[nwin][0] = t0;
+        win[nwin++][1] = t1;
+        lds_live_stats ls;
+        lds_live_stats_init(&ls);
+        lds_live_get_stats(lb->live, &ls);
+        size_t k = a->n_reloads++;
+        a->reload_ms[k] = (double)(t1 - t0) / 1e6;
+        a->faults[k] = (double)(f1 - f0);
+        a->bytes_read[k] = (double)ls.last_load.bytes_read;
+        a->bytes_shared[k] = (double)ls.last_load.bytes_shared;
+        a->bytes_copied[k] = (double)ls.last_load.bytes_copied;
+        if (ls.reloads_done >= 3)
+            a->faults3[a->n_faults3++] = a->faults[k];
+        if (rc == 0 && lb->pattern) {
+            /* the same file again, in full: what the reload above would cost without delta */
+            usleep((useconds_t)period_ms * 1000u / 4u);
+            lb->gen_step[gen] = step;
+            uint64_t u0 = bench_now_ns();
+            if (reload_once(lb, s, step, false) != LDS_OK)
+                rc = -1;
+            uint64_t u1 = bench_now_ns();
+            gen++;
+            win[nwin][0] = u0;
+            win[nwin++][1] = u1;
+            a->full_ms[a->n_full++] = (double)(u1 - u0) / 1e6;
+            rss = bench_rss();
+            if (rss > g_rss_peak)
+                g_rss_peak = rss;
+            trace_rss("full reload", s, step, rss_base, payload);
+        }
     }
     usleep((useconds_t)period_ms * 1000u);
     atomic_store(&lb->stop, true);
@@ -417,7 +641,7 @@ static int phase(live_bench *lb, enum strat s, int threads, int cycles, int peri
         for (size_t j = 0; j < rd[i].nq; j++) {
             uint64_t q0 = rd[i].q[j].start, q1 = q0 + rd[i].q[j].dur;
             bool during = false;
-            for (int w = 0; w < done && !during; w++)
+            for (int w = 0; w < nwin && !during; w++)
                 during = q0 < win[w][1] && q1 > win[w][0];
             double us = (double)rd[i].q[j].dur / 1e3;
             if (during ? push(&a->during_us, &a->n_during, &a->cap_during, us)
@@ -431,8 +655,17 @@ static int phase(live_bench *lb, enum strat s, int threads, int cycles, int peri
     lds_live_get_stats(lb->live, &ls);
     if (ls.retired_pinned_peak > a->max_retired)
         a->max_retired = ls.retired_pinned_peak;
+    if ((s == S_ADOPT || s == S_COPY)) {
+        lds_pool_stats ps;
+        lds_pool_stats_init(&ps);
+        lds_pool_get_stats(lds_live_pool(lb->live), &ps);
+        a->own_rents += ps.rents;
+        a->own_warm += ps.hits_thread + ps.hits_shared;
+    }
     lds_live_free(lb->live);
     lb->live = NULL;
+    if (s == S_SHARED)
+        lds_pool_trim(lds_pool_shared(), LDS_POOL_TRIM_ALL, NULL);
     double over =
         payload ? (double)(g_rss_peak > rss_base ? g_rss_peak - rss_base : 0) / (double)payload : 0;
     if (over > a->peak_over)
@@ -447,14 +680,27 @@ static void add_row(bench_report *rep, enum strat s, acc *a, uint64_t payload, s
     for (size_t i = 0; i < a->n_reloads; i++)
         bench_row_sample(row, a->reload_ms[i], a->faults[i], 0);
     double faults = pct(a->faults, a->n_reloads, 0.5);
+    double faults3 = pct(a->faults3, a->n_faults3, 0.5);
     uint64_t pages = (payload + page - 1) / page;
     double p99_in = pct(a->in_us, a->n_in, 0.99), p99_dur = pct(a->during_us, a->n_during, 0.99);
+    double reload_ms = pct(a->reload_ms, a->n_reloads, 0.5);
+    double full_ms = a->n_full ? pct(a->full_ms, a->n_full, 0.5) : reload_ms;
     bench_row_text(row, "strategy", "strategy", strat_names[s]);
-    bench_row_set(row, "reload", "reload_ms", BENCH_NUM, pct(a->reload_ms, a->n_reloads, 0.5));
+    bench_row_set(row, "reload", "reload_ms", BENCH_NUM, reload_ms);
+    bench_row_set(row, "reload", "full_reload_ms", BENCH_NUM, full_ms);
+    bench_row_set(row, "reload", "reload_over_full", BENCH_RATIO, full_ms > 0 ? reload_ms / full_ms : 0);
     bench_row_set(row, "reload", "faults_per_reload", BENCH_NUM, faults);
     bench_row_set(row, "reload", "payload_pages", BENCH_COUNT, (double)pages);
     bench_row_set(row, "reload", "faults_pct_of_pages", BENCH_PCT,
                   pages ? 100.0 * faults / (double)pages : 0);
+    bench_row_set(row, "reload", "faults_from_third_pct", BENCH_PCT,
+                  pages ? 100.0 * faults3 / (double)pages : 0);
+    bench_row_set(row, "reload", "bytes_read_per_reload", BENCH_BYTES,
+                  pct(a->bytes_read, a->n_reloads, 0.5));
+    bench_row_set(row, "reload", "bytes_shared_per_reload", BENCH_BYTES,
+                  pct(a->bytes_shared, a->n_reloads, 0.5));
+    bench_row_set(row, "reload", "bytes_copied_per_reload", BENCH_BYTES,
+                  pct(a->bytes_copied, a->n_reloads, 0.5));
     bench_row_set(row, "queries outside reloads", "queries", BENCH_COUNT, (double)a->n_in);
     bench_row_set(row, "queries outside reloads", "p50_us", BENCH_NUM, pct(a->in_us, a->n_in, 0.5));
     bench_row_set(row, "queries outside reloads", "p99_us", BENCH_NUM, p99_in);
@@ -474,29 +720,61 @@ static void add_row(bench_report *rep, enum strat s, acc *a, uint64_t payload, s
     bench_row_set(row, "memory", "wrong_results", BENCH_COUNT, (double)a->wrong);
     bench_row_set(row, "unpin", "unpin_max_us", BENCH_NUM, (double)a->unpin_max_ns / 1e3);
     bench_row_set(row, "unpin", "unpins_over_1ms", BENCH_COUNT, (double)a->unpin_slow);
+    uint64_t rents = a->own_rents, warm = a->own_warm;
     if (pool) {
         lds_pool_stats ps;
         lds_pool_stats_init(&ps);
         lds_pool_get_stats(pool, &ps);
-        bench_row_set(row, "pool", "rents", BENCH_COUNT, (double)ps.rents);
-        bench_row_set(row, "pool", "warm_rents", BENCH_COUNT,
-                      (double)(ps.hits_thread + ps.hits_shared));
+        rents = ps.rents;
+        warm = ps.hits_thread + ps.hits_shared;
     }
+    if (rents) {
+        bench_row_set(row, "pool", "rents", BENCH_COUNT, (double)rents);
+        bench_row_set(row, "pool", "warm_rents", BENCH_COUNT, (double)warm);
+    }
+}
+
+/* --strategy LIST: which to run; all when NULL. -1 on an unknown name. */
+static int pick_strategies(const char *list, bool on[S_COUNT])
+{
+    for (int k = 0; k < S_COUNT; k++)
+        on[k] = !list;
+    for (const char *p = list; p && *p;) {
+        size_t n = strcspn(p, ",");
+        int k = 0;
+        while (k < S_COUNT && !(strlen(strat_names[k]) == n && strncmp(p, strat_names[k], n) == 0))
+            k++;
+        if (k == S_COUNT) {
+            fprintf(stderr, "live: unknown strategy '%.*s' (pooled-adopt, pooled-adopt-sized, "
+                            "pooled-adopt-shared, pooled-copy, malloc, mapped, "
+                            "pooled-adopt-tcache)\n",
+                    (int)n, p);
+            return -1;
+        }
+        on[k] = true;
+        p += n + (p[n] == ',');
+    }
+    return 0;
 }
 
 int bench_live(const bench_opts *o)
 {
+    g_trace = getenv("LODESTAR_BENCH_LIVE_TRACE") != NULL;
+    bool on[S_COUNT];
+    if (pick_strategies(o->strategy, on) != 0)
+        return -1;
     const char *dir = bench_work_dir(o);
     uint64_t rows = o->rows ? o->rows : (o->dry ? 2000 : 40000);
     uint32_t dim = o->dim ? o->dim : (o->dry ? 32 : 256);
     int cycles = o->cycles ? o->cycles : (o->dry ? 2 : 12);
     int rounds = o->dry ? 1 : 3;
+    int per = cycles / rounds ? cycles / rounds : 1;
     int period_ms = o->interval_ms ? o->interval_ms : o->dry ? 5 : (o->index_path ? 250 : 120);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = o->threads ? o->threads : (ncpu > 2 ? (int)ncpu - 1 : 1);
     if (threads > 64)
         threads = 64;
-    char basepath[4096], tag[64];
+    char basepath[4096], tag[160];
     const char *bp = o->index_path;
     if (!bp) {
         if (bench_reference_index(dir, rows, dim, false, basepath, sizeof basepath) != 0)
@@ -507,8 +785,15 @@ int bench_live(const bench_opts *o)
         const char *slash = strrchr(bp, '/');
         snprintf(tag, sizeof tag, "%.40s", slash ? slash + 1 : bp);
     }
-    live_bench lb;
-    memset(&lb, 0, sizeof lb);
+    size_t tl = strlen(tag);
+    snprintf(tag + tl, sizeof tag - tl, "-c%g-k%g-a%g", o->changed_pct, o->clustered_pct,
+             o->appended_pct);
+    live_bench *lbp = calloc(1, sizeof *lbp);
+    if (!lbp)
+        return -1;
+    live_bench lb_init = {0};
+    *lbp = lb_init;
+    live_bench *lb = lbp;
     lds_index *base = NULL;
     lds_load_options lo;
     lds_load_options_default(&lo);
@@ -517,80 +802,134 @@ int bench_live(const bench_opts *o)
     lds_error_init(&err);
     if (lds_load_path(bp, &lo, &base, NULL, &err) != LDS_OK) {
         fprintf(stderr, "live: %s: %s\n", bp, err.message);
+        free(lb);
         return -1;
     }
     if (lds_index_dtype(base) != LDS_DTYPE_F32 || !lds_index_has_keys(base)) {
         fprintf(stderr, "live: %s: the base index must be f32 with keys\n", bp);
         lds_index_free(base);
+        free(lb);
         return -1;
     }
-    lb.base = base;
-    lb.rows = lds_index_rows(base);
-    lb.dim = lds_index_dim(base);
-    int rc = 0;
-    for (uint32_t v = 0; v < VARIANTS && rc == 0; v++)
-        rc = variant_path(base, dir, tag, v, lb.variant[v], sizeof lb.variant[v]);
-    /* the base is mapped: read it all once, so its pages are resident before any RSS baseline */
-    float sink = 0;
-    for (uint64_t r = 0; rc == 0 && r < lb.rows; r++)
-        sink += *(const float *)lds_index_row(base, r);
+    lb->base = base;
+    lb->rows0 = lds_index_rows(base);
+    lb->dim = lds_index_dim(base);
+    lb->steps = per + 1;
+    int rc = make_pattern(lb, o);
+    lb->n_files = lb->appended ? lb->steps : VARIANTS;
+    lb->file = calloc((size_t)lb->n_files, sizeof *lb->file);
+    if (rc == 0 && (!lb->file || make_hashes(lb) != 0))
+        rc = -1;
+    for (int st = 0; st < lb->steps && st < (lb->appended ? lb->steps : VARIANTS) && rc == 0; st++)
+        rc = step_path(lb, bp, dir, tag, st);
+    /* Map the base afresh: its vectors were read above (hashes, files) and would stay
+     * resident in this mapping; the queries read only its keys, touched here once, so that
+     * they are resident before any RSS baseline. */
+    lds_index_free(base);
+    base = NULL;
+    if (rc == 0 && lds_load_path(bp, &lo, &base, NULL, &err) != LDS_OK)
+        rc = -1;
+    lb->base = base;
+    unsigned sink = 0;
+    for (uint64_t r = 0; rc == 0 && r < lb->rows0; r++) {
+        const char *key;
+        size_t kl;
+        if (lds_index_key(base, r, &key, &kl) == LDS_OK && kl)
+            sink += (unsigned char)key[0];
+    }
     bench_escape(&sink);
-    uint64_t payload = lds_index_payload_bytes(base);
+    uint64_t payload = base ? lds_index_payload_bytes(base) : 0;
     bench_report *rep = rc == 0 ? bench_report_new(o) : NULL;
     for (int k = 0; rc == 0 && k < S_COUNT; k++) {
+        if (!on[k] || (k != S_SIZED && k != S_ADOPT_TC))
+            continue; /* pooled-adopt and pooled-copy: the live index's own pool */
         lds_pool_options po;
         lds_pool_options_default(&po);
         if (k != S_ADOPT_TC)
             po.thread_cache_count = 0;
         /* current + loading + the retired ones must fit the retention cap, else every
-         * rent past it is "oversize" and never pooled (lodestar_live.h, "Which pool") */
-        size_t need = (LDS_LIVE_DEFAULT_MAX_RETIRED + 2) * lds_pool_class_capacity(payload);
+         * rent past it is "oversize" and never pooled (the hand-sizing lodestar_live.h
+         * described before the live index had its own pool) */
+        size_t need = (LDS_LIVE_DEFAULT_MAX_RETIRED + 2) *
+                      lds_pool_class_capacity(payload + lb->appended * (size_t)per * lb->dim * 4);
         if (need > po.max_retained_bytes)
             po.max_retained_bytes = need;
-        if (k != S_MALLOC && lds_pool_create(&po, &lb.pool[k]) != LDS_OK)
+        if (lds_pool_create(&po, &lb->pool[k]) != LDS_OK)
             rc = -1;
     }
-    acc a[S_COUNT];
-    memset(a, 0, sizeof a);
+    acc *a = calloc(S_COUNT, sizeof *a);
+    if (!a)
+        rc = -1;
     if (rc == 0 && rep) {
-        char buf[512];
+        char buf[1024];
         bench_param(rep, "base", bp);
-        snprintf(buf, sizeof buf,
-                 "%llu rows x %u f32, %llu payload bytes; generation g = variant g %% 3 (base + "
-                 "g %% 3 in every element)",
-                 (unsigned long long)lb.rows, lb.dim, (unsigned long long)payload);
+        if (!lb->pattern)
+            snprintf(buf, sizeof buf,
+                     "%llu rows x %u f32, %llu payload bytes; step i = base + i %% 3 in every "
+                     "element (every reload changes every row)",
+                     (unsigned long long)lb->rows0, lb->dim, (unsigned long long)payload);
+        else
+            snprintf(buf, sizeof buf,
+                     "%llu rows x %u f32, %llu payload bytes; each reload's file: %llu rows "
+                     "(%.2f%%) updated in place (--changed %g, --clustered %g: runs of >= %d), "
+                     "%llu rows appended (--appended %g); a full reload of the same file after "
+                     "each (full_reload_ms)",
+                     (unsigned long long)lb->rows0, lb->dim, (unsigned long long)payload,
+                     (unsigned long long)lb->n_s, 100.0 * (double)lb->n_s / (double)lb->rows0,
+                     o->changed_pct, o->clustered_pct, RUN_ROWS,
+                     (unsigned long long)lb->appended, o->appended_pct);
         bench_param(rep, "index", buf);
+        int n_on = 0;
+        for (int k = 0; k < S_COUNT; k++)
+            n_on += on[k];
         snprintf(buf, sizeof buf,
                  "%d query threads + 1 reloader on %ld CPUs (shared with other work: timings are "
                  "noisy); a reload every %d ms; %d rounds x %d strategies x %d reloads each, "
-                 "interleaved",
-                 threads, ncpu, period_ms, rounds, S_COUNT, cycles / rounds ? cycles / rounds : 1);
+                 "interleaved; delta %s",
+                 threads, ncpu, period_ms, rounds, n_on, per, lb->delta ? "on" : "off");
         bench_param(rep, "load", buf);
         bench_param(rep, "query",
-                    "pin; find_key of a random row's key; check that row's every "
-                    "element; exact top-10 by dot over the 128 rows from it; unpin");
-        int per = cycles / rounds ? cycles / rounds : 1;
+                    "pin; find_key of a random row's key; check that row (hash of its every "
+                    "element) against the pinned generation's file; exact top-10 by dot over the "
+                    "128 rows from it; unpin");
         for (int r = 0; rc == 0 && r < rounds; r++)
             for (int k = 0; rc == 0 && k < S_COUNT; k++)
-                rc = phase(&lb, (enum strat)k, threads, per, period_ms, &a[k], payload);
+                if (on[k])
+                    rc = phase(lb, (enum strat)k, threads, per, period_ms, &a[k], payload);
     }
     if (rc == 0 && rep) {
         bench_table(rep, "reload loop under query load", true);
         for (int k = 0; k < S_COUNT; k++)
-            add_row(rep, (enum strat)k, &a[k], payload, bench_page_size(), lb.pool[k]);
-        bench_note(rep, "time columns: reload ms (median/min/max over every reload); faults = "
-                        "minor faults of the reloader thread per reload (median); peak RSS over "
-                        "payload = (peak process RSS in a phase - (RSS before it - this "
-                        "strategy's retained pool bytes)) / payload bytes; pooled strategies "
-                        "use thread_cache_count = 0 except pooled-adopt-tcache");
+            if (on[k])
+                add_row(rep, (enum strat)k, &a[k], payload, bench_page_size(), lb->pool[k]);
+        bench_note(rep, "time columns: reload ms (median/min/max over every timed reload); faults = "
+                        "minor faults of the reloader thread per reload (median; "
+                        "faults_from_third_pct: over each live index's third reload and later); "
+                        "peak RSS over payload = (peak process RSS in a phase - (RSS before it - "
+                        "this strategy's retained pool bytes)) / payload bytes; pooled-adopt and "
+                        "pooled-copy rent from the live index's own pool (lds_live_pool), "
+                        "pooled-adopt-sized from a private pool sized by hand (thread caches "
+                        "off, cap (2 + max_retired) payloads; its retained buffers are taken "
+                        "out of the baseline as resident payloads), pooled-adopt-shared from "
+                        "lds_pool_shared() (trimmed after each phase), pooled-adopt-tcache the "
+                        "sized pool with thread caches on; bytes_* from lds_load_info of each "
+                        "reload");
         rc = bench_report_finish(rep);
     }
-    for (int k = 0; k < S_COUNT; k++) {
+    for (int k = 0; a && k < S_COUNT; k++) {
         free(a[k].in_us);
         free(a[k].during_us);
-        lds_pool_free(lb.pool[k]);
     }
+    for (int k = 0; k < S_COUNT; k++)
+        lds_pool_free(lb->pool[k]);
+    free(a);
     bench_report_free(rep);
     lds_index_free(base);
+    for (int s = 0; s < VARIANTS; s++)
+        free(lb->hash[s]);
+    free(lb->hash_app);
+    free(lb->in_s);
+    free(lb->file);
+    free(lb);
     return rc;
 }

@@ -135,11 +135,19 @@ static const subcommand subcommands[] = {
      "the service reload loop: query threads on pinned generations while one thread reloads; "
      "pooled adopt/copy, malloc, mapped",
      "T query threads (key lookups plus exact top-k) on whatever generation they pin while\n"
-     "one thread reloads the index every R ms, per strategy (pooled-adopt, pooled-copy,\n"
-     "malloc, mapped), interleaved; every query checks its result against its own pinned\n"
+     "one thread reloads the index every R ms, per strategy (pooled-adopt: the live index's\n"
+     "own pool; pooled-adopt-sized: a hand-sized private pool; pooled-copy, malloc, mapped,\n"
+     "pooled-adopt-tcache), interleaved; every query checks its result against its own pinned\n"
      "generation (wrong_results).\n"
      "\noptions:\n"
-     "  --index FILE       reload this index (default: a generated one of tens of MB)\n"
+     "  --index FILE       reload this index (f32 with keys; default: a generated one)\n"
+     "  --rows N --dim N   shape of the generated index (default 40000 x 256)\n"
+     "  --changed PCT      each reload's file: PCT of rows updated in place, at random\n"
+     "  --clustered PCT    ... PCT of rows updated in place, in runs of >= 64 rows\n"
+     "  --appended PCT     ... PCT of rows appended at the end (none of the three: every\n"
+     "                     element changes); with any, a full reload of the same file is\n"
+     "                     timed after each (full_reload_ms)\n"
+     "  --strategy LIST    strategies to run, comma-separated (default: all)\n"
      "  --threads N        query threads (default: cores - 1, at least 1)\n"
      "  --cycles N         reloads per strategy (default 12)\n"
      "  --interval MS      ms between reloads (default 120, 250 with --index)\n"
@@ -215,6 +223,7 @@ static void usage(FILE *out)
             "  --dir DIR          where generated indexes are written (default $TMPDIR or /tmp)\n"
             "  --cycles N         reload cycles (reload: default 100; live: per strategy, default 12)\n"
             "  --interval MS      live: ms between reloads (default 120, 250 with --index)\n"
+            "  --changed/--clustered/--appended PCT   live: update pattern of each reload\n"
             "  --acquire          pool-cost: price acquisition only (the earlier tables)\n"
             "  --processes N      pool-cost: each case in its own process, N per case; report\n"
             "                     the median of the process averages and their range\n"
@@ -417,7 +426,14 @@ int main(int argc, char **argv)
             o.kernels = v;
         } else if (strcmp(a, "--strategy") == 0) {
             o.strategy = v;
-            bad = !bench_pool_cost_key(false, v);
+            /* live takes a list of its own strategies and checks it itself */
+            bad = strcmp(sub->name, "live") != 0 && !bench_pool_cost_key(false, v);
+        } else if (strcmp(a, "--changed") == 0 || strcmp(a, "--clustered") == 0 ||
+                   strcmp(a, "--appended") == 0) {
+            char *end = NULL;
+            double pct = strtod(v, &end);
+            bad = end == v || *end != '\0' || !(pct > 0 && pct <= 100);
+            *(a[2] == 'a' ? &o.appended_pct : a[3] == 'h' ? &o.changed_pct : &o.clustered_pct) = pct;
         } else if (strcmp(a, "--consumer") == 0) {
             o.consumer = v;
             bad = !bench_pool_cost_key(true, v);

@@ -34,25 +34,32 @@
  * - Refused reloads count in reloads_refused, failed loads in reloads_failed;
  *   neither changes the generation.
  *
- * Which pool: a retired generation is freed by the thread that releases its
- * last pin, so with LDS_OWN_ADOPT its rental is returned from that reader's
- * thread. A pool's thread cache keeps such a buffer for that thread alone
- * (lodestar_pool.h), where the reloader's next rent does not find it: it rents
- * cold and faults every page again (docs/adr/0014 has the figures). Load a
- * live index's generations from a private pool created with
- * thread_cache_count = 0, so every return goes to the shared stacks:
- *
- * and let it retain the current generation's buffer, the one loading and the
- * retired ones: max_retained_bytes at least (2 + max_retired) times
- * lds_pool_class_capacity(payload bytes). Below that, a rent past the cap is
- * "oversize", never pooled, and every reload faults its whole payload in
- * (the default cap, 256 MiB, holds two such buffers only up to 128 MiB each):
- *
- *   lds_pool_options po;  lds_pool_options_default(&po);
- *   po.thread_cache_count = 0;
- *   po.max_retained_bytes = (2 + LDS_LIVE_DEFAULT_MAX_RETIRED) * lds_pool_class_capacity(n);
- *   lds_pool_create(&po, &pool);
- *   lds_load_options lo;  lds_load_options_default(&lo);  lo.pool = pool;
+ * Which pool: a reload whose options name no pool (opts NULL, or opts->pool
+ * NULL: the loader's default, the shared pool) rents from the live index's
+ * own pool (lds_live_pool), made by lds_live_create for this loop
+ * (docs/adr/0049, which amends 0014):
+ * - thread caches off: a retired generation is freed by the reader that
+ *   releases its last pin; its buffer goes back where the reloader's next rent
+ *   finds it (not into that reader's thread cache);
+ * - room for (2 + max_retired) buffers of a size class, whatever the shared
+ *   pool's retention cap (256 MiB), and no idle age: the third reload of a
+ *   2 GiB index rents warm, also when reloads are hours apart;
+ * - between reloads it keeps ONE spare buffer of the serving generation's
+ *   class and frees the rest (a buffer made while a retired generation was
+ *   still pinned, or of a class the payload has left), at the start and the
+ *   end of each reload; at the end, while a retired generation is still
+ *   pinned, it keeps none (that generation's buffer comes back at its last
+ *   unpin and is the spare): resident memory stays at two payloads plus the
+ *   retired generations still pinned, not (2 + max_retired) payloads. A
+ *   reload that starts while a retired generation is still pinned rents a
+ *   fresh buffer (it faults its pages in once).
+ * Huge pages and LDS_POOL_CHECK apply to it as to any pool. A generation a
+ * reader frees is queued for the thread that rented its buffer and reaches
+ * the pool at that thread's next reload (lodestar_pool.h, returns on another
+ * thread): reload from one thread to find it there. A
+ * caller that names a pool in the options gets that pool, as before (size it
+ * as above: thread_cache_count = 0, max_retained_bytes at least (2 +
+ * max_retired) x lds_pool_class_capacity(payload bytes)).
  *
  * Mapped generations (lds_load_options.use_mmap, LDS_OWN_ADOPT): a pinned
  * generation keeps its mapping of the file's inode. Replacing the file by
@@ -247,6 +254,16 @@ LDS_API lds_status lds_live_reload_callback(lds_live *live, lds_read_fn read, vo
  */
 LDS_API lds_status lds_live_install_take(lds_live *live, lds_index *idx, uint64_t *generation,
                                          lds_error *err);
+
+/**
+ * The live index's own pool: reloads whose options name no pool rent from it
+ * (see "Which pool" at the top). Borrowed, owned by the live index and freed
+ * with it; NULL when live is NULL. For lds_pool_get_stats (warm rents:
+ * hits_shared; fresh ones: misses_*) and lds_pool_trim (LDS_POOL_TRIM_ALL
+ * gives back the spare; the next reload then rents afresh). Do not rent from
+ * it yourself. Thread-safe.
+ */
+LDS_API lds_pool *lds_live_pool(lds_live *live);
 
 /* ==== live statistics ==================================================== */
 

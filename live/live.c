@@ -23,6 +23,8 @@
  */
 #include "lodestar_live.h"
 
+#include "../pool/pool_internal.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -42,6 +44,7 @@ typedef struct lv_gen {
     uint64_t number;
     uint64_t bytes;
     uint64_t counted_pins; /* pins beyond the slots; under the mutex */
+    bool own_pool;         /* its buffer is a rental from the live index's own pool */
     struct lv_gen *next;   /* retired list; under the mutex */
 } lv_gen;
 
@@ -67,6 +70,10 @@ struct lds_live {
     uint64_t reloads_done, reloads_failed, reloads_refused, freed;
     lds_status last_status;
     lds_load_info last_load;
+    /* The pool reloads rent from when their options name none (docs/adr/0049): thread
+     * caches off, never aged, room for (2 + max_retired) buffers of a class; between
+     * reloads it keeps one spare buffer of the current generation's class. */
+    lds_pool *pool;
     struct lds_live *next_live; /* registry of live indexes, for thread exit */
 };
 
@@ -362,6 +369,19 @@ lds_status lds_live_create(const lds_live_options *opts, lds_live **out, lds_err
         set_err(err, LDS_E_NOMEM, NULL, "lds_live_create: pthread_mutex_init failed");
         return LDS_E_NOMEM;
     }
+    lds_pool_options po;
+    lds_pool_options_default(&po); /* LDS_POOL_CHECK and LDS_POOL_HUGE_PAGES still apply */
+    po.thread_cache_count = 0;     /* a reader's return must reach the reloader's next rent */
+    po.max_idle_ns = UINT64_MAX;   /* the spare waits for the next reload, however late */
+    po.max_per_class = 2u + o.max_retired;          /* current, loading, retired */
+    po.max_retained_bytes = LDS_POOL_MAX_REQUEST * 4; /* bounded per class instead */
+    if (lds_pool_create(&po, &live->pool) != LDS_OK) {
+        pthread_mutex_destroy(&live->reload_mtx);
+        pthread_mutex_destroy(&live->mtx);
+        free(live);
+        set_err(err, LDS_E_NOMEM, NULL, "lds_live_create: its pool could not be created");
+        return LDS_E_NOMEM;
+    }
     pthread_mutex_lock(&g_mtx);
     live->id = g_next_id++;
     live->next_live = g_lives;
@@ -425,6 +445,7 @@ static void live_destroy(lds_live *live)
         free(r);
         r = next;
     }
+    lds_pool_free(live->pool);
     pthread_mutex_destroy(&live->reload_mtx);
     pthread_mutex_destroy(&live->mtx);
     free(live);
@@ -588,11 +609,52 @@ static lv_gen *gen_new(lds_index *idx, const lds_load_info *info)
     return g;
 }
 
+/* The live index's own pool keeps, between reloads, one spare buffer of the serving
+ * generation's class (the next reload rents it warm) and frees any other: a buffer made
+ * while a retired generation was still pinned, or one of a class the payload left. At the
+ * end of a reload (`at_end`), a retired generation of this pool still pinned will bring its
+ * buffer back when its last pin goes: that buffer is then the spare, and the cached one is
+ * freed now (else three payloads stay resident until the next reload). Called by the
+ * reloader under reload_mtx (so `current` cannot change); it also collects the returns
+ * readers queued for this thread. */
+static void keep_one_spare(lds_live *live, bool at_end)
+{
+    lv_gen *cur = atomic_load(&live->current);
+    uint32_t keep = cur ? 1u : 0u;
+    if (at_end) {
+        pthread_mutex_lock(&live->mtx);
+        for (lv_gen *g = live->retired; g && keep; g = g->next)
+            if (g->own_pool)
+                keep = 0;
+        pthread_mutex_unlock(&live->mtx);
+    }
+    lds__pool_keep_spares(live->pool, cur ? cur->bytes : 0, keep);
+}
+
+/* `opts` with the live index's own pool when it names none (the default, NULL, is the
+ * shared pool): `local` is filled and returned. Options of a size the loader refuses are
+ * passed on unchanged, for the loader to report. */
+static const lds_load_options *with_own_pool(lds_live *live, const lds_load_options *opts,
+                                             lds_load_options *local, bool *own)
+{
+    *own = false;
+    if (opts && (opts->size < LDS_LOAD_OPTIONS_MIN_SIZE || opts->size > sizeof *local ||
+                 opts->pool))
+        return opts;
+    lds_load_options_default(local);
+    if (opts)
+        memcpy(local, opts, opts->size);
+    local->pool = live->pool;
+    *own = true;
+    keep_one_spare(live, false);
+    return local;
+}
+
 /* Ends the reload begun by reload_begin: swaps `g` in (st == LDS_OK) or records the
  * failure (`info` non-NULL: a load ran, its status and info go to the stats); releases
  * the reload mutex. */
 static lds_status reload_end(lds_live *live, lds_status st, lv_gen *g, const lds_load_info *info,
-                             uint64_t *generation)
+                             uint64_t *generation, bool own_pool)
 {
     pthread_mutex_lock(&live->mtx);
     if (info) {
@@ -628,8 +690,11 @@ static lds_status reload_end(lds_live *live, lds_status st, lv_gen *g, const lds
             live->retired_peak = live->n_retired;
         pthread_mutex_unlock(&live->mtx);
     }
-    pthread_mutex_unlock(&live->reload_mtx);
+    /* Freed before the next reload may start, so that the trim below sees its buffer. */
     free_list(dead);
+    if (own_pool)
+        keep_one_spare(live, true);
+    pthread_mutex_unlock(&live->reload_mtx);
     if (st == LDS_OK && generation)
         *generation = number;
     return st;
@@ -637,14 +702,17 @@ static lds_status reload_end(lds_live *live, lds_status st, lv_gen *g, const lds
 
 /* After a load: wraps the index in a generation and ends the reload. */
 static lds_status load_end(lds_live *live, lds_status st, lds_index *idx, const lds_load_info *info,
-                           uint64_t *generation, lds_error *err)
+                           uint64_t *generation, lds_error *err, bool own_pool)
 {
     lv_gen *g = NULL;
     if (st == LDS_OK && !(g = gen_new(idx, info))) {
         lds_index_free(idx);
         st = set_err(err, LDS_E_NOMEM, NULL, "reload: out of memory");
     }
-    return reload_end(live, st, g, info, generation);
+    if (g)
+        g->own_pool = own_pool && info->ownership == LDS_OWN_ADOPT &&
+                      info->path == LDS_LOAD_POOLED;
+    return reload_end(live, st, g, info, generation, own_pool);
 }
 
 /* The lds_load_info the load writes: the caller's, or ours when it passed NULL,
@@ -652,17 +720,21 @@ static lds_status load_end(lds_live *live, lds_status st, lds_index *idx, const 
 #define LOAD_INFO(info, local) ((info) ? (info) : (lds_load_info_init(&(local)), &(local)))
 
 /* The body every lds_live_reload_* shares: refuse a concurrent or over-bound reload,
- * run LOAD (a loader call that fills `idx` and `inf`), then swap in or report. */
+ * give `opts` the live index's own pool if it names none, run LOAD (a loader call on
+ * `opts` that fills `idx` and `inf`), then swap in or report. */
 #define RELOAD_WITH(LOAD)                                                                          \
     do {                                                                                           \
         lds_status st_ = reload_begin(live, err);                                                  \
         if (st_ != LDS_OK)                                                                         \
             return st_;                                                                            \
+        lds_load_options own_opts_;                                                                \
+        bool own_;                                                                                 \
+        opts = with_own_pool(live, opts, &own_opts_, &own_);                                       \
         lds_load_info local_;                                                                      \
         lds_load_info *inf = LOAD_INFO(info, local_);                                              \
         lds_index *idx = NULL;                                                                     \
         st_ = (LOAD);                                                                              \
-        return load_end(live, st_, idx, inf, generation, err);                                     \
+        return load_end(live, st_, idx, inf, generation, err, own_);                               \
     } while (0)
 
 lds_status lds_live_reload_path(lds_live *live, const char *path, const lds_load_options *opts,
@@ -728,7 +800,12 @@ lds_status lds_live_install_take(lds_live *live, lds_index *idx, uint64_t *gener
         pthread_mutex_unlock(&live->reload_mtx);
         return set_err(err, LDS_E_NOMEM, NULL, "install: out of memory"); /* caller keeps idx */
     }
-    return reload_end(live, LDS_OK, g, NULL, generation);
+    return reload_end(live, LDS_OK, g, NULL, generation, false);
+}
+
+lds_pool *lds_live_pool(lds_live *live)
+{
+    return live ? live->pool : NULL;
 }
 
 /* ==== statistics ========================================================= */

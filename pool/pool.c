@@ -396,6 +396,36 @@ lds_status lds_pool_trim(lds_pool *pool, lds_pool_trim_mode mode, size_t *freed_
     return LDS_OK;
 }
 
+/* For the live index (live/live.c): frees every buffer cached in the shared stacks
+ * except at most `keep` of the class of `min_bytes`; the calling thread's cross-thread
+ * returns are collected first (so a generation a reader freed counts as cached). Thread
+ * caches are left alone: the live index's pool has none. Returns the bytes freed. */
+size_t lds__pool_keep_spares(lds_pool *pool, size_t min_bytes, uint32_t keep)
+{
+    size_t freed = 0;
+    if (!pool)
+        return 0;
+    lds__pool_collect_mine(pool);
+    uint32_t keep_cls = min_bytes <= LDS_POOL_MAX_REQUEST ? lds__pool_class(min_bytes) : UINT32_MAX;
+    for (uint32_t c = 0; c < LDS__POOL_CLASSES; c++) {
+        uint32_t limit = c == keep_cls ? keep : 0;
+        for (;;) {
+            lds__class *k = &pool->classes[c];
+            pthread_mutex_lock(&k->lock);
+            uint32_t n = k->count;
+            pthread_mutex_unlock(&k->lock);
+            if (n <= limit)
+                break;
+            uint32_t idx = lds__shared_pop(pool, c);
+            if (idx == LDS__POOL_NO_SLOT)
+                break;
+            lds__buffer_destroy(pool, idx);
+            lds__trimmed(pool, lds__class_capacity(c), &freed);
+        }
+    }
+    return freed;
+}
+
 /* ==== fork ================================================================ */
 
 /* fork() in a multi-threaded process copies only the calling thread: a lock another thread

@@ -507,6 +507,12 @@ uint32_t lds__class_of(size_t min_bytes);
  * (statistics call it first, so a snapshot shows this thread's cross-thread returns). */
 void lds__pool_collect_mine(lds_pool *pool);
 
+/* Frees the shared stacks' cached buffers but at most `keep` of the class of `min_bytes`,
+ * after collecting the calling thread's cross-thread returns; thread caches are not
+ * touched. Returns the capacity bytes freed. For live/live.c: a live index's own pool keeps
+ * one spare payload buffer between reloads (docs/adr/0049). */
+size_t lds__pool_keep_spares(lds_pool *pool, size_t min_bytes, uint32_t keep);
+
 /* Test hook: sets the generation of the slot named by `handle` (its index bits) to `gen`,
  * so a test can take a slot to the edge without 2^32 real cycles. The slot must exist and
  * not be leased or retired; `gen` must be even (cached) and below LDS__POOL_GEN_RETIRE.

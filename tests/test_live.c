@@ -926,6 +926,13 @@ static void *pin_on_thread(void *p)
     return NULL;
 }
 
+static void *unpin_on_thread(void *p)
+{
+    handoff *h = p;
+    lds_live_unpin(h->live, &h->pin);
+    return NULL;
+}
+
 /* A pin taken on one thread (which then exits) and released on another. */
 static void test_pin_released_on_another_thread(void **state)
 {
@@ -951,6 +958,120 @@ static void test_pin_released_on_another_thread(void **state)
     lds_live_unpin(h.live, &h.pin);
     lds_live_free(h.live);
     lds_pool_free(pool);
+}
+
+/* ==== the live index's own pool (docs/adr/0049) ========================== */
+
+static uint64_t misses(lds_pool_stats s)
+{
+    return s.misses_cold + s.misses_exhausted + s.misses_oversize;
+}
+
+/* Reloads naming no pool rent from lds_live_pool: the first two rent fresh buffers, every
+ * later one rents warm, and between reloads the pool keeps exactly one spare. */
+static void test_own_pool_rents_warm_and_keeps_one_spare(void **state)
+{
+    (void)state;
+    const char *p1 = gen_file("own1.ldsi", 1), *p2 = gen_file("own2.ldsi", 2);
+    lds_live *live = new_live(2);
+    lds_pool *own = lds_live_pool(live);
+    assert_non_null(own);
+    assert_null(lds_live_pool(NULL));
+    uint64_t shared_rents = pool_stats(lds_pool_shared()).rents;
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(lds_live_reload_path(live, i % 2 ? p2 : p1, NULL, NULL, NULL, NULL),
+                         LDS_OK);
+    lds_pool_stats s = pool_stats(own);
+    assert_int_equal(s.rents, 6);
+    assert_int_equal(misses(s), 2);
+    assert_int_equal(s.hits_shared, 4);
+    assert_int_equal(s.leases_current, 1);   /* the serving generation */
+    assert_int_equal(s.buffers_retained, 1); /* the spare */
+    assert_int_equal(s.drops, 0);
+    assert_int_equal(pool_stats(lds_pool_shared()).rents, shared_rents);
+    /* options that name no pool: the same */
+    lds_load_options o = adopt_from(NULL);
+    assert_int_equal(lds_live_reload_path(live, p1, &o, NULL, NULL, NULL), LDS_OK);
+    s = pool_stats(own);
+    assert_int_equal(s.rents, 7);
+    assert_int_equal(s.hits_shared, 5);
+    lds_pin pin;
+    assert_int_equal(lds_live_pin(live, &pin), LDS_OK);
+    assert_int_equal(wrong_rows(pin.index, 1), 0);
+    lds_live_unpin(live, &pin);
+    /* a pool named in the options is the one rented from */
+    lds_pool *mine = sentinel_pool(LDS_POOL_CHECK_OFF);
+    o = adopt_from(mine);
+    assert_int_equal(lds_live_reload_path(live, p2, &o, NULL, NULL, NULL), LDS_OK);
+    assert_int_equal(pool_stats(mine).rents, 1);
+    assert_int_equal(pool_stats(own).rents, 7);
+    lds_live_free(live);
+    lds_pool_free(mine);
+}
+
+/* A reload while a retired generation is still pinned rents a third buffer (room for
+ * 2 + max_retired, never "oversize"); the spare is then given back at once, since the
+ * pinned generation's buffer comes back at its last unpin and serves as the next spare:
+ * never more than one payload beside the generations in use. */
+static void test_own_pool_frees_the_surplus_of_an_overlap(void **state)
+{
+    (void)state;
+    const char *p1 = gen_file("ov1.ldsi", 1), *p2 = gen_file("ov2.ldsi", 2),
+               *p3 = gen_file("ov3.ldsi", 3);
+    lds_live *live = new_live(2);
+    lds_pool *own = lds_live_pool(live);
+    assert_int_equal(lds_live_reload_path(live, p1, NULL, NULL, NULL, NULL), LDS_OK);
+    lds_pin pin;
+    assert_int_equal(lds_live_pin(live, &pin), LDS_OK);
+    assert_int_equal(lds_live_reload_path(live, p2, NULL, NULL, NULL, NULL), LDS_OK);
+    assert_int_equal(lds_live_reload_path(live, p3, NULL, NULL, NULL, NULL), LDS_OK);
+    lds_pool_stats s = pool_stats(own);
+    assert_int_equal(misses(s), 3);
+    assert_int_equal(s.misses_oversize, 0);
+    assert_int_equal(s.leases_current, 2); /* generation 1 (pinned) and 3 */
+    /* generation 2's buffer, freed at the swap, is not kept: generation 1's comes back */
+    assert_int_equal(s.buffers_retained, 0);
+    assert_int_equal(s.trims, 1);
+    assert_int_equal(s.drops, 0);
+    assert_int_equal(wrong_rows(pin.index, 1), 0);
+    lds_live_unpin(live, &pin);
+    s = pool_stats(own);
+    assert_int_equal(s.buffers_retained, 1); /* the spare: generation 1's */
+    assert_int_equal(lds_live_reload_path(live, p1, NULL, NULL, NULL, NULL), LDS_OK);
+    s = pool_stats(own);
+    assert_int_equal(s.trims, 1);
+    assert_int_equal(s.hits_shared, 1);
+    assert_int_equal(s.leases_current, 1);
+    assert_int_equal(s.buffers_retained, 1);
+    assert_int_equal(s.bytes_retained, s.bytes_leased); /* one spare of the payload's class */
+    assert_int_equal(lds_live_pin(live, &pin), LDS_OK);
+    assert_int_equal(wrong_rows(pin.index, 1), 0);
+    lds_live_unpin(live, &pin);
+    lds_live_free(live);
+}
+
+/* A generation whose last pin is released on another thread goes back through the
+ * reloader's thread (the pool's cross-thread return) and its buffer is rented warm. */
+static void test_own_pool_reuses_a_buffer_a_reader_freed(void **state)
+{
+    (void)state;
+    const char *p1 = gen_file("rd1.ldsi", 1), *p2 = gen_file("rd2.ldsi", 2);
+    handoff h = {new_live(2), {0}};
+    lds_pool *own = lds_live_pool(h.live);
+    assert_int_equal(lds_live_reload_path(h.live, p1, NULL, NULL, NULL, NULL), LDS_OK);
+    assert_int_equal(lds_live_pin(h.live, &h.pin), LDS_OK);
+    assert_int_equal(lds_live_reload_path(h.live, p2, NULL, NULL, NULL, NULL), LDS_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, unpin_on_thread, &h), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(live_stats(h.live).generations_freed, 1);
+    assert_int_equal(lds_live_reload_path(h.live, p1, NULL, NULL, NULL, NULL), LDS_OK);
+    lds_pool_stats s = pool_stats(own);
+    assert_int_equal(misses(s), 2);
+    assert_int_equal(s.hits_shared, 1);
+    assert_int_equal(s.leases_current, 1);
+    assert_int_equal(s.buffers_retained, 1);
+    lds_live_free(h.live);
 }
 
 /* Test hook in live/live.c: the number of thread records a live holds. */
@@ -1231,6 +1352,9 @@ int main(void)
         cmocka_unit_test(test_thread_exit_returns_records_in_many_lives),
         cmocka_unit_test(test_arguments_and_install),
         cmocka_unit_test(test_stats_json),
+        cmocka_unit_test(test_own_pool_rents_warm_and_keeps_one_spare),
+        cmocka_unit_test(test_own_pool_frees_the_surplus_of_an_overlap),
+        cmocka_unit_test(test_own_pool_reuses_a_buffer_a_reader_freed),
 #endif
         cmocka_unit_test(test_stress_readers_and_reloader),
     };
