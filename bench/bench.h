@@ -40,6 +40,7 @@ typedef struct bench_opts {
     const char *touch;             /* --touch page|full (pool-cost) */
     int interval_ms;               /* --interval MS between reloads (live); 0 = default */
     bool acquire;                  /* --acquire: pool-cost prices acquisition only */
+    bool retouch;                  /* --retouch: pool-cost re-touches a retained buffer */
     int processes;                 /* --processes N: pool-cost re-run in N fresh processes */
     const char *strategy;          /* --strategy allocate|rent|rent-clear|owner (pool-cost) */
     const char *consumer;          /* --consumer same|thread|yield (pool-cost) */

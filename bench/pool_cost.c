@@ -533,6 +533,153 @@ static int acquire_cost(const bench_opts *o)
     return rc;
 }
 
+/* ==== --retouch: a retained buffer touched again after an interval ==== */
+
+/* What a retained buffer (a pool's, or malloc's top of heap) costs to touch again after the
+ * program did something else for a while: 1 s asleep, or 1 s mapping, touching and unmapping
+ * 128 MiB elsewhere (as "mmap per call" does, and as any allocation-heavy neighbour does).
+ * Timed, and faults and CPU counted, around the touch alone: the wait is outside the window.
+ * On a shadow-paging hypervisor (PVM) the churn makes the hypervisor drop its shadow entries
+ * for the idle buffer, and the touch refaults them in the hypervisor: CPU time, no fault the
+ * guest counts (docs/adr/0044). */
+#define RT_WAIT_NS 1000000000ull
+#define RT_CHURN_BYTES ((size_t)128 << 20)
+
+typedef struct rt_ctx {
+    bool huge, churn;
+    size_t bytes;
+    char *buf;
+    size_t n;
+    double cpu_ns[PC_MAX_SAMPLES], faults[PC_MAX_SAMPLES];
+} rt_ctx;
+
+static int rt_wait(const rt_ctx *c)
+{
+    uint64_t t0 = bench_now_ns();
+    if (!c->churn) {
+        struct timespec ts = {(time_t)(RT_WAIT_NS / 1000000000ull),
+                              (long)(RT_WAIT_NS % 1000000000ull)};
+        nanosleep(&ts, NULL);
+        return 0;
+    }
+    while (bench_now_ns() - t0 < RT_WAIT_NS) {
+        char *q = mmap(NULL, RT_CHURN_BYTES, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (q == MAP_FAILED)
+            return -1;
+        bench_touch_pages(q, RT_CHURN_BYTES);
+        munmap(q, RT_CHURN_BYTES);
+    }
+    return 0;
+}
+
+static int rt_run(void *p, uint64_t ops, uint64_t *own)
+{
+    rt_ctx *c = p;
+    for (uint64_t i = 0; i < ops; i++) {
+        if (rt_wait(c) != 0)
+            return -1;
+        pc_clock k0 = pc_clock_now();
+        uint64_t f0 = bench_minflt(), t0 = bench_now_ns();
+        bench_touch_pages(c->buf, c->bytes);
+        bench_escape(c->buf);
+        uint64_t t1 = bench_now_ns(), f1 = bench_minflt();
+        pc_clock k1 = pc_clock_now();
+        *own += t1 - t0;
+        if (c->n < PC_MAX_SAMPLES) {
+            c->cpu_ns[c->n] = k1.cpu_ns - k0.cpu_ns;
+            c->faults[c->n] = (double)(f1 - f0);
+            c->n++;
+        }
+    }
+    return 0;
+}
+
+static double rt_median(const double *v, size_t from, size_t to)
+{
+    double t[PC_MAX_SAMPLES];
+    size_t m = 0;
+    for (size_t i = from; i < to; i++)
+        t[m++] = v[i];
+    if (m == 0)
+        return 0;
+    qsort(t, m, sizeof t[0], cmp_double);
+    return m % 2 ? t[m / 2] : (t[m / 2 - 1] + t[m / 2]) / 2;
+}
+
+static int retouch_cost(const bench_opts *o)
+{
+    size_t size = o->n_sizes ? o->sizes[0] : 20589008;
+    size_t page = bench_page_size();
+    size_t bytes = (size + page - 1) / page * page;
+    bench_report *rep = bench_report_new(o);
+    if (!rep)
+        return -1;
+    char title[160], size_s[32];
+    bench_fmt_bytes((double)size, size_s, sizeof size_s);
+    snprintf(title, sizeof title, "re-touch a retained %s buffer (one byte a page) after 1 s", size_s);
+    bench_table(rep, title, true);
+    bench_param(rep, "retouch",
+                "the buffer is mapped and touched once, then each op waits 1 s (asleep, or "
+                "mapping, touching and unmapping 128 MiB elsewhere in a loop) and touches it "
+                "again; time, CPU and faults are of the touch alone");
+    static const char *const names[4] = {
+        "after 1 s asleep, 4 KiB pages", "after 1 s of churn elsewhere, 4 KiB pages",
+        "after 1 s asleep, huge pages", "after 1 s of churn elsewhere, huge pages"};
+    rt_ctx ctx[4];
+    bench_alt alts[4];
+    int rc = 0;
+    for (int i = 0; i < 4; i++) {
+        ctx[i] = (rt_ctx){.huge = i >= 2, .churn = i % 2 == 1, .bytes = bytes};
+        if (ctx[i].huge) {
+            ctx[i].buf = map_huge(bytes);
+        } else {
+            void *b = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                           0);
+            ctx[i].buf = b == MAP_FAILED ? NULL : b;
+#ifdef MADV_NOHUGEPAGE
+            if (ctx[i].buf)
+                madvise(ctx[i].buf, bytes, MADV_NOHUGEPAGE);
+#endif
+        }
+        if (!ctx[i].buf)
+            rc = -1;
+        else
+            bench_touch_pages(ctx[i].buf, bytes);
+        alts[i] = (bench_alt){.name = names[i],
+                              .scale = BENCH_MS,
+                              .unit = "ms/op",
+                              .run = rt_run,
+                              .ctx = &ctx[i],
+                              .ops = 1,
+                              .row = bench_row_new(rep, names[i], "ms/op")};
+    }
+    int warm = bench_warmup(o, 1);
+    if (rc == 0)
+        rc = bench_interleave(alts, 4, warm, bench_iters(o, 5));
+    for (int i = 0; rc == 0 && i < 4; i++) {
+        size_t from = (size_t)warm < ctx[i].n ? (size_t)warm : ctx[i].n;
+        bench_row_set(alts[i].row, "the touch alone", "cpu_ms", BENCH_NUM,
+                      rt_median(ctx[i].cpu_ns, from, ctx[i].n) / 1e6);
+        bench_row_set(alts[i].row, "the touch alone", "faults_counted", BENCH_NUM,
+                      rt_median(ctx[i].faults, from, ctx[i].n));
+        bench_row_set(alts[i].row, "the touch alone", "us_per_page", BENCH_NUM,
+                      bench_row_median(alts[i].row) * 1e3 / (double)(bytes / page));
+    }
+    if (rc == 0) {
+        bench_note(rep, "time = wall time of the touch alone; cpu = process CPU time of it; a "
+                        "churned row far above its asleep row with 0 faults counted and cpu near "
+                        "its time is work the guest kernel never saw: a hypervisor refaulting "
+                        "its own page tables (docs/adr/0044)");
+        rc = bench_report_finish(rep);
+    }
+    for (int i = 0; i < 4; i++)
+        if (ctx[i].buf)
+            munmap(ctx[i].buf, bytes);
+    bench_report_free(rep);
+    return rc;
+}
+
 /* ==== the whole operation: fill, consume every byte, checksum, end the lease ==== */
 
 enum wstrategy { W_ALLOC, W_RENT, W_RENT_CLEAR, W_OWNER, W_COUNT };
@@ -1290,5 +1437,7 @@ static int whole_cost(const bench_opts *o)
 
 int bench_pool_cost(const bench_opts *o)
 {
+    if (o->retouch)
+        return retouch_cost(o);
     return o->acquire ? acquire_cost(o) : whole_cost(o);
 }
