@@ -310,7 +310,7 @@ def machine_line(docs):
                 m.get("allocator_version"), d.get("lodestar_version"), m.get("build"),
                 m.get("host") or host_facts())
         if isinstance(m, str):
-            return m
+            return "%s | %s" % (m, host_facts())
     return "unknown | %s" % host_facts()
 
 
