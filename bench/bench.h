@@ -44,6 +44,7 @@ typedef struct bench_opts {
        --clustered (in place, runs of >= 64 rows), --appended (rows added at the end) */
     double changed_pct, clustered_pct, appended_pct;
     bool acquire;                  /* --acquire: pool-cost prices acquisition only */
+    bool retouch;                  /* --retouch: pool-cost re-touches a retained buffer */
     int processes;                 /* --processes N: pool-cost re-run in N fresh processes */
     const char *strategy;          /* --strategy allocate|rent|rent-clear|owner (pool-cost) */
     const char *consumer;          /* --consumer same|thread|yield (pool-cost) */

@@ -56,6 +56,10 @@ ap.add_argument("--sections", default="main,extras",
                 help="main: the comparison table; extras: cosine norms (first search vs later) "
                      "and single-query threads 1 vs all")
 ap.add_argument("--single", type=int, default=10, help="queries timed one at a time")
+ap.add_argument("--contenders", default="",
+                help="main: only the contenders whose name, spaces as '-', contains one of these "
+                     "comma-separated words (e.g. f32-dot,IndexFlatIP for adr-check); the others "
+                     "are neither built nor timed")
 ap.add_argument("--json", help="also write every row's per-round samples (wall ms per query) as "
                                "JSON to this file (scripts/adr-check.sh); rows are named "
                                "'CONTENDER @ batch B k K'")
@@ -239,6 +243,12 @@ def extras(x, q, tmp):
     os.unlink(path)
 
 
+def wanted(name):
+    """Whether --contenders keeps the contender of this name (all when it is empty)."""
+    words = [w for w in args.contenders.split(",") if w]
+    return not words or any(w in name.replace(" ", "-") for w in words)
+
+
 def main():
     x, source = vectors()
     n, d = x.shape
@@ -259,6 +269,8 @@ def main():
     contenders, refset = [], {}
     t0 = time.perf_counter()
     for name, dt, metric in specs:
+        if not wanted("lodestar %s %s" % (name, metric)):
+            continue
         path = os.path.join(tmp, "%s-%s.ldsi" % (name, metric))
         write(path, x, dt, metric, scale if dt == 4 else 0.0)
         c = Lds("lodestar %s %s" % (name, metric), path, None)
@@ -267,7 +279,8 @@ def main():
         contenders.append(c)
         os.unlink(path)
     setup_s = time.perf_counter() - t0
-    if faiss is not None:
+    if faiss is not None and any(wanted(n) for n in ("faiss IndexFlatIP", "faiss IndexFlatL2",
+                                                      "faiss SQ fp16 IP", "faiss SQ 8bit IP")):
         faiss.omp_set_num_threads(THREADS)
         ip, l2 = faiss.IndexFlatIP(d), faiss.IndexFlatL2(d)
         ip.add(x)
@@ -276,19 +289,23 @@ def main():
                                           faiss.METRIC_INNER_PRODUCT)
         sq8 = faiss.IndexScalarQuantizer(d, faiss.ScalarQuantizer.QT_8bit,
                                          faiss.METRIC_INNER_PRODUCT)
-        for sq in (sq16, sq8):
-            sq.train(x)
-            sq.add(x)
+        for sq, sqname in ((sq16, "faiss SQ fp16 IP"), (sq8, "faiss SQ 8bit IP")):
+            if wanted(sqname):
+                sq.train(x)
+                sq.add(x)
         for name, index, lower in [("faiss IndexFlatIP", ip, False),
                                    ("faiss IndexFlatL2", l2, True),
                                    ("faiss SQ fp16 IP", sq16, False),
                                    ("faiss SQ 8bit IP", sq8, False)]:
+            if not wanted(name):
+                continue
             f = Faiss(name, index)
             f.stored, f.lower = x, lower
             contenders.append(f)
-    npc = Numpy(x)
-    npc.stored, npc.lower = x, False
-    contenders.append(npc)
+    if wanted("numpy"):
+        npc = Numpy(x)
+        npc.stored, npc.lower = x, False
+        contenders.append(npc)
 
     ks = [10, 100]
     times = {}  # (name, batch, k) -> [wall ms per query]
@@ -369,8 +386,8 @@ def main():
             ratio("lodestar %s dot" % name, "lodestar f32 dot", 1, k)
     # Bandwidth: glibc memchr over 512 MiB, against a single-query f32 scan (k 10), both
     # with 1 thread and with THREADS; best of several, wall time and (1 thread) CPU time.
-    f32 = contenders[0]
-    for th in (1, THREADS):
+    f32 = contenders[0] if contenders and contenders[0].name == "lodestar f32 dot" else None
+    for th in (1, THREADS) if f32 is not None and not args.contenders else ():
         bw, bw_cpu = memchr_bandwidth(th)
         f32.opts.threads = th
         walls, cpus = [], []
@@ -384,7 +401,8 @@ def main():
               "single-query f32 scan %.1f GB/s wall (%.1f per CPU second) = %.0f%% (%.0f%%)" % (
                   th, bw / 1e9, bw_cpu / 1e9, rate / 1e9, rate_cpu / 1e9, 100 * rate / bw,
                   100 * rate_cpu / bw_cpu))
-    f32.opts.threads = THREADS
+    if f32 is not None:
+        f32.opts.threads = THREADS
     print("# setup (write + load lodestar indexes): %.1f s" % setup_s)
 
 

@@ -15,6 +15,9 @@
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #ifndef BENCH_BUILDTYPE
 #define BENCH_BUILDTYPE "unknown"
@@ -181,8 +184,131 @@ const char *bench_fmt_bytes(double bytes, char *buf, size_t cap)
 
 static char cpu_model[128];
 static char kernel[160];
+static char host_facts[256]; /* hypervisor, THP mode, proactive reclaim: machine_facts() */
 static char alloc_name[32];
 static char alloc_version[64];
+
+/* The bracketed word of a sysfs mode file ("always [madvise] never" -> "madvise"), or "-". */
+static void sysfs_mode(const char *path, char *out, size_t n)
+{
+    snprintf(out, n, "-");
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char buf[256];
+    if (fgets(buf, sizeof buf, f)) {
+        char *a = strchr(buf, '['), *b = a ? strchr(a, ']') : NULL;
+        if (a && b) {
+            *b = '\0';
+            snprintf(out, n, "%.*s", (int)(n - 1), a + 1);
+        } else {
+            buf[strcspn(buf, "\n")] = '\0';
+            snprintf(out, n, "%.*s", (int)(n - 1), buf);
+        }
+    }
+    fclose(f);
+}
+
+/* The machine facts a ratio depends on beyond the CPU: the hypervisor (CPUID leaf 0x40000000's
+ * signature when /proc/cpuinfo has the hypervisor flag, as systemd-detect-virt --vm reads it;
+ * Xen's /sys/hypervisor/type; the kernel log may name another, e.g. "PVM" under "bhyve"),
+ * the THP mode (enabled/defrag), and proactive reclaim: DAMON contexts that are on with their
+ * schemes' actions, and whether there is swap. One short string, same on every line. */
+static void machine_facts(void)
+{
+    char virt[64] = "none";
+    bool flag = false;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[4096];
+        while (fgets(line, sizeof line, f))
+            if (strncmp(line, "flags", 5) == 0) {
+                flag = strstr(line, " hypervisor") != NULL;
+                break;
+            }
+        fclose(f);
+    }
+    if (flag) {
+        snprintf(virt, sizeof virt, "unnamed");
+#if defined(__x86_64__) || defined(__i386__)
+        unsigned a, b, c, d;
+        __cpuid(0x40000000, a, b, c, d);
+        char sig[13];
+        memcpy(sig, &b, 4);
+        memcpy(sig + 4, &c, 4);
+        memcpy(sig + 8, &d, 4);
+        sig[12] = '\0';
+        static const char *const known[][2] = {{"KVMKVMKVM", "kvm"},
+                                                 {"Microsoft Hv", "hyper-v"},
+                                                 {"VMwareVMware", "vmware"},
+                                                 {"XenVMMXenVMM", "xen"},
+                                                 {"TCGTCGTCGTCG", "qemu-tcg"},
+                                                 {"ACRNACRNACRN", "acrn"},
+                                                 {"bhyve bhyve ", "bhyve"}};
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            if (strncmp(sig, known[i][0], strlen(known[i][0])) == 0)
+                snprintf(virt, sizeof virt, "%s", known[i][1]);
+#endif
+    }
+    FILE *x = fopen("/sys/hypervisor/type", "r");
+    if (x) {
+        char t[32];
+        if (fgets(t, sizeof t, x)) {
+            t[strcspn(t, "\n")] = '\0';
+            snprintf(virt, sizeof virt, "%s", t);
+        }
+        fclose(x);
+    }
+    char thp[24], defrag[24];
+    sysfs_mode("/sys/kernel/mm/transparent_hugepage/enabled", thp, sizeof thp);
+    sysfs_mode("/sys/kernel/mm/transparent_hugepage/defrag", defrag, sizeof defrag);
+    char damon[96] = "off";
+    size_t on = 0;
+    for (int k = 0; k < 8; k++) {
+        char path[128], st[16] = "";
+        snprintf(path, sizeof path, "/sys/kernel/mm/damon/admin/kdamonds/%d/state", k);
+        FILE *d = fopen(path, "r");
+        if (!d)
+            break;
+        if (!fgets(st, sizeof st, d))
+            st[0] = '\0';
+        fclose(d);
+        if (strncmp(st, "on", 2) != 0)
+            continue;
+        char act[32] = "";
+        snprintf(path, sizeof path,
+                 "/sys/kernel/mm/damon/admin/kdamonds/%d/contexts/0/schemes/0/action", k);
+        if ((d = fopen(path, "r")) != NULL) {
+            if (!fgets(act, sizeof act, d))
+                act[0] = '\0';
+            fclose(d);
+            act[strcspn(act, "\n")] = '\0';
+        }
+        size_t len = on ? strlen(damon) : 0;
+        snprintf(damon + len, sizeof damon - len, "%s%s", on ? "+" : "on: ",
+                 act[0] ? act : "monitor only");
+        on++;
+    }
+    long long swap_kb = -1;
+    FILE *m = fopen("/proc/meminfo", "r");
+    if (m) {
+        char line[256];
+        while (fgets(line, sizeof line, m))
+            if (sscanf(line, "SwapTotal: %lld kB", &swap_kb) == 1)
+                break;
+        fclose(m);
+    }
+    char swap[32];
+    if (swap_kb == 0)
+        snprintf(swap, sizeof swap, "none");
+    else if (swap_kb > 0)
+        snprintf(swap, sizeof swap, "%lld MiB", swap_kb / 1024);
+    else
+        snprintf(swap, sizeof swap, "-");
+    snprintf(host_facts, sizeof host_facts,
+             "hypervisor %s | THP %s, defrag %s | DAMON %s, swap %s", virt, thp, defrag, damon,
+             swap);
+}
 
 static void machine_probe(void)
 {
@@ -207,6 +333,7 @@ static void machine_probe(void)
         }
         fclose(f);
     }
+    machine_facts();
     struct utsname u;
     if (uname(&u) == 0)
         snprintf(kernel, sizeof kernel, "%s %s", u.sysname, u.release);
@@ -274,9 +401,9 @@ const char *bench_machine_line(void)
     char extra_env[96] = "";
     if (mmap_threshold)
         snprintf(extra_env, sizeof extra_env, " (MALLOC_MMAP_THRESHOLD_=%s)", mmap_threshold);
-    snprintf(line, sizeof line, "%s, %ld cpus | %s | %s %s%s | lodestar %s (%s build)", cpu_model,
-             sysconf(_SC_NPROCESSORS_ONLN), kernel, alloc_name, alloc_version, extra_env,
-             lds_version(), BENCH_BUILDTYPE);
+    snprintf(line, sizeof line, "%s, %ld cpus | %s | %s %s%s | lodestar %s (%s build) | %s",
+             cpu_model, sysconf(_SC_NPROCESSORS_ONLN), kernel, alloc_name, alloc_version,
+             extra_env, lds_version(), BENCH_BUILDTYPE, host_facts);
     return line;
 }
 
@@ -760,6 +887,8 @@ static int write_json(const bench_report *rep, const char *path)
     json_str(f, cpu_model);
     fprintf(f, ", \"cpus\": %ld, \"kernel\": ", sysconf(_SC_NPROCESSORS_ONLN));
     json_str(f, kernel);
+    fprintf(f, ", \"host\": ");
+    json_str(f, host_facts);
     fprintf(f, ", \"page_size\": %zu, \"allocator\": ", bench_page_size());
     json_str(f, alloc_name);
     fprintf(f, ", \"allocator_version\": ");

@@ -239,7 +239,10 @@ static int run_child(const bench_opts *o, const alt *a, const char *path, int re
         close(fds[0]);
         close(fds[1]);
         if (strcmp(a->kind, "numpy") == 0) {
-            execl("/usr/bin/python3", "python3", script, path, rs, (char *)NULL);
+            /* argv[0] is the full path: given a bare "python3", CPython looks it up on PATH to
+             * find its prefix, and under a pyenv python3 first on PATH (as when adr-check runs
+             * under it) took pyenv's library, which has no numpy. */
+            execl("/usr/bin/python3", "/usr/bin/python3", script, path, rs, (char *)NULL);
         } else {
             const char *argv[] = {"lodestar-bench", "load-scale", "--mode", mode, "--loads", rs,
                                   "--index",        path,         NULL};

@@ -77,6 +77,9 @@ static const subcommand subcommands[] = {
      "  --acquire          price acquisition only (stack, malloc, rent, rent + clear, mmap\n"
      "                     per call; default sizes 64, 1K, 4K, 64K, 1M, 20589008, 128M)\n"
      "  --touch page|full  with --acquire: one byte per page (default) or every byte\n"
+     "  --retouch          re-touch a retained buffer (20589008 B, or --size) after 1 s\n"
+     "                     idle or 1 s of page-table churn elsewhere in the process (4 KiB\n"
+     "                     and huge pages): CPU time and faults of the touch alone\n"
      "  --iterations N     measured rounds (default 15; 9 from 64 MiB, 5 from 512 MiB),\n"
      "                     --warmup N (default 2)\n"
      "typical run time: tens of seconds (the default sizes); --full, minutes\n"},
@@ -230,6 +233,7 @@ static void usage(FILE *out)
             "  --strategy S --consumer C   pool-cost: one strategy (allocate, rent,\n"
             "                     rent-clear, owner) / consumer (same, thread, yield)\n"
             "  --observe          pool-cost: preload the allocation counter (observed bytes)\n"
+            "  --retouch          pool-cost: re-touch a retained buffer after idle or churn\n"
             "  --touch page|full  pool-cost --acquire: write one byte per page (default) or\n"
             "                     every byte\n"
             "  --mode fresh|warm|none --loads N   heap-warmth child process mode\n"
@@ -363,6 +367,9 @@ int main(int argc, char **argv)
             takes = false;
         } else if (strcmp(a, "--acquire") == 0) {
             o.acquire = true;
+            takes = false;
+        } else if (strcmp(a, "--retouch") == 0) {
+            o.retouch = true;
             takes = false;
         } else if (strcmp(a, "--observe") == 0) {
             o.observe = true;

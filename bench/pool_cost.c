@@ -41,10 +41,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define STACK_MAX ((size_t)65536)
+#define PC_MAX_SAMPLES 256
 
 /* The "(huge pages)" strategies run from LDS_POOL_HUGE_MIN up: a pool with huge_pages on,
  * and a mapping per call aligned and advised the way that pool does it (docs/adr/0009). */
@@ -73,6 +76,13 @@ typedef struct pc_ctx {
     bool full_touch;
     lds_pool *pool;
     size_t capacity; /* observed at the last op */
+    /* Where each sample's time went, one entry per call of run() (warm-up rounds first):
+     * process CPU time (ns, all threads, user + kernel), involuntary context switches (the
+     * scheduler took the CPU away: time off the CPU) and ops. Wall time far above CPU time is time spent waiting for
+     * a CPU, which no fault count shows. */
+    size_t n_acct;
+    double cpu_ns[PC_MAX_SAMPLES], invol[PC_MAX_SAMPLES];
+    uint64_t acct_ops[PC_MAX_SAMPLES];
 } pc_ctx;
 
 #define HUGE_PAGE ((size_t)2 << 20)
@@ -111,11 +121,86 @@ static void stack_op(const pc_ctx *c)
     touch(c, buf);
 }
 
+typedef struct pc_clock {
+    double cpu_ns, invol;
+} pc_clock;
+
+static pc_clock pc_clock_now(void)
+{
+    pc_clock k = {0, 0};
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
+        k.cpu_ns = (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        k.invol = (double)ru.ru_nivcsw;
+    return k;
+}
+
+static int run_ops(pc_ctx *c, uint64_t ops);
+
 static int run(void *p, uint64_t ops, uint64_t *elapsed)
 {
     pc_ctx *c = p;
-    size_t page = bench_page_size();
     (void)elapsed;
+    pc_clock k0 = pc_clock_now();
+    int rc = run_ops(c, ops);
+    pc_clock k1 = pc_clock_now();
+    if (c->n_acct < PC_MAX_SAMPLES) {
+        c->cpu_ns[c->n_acct] = k1.cpu_ns - k0.cpu_ns;
+        c->invol[c->n_acct] = k1.invol - k0.invol;
+        c->acct_ops[c->n_acct] = ops;
+        c->n_acct++;
+    }
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median over the measured samples (warm-up ones skipped) of v[i] / ops[i] / div. */
+static double pc_median_per_op(const pc_ctx *c, const double *v, size_t skip, double div)
+{
+    double t[PC_MAX_SAMPLES];
+    size_t m = 0;
+    for (size_t i = skip; i < c->n_acct; i++)
+        t[m++] = v[i] / (double)c->acct_ops[i] / div;
+    if (m == 0)
+        return 0;
+    qsort(t, m, sizeof t[0], cmp_double);
+    return m % 2 ? t[m / 2] : (t[m / 2 - 1] + t[m / 2]) / 2;
+}
+
+/* The "where the time went" columns of a row: median CPU time per op (same unit as the
+ * time), the share of the wall time spent off the CPU (waiting to run: the machine's other
+ * work) and involuntary context switches per op. A slow median with 0 faults reads here as
+ * CPU time (the touch itself, syscalls, or a hypervisor's stall, which the guest counts as
+ * its own CPU time) or time off the CPU (another process ran). */
+static void pc_where(bench_row *row, const pc_ctx *c, size_t skip, bench_scale scale)
+{
+    double div = scale == BENCH_MS ? 1e6 : scale == BENCH_US ? 1e3 : 1;
+    double off[PC_MAX_SAMPLES];
+    size_t m = 0;
+    for (size_t i = skip; i < c->n_acct && i - skip < bench_row_count(row); i++) {
+        double wall = bench_row_at(row, i - skip) * div * (double)c->acct_ops[i];
+        double o = wall > 0 ? 100.0 * (wall - c->cpu_ns[i]) / wall : 0;
+        off[m++] = o < 0 ? 0 : o;
+    }
+    qsort(off, m, sizeof off[0], cmp_double);
+    double off_med = m == 0 ? 0 : m % 2 ? off[m / 2] : (off[m / 2 - 1] + off[m / 2]) / 2;
+    bench_row_set(row, "where the time went", "cpu", BENCH_NUM,
+                  pc_median_per_op(c, c->cpu_ns, skip, div));
+    bench_row_set(row, "where the time went", "off_cpu_pct", BENCH_PCT, off_med);
+    bench_row_set(row, "where the time went", "preempted_per_op", BENCH_NUM,
+                  pc_median_per_op(c, c->invol, skip, 1));
+}
+
+static int run_ops(pc_ctx *c, uint64_t ops)
+{
+    size_t page = bench_page_size();
     for (uint64_t i = 0; i < ops; i++) {
         switch (c->s) {
         case S_STACK:
@@ -315,6 +400,12 @@ static int acquire_cost(const bench_opts *o)
                 "retained = bytes the strategy keeps after free/return (pool: bytes_retained; "
                 "malloc: glibc mallinfo2 fordblks, '-' for other allocators); RSS = process "
                 "resident bytes after the sample");
+    bench_param(rep, "where the time went",
+                "cpu = process CPU time per op (same unit as the time), off cpu = share of the "
+                "wall time not on a CPU (another process ran), preempted = involuntary context "
+                "switches per op; medians over the rounds. A slow row with 0 faults and cpu near "
+                "its time did the work itself: on a shadow-paging hypervisor (PVM) that includes "
+                "faults the guest never sees (docs/adr/0044)");
 
     int rc = 0;
     for (size_t si = 0; si < n && rc == 0; si++) {
@@ -337,7 +428,10 @@ static int acquire_cost(const bench_opts *o)
             if ((s == S_RENT_HUGE || s == S_MMAP_HUGE) && size < LDS_POOL_HUGE_MIN)
                 continue;
             ctx[k] =
-                (pc_ctx){(enum strategy)s, size, full_touch, s == S_RENT_HUGE ? hpool : pool, 0};
+                (pc_ctx){.s = (enum strategy)s,
+                         .size = size,
+                         .full_touch = full_touch,
+                         .pool = s == S_RENT_HUGE ? hpool : pool};
             bench_scale scale = size >= ((size_t)32 << 20)   ? BENCH_MS
                                 : size >= ((size_t)64 << 10) ? BENCH_US
                                                              : BENCH_NS_PER_OP;
@@ -351,7 +445,8 @@ static int acquire_cost(const bench_opts *o)
                                   .row = bench_row_new(rep, strategy_names[s], unit)};
             k++;
         }
-        rc = bench_interleave(alts, k, bench_warmup(o, 2), iters_for(o, size));
+        int warm = bench_warmup(o, 2);
+        rc = bench_interleave(alts, k, warm, iters_for(o, size));
         if (rc != 0)
             break;
         lds_pool_stats st, hst;
@@ -376,6 +471,7 @@ static int acquire_cost(const bench_opts *o)
                 retained = 0;
             bench_row_set(row, "residency", "retained", BENCH_BYTES, retained);
             bench_row_set(row, "residency", "rss", BENCH_BYTES, (double)bench_row_rss_max(row));
+            pc_where(row, &ctx[i], (size_t)warm, alts[i].scale);
             if (bench_row_median(row) < bench_row_median(alts[best].row))
                 best = i;
         }
@@ -433,6 +529,153 @@ static int acquire_cost(const bench_opts *o)
         rc = bench_report_finish(rep);
     lds_pool_free(pool);
     lds_pool_free(hpool);
+    bench_report_free(rep);
+    return rc;
+}
+
+/* ==== --retouch: a retained buffer touched again after an interval ==== */
+
+/* What a retained buffer (a pool's, or malloc's top of heap) costs to touch again after the
+ * program did something else for a while: 1 s asleep, or 1 s mapping, touching and unmapping
+ * 128 MiB elsewhere (as "mmap per call" does, and as any allocation-heavy neighbour does).
+ * Timed, and faults and CPU counted, around the touch alone: the wait is outside the window.
+ * On a shadow-paging hypervisor (PVM) the churn makes the hypervisor drop its shadow entries
+ * for the idle buffer, and the touch refaults them in the hypervisor: CPU time, no fault the
+ * guest counts (docs/adr/0044). */
+#define RT_WAIT_NS 1000000000ull
+#define RT_CHURN_BYTES ((size_t)128 << 20)
+
+typedef struct rt_ctx {
+    bool huge, churn;
+    size_t bytes;
+    char *buf;
+    size_t n;
+    double cpu_ns[PC_MAX_SAMPLES], faults[PC_MAX_SAMPLES];
+} rt_ctx;
+
+static int rt_wait(const rt_ctx *c)
+{
+    uint64_t t0 = bench_now_ns();
+    if (!c->churn) {
+        struct timespec ts = {(time_t)(RT_WAIT_NS / 1000000000ull),
+                              (long)(RT_WAIT_NS % 1000000000ull)};
+        nanosleep(&ts, NULL);
+        return 0;
+    }
+    while (bench_now_ns() - t0 < RT_WAIT_NS) {
+        char *q = mmap(NULL, RT_CHURN_BYTES, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (q == MAP_FAILED)
+            return -1;
+        bench_touch_pages(q, RT_CHURN_BYTES);
+        munmap(q, RT_CHURN_BYTES);
+    }
+    return 0;
+}
+
+static int rt_run(void *p, uint64_t ops, uint64_t *own)
+{
+    rt_ctx *c = p;
+    for (uint64_t i = 0; i < ops; i++) {
+        if (rt_wait(c) != 0)
+            return -1;
+        pc_clock k0 = pc_clock_now();
+        uint64_t f0 = bench_minflt(), t0 = bench_now_ns();
+        bench_touch_pages(c->buf, c->bytes);
+        bench_escape(c->buf);
+        uint64_t t1 = bench_now_ns(), f1 = bench_minflt();
+        pc_clock k1 = pc_clock_now();
+        *own += t1 - t0;
+        if (c->n < PC_MAX_SAMPLES) {
+            c->cpu_ns[c->n] = k1.cpu_ns - k0.cpu_ns;
+            c->faults[c->n] = (double)(f1 - f0);
+            c->n++;
+        }
+    }
+    return 0;
+}
+
+static double rt_median(const double *v, size_t from, size_t to)
+{
+    double t[PC_MAX_SAMPLES];
+    size_t m = 0;
+    for (size_t i = from; i < to; i++)
+        t[m++] = v[i];
+    if (m == 0)
+        return 0;
+    qsort(t, m, sizeof t[0], cmp_double);
+    return m % 2 ? t[m / 2] : (t[m / 2 - 1] + t[m / 2]) / 2;
+}
+
+static int retouch_cost(const bench_opts *o)
+{
+    size_t size = o->n_sizes ? o->sizes[0] : 20589008;
+    size_t page = bench_page_size();
+    size_t bytes = (size + page - 1) / page * page;
+    bench_report *rep = bench_report_new(o);
+    if (!rep)
+        return -1;
+    char title[160], size_s[32];
+    bench_fmt_bytes((double)size, size_s, sizeof size_s);
+    snprintf(title, sizeof title, "re-touch a retained %s buffer (one byte a page) after 1 s", size_s);
+    bench_table(rep, title, true);
+    bench_param(rep, "retouch",
+                "the buffer is mapped and touched once, then each op waits 1 s (asleep, or "
+                "mapping, touching and unmapping 128 MiB elsewhere in a loop) and touches it "
+                "again; time, CPU and faults are of the touch alone");
+    static const char *const names[4] = {
+        "after 1 s asleep, 4 KiB pages", "after 1 s of churn elsewhere, 4 KiB pages",
+        "after 1 s asleep, huge pages", "after 1 s of churn elsewhere, huge pages"};
+    rt_ctx ctx[4];
+    bench_alt alts[4];
+    int rc = 0;
+    for (int i = 0; i < 4; i++) {
+        ctx[i] = (rt_ctx){.huge = i >= 2, .churn = i % 2 == 1, .bytes = bytes};
+        if (ctx[i].huge) {
+            ctx[i].buf = map_huge(bytes);
+        } else {
+            void *b = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                           0);
+            ctx[i].buf = b == MAP_FAILED ? NULL : b;
+#ifdef MADV_NOHUGEPAGE
+            if (ctx[i].buf)
+                madvise(ctx[i].buf, bytes, MADV_NOHUGEPAGE);
+#endif
+        }
+        if (!ctx[i].buf)
+            rc = -1;
+        else
+            bench_touch_pages(ctx[i].buf, bytes);
+        alts[i] = (bench_alt){.name = names[i],
+                              .scale = BENCH_MS,
+                              .unit = "ms/op",
+                              .run = rt_run,
+                              .ctx = &ctx[i],
+                              .ops = 1,
+                              .row = bench_row_new(rep, names[i], "ms/op")};
+    }
+    int warm = bench_warmup(o, 1);
+    if (rc == 0)
+        rc = bench_interleave(alts, 4, warm, bench_iters(o, 5));
+    for (int i = 0; rc == 0 && i < 4; i++) {
+        size_t from = (size_t)warm < ctx[i].n ? (size_t)warm : ctx[i].n;
+        bench_row_set(alts[i].row, "the touch alone", "cpu_ms", BENCH_NUM,
+                      rt_median(ctx[i].cpu_ns, from, ctx[i].n) / 1e6);
+        bench_row_set(alts[i].row, "the touch alone", "faults_counted", BENCH_NUM,
+                      rt_median(ctx[i].faults, from, ctx[i].n));
+        bench_row_set(alts[i].row, "the touch alone", "us_per_page", BENCH_NUM,
+                      bench_row_median(alts[i].row) * 1e3 / (double)(bytes / page));
+    }
+    if (rc == 0) {
+        bench_note(rep, "time = wall time of the touch alone; cpu = process CPU time of it; a "
+                        "churned row far above its asleep row with 0 faults counted and cpu near "
+                        "its time is work the guest kernel never saw: a hypervisor refaulting "
+                        "its own page tables (docs/adr/0044)");
+        rc = bench_report_finish(rep);
+    }
+    for (int i = 0; i < 4; i++)
+        if (ctx[i].buf)
+            munmap(ctx[i].buf, bytes);
     bench_report_free(rep);
     return rc;
 }
@@ -1194,5 +1437,7 @@ static int whole_cost(const bench_opts *o)
 
 int bench_pool_cost(const bench_opts *o)
 {
+    if (o->retouch)
+        return retouch_cost(o);
     return o->acquire ? acquire_cost(o) : whole_cost(o);
 }

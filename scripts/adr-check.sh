@@ -12,19 +12,22 @@
 # It informs, it is not a test: exit status 0 whatever it finds, 2 on a usage error.
 #
 # usage: scripts/adr-check.sh [--build DIR] [--dry] [--only NNNN[,NNNN...]] [--list]
-#                             [--keep DIR]
+#                             [--keep DIR] [--bound S] [--budget S] [--superseded]
 #   --build DIR  a release build to use (default: $LODESTAR_BUILD if set, else build if it
 #                is configured as release, else build-release, configured here if absent)
 #   --dry        tiny sizes: checks that every condition can be evaluated, no verdicts
 #   --only LIST  only these records (e.g. --only 0001,0004)
 #   --list       print each condition and the command it would run; run nothing
 #   --keep DIR   keep every command's JSON and text output in DIR
+#   --bound S    repeat a too-noisy condition until S seconds of its runs (default 90)
+#   --budget S   stop repeating once the check has run S seconds (default 540)
+#   --superseded also run superseded records (reported, not counted)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
 usage() {
-    sed -n 's/^# \{0,1\}//; /^usage:/,/^  --keep/p' "$0"
+    sed -n 's/^# \{0,1\}//; /^usage:/,/^  --superseded/p' "$0"
 }
 
 build=${LODESTAR_BUILD:-}
@@ -40,12 +43,12 @@ while [ $# -gt 0 ]; do
         build=$2
         shift 2
         ;;
-    --only | --keep)
+    --only | --keep | --bound | --budget)
         [ $# -ge 2 ] || { echo "adr-check.sh: $1 needs a value" >&2; usage >&2; exit 2; }
         pass="$pass $1 $2"
         shift 2
         ;;
-    --dry | --list)
+    --dry | --list | --superseded)
         pass="$pass $1"
         shift
         ;;

@@ -14,10 +14,18 @@ of the row (as in the JSON: vs_bare_read, ratio_to_1_thread, ...). OP is one of 
 
 The verdict: the condition is tested on every round's value (or on the one value a FIELD
 gives). "holds" when the median value satisfies it and at least 3 rounds in 4 do; "flips"
-when the median does not and at most 1 round in 4 does; otherwise "too noisy to say".
+when the median does not and at most 1 round in 4 does; otherwise "too noisy to say". A
+condition that is too noisy to say has its command run again, as a new process, and the rounds
+of every run pooled, until the verdict is decided or the condition's time bound (--bound,
+default 90 s of its commands) or the whole check's budget (--budget, default 540 s) is spent;
+the line says how many runs and seconds it took and when the bound stopped it.
+
+A superseded record (status "superseded by NNNN") is listed with its condition but not run
+and not counted: the record that amends it carries the decision now (--superseded runs them
+too, counted apart).
 
 usage: adr_check.py [--build DIR] [--source-root DIR] [--dry] [--only NNNN[,NNNN...]]
-                    [--list] [--keep DIR] [--strict]
+                    [--list] [--keep DIR] [--strict] [--bound S] [--budget S] [--superseded]
   --build DIR   the build whose build/bench/lodestar-bench and liblodestar.so are run
                 (default: build)
   --dry         run every command with --dry (tiny sizes): checks that each condition's rows
@@ -26,6 +34,9 @@ usage: adr_check.py [--build DIR] [--source-root DIR] [--dry] [--only NNNN[,NNNN
   --list        print each record's parsed condition and the command it runs, run nothing
   --keep DIR    keep each command's JSON and text output in DIR
   --strict      exit 1 if a condition cannot be evaluated (a command failed, a row is missing)
+  --bound S     repeat a too-noisy condition's command until S seconds of its runs (90)
+  --budget S    stop repeating once the whole check has run S seconds (540)
+  --superseded  also run superseded records' conditions (reported, not counted)
 Exit status 0 whatever the verdicts (it informs, it is not a test), 2 on a usage error.
 Called by scripts/adr-check.sh, which builds a release build first.
 """
@@ -38,8 +49,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HOLDS_RE = re.compile(r"^- Holds-if: (.+)$", re.M)
+STATUS_RE = re.compile(r"^- Status: (.+)$", re.M)
 OPS = {
     "<": lambda a, b: a < b,
     "<=": lambda a, b: a <= b,
@@ -112,7 +125,7 @@ def parse_condition(line):
 
 
 def read_records(root):
-    """[(number, file name, title, Holds-if text or None, count of Holds-if lines)]."""
+    """[(number, file name, title, Holds-if text or None, count of Holds-if lines, status)]."""
     adr = os.path.join(root, "docs", "adr")
     out = []
     for n in sorted(os.listdir(adr)):
@@ -123,7 +136,9 @@ def read_records(root):
             text = f.read()
         title = text.splitlines()[0].split(". ", 1)[-1] if text else n
         found = HOLDS_RE.findall(text)
-        out.append((m.group(1), n, title, found[0].strip() if found else None, len(found)))
+        st = STATUS_RE.findall(text)
+        out.append((m.group(1), n, title, found[0].strip() if found else None, len(found),
+                    st[0].strip() if st else ""))
     return out
 
 
@@ -181,7 +196,18 @@ def ref_values(r, field):
 
 
 def evaluate(cond, doc):
-    """(value, lo, hi, verdict, rounds) of a condition against a command's JSON output."""
+    """(value, lo, hi, verdict, rounds) of a condition against a command's JSON output, or
+    against a list of outputs of the same command (its runs: their rounds pooled)."""
+    if isinstance(doc, list):
+        per = []
+        for d in doc:
+            per += per_round(cond, d)
+        return verdict_of(cond, per)
+    return verdict_of(cond, per_round(cond, doc))
+
+
+def per_round(cond, doc):
+    """The condition's value per round of one command's JSON output."""
     vals = []
     for row, table, field in cond["refs"]:
         vals.append(ref_values(find_row(doc, row, table), field))
@@ -198,6 +224,11 @@ def evaluate(cond, doc):
         if any(y == 0 for y in b):
             raise ConditionError("the divisor row has a zero value")
         per = [x / y for x, y in zip(a, b)]
+    return per
+
+
+def verdict_of(cond, per):
+    """(median, min, max, verdict, rounds) of per-round values."""
     if not per:
         raise ConditionError("no samples")
     test = OPS[cond["op"]]
@@ -218,16 +249,88 @@ def fmt(v):
     return "%.3g" % v if abs(v) >= 0.001 else "%.3e" % v
 
 
+def _read(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def host_facts():
+    """The hypervisor, THP mode and proactive reclaim, as lodestar-bench's machine line has
+    them (for outputs of the Python scripts, which do not say)."""
+    virt = "none"
+    cpuinfo = _read("/proc/cpuinfo") or ""
+    if re.search(r"^flags\s*:.*\bhypervisor\b", cpuinfo, re.M):
+        virt = "unnamed"
+        try:
+            p = subprocess.run(["systemd-detect-virt", "--vm"], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True, timeout=5)
+            if p.stdout.strip() and p.stdout.strip() != "none":
+                virt = p.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    xen = _read("/sys/hypervisor/type")
+    if xen:
+        virt = xen
+
+    def mode(path):
+        t = _read(path)
+        if t is None:
+            return "-"
+        m = re.search(r"\[(\w[\w+]*)\]", t)
+        return m.group(1) if m else t
+
+    thp = mode("/sys/kernel/mm/transparent_hugepage/enabled")
+    defrag = mode("/sys/kernel/mm/transparent_hugepage/defrag")
+    acts = []
+    for k in range(8):
+        base = "/sys/kernel/mm/damon/admin/kdamonds/%d" % k
+        st = _read(base + "/state")
+        if st is None:
+            break
+        if st == "on":
+            acts.append(_read(base + "/contexts/0/schemes/0/action") or "monitor only")
+    damon = "on: " + "+".join(acts) if acts else "off"
+    swap = "-"
+    mi = re.search(r"^SwapTotal:\s+(\d+) kB", _read("/proc/meminfo") or "", re.M)
+    if mi:
+        swap = "none" if mi.group(1) == "0" else "%d MiB" % (int(mi.group(1)) // 1024)
+    return "hypervisor %s | THP %s, defrag %s | DAMON %s, swap %s" % (virt, thp, defrag, damon,
+                                                                     swap)
+
+
 def machine_line(docs):
     for d in docs:
         m = d.get("machine")
         if isinstance(m, dict):
-            return "%s, %s cpus | %s | %s %s | lodestar %s (%s build)" % (
+            return "%s, %s cpus | %s | %s %s | lodestar %s (%s build) | %s" % (
                 m.get("cpu"), m.get("cpus"), m.get("kernel"), m.get("allocator"),
-                m.get("allocator_version"), d.get("lodestar_version"), m.get("build"))
+                m.get("allocator_version"), d.get("lodestar_version"), m.get("build"),
+                m.get("host") or host_facts())
         if isinstance(m, str):
-            return m
-    return "unknown"
+            return "%s | %s" % (m, host_facts())
+    return "unknown | %s" % host_facts()
+
+
+def run_command(argv_, root, env, jpath, timeout):
+    """One run of a condition's command: (JSON document, seconds). Raises ConditionError."""
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(argv_, cwd=root, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        raise ConditionError("`%s` ran past %d s" % (" ".join(argv_), e.timeout))
+    secs = time.monotonic() - t0
+    with open(jpath[:-5] + ".txt", "w", encoding="utf-8") as f:
+        f.write(p.stdout)
+    if p.returncode != 0:
+        tail = p.stdout.strip().splitlines()[-3:]
+        raise ConditionError("`%s` exited %d: %s" % (
+            " ".join(argv_), p.returncode, " / ".join(tail)))
+    with open(jpath, encoding="utf-8") as f:
+        return json.load(f), secs
 
 
 def main(argv=None):
@@ -240,6 +343,9 @@ def main(argv=None):
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--keep")
     ap.add_argument("--strict", action="store_true")
+    ap.add_argument("--bound", type=float, default=90.0)
+    ap.add_argument("--budget", type=float, default=540.0)
+    ap.add_argument("--superseded", action="store_true")
     try:
         a = ap.parse_args(argv)
     except SystemExit as e:
@@ -259,14 +365,22 @@ def main(argv=None):
     env.setdefault("LODESTAR_BUILD", build)  # the Python scripts' lodestar program
     workdir = a.keep or tempfile.mkdtemp(prefix="lodestar-adr-check-")
     os.makedirs(workdir, exist_ok=True)
-    cache = {}  # the same command runs once for all records that name it
+    cache = {}  # the same command's runs serve every record that names it: key -> [docs, secs]
     docs = []
     held = total = 0
     broken = 0
+    skipped = []
+    old_held = old_total = 0
+    noisy = 0
+    start = time.monotonic()
     print("decision records checked on this machine%s" % (" (dry: rows only)" if a.dry else ""))
     print("load average: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
+    if not a.dry and not a.list:
+        print("a too-noisy condition is run again until decided, at most %d s of its runs; "
+              "the whole check stops repeating after %d s" % (a.bound, a.budget))
     print()
-    for num, fname, title, line, count in records:
+    for num, fname, title, line, count, status in records:
+        superseded = status.startswith("superseded")
         print("%s  %s" % (num, title))
         if line is None:
             print("      condition: none (no '- Holds-if:' line)")
@@ -274,49 +388,78 @@ def main(argv=None):
             print()
             continue
         print("      condition: %s" % line)
+        if superseded and not a.superseded and not a.list and not a.dry:
+            print("      %s: not run, not counted (its decision is carried by the record that "
+                  "amends it; --superseded runs it)" % status)
+            skipped.append(num)
+            print()
+            continue
         try:
             cond = parse_condition(line)
             if cond["name"] not in bmap:
                 raise ConditionError("%r is not a name in bench-map.json" % cond["name"])
             key = (cond["name"], tuple(cond["options"]))
-            jpath = os.path.join(workdir, "%s-%s.json" % (num, cond["name"]))
-            argv_ = command_for(bmap[cond["name"]], cond, build, jpath, a.dry)
+            argv_ = command_for(bmap[cond["name"]], cond, build,
+                                os.path.join(workdir, "%s-%s.json" % (num, cond["name"])), a.dry)
             if a.list:
                 print("      runs: %s" % " ".join(shlex.quote(t) for t in argv_))
                 print()
                 continue
             if key not in cache:
-                p = subprocess.run(argv_, cwd=root, env=env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True)
-                with open(jpath[:-5] + ".txt", "w", encoding="utf-8") as f:
-                    f.write(p.stdout)
-                if p.returncode != 0:
-                    tail = p.stdout.strip().splitlines()[-3:]
-                    raise ConditionError("`%s` exited %d: %s" % (
-                        " ".join(argv_), p.returncode, " / ".join(tail)))
-                with open(jpath, encoding="utf-8") as f:
-                    cache[key] = json.load(f)
-                docs.append(cache[key])
-            med, lo, hi, verdict, rounds = evaluate(cond, cache[key])
+                jpath = os.path.join(workdir, "%s-%s.json" % (num, cond["name"]))
+                doc, secs = run_command(argv_, root, env, jpath, max(a.bound * 4, 300))
+                cache[key] = [[doc], secs]
+                docs.append(doc)
+            med, lo, hi, verdict, rounds = evaluate(cond, cache[key][0])
+            stopped = ""
+            while verdict == "too noisy to say" and not a.dry:
+                if cache[key][1] >= a.bound:
+                    stopped = "bound of %d s reached" % a.bound
+                    break
+                if time.monotonic() - start >= a.budget:
+                    stopped = "the check's budget of %d s spent" % a.budget
+                    break
+                jpath = os.path.join(workdir, "%s-%s-run%d.json" % (
+                    num, cond["name"], len(cache[key][0]) + 1))
+                argv_ = command_for(bmap[cond["name"]], cond, build, jpath, a.dry)
+                doc, secs = run_command(argv_, root, env, jpath, max(a.bound * 4, 300))
+                cache[key][0].append(doc)
+                cache[key][1] += secs
+                med, lo, hi, verdict, rounds = evaluate(cond, cache[key][0])
         except (ConditionError, OSError, ValueError) as e:
             print("      cannot evaluate: %s" % e)
             broken += 1
             print()
             continue
-        total += 1
-        if verdict == "holds":
-            held += 1
-        print("      here: %s (min-max %s-%s over %d %s) -> %s" % (
-            fmt(med), fmt(lo), fmt(hi), rounds, "round" if rounds == 1 else "rounds",
-            verdict if not a.dry else "evaluable (dry run: no verdict)"))
+        runs = len(cache[key][0])
+        if superseded:
+            old_total += 1
+            old_held += verdict == "holds"
+        else:
+            total += 1
+            held += verdict == "holds"
+            noisy += verdict == "too noisy to say"
+        print("      here: %s (min-max %s-%s over %d %s, %d %s, %.0f s) -> %s%s" % (
+            fmt(med), fmt(lo), fmt(hi), rounds, "round" if rounds == 1 else "rounds", runs,
+            "run" if runs == 1 else "runs", cache[key][1],
+            verdict if not a.dry else "evaluable (dry run: no verdict)",
+            " (%s)" % stopped if stopped else ""))
+        if superseded:
+            print("      (%s: reported, not counted)" % status)
         print()
     if a.list:
         return 0
     print("machine: %s" % machine_line(docs))
     if a.dry:
-        print("%d of %d conditions evaluable (dry run)" % (total, total + broken))
+        print("%d of %d conditions evaluable (dry run)" % (total + old_total,
+                                                        total + old_total + broken))
     else:
-        print("%d of %d decisions hold on this machine" % (held, total + broken))
+        print("%d of %d decisions hold on this machine (%d too noisy to say; %.0f s)" % (
+            held, total + broken, noisy, time.monotonic() - start))
+    if skipped:
+        print("superseded, not run: %s" % ", ".join(skipped))
+    if old_total:
+        print("superseded, run and not counted: %d of %d hold" % (old_held, old_total))
     if broken:
         print("(%d could not be evaluated)" % broken)
     return 1 if broken and a.strict else 0

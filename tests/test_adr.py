@@ -452,7 +452,7 @@ def main():
         else:
             only = []
             bmap = adr_check.bench_map(root)
-            for num, _, _, line, _ in adr_check.read_records(root):
+            for num, _, _, line, *_ in adr_check.read_records(root):
                 cmd = bmap[adr_check.parse_condition(line)["name"]]["command"]
                 if os.environ.get("LDS_SANITIZE") and ".py" in cmd:
                     # a sanitizer-built liblodestar cannot be loaded by a plain python
