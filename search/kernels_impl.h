@@ -146,10 +146,7 @@ LDS_K_INLINE void finish(vf s, size_t lane0, const double *inv, float thr, bool 
 LDS_K_INLINE void finish_i8(vi s, size_t lane0, double c, const double *inv, float thr, bool lower,
                             uint64_t valid, float *out, uint64_t *mask)
 {
-    vd cv;
-    for (unsigned l = 0; l < LDS_K_LANES; l++)
-        cv[l] = c;
-    vd d = __builtin_convertvector(s, vd) * cv;
+    vd d = __builtin_convertvector(s, vd) * ((vd){0} + c);
     if (inv) {
         vd w;
         memcpy(&w, inv + lane0, sizeof w);
@@ -311,10 +308,7 @@ LDS_K_INLINE void single_body(const lds__block_args *a, lds_dtype dt, bool l2, u
 
 LDS_K_INLINE vi splat_i(int32_t x)
 {
-    vi v;
-    for (unsigned l = 0; l < LDS_K_LANES; l++)
-        v[l] = x;
-    return v;
+    return (vi){0} + x; /* one broadcast (a loop over lanes compiles to one per lane) */
 }
 
 /* The bytes (b0, b1, b2, b3) of each lane as the int16 pairs e = (b0, b2) and

@@ -11,6 +11,9 @@
 /* ==== kernel choice ====================================================== */
 
 static const lds__kernel *const kernel_list[] = {
+#if defined(LDS_HAVE_KERNEL_AVX512VNNI)
+    &lds__kernel_avx512vnni,
+#endif
 #if defined(LDS_HAVE_KERNEL_AVX512)
     &lds__kernel_avx512,
 #endif
@@ -46,6 +49,11 @@ bool lds__search_kernel_runs(size_t i)
 {
     if (i >= KERNEL_COUNT)
         return false;
+#if defined(LDS_HAVE_KERNEL_AVX512VNNI)
+    if (kernel_list[i] == &lds__kernel_avx512vnni)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#endif
 #if defined(LDS_HAVE_KERNEL_AVX512)
     if (kernel_list[i] == &lds__kernel_avx512)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

@@ -83,7 +83,7 @@ double lds__i8_quantize(const float *q, uint32_t dim, int32_t *pairs);
 typedef void lds__block_fn(const lds__block_args *a);
 
 typedef struct lds__kernel {
-    const char *name; /* "generic", "avx2", "avx512" */
+    const char *name; /* "generic", "avx2", "avx512", "avx512vnni" */
     unsigned lanes;   /* rows per vector */
     bool fused;       /* multiply-add rounds once (FMA) */
     lds__block_fn *block;
@@ -95,6 +95,9 @@ extern const lds__kernel lds__kernel_avx2;
 #endif
 #if defined(LDS_HAVE_KERNEL_AVX512)
 extern const lds__kernel lds__kernel_avx512;
+#endif
+#if defined(LDS_HAVE_KERNEL_AVX512VNNI)
+extern const lds__kernel lds__kernel_avx512vnni;
 #endif
 
 /* The kernels built into this library, best first, and whether this CPU runs

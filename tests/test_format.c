@@ -3017,10 +3017,13 @@ static void test_search_fused_kernels_agree(void **state)
 static void test_search_dispatcher_rule(void **state)
 {
     (void)state;
-    const char *want[3];
+    const char *want[4];
     size_t nw = 0;
 #if defined(__x86_64__)
     __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+        want[nw++] = "avx512vnni";
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl"))
         want[nw++] = "avx512";
