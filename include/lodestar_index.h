@@ -437,7 +437,8 @@ typedef struct lds_hit {
  * dot: dot(q, r), higher first; l2: squared Euclidean distance, lower first.
  *
  * Accuracy. Rows are read straight from the payload by a kernel chosen once
- * for the CPU (AVX-512 F/BW/VL, AVX2 + FMA + F16C, or portable C; ADR 0032),
+ * for the CPU (AVX-512 F/BW/VL with VNNI, without it, AVX2 + FMA + F16C, or
+ * portable C; ADR 0032, ADR 0043),
  * each element converted exactly as lds_index_row_f32 does (i8: i8 x scale),
  * and every (query, row) pair summed in float32 as one sequential chain over
  * the dimension, d = 0, 1, ..., dim - 1 (a multiply-add per element, fused on
@@ -453,6 +454,24 @@ typedef struct lds_hit {
  * row's score does not depend on the call (single, batch), the batch size,
  * the thread count or the row's place; the two fused kernels (AVX2, AVX-512)
  * give the same bits, the portable one may differ from them in the last bits.
+ * i8 indexes under dot and cosine take a native integer path instead (ADR
+ * 0043): the query (under cosine, scaled to unit length in float32 first) is
+ * quantized to int16, Q_d = q_d / qscale rounded to nearest, ties to even,
+ * with qscale = max_d |q_d| / Qmax and Qmax = min(32767, floor((2^31 - 1) /
+ * (128 dim))) (every partial sum fits int32: 32767 up to dim 512, 16,777 at
+ * dim 1000, 255 at dim 65,536); S = sum_d Q_d R_d over the stored integers R
+ * is exact (int32 lanes, any order), and the score is
+ * (float)((double)S * ((double)qscale * i8_scale)), under cosine
+ * (float)(((double)S * ((double)qscale * i8_scale)) * (1 / |r|)), each
+ * product rounded in double. Against the exact sums over q and r_d =
+ * (float)(R_d x i8_scale):
+ * - dot:    |score - dot(q, r)|      <= (qscale / 2) sum_i |r_i| + 2^-22 sum_i |q_i r_i|
+ * - cosine: |score - cos(q, r)|      <= (qscale / 2) sum_i |r_i| / |r| + 2^-21
+ *   (<= sqrt(dim) / (2 Qmax) + 2^-21: 1.5e-4 at dim 100 in the worst case, the
+ *   query's rounding; the rows' own i8 rounding, 1/254 of a unit row's
+ *   largest element with the default scale, is far larger).
+ * Every kernel and every path gives the same bits for these scores. i8 under
+ * l2 keeps the float32 chain above.
  * Rows are ranked by the float `score`: rows whose exact scores differ but
  * round to the same float tie, and ties keep the lower row first. A NaN score
  * (a row holding NaN, or an infinite row under cosine) ranks after every
@@ -510,14 +529,15 @@ LDS_API void lds_search_options_default(lds_search_options *opts);
  * - hits: room for nq x k entries, row-major; query j's start at j * k.
  * - n_hits: nq entries, each set to min(k, rows).
  * - opts: NULL for the defaults (lds_search_options_default).
- * The rows are scanned in blocks of 64, each packed transposed (as f32) and
+ * The rows are scanned in blocks of 64, each packed transposed (as f32; i8
+ * under dot and cosine as int16 pairs) and
  * scored against up to 256 queries (at most 128 KiB of them) while it is in
  * cache, by register tiles of queries x rows (ADR 0032); a score reaches its
  * query's top-k heap only when it beats the heap's worst (no nq x rows score
  * matrix). Threads split the rows; their heaps are merged under the strict
  * order (NaN last, score, row), so the result does not depend on the split.
  * Cost: O(nq x rows x dim) time, O(threads x (min(nq, 256) x (k + 65) + 64 x
- * dim) + nq x dim) extra memory.
+ * (dim + 4)) + nq x dim) extra memory.
  * Returns LDS_OK (nq = 0 writes nothing); LDS_E_INVALID_ARG (NULL `idx`, NULL
  * `queries`, `n_hits` or, with k > 0, `hits` when nq > 0; dim mismatch; nq x k
  * or nq x dim overflowing; a bad opts->size, field "lds_search_options.size");
@@ -532,8 +552,9 @@ LDS_API lds_status lds_index_search_batch(const lds_index *idx, const float *que
 /**
  * The search kernels this CPU runs, in the order the automatic choice tries
  * them (the first is the one searches use unless LDS_SEARCH_KERNEL or
- * lds_search_options.kernel names another): "avx512", "avx2", "generic" as
- * built and supported. Writes up to `cap` static names to `names` (NULL with
+ * lds_search_options.kernel names another): "avx512vnni", "avx512", "avx2",
+ * "generic" as built and supported ("avx512vnni" is "avx512" with vpdpwssd
+ * for i8, ADR 0043; both give the same bits). Writes up to `cap` static names to `names` (NULL with
  * cap 0 to count) and returns how many there are. Thread-safe.
  */
 LDS_API size_t lds_search_kernels(const char **names, size_t cap);

@@ -18,12 +18,26 @@
 #define LDS_K_FMA(a, b, c) ((vf)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
 #define LDS_K_MASK_GT(a, b)                                                                        \
     ((uint64_t)(unsigned)_mm256_movemask_ps(_mm256_cmp_ps((__m256)(a), (__m256)(b), _CMP_GT_OQ)))
+/* Native i8 (ADR 0043): int16 pairs by 16-bit shifts, pmaddwd + add. */
+#define LDS_K_SPLIT(x, e, o)                                                                       \
+    (*(e) = (vi)_mm256_srai_epi16(_mm256_slli_epi16((__m256i)(x), 8), 8),                         \
+     *(o) = (vi)_mm256_srai_epi16((__m256i)(x), 8))
+#define LDS_K_MADD(acc, a, b)                                                                      \
+    ((vi)_mm256_add_epi32((__m256i)(acc), _mm256_madd_epi16((__m256i)(a), (__m256i)(b))))
 
 /* 8 elements of dt at p (w of them; the rest zero) as f32, as lds__row_to_f32. */
 static inline __attribute__((always_inline)) __m256 avx2_load(const uint8_t *p, size_t w,
                                                               lds_dtype dt, float scale)
 {
     uint8_t buf[32];
+    if (dt == LDS__DT_RAW) { /* w bytes */
+        if (w < 32) {
+            memset(buf, 0, sizeof buf);
+            memcpy(buf, p, w);
+            p = buf;
+        }
+        return _mm256_loadu_ps((const float *)(const void *)p);
+    }
     if (w < 8) {
         size_t es = dt == LDS_DTYPE_F32 ? 4 : dt == LDS_DTYPE_I8 ? 1 : 2;
         memset(buf, 0, sizeof buf);

@@ -13,16 +13,37 @@
 #define LDS_K_MAX_Q    6
 #define LDS_K_FUSED    true
 #define LDS_K_SINGLE   1
-#define LDS_K_NAME     "avx512"
-#define LDS_K_SYM      lds__kernel_avx512
+#if defined(LDS_K_VNNI)
+/* Built a second time with -mavx512vnni: the same kernel, the native i8 path's
+   multiply-add of pairs by one vpdpwssd (ADR 0043). */
+#define LDS_K_NAME "avx512vnni"
+#define LDS_K_SYM  lds__kernel_avx512vnni
+#else
+#define LDS_K_NAME "avx512"
+#define LDS_K_SYM  lds__kernel_avx512
+#endif
 
 #define LDS_K_FMA(a, b, c)  ((vf)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
 #define LDS_K_MASK_GT(a, b) ((uint64_t)_mm512_cmp_ps_mask((__m512)(a), (__m512)(b), _CMP_GT_OQ))
+/* Native i8 (ADR 0043): int16 pairs by 16-bit shifts, pmaddwd + add. */
+#define LDS_K_SPLIT(x, e, o)                                                                       \
+    (*(e) = (vi)_mm512_srai_epi16(_mm512_slli_epi16((__m512i)(x), 8), 8),                         \
+     *(o) = (vi)_mm512_srai_epi16((__m512i)(x), 8))
+#if defined(LDS_K_VNNI)
+#define LDS_K_MADD(acc, a, b)                                                                      \
+    ((vi)_mm512_dpwssd_epi32((__m512i)(acc), (__m512i)(a), (__m512i)(b)))
+#else
+#define LDS_K_MADD(acc, a, b)                                                                      \
+    ((vi)_mm512_add_epi32((__m512i)(acc), _mm512_madd_epi16((__m512i)(a), (__m512i)(b))))
+#endif
 
 /* 16 elements of dt at p (w of them, by a masked load; the rest zero) as f32. */
 static inline __attribute__((always_inline)) __m512 avx512_load(const uint8_t *p, size_t w,
                                                                 lds_dtype dt, float scale)
 {
+    if (dt == LDS__DT_RAW) /* w bytes */
+        return _mm512_castsi512_ps(
+            _mm512_maskz_loadu_epi8(w >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << w) - 1, p));
     __mmask16 k = (__mmask16)(w >= 16 ? 0xFFFFu : (1u << w) - 1);
     switch (dt) {
     case LDS_DTYPE_F32:

@@ -37,6 +37,7 @@
 typedef float vf __attribute__((vector_size(LDS_K_LANES * 4)));
 typedef double vd __attribute__((vector_size(LDS_K_LANES * 8)));
 typedef int32_t vi __attribute__((vector_size(LDS_K_LANES * 4)));
+typedef uint32_t vu __attribute__((vector_size(LDS_K_LANES * 4)));
 
 #define LDS_K_INLINE static inline __attribute__((always_inline))
 
@@ -116,8 +117,18 @@ LDS_K_INLINE uint64_t mask_gt(vf a, vf b)
 #endif
 }
 
-/* One vector of a query's scores, rows [lane0, lane0 + LANES) of the block: cosine
-   scaling, the store, the candidate bits. */
+/* One vector of a query's scores, rows [lane0, lane0 + LANES) of the block: the store
+   and the candidate bits. */
+LDS_K_INLINE void emit(vf s, size_t lane0, float thr, bool lower, uint64_t valid, float *out,
+                       uint64_t *mask)
+{
+    memcpy(out + lane0, &s, sizeof s);
+    const vf t = splat(thr);
+    uint64_t bits = isnan(thr) ? ~(uint64_t)0 : lower ? mask_gt(t, s) : mask_gt(s, t);
+    *mask |= (bits << lane0) & valid;
+}
+
+/* The same with cosine scaling first. */
 LDS_K_INLINE void finish(vf s, size_t lane0, const double *inv, float thr, bool lower,
                          uint64_t valid, float *out, uint64_t *mask)
 {
@@ -127,10 +138,21 @@ LDS_K_INLINE void finish(vf s, size_t lane0, const double *inv, float thr, bool 
         memcpy(&w, inv + lane0, sizeof w);
         s = __builtin_convertvector(__builtin_convertvector(s, vd) * w, vf);
     }
-    memcpy(out + lane0, &s, sizeof s);
-    const vf t = splat(thr);
-    uint64_t bits = isnan(thr) ? ~(uint64_t)0 : lower ? mask_gt(t, s) : mask_gt(s, t);
-    *mask |= (bits << lane0) & valid;
+    emit(s, lane0, thr, lower, valid, out, mask);
+}
+
+/* An exact int32 sum of the native i8 path (ADR 0043): (float)((double)S * c), or
+   under cosine (float)(((double)S * c) * inv[row]). */
+LDS_K_INLINE void finish_i8(vi s, size_t lane0, double c, const double *inv, float thr, bool lower,
+                            uint64_t valid, float *out, uint64_t *mask)
+{
+    vd d = __builtin_convertvector(s, vd) * ((vd){0} + c);
+    if (inv) {
+        vd w;
+        memcpy(&w, inv + lane0, sizeof w);
+        d = d * w;
+    }
+    emit(__builtin_convertvector(d, vf), lane0, thr, lower, valid, out, mask);
 }
 
 /* Scores of QT queries x SV vectors of rows, starting at vector s0 of the
@@ -269,6 +291,238 @@ LDS_K_INLINE void single_body(const lds__block_args *a, lds_dtype dt, bool l2, u
 }
 #endif
 
+/* ==== native i8 under dot and cosine (ADR 0043) ============================
+ * The query arrives quantized to int16 (search_internal.h, lds__i8_quantize);
+ * each (query, row) pair is the exact int32 sum S of Q_d x R_d, in any order
+ * (every partial sum is bounded by lds__i8_qmax), so every kernel and every
+ * path gives the same S and, through finish_i8, the same bits. The rows are
+ * read four bytes at a time (a quad: elements 4c .. 4c + 3) and split into the
+ * int16 pairs (r[4c], r[4c + 2]) and (r[4c + 1], r[4c + 3]) that match the
+ * query's dwords; a pair of products is summed into an int32 lane by one
+ * multiply-add of pairs (pmaddwd, vpdpwssd).
+ */
+
+/* LDS_K_TRANSPOSE mode for raw bytes: w counts bytes (up to 4 x LANES), the
+   columns are quads; bytes past w are zero. */
+#define LDS_K_RAW LDS__DT_RAW
+
+LDS_K_INLINE vi splat_i(int32_t x)
+{
+    return (vi){0} + x; /* one broadcast (a loop over lanes compiles to one per lane) */
+}
+
+/* The bytes (b0, b1, b2, b3) of each lane as the int16 pairs e = (b0, b2) and
+   o = (b1, b3), sign-extended, low half first. */
+LDS_K_INLINE void split_quad(vu x, vi *e, vi *o)
+{
+#if defined(LDS_K_SPLIT)
+    LDS_K_SPLIT(x, e, o);
+#else
+    vi b0 = (vi)(x << 24) >> 24, b1 = (vi)(x << 16) >> 24, b2 = (vi)(x << 8) >> 24,
+       b3 = (vi)x >> 24;
+    *e = (vi)(((vu)b0 & 0xFFFFu) | ((vu)b2 << 16));
+    *o = (vi)(((vu)b1 & 0xFFFFu) | ((vu)b3 << 16));
+#endif
+}
+
+/* acc + the two int16 x int16 products of each lane's pairs (exact: the caller
+   bounds every sum below 2^31). */
+LDS_K_INLINE vi madd(vi acc, vi a, vi b)
+{
+#if defined(LDS_K_MADD)
+    return LDS_K_MADD(acc, a, b);
+#else
+    vi al = (vi)((vu)a << 16) >> 16, ah = a >> 16;
+    vi bl = (vi)((vu)b << 16) >> 16, bh = b >> 16;
+    return acc + al * bl + ah * bh;
+#endif
+}
+
+#if !defined(LDS_K_TRANSPOSE)
+/* Quad c of a row of `dim` bytes, zero past dim. */
+LDS_K_INLINE uint32_t quad_at(const uint8_t *row, uint32_t dim, uint32_t c)
+{
+    uint32_t x = 0;
+    for (uint32_t b = 0; b < 4 && 4 * c + b < dim; b++)
+        x |= (uint32_t)row[4 * c + b] << (8 * b);
+    return x;
+}
+#endif
+
+/* Packs rows [0, nr) as pairs: panel[(2c) x LDS__PANEL + i] = e of row i's quad c,
+   panel[(2c + 1) x LDS__PANEL + i] = its o (rows past nr in a used vector: zero). */
+LDS_K_INLINE void pack_i8(const uint8_t *rows, size_t rb, size_t nr, uint32_t dim, int32_t *panel)
+{
+    const uint32_t nquad = (dim + 3) / 4;
+    for (size_t g = 0; g < nr; g += LDS_K_LANES) {
+        size_t gn = nr - g < LDS_K_LANES ? nr - g : LDS_K_LANES;
+#if defined(LDS_K_TRANSPOSE)
+        for (uint32_t c = 0; c < nquad; c += LDS_K_LANES) {
+            size_t wb = dim - 4 * c < 4 * LDS_K_LANES ? dim - 4 * c : 4 * LDS_K_LANES;
+            vf cols[LDS_K_LANES];
+            LDS_K_TRANSPOSE(rows + g * rb + 4 * (size_t)c, rb, gn, wb, LDS_K_RAW, 0.0f, cols);
+            int32_t *dst = panel + (size_t)2 * c * LDS__PANEL + g;
+#pragma GCC unroll 16
+            for (uint32_t i = 0; i < LDS_K_LANES; i++)
+                if (c + i < nquad) {
+                    vu x;
+                    vi e, o;
+                    memcpy(&x, &cols[i], sizeof x);
+                    split_quad(x, &e, &o);
+                    memcpy(dst + (size_t)2 * i * LDS__PANEL, &e, sizeof e);
+                    memcpy(dst + (size_t)(2 * i + 1) * LDS__PANEL, &o, sizeof o);
+                }
+        }
+#else
+        for (uint32_t c = 0; c < nquad; c++) {
+            vu x;
+            for (size_t m = 0; m < LDS_K_LANES; m++)
+                x[m] = m < gn ? quad_at(rows + (g + m) * rb, dim, c) : 0;
+            vi e, o;
+            split_quad(x, &e, &o);
+            int32_t *dst = panel + (size_t)2 * c * LDS__PANEL + g;
+            memcpy(dst, &e, sizeof e);
+            memcpy(dst + LDS__PANEL, &o, sizeof o);
+        }
+#endif
+    }
+}
+
+/* tile() for the pair panel: QT queries x SV vectors of rows from vector s0. */
+LDS_K_INLINE void tile_i8(const int32_t *qi, size_t qis, int QT, const int32_t *panel, size_t s0,
+                          int SV, size_t npairs, const double *qc, const double *inv,
+                          const float *thr, bool lower, uint64_t valid, float *out,
+                          uint64_t *mask)
+{
+    vi acc[LDS_K_MAX_Q][LDS_K_SUB_VECS];
+#pragma GCC unroll 8
+    for (int j = 0; j < QT; j++)
+#pragma GCC unroll 8
+        for (int v = 0; v < SV; v++)
+            acc[j][v] = (vi){0};
+    const int32_t *p = panel + s0 * LDS_K_LANES;
+    for (size_t d = 0; d < npairs; d++, p += LDS__PANEL) {
+        vi r[LDS_K_SUB_VECS];
+#pragma GCC unroll 8
+        for (int v = 0; v < SV; v++)
+            memcpy(&r[v], p + v * LDS_K_LANES, sizeof r[v]);
+#pragma GCC unroll 8
+        for (int j = 0; j < QT; j++) {
+            const vi qv = splat_i(qi[(size_t)j * qis + d]);
+#pragma GCC unroll 8
+            for (int v = 0; v < SV; v++)
+                acc[j][v] = madd(acc[j][v], r[v], qv);
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < QT; j++)
+#pragma GCC unroll 8
+        for (int v = 0; v < SV; v++)
+            finish_i8(acc[j][v], (s0 + (size_t)v) * LDS_K_LANES, qc[j], inv, thr[j], lower, valid,
+                      out + (size_t)j * LDS__PANEL, mask + j);
+}
+
+LDS_K_INLINE void panel_body_i8(const lds__block_args *a, const int32_t *panel, size_t nvec,
+                                uint64_t valid)
+{
+    const size_t nq = a->nq, qis = a->qistride, np = LDS__I8_PAIRS(a->dim);
+    for (size_t s0 = 0; s0 < nvec; s0 += LDS_K_SUB_VECS) {
+        size_t j = 0;
+#define LDS_K_TI(QT, SV)                                                                           \
+    tile_i8(a->qi + j * qis, qis, QT, panel, s0, SV, np, a->qc + j, a->inv, a->thr + j, a->lower,   \
+            valid, a->out + j * LDS__PANEL, a->mask + j)
+        if (nvec - s0 >= LDS_K_SUB_VECS) {
+            for (; j + LDS_K_MAX_Q <= nq; j += LDS_K_MAX_Q)
+                LDS_K_TI(LDS_K_MAX_Q, LDS_K_SUB_VECS);
+            switch (nq - j) {
+            case 1:
+                LDS_K_TI(1, LDS_K_SUB_VECS);
+                break;
+            case 2:
+                LDS_K_TI(2, LDS_K_SUB_VECS);
+                break;
+            case 3:
+                LDS_K_TI(3, LDS_K_SUB_VECS);
+                break;
+            case 4:
+                LDS_K_TI(4 < LDS_K_MAX_Q ? 4 : 1, LDS_K_SUB_VECS);
+                break;
+            case 5:
+                LDS_K_TI(5 < LDS_K_MAX_Q ? 5 : 1, LDS_K_SUB_VECS);
+                break;
+            default:
+                break;
+            }
+        } else {
+            for (size_t s = s0; s < nvec; s++)
+                for (j = 0; j < nq; j++)
+                    tile_i8(a->qi + j * qis, qis, 1, panel, s, 1, np, a->qc + j, a->inv,
+                            a->thr + j, a->lower, valid, a->out + j * LDS__PANEL, a->mask + j);
+        }
+#undef LDS_K_TI
+    }
+}
+
+#if defined(LDS_K_TRANSPOSE) && defined(LDS_K_SINGLE)
+/* One query, no panel: each LANES x LANES block of quads transposed in registers,
+   split and summed straight into its rows' accumulators. */
+LDS_K_INLINE void single_body_i8(const lds__block_args *a, uint64_t valid)
+{
+    const size_t nr = a->nr, rb = a->row_bytes;
+    const size_t nvec = (nr + LDS_K_LANES - 1) / LDS_K_LANES;
+    const uint32_t dim = a->dim, nquad = (dim + 3) / 4;
+    const int32_t *qi = a->qi;
+    vi acc[LDS_K_NVEC];
+#pragma GCC unroll 8
+    for (size_t v = 0; v < LDS_K_NVEC; v++)
+        acc[v] = (vi){0};
+    for (uint32_t c = 0; c < nquad; c += LDS_K_LANES) {
+        const size_t wb = dim - 4 * c < 4 * LDS_K_LANES ? dim - 4 * c : 4 * LDS_K_LANES;
+#pragma GCC unroll 8
+        for (size_t v = 0; v < LDS_K_NVEC; v++) {
+            if (v >= nvec)
+                break;
+            const size_t g = v * LDS_K_LANES, gn = nr - g < LDS_K_LANES ? nr - g : LDS_K_LANES;
+            vf cols[LDS_K_LANES];
+            LDS_K_TRANSPOSE(a->rows + g * rb + 4 * (size_t)c, rb, gn, wb, LDS_K_RAW, 0.0f, cols);
+#pragma GCC unroll 16
+            for (uint32_t i = 0; i < LDS_K_LANES; i++) {
+                if (c + i >= nquad)
+                    break;
+                vu x;
+                vi e, o;
+                memcpy(&x, &cols[i], sizeof x);
+                split_quad(x, &e, &o);
+                acc[v] = madd(acc[v], e, splat_i(qi[2 * (c + i)]));
+                acc[v] = madd(acc[v], o, splat_i(qi[2 * (c + i) + 1]));
+            }
+        }
+    }
+    a->mask[0] = 0;
+#pragma GCC unroll 8
+    for (size_t v = 0; v < LDS_K_NVEC; v++)
+        if (v < nvec)
+            finish_i8(acc[v], v * LDS_K_LANES, a->qc[0], a->inv, a->thr[0], a->lower, valid,
+                      a->out, a->mask);
+}
+#endif
+
+static void b_i8_native(const lds__block_args *a)
+{
+    const uint64_t valid = a->nr >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << a->nr) - 1;
+#if defined(LDS_K_TRANSPOSE) && defined(LDS_K_SINGLE)
+    if (a->nq == 1) {
+        single_body_i8(a, valid);
+        return;
+    }
+#endif
+    int32_t *panel = (int32_t *)(void *)a->panel;
+    pack_i8(a->rows, a->row_bytes, a->nr, a->dim, panel);
+    for (size_t j = 0; j < a->nq; j++)
+        a->mask[j] = 0;
+    panel_body_i8(a, panel, (a->nr + LDS_K_LANES - 1) / LDS_K_LANES, valid);
+}
+
 LDS_K_INLINE void block_body(const lds__block_args *a, lds_dtype dt, bool l2)
 {
     const uint64_t valid = a->nr >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << a->nr) - 1;
@@ -313,7 +567,10 @@ static void block(const lds__block_args *a)
         (a->l2 ? b_bf16_l2 : b_bf16_dot)(a);
         break;
     case LDS_DTYPE_I8:
-        (a->l2 ? b_i8_l2 : b_i8_dot)(a);
+        if (a->qi)
+            b_i8_native(a);
+        else
+            (a->l2 ? b_i8_l2 : b_i8_dot)(a);
         break;
     }
 }

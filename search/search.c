@@ -11,6 +11,9 @@
 /* ==== kernel choice ====================================================== */
 
 static const lds__kernel *const kernel_list[] = {
+#if defined(LDS_HAVE_KERNEL_AVX512VNNI)
+    &lds__kernel_avx512vnni,
+#endif
 #if defined(LDS_HAVE_KERNEL_AVX512)
     &lds__kernel_avx512,
 #endif
@@ -46,6 +49,11 @@ bool lds__search_kernel_runs(size_t i)
 {
     if (i >= KERNEL_COUNT)
         return false;
+#if defined(LDS_HAVE_KERNEL_AVX512VNNI)
+    if (kernel_list[i] == &lds__kernel_avx512vnni)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#endif
 #if defined(LDS_HAVE_KERNEL_AVX512)
     if (kernel_list[i] == &lds__kernel_avx512)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -122,6 +130,37 @@ bool lds__search_kernel_force(const char *name)
         return false;
     atomic_store(&current_kernel, k);
     return true;
+}
+
+/* ==== native i8 queries (ADR 0043) ====================================== */
+
+uint32_t lds__i8_qmax(uint32_t dim)
+{
+    /* Every partial sum of |Q_d R_d| (|R_d| <= 128) stays below 2^31. */
+    uint64_t m = (uint64_t)INT32_MAX / (128u * (uint64_t)(dim ? dim : 1));
+    return m > 32767 ? 32767u : (uint32_t)m;
+}
+
+double lds__i8_quantize(const float *q, uint32_t dim, int32_t *pairs)
+{
+    const uint32_t qmax = lds__i8_qmax(dim);
+    float amax = 0.0f;
+    for (uint32_t d = 0; d < dim; d++)
+        amax = fabsf(q[d]) > amax ? fabsf(q[d]) : amax;
+    const double qscale = amax > 0.0f && qmax > 0 ? (double)amax / qmax : 0.0;
+    const size_t np = LDS__I8_PAIRS(dim);
+    for (size_t c = 0; c < np / 2; c++) {
+        int32_t v[4];
+        for (uint32_t b = 0; b < 4; b++) {
+            size_t d = 4 * c + b;
+            double x = d < dim && qscale > 0.0 ? nearbyint((double)q[d] / qscale) : 0.0;
+            x = x > qmax ? qmax : x < -(double)qmax ? -(double)qmax : x;
+            v[b] = (int32_t)x;
+        }
+        pairs[2 * c] = (int32_t)((uint32_t)(uint16_t)v[0] | (uint32_t)(uint16_t)v[2] << 16);
+        pairs[2 * c + 1] = (int32_t)((uint32_t)(uint16_t)v[1] | (uint32_t)(uint16_t)v[3] << 16);
+    }
+    return qscale;
 }
 
 /* ==== cosine norms ======================================================= */
@@ -261,7 +300,9 @@ typedef struct scan_job {
     float *scores;   /* nq x LDS__PANEL */
     uint64_t *masks; /* nq */
     float *thr;      /* nq */
-    float *panel;    /* LDS__PANEL x dim, 64-byte aligned */
+    float *panel;    /* LDS__PANEL x (dim + 4), 64-byte aligned */
+    const int32_t *qi; /* native i8: nq x LDS__I8_PAIRS(dim), else NULL */
+    const double *qc;  /* native i8: nq */
 } scan_job;
 
 static void scan(scan_job *jb)
@@ -287,6 +328,9 @@ static void scan(scan_job *jb)
         .out = jb->scores,
         .mask = jb->masks,
         .panel = jb->panel,
+        .qi = jb->qi,
+        .qistride = LDS__I8_PAIRS(idx->dim),
+        .qc = jb->qc,
     };
     for (uint64_t b = jb->r0; b < jb->r1; b += LDS__PANEL) {
         size_t nr = (size_t)(jb->r1 - b < LDS__PANEL ? jb->r1 - b : LDS__PANEL);
@@ -438,8 +482,15 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
         t = (unsigned)(HEAP_HITS_CAP / (qc * want) > 0 ? HEAP_HITS_CAP / (qc * want) : 1);
 
     const size_t qs = dim;
-    const size_t panel_floats = (size_t)LDS__PANEL * dim; /* a multiple of 16: 64-byte panels */
+    /* A multiple of 16 floats (64-byte panels), room for the native i8 pairs too. */
+    const size_t panel_floats = (size_t)LDS__PANEL * (dim + 4);
+    /* i8 under dot and cosine: the integer kernels (ADR 0043). */
+    const bool native_i8 = idx->dtype == LDS_DTYPE_I8 && idx->metric != LDS_METRIC_L2 &&
+                           lds__i8_qmax((uint32_t)dim) > 0;
+    const size_t npairs = LDS__I8_PAIRS(dim);
     float *qbuf = (float *)malloc(qc * qs * sizeof(float));
+    int32_t *qibuf = native_i8 ? (int32_t *)malloc(qc * npairs * sizeof(int32_t)) : NULL;
+    double *qcbuf = native_i8 ? (double *)malloc(qc * sizeof(double)) : NULL;
     lds_hit *heaps = (lds_hit *)malloc((size_t)t * qc * want * sizeof(lds_hit));
     size_t *counts = (size_t *)malloc((size_t)t * qc * sizeof(size_t));
     float *sbuf = (float *)malloc((size_t)t * qc * (LDS__PANEL + 1) * sizeof(float));
@@ -448,8 +499,11 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
     scan_job *jobs = (scan_job *)malloc(t * sizeof(scan_job));
     pthread_t *tids = (pthread_t *)malloc(t * sizeof(pthread_t));
     bool *started = (bool *)malloc(t * sizeof(bool));
-    if (!qbuf || !heaps || !counts || !sbuf || !masks || !panels || !jobs || !tids || !started) {
+    if (!qbuf || !heaps || !counts || !sbuf || !masks || !panels || !jobs || !tids || !started ||
+        (native_i8 && (!qibuf || !qcbuf))) {
         free(qbuf);
+        free(qibuf);
+        free(qcbuf);
         free(heaps);
         free(counts);
         free(sbuf);
@@ -478,6 +532,9 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
             } else {
                 memcpy(dst, src, dim * sizeof(float));
             }
+            if (native_i8)
+                qcbuf[j] = lds__i8_quantize(dst, (uint32_t)dim, qibuf + j * npairs) *
+                           (double)idx->i8_scale;
         }
         uint64_t per = (idx->rows + t - 1) / t;
         per = (per + LDS__PANEL - 1) & ~(uint64_t)(LDS__PANEL - 1);
@@ -502,6 +559,8 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
                 .masks = masks + (size_t)w * qc,
                 .thr = sbuf + (size_t)w * qc * (LDS__PANEL + 1) + qc * LDS__PANEL,
                 .panel = panels + (size_t)w * panel_floats,
+                .qi = qibuf,
+                .qc = qcbuf,
             };
         }
         for (unsigned w = 1; w < t; w++)
@@ -529,6 +588,8 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
         }
     }
     free(qbuf);
+    free(qibuf);
+    free(qcbuf);
     free(heaps);
     free(counts);
     free(sbuf);

@@ -49,12 +49,41 @@ typedef struct lds__block_args {
     float *out;
     uint64_t *mask;
     float *panel;
+    /* i8 rows under dot or cosine (ADR 0043): NULL, or the queries quantized to
+       int16 (lds__i8_quantize), query j at qi + j * qistride as LDS__I8_PAIRS(dim)
+       dwords, and qc[j] = its qscale x the index's i8 scale. Then every score is
+       (float)((double)S * qc[j]) (cosine: (float)(((double)S * qc[j]) * inv[i]))
+       with S the exact integer sum of Q_d x R_d, and q, scale are not read. The
+       panel then holds the rows as int16 pairs (LDS__I8_PAIRS(dim) x LDS__PANEL
+       dwords). */
+    const int32_t *qi;
+    size_t qistride;
+    const double *qc;
 } lds__block_args;
+
+/* The kernels' transposer mode for raw bytes (the native i8 path's quads). */
+#define LDS__DT_RAW ((lds_dtype)0x52)
+
+/* Dwords of a quantized query: quad c (elements 4c .. 4c + 3) is the int16 pair
+   (Q[4c], Q[4c + 2]) in dword 2c (low half first) and (Q[4c + 1], Q[4c + 3]) in
+   dword 2c + 1; elements past dim are zero. */
+#define LDS__I8_PAIRS(dim) (2 * (((size_t)(dim) + 3) / 4))
+
+/* The largest |Q_d| for an i8 index of `dim` elements: 32767, or less where
+   dim x 128 x 32767 would overflow int32 (dim > 512), so that every partial
+   sum of an int32 accumulator is exact; 0 past dim 2^24 / 2^7 (no native path). */
+uint32_t lds__i8_qmax(uint32_t dim);
+
+/* Quantizes the f32 query q[0, dim) for the native i8 kernels: qscale =
+   max |q_d| / lds__i8_qmax(dim) (0 for a zero query), Q_d = q_d / qscale
+   rounded to nearest (ties to even), written as LDS__I8_PAIRS(dim) dwords to
+   `pairs`. Returns qscale. */
+double lds__i8_quantize(const float *q, uint32_t dim, int32_t *pairs);
 
 typedef void lds__block_fn(const lds__block_args *a);
 
 typedef struct lds__kernel {
-    const char *name; /* "generic", "avx2", "avx512" */
+    const char *name; /* "generic", "avx2", "avx512", "avx512vnni" */
     unsigned lanes;   /* rows per vector */
     bool fused;       /* multiply-add rounds once (FMA) */
     lds__block_fn *block;
@@ -66,6 +95,9 @@ extern const lds__kernel lds__kernel_avx2;
 #endif
 #if defined(LDS_HAVE_KERNEL_AVX512)
 extern const lds__kernel lds__kernel_avx512;
+#endif
+#if defined(LDS_HAVE_KERNEL_AVX512VNNI)
+extern const lds__kernel lds__kernel_avx512vnni;
 #endif
 
 /* The kernels built into this library, best first, and whether this CPU runs

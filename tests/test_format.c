@@ -2455,18 +2455,39 @@ static int ref_cmp(const void *x, const void *y)
     return a->row < b->row ? -1 : 1;
 }
 
-/* The accuracy bound of lodestar_index.h for one row (u = 2^-24, m = ceil(dim / 8)). */
-static double search_bound(lds_metric mt, uint32_t dim, double absdot, double l2)
+/* The accuracy bound of lodestar_index.h for one row (u = 2^-24). i8 under dot and
+   cosine (the native integer kernels, ADR 0043): qscale is the query's quantization
+   step, sumr = sum |r_i|, rn = |r|. */
+static double search_bound(lds_dtype dt, lds_metric mt, uint32_t dim, double absdot, double l2,
+                           double qscale, double sumr, double rn)
 {
     /* lodestar_index.h: g(n) = n u / (1 - n u), one sequential chain per pair. */
     double u = ldexp(1.0, -24);
 #define G(n) ((double)(n)*u / (1.0 - (double)(n)*u))
+    if (dt == LDS_DTYPE_I8 && mt == LDS_METRIC_COSINE)
+        return qscale / 2 * (rn > 0 ? sumr / rn : 0) + ldexp(1.0, -21);
+    if (dt == LDS_DTYPE_I8 && mt == LDS_METRIC_DOT)
+        return qscale / 2 * sumr + ldexp(1.0, -22) * absdot;
     if (mt == LDS_METRIC_COSINE)
         return G(dim + 3);
     if (mt == LDS_METRIC_DOT)
         return G(dim) * absdot;
     return G(dim + 2) * l2;
 #undef G
+}
+
+/* The native i8 path's quantization step for query q (lodestar_index.h): max |q_i|
+   (of q / |q| under cosine) / Qmax, Qmax = min(32767, floor((2^31 - 1) / (128 dim))). */
+static double ref_i8_qscale(const float *q, uint32_t dim, bool cosine)
+{
+    double qn = 0, amax = 0;
+    for (uint32_t i = 0; i < dim; i++) {
+        qn += (double)q[i] * q[i];
+        amax = fabs(q[i]) > amax ? fabs(q[i]) : amax;
+    }
+    double qmax = floor(2147483647.0 / (128.0 * dim));
+    qmax = qmax > 32767 ? 32767 : qmax;
+    return (cosine ? amax / sqrt(qn) : amax) / qmax * (1 + 1e-6);
 }
 
 /* Double-precision scores of every row for query q, and the largest bound. */
@@ -2482,6 +2503,7 @@ static double reference_scores(lds_index *idx, const float *q, ref_hit *ref)
         qn += (double)q[i] * q[i];
     qn = sqrt(qn);
     lds_dtype dt = lds_index_dtype(idx);
+    const double qscale = ref_i8_qscale(q, dim, m == LDS_METRIC_COSINE);
     for (uint64_t r = 0; r < rows; r++) {
         /* Decoded from the stored bytes here, not by the library's row decoder (which the
            search shares): f16 by the binary16 definition, bf16 as float32's top half. */
@@ -2496,8 +2518,9 @@ static double reference_scores(lds_index *idx, const float *q, ref_hit *ref)
             else
                 v[i] = (float)(int8_t)raw[i] * lds_index_i8_scale(idx);
         }
-        double dot = 0, rr = 0, l2 = 0, ad = 0;
+        double dot = 0, rr = 0, l2 = 0, ad = 0, sr = 0;
         for (uint32_t i = 0; i < dim; i++) {
+            sr += fabs((double)v[i]);
             dot += (double)q[i] * v[i];
             ad += fabs((double)q[i] * v[i]);
             rr += (double)v[i] * v[i];
@@ -2508,7 +2531,7 @@ static double reference_scores(lds_index *idx, const float *q, ref_hit *ref)
                        : m == LDS_METRIC_DOT ? dot
                        : rr == 0             ? 0
                                              : dot / (qn * sqrt(rr));
-        double e = search_bound(m, dim, ad, l2);
+        double e = search_bound(dt, m, dim, ad, l2, qscale, sr, sqrt(rr));
         if (e > emax)
             emax = e;
     }
@@ -2839,6 +2862,106 @@ static void test_search_nan_rows_every_kernel(void **state)
     assert_true(lds__search_kernel_force(NULL));
 }
 
+/* Native i8 under dot and cosine (ADR 0043): every score of an i8 dot index is
+   exactly (float)((double)S * (qscale * i8_scale)), S the int64 sum of the quantized
+   query times the stored integers, with Qmax, qscale and Q by the rule of
+   lodestar_index.h computed here independently; every kernel gives the same bits
+   (cosine too); rows of +-127 against a query at +-Qmax reach the int32 limit
+   (dim 1000: 1000 x 127 x 16777 = 2,130,679,000) without wrapping. */
+static void test_search_i8_exact(void **state)
+{
+    (void)state;
+    static const uint32_t dims[] = {1, 3, 17, 100, 768, 1000};
+    enum { ROWS = 150, Q = 7 };
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
+        const uint32_t dim = dims[d];
+        float *data = malloc((size_t)ROWS * dim * sizeof(float));
+        float *q = malloc((size_t)Q * dim * sizeof(float));
+        float *sc = malloc((size_t)Q * ROWS * sizeof(float));
+        float *first = malloc((size_t)Q * ROWS * sizeof(float));
+        lds_hit *h = malloc((size_t)Q * ROWS * sizeof(lds_hit));
+        assert_true(data && q && sc && first && h);
+        for (size_t r = 0; r < ROWS; r++)
+            for (uint32_t i = 0; i < dim; i++)
+                data[r * dim + i] = r == 0 ? 1.0f : r == 1 ? ((i & 1) ? 1.0f : -1.0f) : frand();
+        for (size_t j = 0; j < Q; j++)
+            for (uint32_t i = 0; i < dim; i++)
+                q[j * dim + i] = j == 0 ? 1.0f : j == 1 ? ((i & 1) ? 0.5f : -0.5f) : frand() * 3;
+        for (int m = 0; m < 2; m++) {
+            spec s = {.dtype = LDS_DTYPE_I8,
+                      .metric = m ? LDS_METRIC_COSINE : LDS_METRIC_DOT,
+                      .dim = dim,
+                      .rows = ROWS,
+                      .data = data};
+            bytes f = build(&s);
+            lds_index *idx = NULL;
+            assert_int_equal(parse_file(&f, NULL, &idx, NULL), LDS_OK);
+            size_t ran = 0;
+            for (size_t kn = 0; kn < lds__search_kernel_count(); kn++) {
+                if (!lds__search_kernel_runs(kn))
+                    continue;
+                assert_true(lds__search_kernel_force(lds__search_kernel_at(kn)->name));
+                size_t n[Q];
+                assert_int_equal(lds_index_search_batch(idx, q, Q, dim, ROWS, NULL, h, n, NULL),
+                                 LDS_OK);
+                for (size_t j = 0; j < Q; j++) {
+                    assert_int_equal(n[j], ROWS);
+                    for (size_t i = 0; i < ROWS; i++)
+                        sc[j * ROWS + h[j * ROWS + i].row] = h[j * ROWS + i].score;
+                    /* One query alone: the single path gives the batch's bits. */
+                    lds_hit one[ROWS];
+                    size_t n1;
+                    assert_int_equal(lds_index_search(idx, q + j * dim, dim, ROWS, one, &n1, NULL),
+                                     LDS_OK);
+                    assert_hits_equal(one, h + j * ROWS, ROWS);
+                }
+                if (ran++ == 0)
+                    memcpy(first, sc, (size_t)Q * ROWS * sizeof(float));
+                else
+                    assert_memory_equal(first, sc, (size_t)Q * ROWS * sizeof(float));
+                if (m)
+                    continue;
+                double qmax = floor(2147483647.0 / (128.0 * dim));
+                qmax = qmax > 32767 ? 32767 : qmax;
+                for (size_t j = 0; j < Q; j++) {
+                    const float *qj = q + j * dim;
+                    float amax = 0;
+                    for (uint32_t i = 0; i < dim; i++)
+                        amax = fabsf(qj[i]) > amax ? fabsf(qj[i]) : amax;
+                    double qscale = (double)amax / qmax;
+                    for (size_t r = 0; r < ROWS; r++) {
+                        const int8_t *row = (const int8_t *)lds_index_row(idx, r);
+                        int64_t S = 0;
+                        for (uint32_t i = 0; i < dim; i++) {
+                            double x = nearbyint((double)qj[i] / qscale);
+                            assert_true(fabs(x) <= qmax);
+                            S += (int64_t)x * row[i];
+                        }
+                        float want = (float)((double)S * (qscale * (double)lds_index_i8_scale(idx)));
+                        if (memcmp(&want, &sc[j * ROWS + r], sizeof want) != 0) {
+                            fprintf(stderr, "dim %u query %zu row %zu: %.9g, want %.9g (S %lld, %s)\n",
+                                    dim, j, r, (double)sc[j * ROWS + r], (double)want, (long long)S,
+                                    lds__search_kernel()->name);
+                            fail();
+                        }
+                        if (j == 0 && r == 0) /* the largest sum the rule allows, exact */
+                            assert_true(S == (int64_t)dim * 127 * (int64_t)qmax);
+                    }
+                }
+            }
+            assert_true(ran >= 1);
+            lds_index_free(idx);
+            free(f.p);
+        }
+        free(data);
+        free(q);
+        free(sc);
+        free(first);
+        free(h);
+    }
+    assert_true(lds__search_kernel_force(NULL));
+}
+
 /* The two fused kernels (AVX2, AVX-512) sum every pair in the same order with one
    rounding per step, so they agree to the bit (lodestar_index.h); skipped where this CPU
    does not run both. */
@@ -2894,10 +3017,13 @@ static void test_search_fused_kernels_agree(void **state)
 static void test_search_dispatcher_rule(void **state)
 {
     (void)state;
-    const char *want[3];
+    const char *want[4];
     size_t nw = 0;
 #if defined(__x86_64__)
     __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+        want[nw++] = "avx512vnni";
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl"))
         want[nw++] = "avx512";
@@ -3141,6 +3267,7 @@ int main(void)
         cmocka_unit_test(test_search_batch_errors),
         cmocka_unit_test(test_search_nan_rows_every_kernel),
         cmocka_unit_test(test_search_fused_kernels_agree),
+        cmocka_unit_test(test_search_i8_exact),
         cmocka_unit_test(test_search_dispatcher_rule),
         cmocka_unit_test(test_search_ties_and_errors),
         cmocka_unit_test(test_search_nan_row_ranks_last),

@@ -314,6 +314,33 @@ static void codec_and_ids_seeds(void)
     put("import_ids", "repeat-first-i8-auto", &c, 1, "0\n1\n2\n3\n4\n5\n6\n", 14);
 }
 
+/* fuzz_search: 8 control bytes (fuzz_search.c), then row bytes and query floats. */
+static void search_seeds(void)
+{
+    static const struct {
+        const char *name;
+        uint8_t ctl[8];
+    } seeds[] = {
+        {"f32-cosine", {0x00, 16, 70, 3, 10, 0x10, 0, 0}},
+        {"f16-dot-threads", {0x05, 32, 150, 7, 5, 0x13, 0, 0}},
+        {"bf16-l2-k-rows", {0x0A, 3, 65, 2, 65, 0x12, 1, 0}},
+        {"i8-dot-every-row", {0x07, 39, 130, 13, 140, 0x52, 0, 0}},
+        {"i8-cosine-first-layout", {0x03, 7, 64, 1, 7, 0x21, 2, 0}},
+        {"bad-size", {0x00, 4, 10, 2, 3, 0x30, 0, 0}},
+        {"unknown-kernel", {0x04, 4, 10, 2, 3, 0x10, 200, 0}},
+        {"dim-mismatch", {0x04, 4, 10, 2, 3, 0x90, 0, 0}},
+        {"null-hits-huge-k", {0x04, 4, 10, 2, 255, 0x10, 0, 4}},
+    };
+    uint8_t body[8192];
+    for (size_t i = 0; i < sizeof body; i++)
+        body[i] = (uint8_t)(i * 37 + 11);
+    /* The queries (after the rows' bytes) as small floats: 0x3F in every fourth byte. */
+    for (size_t i = 3; i < sizeof body; i += 4)
+        body[i] = 0x3F;
+    for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++)
+        put("search", seeds[i].name, seeds[i].ctl, 8, body, sizeof body);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -325,6 +352,7 @@ int main(int argc, char **argv)
     chunk_seeds();
     text_seeds();
     codec_and_ids_seeds();
+    search_seeds();
     rmdir(fz_tmpdir());
     return 0;
 }
