@@ -54,6 +54,8 @@ static const struct {
                 {"word2vec", X_W2V},
                 {"word2vec-bin", X_W2V_BIN}};
 
+/* Whether s ends in ext, case aside (a .NPY from a Windows tool names the same
+   format). */
 static bool ends_with(const char *s, const char *ext)
 {
     size_t n = strlen(s), e = strlen(ext);
@@ -68,6 +70,9 @@ typedef struct atomic_file {
     FILE *f;
 } atomic_file;
 
+/* Opens a temporary file beside path's target (a link at path is followed,
+   cli_output_target), registered for removal on a signal; a large stdio buffer,
+   since rows are written a few bytes at a time. */
 static int atomic_open(atomic_file *a, const char *path)
 {
     a->f = NULL;
@@ -88,7 +93,9 @@ static int atomic_open(atomic_file *a, const char *path)
     return CLI_OK;
 }
 
-/* Completes (ok) or abandons the file. */
+/* Completes (ok) or abandons the file. Completing syncs before the rename, so a
+   crash leaves either the old file or the whole new one; abandoning removes the
+   temporary and leaves whatever was at the target untouched. */
 static int atomic_close(atomic_file *a, bool ok)
 {
     if (!a->f)
@@ -107,6 +114,7 @@ static int atomic_close(atomic_file *a, bool ok)
     return ok ? rc : CLI_FAIL;
 }
 
+/* Little-endian whatever the host: the formats are defined that way. */
 static void put_le32(FILE *f, uint32_t v)
 {
     unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
@@ -144,6 +152,8 @@ static void put_npy_header(FILE *f, const char *descr, uint64_t rows, uint32_t d
 /* Why key k cannot be written in format x, or NULL. */
 static const char *key_refusal(const char *k, size_t n, xformat x)
 {
+    /* Each refusal is a key the format would write but pack would read back as
+       something else, so an export that succeeds always packs back the same. */
     if (n == 0)
         return "is empty";
     for (size_t i = 0; i < n; i++) {
@@ -373,6 +383,8 @@ int cli_export(int argc, char **argv)
     uint64_t rows = lds_index_rows(idx);
     uint32_t dim = lds_index_dim(idx);
     bool keyed = lds_index_has_keys(idx);
+    /* Rows go out as f32 (lds_index_row_f32) whatever the stored dtype: every
+       target format but npy's f16 holds 32-bit floats. */
     float *vec = malloc((size_t)dim * sizeof *vec);
     atomic_file af = {0}, kf = {0};
     if (!vec) {
@@ -397,7 +409,7 @@ int cli_export(int argc, char **argv)
     cli_progress prog_line;
     cli_progress_start(&prog_line, what);
     for (uint64_t r = 0; r < rows; r++) {
-        if ((r & 1023) == 0)
+        if ((r & 1023) == 0) /* a clock read per row would cost more than the row */
             cli_progress_update(&prog_line, r, rows);
         lds_status st = lds_index_row_f32(idx, r, vec, dim);
         if (st != LDS_OK) {

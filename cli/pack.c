@@ -66,7 +66,7 @@ static const char pack_usage[] =
     "Progress is shown on stderr when it is a terminal and the input takes more\n"
     "than two seconds.\n";
 
-/* Progress on a terminal: silent for the first two seconds, then at most 5 updates a second. */
+/* CLOCK_MONOTONIC in seconds, for the summary's time: the wall clock may jump. */
 static double now_seconds(void)
 {
     struct timespec ts;
@@ -74,7 +74,10 @@ static double now_seconds(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Copies the finished index at `path` to standard output. */
+/* Copies the finished index at `path` to standard output. It goes through a file
+   so that a failed pack writes nothing there, and so that the index gets what only
+   a seekable output gets from the writer: its length in the header and the format
+   1.1 chunk table. */
 static int copy_to_stdout(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -101,8 +104,6 @@ static int copy_to_stdout(const char *path)
     return rc;
 }
 
-/* Reports a failed import: the importer's messages name a line or row of IN, the writer's
-   (which start "writer: ") concern OUT; an input the options do not fit is a usage error. */
 /* Whether `kind` (lds_import_sniff's format of IN) contradicts the format asked for: a
    file of another known kind, which would fail there as unparseable numbers or a bad
    header. GloVe and word2vec text are close enough to leave to the importer's message. */
@@ -118,6 +119,8 @@ static bool other_kind(lds_import_format asked, lds_import_format kind, const ch
     return kind != LDS_IMPORT_AUTO && kind != asked && !(asked_text && kind_text);
 }
 
+/* Reports a failed import: the importer's messages name a line or row of IN, the writer's
+   (which start "writer: ") concern OUT; an input the options do not fit is a usage error. */
 static int pack_failed(const char *prog, const char *in, const char *keys, const char *ids,
                        const char *out, lds_import_format asked, lds_status st,
                        const lds_error *err)

@@ -80,6 +80,8 @@ void lds_writer_options_default(lds_writer_options *o)
     o->i8_scale = 1.0f / 127.0f;
 }
 
+/* Every write error ends the writer (W_FAILED): the output is missing bytes the
+   table would describe, so no later call may produce a file from it. */
 static lds_status io_fail(lds_writer *w, lds_error *err, const char *what)
 {
     int e = errno;
@@ -87,6 +89,8 @@ static lds_status io_fail(lds_writer *w, lds_error *err, const char *what)
     return lds__fail_errno(err, LDS_E_IO, e, "writer: %s: %s", what, strerror(e));
 }
 
+/* write(2) until all n bytes are out: a pipe or socket takes part of a buffer at a
+   time, and a signal may interrupt it (EINTR) without losing anything. */
 static bool write_all_fd(int fd, const uint8_t *p, size_t n)
 {
     while (n > 0) {
@@ -106,6 +110,7 @@ static bool write_all_fd(int fd, const uint8_t *p, size_t n)
     return true;
 }
 
+/* Writes out an fd writer's buffer (a FILE* writer has none of its own). */
 static bool flush_buf(lds_writer *w)
 {
     if (w->fd < 0 || w->buf_len == 0)
@@ -115,6 +120,8 @@ static bool flush_buf(lds_writer *w)
     return ok;
 }
 
+/* Output bytes that the payload checksum does not cover (the header and the
+   checksum itself); payload bytes go through put_payload. */
 static bool put(lds_writer *w, const void *data, size_t n)
 {
     const uint8_t *p = (const uint8_t *)data;
@@ -169,6 +176,8 @@ static bool chunk_feed(lds_writer *w, const uint8_t *p, size_t n)
     return true;
 }
 
+/* Payload bytes: hashed for the checksum and the chunk table as they pass, so
+   the writer never reads back what it wrote. */
 static bool put_payload(lds_writer *w, const void *data, size_t n)
 {
     if (n == 0)
@@ -178,12 +187,16 @@ static bool put_payload(lds_writer *w, const void *data, size_t n)
     return chunk_feed(w, (const uint8_t *)data, n) && put(w, data, n);
 }
 
+/* Zeros up to the next multiple of 64 (format.md §4.1: sections start aligned,
+   which S5 and S7 check and a mapped reader relies on). */
 static bool pad64(lds_writer *w)
 {
     static const uint8_t zeros[64];
     return put_payload(w, zeros, (size_t)(lds__align64(w->payload) - w->payload));
 }
 
+/* Frees everything; a path writer that did not finish removes its temporary
+   file, so an abandoned write leaves the target as it was. */
 static void writer_destroy(lds_writer *w)
 {
     if (w->tmp) {
@@ -221,6 +234,9 @@ void lds_writer_free(lds_writer *w)
         writer_destroy(w);
 }
 
+/* Checks the options and allocates a writer with no output yet; the open_*
+   functions attach one. Options are checked here, before a byte is written,
+   so that a bad one never leaves a partial file. */
 static lds_status writer_new(const lds_writer_options *in, lds_writer **out, lds_error *err)
 {
     WRITER_FAIL_IF(!out, err, LDS_E_INVALID_ARG, NULL, "out is NULL");
@@ -304,6 +320,7 @@ static void write_header(uint64_t payload_length, uint8_t *hdr)
     lds_header_encode(&h, hdr);
 }
 
+/* Writes the placeholder header (length unknown) that finish rewrites. */
 static lds_status writer_start(lds_writer *w, lds_error *err)
 {
     uint8_t hdr[LDS_HEADER_SIZE];
@@ -487,6 +504,8 @@ lds_status lds_writer_open_path(const char *path, const lds_writer_options *opts
     return LDS_OK;
 }
 
+/* Refuses a call on a finished or failed writer (LDS_E_STATE), so a caller that
+   ignored an error cannot go on to produce a file. */
 static lds_status check_open(lds_writer *w, lds_error *err)
 {
     WRITER_FAIL_IF(!w, err, LDS_E_INVALID_ARG, NULL, "NULL writer");
@@ -496,6 +515,8 @@ static lds_status check_open(lds_writer *w, lds_error *err)
     return LDS_OK;
 }
 
+/* Doubles *cap until it holds `need` elements of `elem` bytes; false (nothing
+   changed) on overflow or no memory. */
 static bool grow(void **p, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap)
@@ -521,6 +542,7 @@ typedef struct key_probe {
     size_t len;
 } key_probe;
 
+/* Whether the key of `row`, already written, equals the key being added. */
 static bool key_probe_eq(const void *ctx, uint64_t row)
 {
     const key_probe *k = (const key_probe *)ctx;
@@ -528,6 +550,8 @@ static bool key_probe_eq(const void *ctx, uint64_t row)
     return b - a == k->len && memcmp(k->w->kbytes + a, k->key, k->len) == 0;
 }
 
+/* A written row's key hash, for the table to place its rows again when it grows:
+   its 8-byte slots hold a row and a few bits of the hash, not the whole hash. */
 static uint64_t key_rehash(const void *ctx, uint64_t row)
 {
     const lds_writer *w = (const lds_writer *)ctx;
@@ -545,6 +569,8 @@ uint64_t lds__writer_dup_row(const lds_writer *w)
     return w ? w->dup_row : 0;
 }
 
+/* x (dim floats, already normalized when asked) into w->row_out in the stored
+   dtype, little-endian. */
 static void encode_row(lds_writer *w, const float *x)
 {
     uint8_t *o = w->row_out;
@@ -743,11 +769,13 @@ lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint6
     return LDS_OK;
 }
 
+/* Bytes a metadata entry takes in the section (two lengths and two strings). */
 static uint64_t entry_bytes(const char *k, const char *v)
 {
     return 8 + (uint64_t)strlen(k) + strlen(v);
 }
 
+/* Bytes of the count and the two entries written from the options. */
 static uint64_t auto_meta_bytes(const lds_writer *w)
 {
     return 4 + entry_bytes("metric", lds_metric_name(w->o.metric)) +
@@ -812,6 +840,8 @@ uint64_t lds_writer_rows(const lds_writer *w)
     return w ? w->rows : 0;
 }
 
+/* n values as little-endian integers of `width` bytes (4: key offsets that fit),
+   through a small buffer rather than a put per value. */
 static bool put_u64s(lds_writer *w, const uint64_t *v, uint64_t n, unsigned width)
 {
     uint8_t chunk[512];
@@ -831,6 +861,7 @@ static bool put_u64s(lds_writer *w, const uint64_t *v, uint64_t n, unsigned widt
     return put_payload(w, chunk, used);
 }
 
+/* A metadata string: a 4-byte length, then its bytes (no NUL). */
 static bool put_string(lds_writer *w, const char *s)
 {
     uint8_t len[4];
@@ -839,6 +870,8 @@ static bool put_string(lds_writer *w, const char *s)
     return put_payload(w, len, 4) && put_payload(w, s, n);
 }
 
+/* fsync of the directory that holds `path`: a rename is durable only once its
+   directory is on disk. */
 static bool fsync_dir_of(const char *path)
 {
     const char *slash = strrchr(path, '/');
