@@ -239,6 +239,70 @@ static lds_status read_width(lds__imp_reader *in, int32_t *d, size_t *got, lds_e
     return st;
 }
 
+/* Row 0's width d, which fixes D for the file: checked against the limits and,
+   for a sized input, the bytes that follow it. */
+static lds_status read_fvecs_dim(lds__imp_ctx *c, int32_t *d0, lds_error *err)
+{
+    lds__imp_reader *in = &c->in;
+    const lds_limits *lim = &c->opts->limits;
+    size_t got;
+    lds_status st = read_width(in, d0, &got, err);
+    if (st != LDS_OK)
+        return st;
+    if (got == 0)
+        return lds__imp_fail(err, LDS_E_PARSE, "fvecs.d", 0, 1,
+                             "row 0 (byte 0): the file is empty, so it has no dimension");
+    if (got < 4)
+        return lds__imp_fail(err, LDS_E_TRUNCATED, "fvecs.d", 0, 1,
+                             "row 0 (byte 0): the file ends inside the row's width");
+    if (*d0 <= 0)
+        return lds__imp_fail(err, LDS_E_BAD_VALUE, "fvecs.d", 0, 1,
+                             "row 0 (byte 0): d = %ld; a row's dimension must be positive",
+                             (long)*d0);
+    if ((uint64_t)*d0 > lim->max_dim)
+        return lds__imp_fail(err, LDS_E_LIMIT, "fvecs.d", 0, 1,
+                             "row 0 (byte 0): d = %ld is above max_dim = %llu", (long)*d0,
+                             (unsigned long long)lim->max_dim);
+    size_t dim = (size_t)*d0, data_bytes = dim * 4;
+    if (in->size != UINT64_MAX && data_bytes > in->size - 4)
+        return lds__imp_fail(err, LDS_E_TRUNCATED, "fvecs.d", 0, 1,
+                             "row 0 (byte 0): d = %zu needs %zu bytes of floats, but the file has "
+                             "%llu after the width",
+                             dim, data_bytes, (unsigned long long)(in->size - 4));
+    return LDS_OK;
+}
+
+/* Row r's width (row 0's was read by read_fvecs_dim): every row repeats it, and
+   one that differs is a damaged or concatenated file. *end is set at a clean end
+   of the input, which .fvecs has no other way to say. */
+static lds_status read_fvecs_width(lds__imp_reader *in, uint64_t r, uint64_t row_off, int32_t d0,
+                                   bool *end, lds_error *err)
+{
+    uint64_t row = r + 1;
+    int32_t d;
+    size_t got;
+    *end = false;
+    lds_status st = read_width(in, &d, &got, err);
+    if (st != LDS_OK)
+        return st;
+    if (got == 0) {
+        *end = true;
+        return LDS_OK;
+    }
+    if (got < 4)
+        return lds__imp_fail(err, LDS_E_TRUNCATED, "fvecs.d", row_off, row,
+                             "row %llu (byte %llu): the file ends inside the row's width",
+                             (unsigned long long)(row - 1), (unsigned long long)row_off);
+    if (d != d0)
+        return lds__imp_fail(err, LDS_E_PARSE, "fvecs.d", row_off, row,
+                             "row %llu (byte %llu): d = %ld, but row 0 has d = %ld",
+                             (unsigned long long)(row - 1), (unsigned long long)row_off, (long)d,
+                             (long)d0);
+    return LDS_OK;
+}
+
+/* .fvecs (the TEXMEX SIFT and GIST sets' format): rows of a little-endian int32 width d and
+   d float32, no header; keys, when given, come from a keys file. */
 lds_status lds__import_fvecs(lds__imp_ctx *c, lds_error *err)
 {
     lds__imp_reader *in = &c->in;
@@ -249,31 +313,12 @@ lds_status lds__import_fvecs(lds__imp_ctx *c, lds_error *err)
     s->line_base = 1;
     int32_t d0;
     size_t got;
-    lds_status st = read_width(in, &d0, &got, err);
+    lds_status st = read_fvecs_dim(c, &d0, err);
     if (st != LDS_OK)
         return st;
-    if (got == 0)
-        return lds__imp_fail(err, LDS_E_PARSE, "fvecs.d", 0, 1,
-                             "row 0 (byte 0): the file is empty, so it has no dimension");
-    if (got < 4)
-        return lds__imp_fail(err, LDS_E_TRUNCATED, "fvecs.d", 0, 1,
-                             "row 0 (byte 0): the file ends inside the row's width");
-    if (d0 <= 0)
-        return lds__imp_fail(err, LDS_E_BAD_VALUE, "fvecs.d", 0, 1,
-                             "row 0 (byte 0): d = %ld; a row's dimension must be positive",
-                             (long)d0);
-    if ((uint64_t)d0 > lim->max_dim)
-        return lds__imp_fail(err, LDS_E_LIMIT, "fvecs.d", 0, 1,
-                             "row 0 (byte 0): d = %ld is above max_dim = %llu", (long)d0,
-                             (unsigned long long)lim->max_dim);
     size_t dim = (size_t)d0;
     size_t data_bytes = dim * 4;
     uint64_t row_bytes = 4 + (uint64_t)data_bytes;
-    if (in->size != UINT64_MAX && data_bytes > in->size - 4)
-        return lds__imp_fail(err, LDS_E_TRUNCATED, "fvecs.d", 0, 1,
-                             "row 0 (byte 0): d = %zu needs %zu bytes of floats, but the file has "
-                             "%llu after the width",
-                             dim, data_bytes, (unsigned long long)(in->size - 4));
     /* A file that is a whole number of rows tells N before any row is read. */
     bool whole = in->size != UINT64_MAX && in->size % row_bytes == 0;
     uint64_t n = whole ? in->size / row_bytes : 0;
@@ -303,24 +348,11 @@ lds_status lds__import_fvecs(lds__imp_ctx *c, lds_error *err)
         uint64_t row = r + 1;
         uint64_t row_off = lds__imp_reader_offset(in) - (r == 0 ? 4 : 0);
         if (r > 0) {
-            int32_t d;
-            if ((st = read_width(in, &d, &got, err)) != LDS_OK)
+            bool end;
+            if ((st = read_fvecs_width(in, r, row_off, d0, &end, err)) != LDS_OK)
                 goto out;
-            if (got == 0)
+            if (end)
                 break;
-            if (got < 4) {
-                st = lds__imp_fail(err, LDS_E_TRUNCATED, "fvecs.d", row_off, row,
-                                   "row %llu (byte %llu): the file ends inside the row's width",
-                                   (unsigned long long)(row - 1), (unsigned long long)row_off);
-                goto out;
-            }
-            if (d != d0) {
-                st = lds__imp_fail(err, LDS_E_PARSE, "fvecs.d", row_off, row,
-                                   "row %llu (byte %llu): d = %ld, but row 0 has d = %ld",
-                                   (unsigned long long)(row - 1), (unsigned long long)row_off,
-                                   (long)d, (long)d0);
-                goto out;
-            }
         }
         if ((st = lds__imp_reader_read(in, raw, data_bytes, &got, err)) != LDS_OK)
             goto out;
@@ -345,6 +377,7 @@ lds_status lds__import_fvecs(lds__imp_ctx *c, lds_error *err)
         if ((st = lds__imp_sink_row(s, vec, key, klen, key_off, err)) != LDS_OK)
             goto out;
     }
+    /* An unsized input (a pipe) learns N only at its end. */
     if (with_keys && key_lines != s->rows)
         st = lds__imp_fail(err, LDS_E_LENGTH_MISMATCH, "keys_path", 0, 0,
                            "the keys file has %llu lines but the .fvecs file has %llu rows",
