@@ -21,6 +21,7 @@ void lds_import_options_default(lds_import_options *o)
     lds_limits_default(&o->limits);
 }
 
+/* One table for both directions, so that a name and its format cannot drift apart. */
 static const struct {
     lds_import_format format;
     const char *name;
@@ -61,7 +62,9 @@ static bool has_ext_n(const char *path, size_t n, const char *ext)
 }
 
 /* Picks the format from the extension (a .gz, .zst or .xz after it is looked through:
-   the decoder is chosen by magic, not by name), reading the first line of .txt. */
+   the decoder is chosen by magic, not by name), reading the first line of .txt.
+   The name decides rather than the bytes because .fvecs and headerless text have no
+   magic; lds_import_sniff's guess from the bytes only explains a failure. */
 static lds_status detect(const char *path, lds__imp_reader *in, lds_import_format *out,
                          lds_error *err)
 {
@@ -114,6 +117,8 @@ static lds_status detect(const char *path, lds__imp_reader *in, lds_import_forma
 #undef has_ext
 }
 
+/* Copies r into the caller's result, no more bytes than its size says it has (an
+   older caller's struct is smaller), keeping that size. */
 static void result_write(lds_import_result *res, const lds_import_result *r)
 {
     if (!res)
@@ -164,6 +169,7 @@ static lds_status reopen_inputs(lds__imp_ctx *c, const char *path, size_t max_li
 static lds_status run_format(lds__imp_ctx *c, lds_import_format format, lds_error *err)
 {
     lds_status st = LDS_E_INVALID_ARG;
+    /* fastText's .vec is word2vec text (an "N D" line, then rows). */
     switch (format) {
     case LDS_IMPORT_GLOVE:
         st = lds__import_text(c, false, err);
