@@ -376,10 +376,12 @@ static lds_status find_directory(int fd, uint64_t fsize, zip_dir *z, lds_error *
 
 /* Reads the central directory and picks the entry to import: the one named by
    options.array, or the only one. Every entry is parsed (and so checked), and
-   their names are listed in the message when the choice fails. */
-static lds_status pick_entry(lds__imp_ctx *c, const zip_dir *z, entry *pick, lds_error *err)
+   their names are listed in the message when the choice fails. The directory is
+   left in *cdp for the caller to free: an entry's name points into it. */
+static lds_status pick_entry(lds__imp_ctx *c, const zip_dir *z, unsigned char **cdp, entry *pick,
+                             lds_error *err)
 {
-    unsigned char *cd = malloc(z->cd_size ? (size_t)z->cd_size : 1);
+    unsigned char *cd = *cdp = malloc(z->cd_size ? (size_t)z->cd_size : 1);
     if (!cd)
         return lds__imp_fail(err, LDS_E_NOMEM, "npz", 0, 0, "out of memory (zip directory)");
     lds_status st = zread(c->in.fd, cd, (size_t)z->cd_size, z->cd_off, err);
@@ -415,7 +417,6 @@ static lds_status pick_entry(lds__imp_ctx *c, const zip_dir *z, entry *pick, lds
             found = true;
         }
     }
-    free(cd);
     if (st != LDS_OK)
         return st;
     if (seen == 0)
@@ -510,11 +511,13 @@ lds_status lds__import_npz(lds__imp_ctx *c, lds_error *err)
         return zfail(err, LDS_E_PARSE, 0, "too short for a zip file");
     zip_dir z = {0, 0, 0, 0}; /* gcc -O3 cannot prove find_directory sets it */
     entry pick;
+    unsigned char *cd = NULL; /* the central directory, which pick.name points into */
     uint64_t data = 0;
     lds_status st;
-    if ((st = find_directory(in->fd, fsize, &z, err)) != LDS_OK ||
-        (st = pick_entry(c, &z, &pick, err)) != LDS_OK ||
-        (st = check_pick(in->fd, fsize, &pick, &data, err)) != LDS_OK)
-        return st;
-    return read_entry(c, &pick, data, err);
+    if ((st = find_directory(in->fd, fsize, &z, err)) == LDS_OK &&
+        (st = pick_entry(c, &z, &cd, &pick, err)) == LDS_OK &&
+        (st = check_pick(in->fd, fsize, &pick, &data, err)) == LDS_OK)
+        st = read_entry(c, &pick, data, err);
+    free(cd);
+    return st;
 }
