@@ -69,8 +69,8 @@ lds_status lds_chunk_verify(const lds_header *h, const void *table, uint64_t k, 
                             size_t n, lds_error *err)
 {
     uint64_t s, e;
-    LDS__FAIL_IF_MSG(!table || !chunk || lds_chunk_range(h, k, &s, &e) != LDS_OK || n != e - s,
-                     err, LDS_E_INVALID_ARG, NULL, 0,
+    LDS__FAIL_IF_MSG(!table || !chunk || lds_chunk_range(h, k, &s, &e) != LDS_OK || n != e - s, err,
+                     LDS_E_INVALID_ARG, NULL, 0,
                      "lds_chunk_verify: chunk %llu: NULL argument, no such chunk, or %zu "
                      "bytes where the chunk has another length",
                      (unsigned long long)k, n);

@@ -85,11 +85,10 @@ lds_status lds_header_decode(const void *bytes, size_t n, lds_header *out, lds_e
     out->chunk_bytes = lds__ld32(b + 48);
     uint32_t cb = out->chunk_bytes;
     /* C1: a power of two, so a chunk's index is a shift of its offset. */
-    LDS__FAIL_IF(cb == 0 || (cb & (cb - 1)) != 0 || cb < LDS_MIN_CHUNK_BYTES ||
-                     cb > LDS_MAX_CHUNK_BYTES,
-                 err, LDS_E_BAD_VALUE, "header.chunk_bytes", 48,
-                 "%u is not a power of two from %u to %u", (unsigned)cb,
-                 (unsigned)LDS_MIN_CHUNK_BYTES, (unsigned)LDS_MAX_CHUNK_BYTES);
+    LDS__FAIL_IF(
+        cb == 0 || (cb & (cb - 1)) != 0 || cb < LDS_MIN_CHUNK_BYTES || cb > LDS_MAX_CHUNK_BYTES,
+        err, LDS_E_BAD_VALUE, "header.chunk_bytes", 48, "%u is not a power of two from %u to %u",
+        (unsigned)cb, (unsigned)LDS_MIN_CHUNK_BYTES, (unsigned)LDS_MAX_CHUNK_BYTES);
     /* C2: the table sits at the payload's end, so its place needs the length. */
     uint64_t L = out->payload_length;
     LDS__FAIL_IF(L == LDS_LENGTH_UNKNOWN, err, LDS_E_BAD_VALUE, "header.payload_length", 16,
