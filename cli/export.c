@@ -54,6 +54,8 @@ static const struct {
                 {"word2vec", X_W2V},
                 {"word2vec-bin", X_W2V_BIN}};
 
+/* Whether s ends in ext, case aside (a .NPY from a Windows tool names the same
+   format). */
 static bool ends_with(const char *s, const char *ext)
 {
     size_t n = strlen(s), e = strlen(ext);
@@ -68,6 +70,9 @@ typedef struct atomic_file {
     FILE *f;
 } atomic_file;
 
+/* Opens a temporary file beside path's target (a link at path is followed,
+   cli_output_target), registered for removal on a signal; a large stdio buffer,
+   since rows are written a few bytes at a time. */
 static int atomic_open(atomic_file *a, const char *path)
 {
     a->f = NULL;
@@ -88,7 +93,9 @@ static int atomic_open(atomic_file *a, const char *path)
     return CLI_OK;
 }
 
-/* Completes (ok) or abandons the file. */
+/* Completes (ok) or abandons the file. Completing syncs before the rename, so a
+   crash leaves either the old file or the whole new one; abandoning removes the
+   temporary and leaves whatever was at the target untouched. */
 static int atomic_close(atomic_file *a, bool ok)
 {
     if (!a->f)
@@ -107,6 +114,7 @@ static int atomic_close(atomic_file *a, bool ok)
     return ok ? rc : CLI_FAIL;
 }
 
+/* Little-endian whatever the host: the formats are defined that way. */
 static void put_le32(FILE *f, uint32_t v)
 {
     unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
@@ -144,6 +152,8 @@ static void put_npy_header(FILE *f, const char *descr, uint64_t rows, uint32_t d
 /* Why key k cannot be written in format x, or NULL. */
 static const char *key_refusal(const char *k, size_t n, xformat x)
 {
+    /* Each refusal is a key the format would write but pack would read back as
+       something else, so an export that succeeds always packs back the same. */
     if (n == 0)
         return "is empty";
     for (size_t i = 0; i < n; i++) {
@@ -172,7 +182,19 @@ static const char *key_refusal(const char *k, size_t n, xformat x)
     return NULL;
 }
 
-int cli_export(int argc, char **argv)
+/* What export was asked for: the parsed options and operands. */
+typedef struct export_args {
+    xformat x;
+    bool f16;             /* --dtype f16 (npy only) */
+    const char *keys_out; /* --keys-out, or NULL */
+    const char *out;
+    cli_load_request req;
+} export_args;
+
+/* Parses argv into *a, naming the format from OUT's extension when --format is not
+   given, and refuses the combinations no format can write; returns -1 to go on,
+   or an exit code (CLI_OK after --help). */
+static int parse_export_args(int argc, char **argv, export_args *a)
 {
     enum { OPT_FORMAT = 256, OPT_DTYPE, OPT_KEYS_OUT, OPT_MAX_PAYLOAD };
     static const struct option longopts[] = {
@@ -185,9 +207,7 @@ int cli_export(int argc, char **argv)
     };
     const char *prog = argv[0];
     int fmt = -1;
-    bool f16 = false;
-    const char *keys_out = NULL;
-    cli_load_request req = {.mmap = -1};
+    *a = (export_args){.req = {.mmap = -1}};
     int c;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
@@ -207,13 +227,13 @@ int cli_export(int argc, char **argv)
         case OPT_DTYPE:
             if (strcmp(optarg, "f32") != 0 && strcmp(optarg, "f16") != 0)
                 return cli_usage_error(prog, "--dtype is f32 or f16, not '%s'", optarg);
-            f16 = strcmp(optarg, "f16") == 0;
+            a->f16 = strcmp(optarg, "f16") == 0;
             break;
         case OPT_KEYS_OUT:
-            keys_out = optarg;
+            a->keys_out = optarg;
             break;
         case OPT_MAX_PAYLOAD: {
-            int rc = cli_parse_max_payload(prog, optarg, &req);
+            int rc = cli_parse_max_payload(prog, optarg, &a->req);
             if (rc >= 0)
                 return rc;
             break;
@@ -225,8 +245,8 @@ int cli_export(int argc, char **argv)
     if (argc - optind != 2)
         return cli_usage_error(prog, "expected IN and OUT, got %d argument%s", argc - optind,
                                argc - optind == 1 ? "" : "s");
-    cli_set_source(&req, argv[optind]);
-    const char *out = argv[optind + 1];
+    cli_set_source(&a->req, argv[optind]);
+    const char *out = a->out = argv[optind + 1];
     if (fmt < 0) {
         if (ends_with(out, ".npy"))
             fmt = X_NPY;
@@ -244,142 +264,176 @@ int cli_export(int argc, char **argv)
                                    "with --format FMT",
                                    out);
     }
-    xformat x = (xformat)fmt;
-    if (f16 && x != X_NPY)
+    xformat x = a->x = (xformat)fmt;
+    if (a->f16 && x != X_NPY)
         return cli_usage_error(prog, "--dtype is for --format npy");
-    if (keys_out && x != X_NPY && x != X_FVECS)
+    if (a->keys_out && x != X_NPY && x != X_FVECS)
         return cli_usage_error(prog, "--keys-out is for npy and fvecs; text formats carry "
                                      "their keys");
+    /* OUT is renamed into place when complete, which standard output cannot be. */
     if (strcmp(out, "-") == 0)
         return cli_usage_error(prog, "export writes a file; OUT - is not supported");
+    return -1;
+}
 
+/* A text format needs a key on every row, each one it can hold: every key is
+   checked before OUT is created, so a refusal leaves nothing half written. */
+static int check_keys_fit(const lds_index *idx, const char *file, xformat x)
+{
+    if (!lds_index_has_keys(idx))
+        return cli_failf("%s has no keys; %s needs one per row (export to npy or fvecs "
+                         "instead)",
+                         file, xformats[x].name);
+    uint64_t rows = lds_index_rows(idx);
+    for (uint64_t r = 0; r < rows; r++) {
+        const char *k;
+        size_t n;
+        lds_index_key(idx, r, &k, &n);
+        const char *why = key_refusal(k, n, x);
+        if (why) {
+            fprintf(stderr, "lodestar: %s: row %" PRIu64 ": the key \"", file, r);
+            cli_put_escaped(stderr, k, n);
+            fprintf(stderr, "\" %s; %s cannot hold it\n", why, xformats[x].name);
+            return CLI_FAIL;
+        }
+    }
+    return CLI_OK;
+}
+
+/* Opens OUT (and --keys-out) as temporary files beside them and refuses outputs
+   that are one another or the input. */
+static int open_outputs(const export_args *a, atomic_file *af, atomic_file *kf)
+{
+    int rc;
+    if ((rc = atomic_open(af, a->out)) != CLI_OK)
+        return rc;
+    if (a->keys_out && (rc = atomic_open(kf, a->keys_out)) != CLI_OK)
+        return rc;
+    /* OUT, --keys-out and IN are three files: one renamed over another loses it.
+       Identities, not names, so that links and other spellings are caught. */
+    struct stat in_st, out_st;
+    bool in_file = stat(a->req.file, &in_st) == 0;
+    if (a->keys_out && strcmp(af->path, kf->path) == 0)
+        return cli_failf("--keys-out %s is OUT itself", a->keys_out);
+    for (int i = 0; i < (a->keys_out ? 2 : 1) && in_file; i++) {
+        const atomic_file *o = i ? kf : af;
+        if (stat(o->path, &out_st) == 0 && out_st.st_dev == in_st.st_dev &&
+            out_st.st_ino == in_st.st_ino)
+            return cli_failf("%s %s is the input %s", i ? "--keys-out" : "OUT", o->path,
+                             a->req.file);
+    }
+    return CLI_OK;
+}
+
+/* One row of `dim` floats (and its key k[0, kn) for the text and word2vec
+   formats) in format x. Write errors are left to the stream's error flag, which
+   atomic_close checks once. */
+static void put_row(FILE *f, xformat x, bool f16, const float *vec, uint32_t dim, const char *k,
+                    size_t kn)
+{
+    char num[48];
+    switch (x) {
+    case X_NPY:
+        for (uint32_t i = 0; i < dim; i++) {
+            if (f16) {
+                uint16_t h = lds_f32_to_f16(vec[i]);
+                unsigned char b[2] = {(unsigned char)h, (unsigned char)(h >> 8)};
+                fwrite(b, 1, 2, f);
+            } else {
+                put_f32(f, vec[i]);
+            }
+        }
+        break;
+    case X_FVECS:
+        put_le32(f, dim);
+        for (uint32_t i = 0; i < dim; i++)
+            put_f32(f, vec[i]);
+        break;
+    case X_GLOVE:
+    case X_W2V:
+        fwrite(k, 1, kn, f);
+        for (uint32_t i = 0; i < dim; i++) {
+            cli_format_float(num, sizeof num, vec[i]);
+            fputc(' ', f);
+            fputs(num, f);
+        }
+        fputc('\n', f);
+        break;
+    case X_W2V_BIN:
+        fwrite(k, 1, kn, f);
+        fputc(' ', f);
+        for (uint32_t i = 0; i < dim; i++)
+            put_f32(f, vec[i]);
+        fputc('\n', f);
+        break;
+    }
+}
+
+int cli_export(int argc, char **argv)
+{
+    export_args a;
+    int rc = parse_export_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    xformat x = a.x;
     lds_index *idx = NULL;
     lds_load_info info;
-    int rc = cli_load(&req, &idx, &info);
-    if (rc != CLI_OK)
+    if ((rc = cli_load(&a.req, &idx, &info)) != CLI_OK)
         return rc;
     uint64_t rows = lds_index_rows(idx);
     uint32_t dim = lds_index_dim(idx);
     bool keyed = lds_index_has_keys(idx);
+    /* Rows go out as f32 (lds_index_row_f32) whatever the stored dtype: every
+       target format but npy's f16 holds 32-bit floats. */
     float *vec = malloc((size_t)dim * sizeof *vec);
     atomic_file af = {0}, kf = {0};
     if (!vec) {
         rc = cli_failf("out of memory");
         goto done;
     }
-    if (x != X_NPY && x != X_FVECS) {
-        if (!keyed) {
-            rc = cli_failf("%s has no keys; %s needs one per row (export to npy or fvecs "
-                           "instead)",
-                           req.file, xformats[x].name);
-            goto done;
-        }
-        for (uint64_t r = 0; r < rows; r++) {
-            const char *k;
-            size_t n;
-            lds_index_key(idx, r, &k, &n);
-            const char *why = key_refusal(k, n, x);
-            if (why) {
-                fprintf(stderr, "lodestar: %s: row %" PRIu64 ": the key \"", req.file, r);
-                cli_put_escaped(stderr, k, n);
-                fprintf(stderr, "\" %s; %s cannot hold it\n", why, xformats[x].name);
-                rc = CLI_FAIL;
-                goto done;
-            }
-        }
-    }
-    if (keys_out && !keyed) {
-        rc = cli_failf("%s has no keys for --keys-out", req.file);
+    if (x != X_NPY && x != X_FVECS && (rc = check_keys_fit(idx, a.req.file, x)) != CLI_OK)
+        goto done;
+    if (a.keys_out && !keyed) {
+        rc = cli_failf("%s has no keys for --keys-out", a.req.file);
         goto done;
     }
-    if ((rc = atomic_open(&af, out)) != CLI_OK)
+    if ((rc = open_outputs(&a, &af, &kf)) != CLI_OK)
         goto done;
-    if (keys_out && (rc = atomic_open(&kf, keys_out)) != CLI_OK)
-        goto done;
-    /* OUT, --keys-out and IN are three files: one renamed over another loses it. */
-    struct stat in_st, out_st;
-    bool in_file = stat(req.file, &in_st) == 0;
-    if (keys_out && strcmp(af.path, kf.path) == 0) {
-        rc = cli_failf("--keys-out %s is OUT itself", keys_out);
-        goto done;
-    }
-    for (int i = 0; i < (keys_out ? 2 : 1) && in_file; i++) {
-        const atomic_file *a = i ? &kf : &af;
-        if (stat(a->path, &out_st) == 0 && out_st.st_dev == in_st.st_dev &&
-            out_st.st_ino == in_st.st_ino) {
-            rc = cli_failf("%s %s is the input %s", i ? "--keys-out" : "OUT", a->path, req.file);
-            goto done;
-        }
-    }
     FILE *f = af.f;
     if (x == X_NPY)
-        put_npy_header(f, f16 ? "<f2" : "<f4", rows, dim);
+        put_npy_header(f, a.f16 ? "<f2" : "<f4", rows, dim);
     else if (x == X_W2V || x == X_W2V_BIN)
         fprintf(f, "%" PRIu64 " %" PRIu32 "\n", rows, dim);
-    char num[48];
     char what[300];
-    snprintf(what, sizeof what, "lodestar export: %.280s", out);
+    snprintf(what, sizeof what, "lodestar export: %.280s", a.out);
     cli_progress prog_line;
     cli_progress_start(&prog_line, what);
     for (uint64_t r = 0; r < rows; r++) {
-        if ((r & 1023) == 0)
+        if ((r & 1023) == 0) /* a clock read per row would cost more than the row */
             cli_progress_update(&prog_line, r, rows);
         lds_status st = lds_index_row_f32(idx, r, vec, dim);
         if (st != LDS_OK) {
-            rc = cli_fail(req.file, st, NULL);
+            rc = cli_fail(a.req.file, st, NULL);
             goto done;
         }
         const char *k = NULL;
         size_t kn = 0;
         if (keyed)
             lds_index_key(idx, r, &k, &kn);
-        switch (x) {
-        case X_NPY:
-            for (uint32_t i = 0; i < dim; i++) {
-                if (f16) {
-                    uint16_t h = lds_f32_to_f16(vec[i]);
-                    unsigned char b[2] = {(unsigned char)h, (unsigned char)(h >> 8)};
-                    fwrite(b, 1, 2, f);
-                } else {
-                    put_f32(f, vec[i]);
-                }
-            }
-            break;
-        case X_FVECS:
-            put_le32(f, dim);
-            for (uint32_t i = 0; i < dim; i++)
-                put_f32(f, vec[i]);
-            break;
-        case X_GLOVE:
-        case X_W2V:
-            fwrite(k, 1, kn, f);
-            for (uint32_t i = 0; i < dim; i++) {
-                cli_format_float(num, sizeof num, vec[i]);
-                fputc(' ', f);
-                fputs(num, f);
-            }
-            fputc('\n', f);
-            break;
-        case X_W2V_BIN:
-            fwrite(k, 1, kn, f);
-            fputc(' ', f);
-            for (uint32_t i = 0; i < dim; i++)
-                put_f32(f, vec[i]);
-            fputc('\n', f);
-            break;
-        }
+        put_row(f, x, a.f16, vec, dim, k, kn);
         if (kf.f) {
             fwrite(k, 1, kn, kf.f);
             fputc('\n', kf.f);
         }
     }
     cli_progress_end(&prog_line);
+    /* OUT is renamed into place first; --keys-out only if OUT made it. */
     rc = atomic_close(&af, true);
     if (kf.f)
         rc = atomic_close(&kf, rc == CLI_OK) == CLI_OK ? rc : CLI_FAIL;
     if (rc == CLI_OK)
         printf("exported %" PRIu64 " rows x %" PRIu32 " dims (%s) from %s into %s\n", rows, dim,
-               xformats[x].name, req.file, out);
+               xformats[x].name, a.req.file, a.out);
 done:
     if (af.f)
         atomic_close(&af, false);

@@ -66,7 +66,7 @@ static const char pack_usage[] =
     "Progress is shown on stderr when it is a terminal and the input takes more\n"
     "than two seconds.\n";
 
-/* Progress on a terminal: silent for the first two seconds, then at most 5 updates a second. */
+/* CLOCK_MONOTONIC in seconds, for the summary's time: the wall clock may jump. */
 static double now_seconds(void)
 {
     struct timespec ts;
@@ -74,7 +74,10 @@ static double now_seconds(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Copies the finished index at `path` to standard output. */
+/* Copies the finished index at `path` to standard output. It goes through a file
+   so that a failed pack writes nothing there, and so that the index gets what only
+   a seekable output gets from the writer: its length in the header and the format
+   1.1 chunk table. */
 static int copy_to_stdout(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -101,8 +104,6 @@ static int copy_to_stdout(const char *path)
     return rc;
 }
 
-/* Reports a failed import: the importer's messages name a line or row of IN, the writer's
-   (which start "writer: ") concern OUT; an input the options do not fit is a usage error. */
 /* Whether `kind` (lds_import_sniff's format of IN) contradicts the format asked for: a
    file of another known kind, which would fail there as unparseable numbers or a bad
    header. GloVe and word2vec text are close enough to leave to the importer's message. */
@@ -118,6 +119,8 @@ static bool other_kind(lds_import_format asked, lds_import_format kind, const ch
     return kind != LDS_IMPORT_AUTO && kind != asked && !(asked_text && kind_text);
 }
 
+/* Reports a failed import: the importer's messages name a line or row of IN, the writer's
+   (which start "writer: ") concern OUT; an input the options do not fit is a usage error. */
 static int pack_failed(const char *prog, const char *in, const char *keys, const char *ids,
                        const char *out, lds_import_format asked, lds_status st,
                        const lds_error *err)
@@ -178,7 +181,9 @@ static int pack_failed(const char *prog, const char *in, const char *keys, const
     return CLI_FAIL;
 }
 
-int cli_pack(int argc, char **argv)
+/* Parses pack's options into *opts (set to the defaults here); returns -1 to go on
+   with argv[optind..], or an exit code (CLI_OK after --help). */
+static int parse_pack_options(int argc, char **argv, lds_import_options *opts)
 {
     enum {
         OPT_FORMAT = 256,
@@ -217,10 +222,9 @@ int cli_pack(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *prog = argv[0];
-    lds_import_options opts;
-    lds_import_options_default(&opts);
+    lds_import_options_default(opts);
     /* Without --metric, a format that declares one (HDF5's "distance") sets it. */
-    opts.metric_from_input = true;
+    opts->metric_from_input = true;
     int c;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
@@ -228,72 +232,72 @@ int cli_pack(int argc, char **argv)
             fputs(pack_usage, stdout);
             return CLI_OK;
         case OPT_FORMAT:
-            if (lds_import_format_from_name(optarg, &opts.format) != LDS_OK ||
-                opts.format == LDS_IMPORT_AUTO)
+            if (lds_import_format_from_name(optarg, &opts->format) != LDS_OK ||
+                opts->format == LDS_IMPORT_AUTO)
                 return cli_usage_error(prog,
                                        "unknown format '%s' (glove, word2vec, fasttext, "
                                        "word2vec-bin, npy, npz, fvecs, hdf5)",
                                        optarg);
             break;
         case OPT_KEYS:
-            opts.keys_path = optarg;
+            opts->keys_path = optarg;
             break;
         case OPT_DTYPE:
-            if (lds_dtype_from_name(optarg, &opts.dtype) != LDS_OK)
+            if (lds_dtype_from_name(optarg, &opts->dtype) != LDS_OK)
                 return cli_usage_error(prog, "unknown dtype '%s' (f32, f16, bf16, i8)", optarg);
             break;
         case OPT_METRIC:
-            if (lds_metric_from_name(optarg, &opts.metric) != LDS_OK)
+            if (lds_metric_from_name(optarg, &opts->metric) != LDS_OK)
                 return cli_usage_error(prog, "unknown metric '%s' (cosine, dot, l2)", optarg);
-            opts.metric_from_input = false;
+            opts->metric_from_input = false;
             break;
         case OPT_IDS:
-            opts.ids_path = optarg;
+            opts->ids_path = optarg;
             break;
         case OPT_DATASET:
-            opts.dataset = optarg;
+            opts->dataset = optarg;
             break;
         case OPT_NORMALIZE:
-            opts.normalize = true;
+            opts->normalize = true;
             break;
         case OPT_MODEL:
-            opts.model = optarg;
+            opts->model = optarg;
             break;
         case OPT_SOURCE:
-            opts.source = optarg;
+            opts->source = optarg;
             break;
         case OPT_ARRAY:
-            opts.array = optarg;
+            opts->array = optarg;
             break;
         case OPT_ON_DUP:
             if (strcmp(optarg, "error") == 0)
-                opts.on_duplicate = LDS_IMPORT_DUP_ERROR;
+                opts->on_duplicate = LDS_IMPORT_DUP_ERROR;
             else if (strcmp(optarg, "first") == 0)
-                opts.on_duplicate = LDS_IMPORT_DUP_FIRST;
+                opts->on_duplicate = LDS_IMPORT_DUP_FIRST;
             else if (strcmp(optarg, "last") == 0)
-                opts.on_duplicate = LDS_IMPORT_DUP_LAST;
+                opts->on_duplicate = LDS_IMPORT_DUP_LAST;
             else
                 return cli_usage_error(prog, "--on-duplicate is error, first or last, not '%s'",
                                        optarg);
             break;
         case OPT_DIM:
-            if (!cli_parse_u64(optarg, &opts.dim) || opts.dim == 0)
+            if (!cli_parse_u64(optarg, &opts->dim) || opts->dim == 0)
                 return cli_usage_error(prog, "--dim wants a whole number above 0, not '%s'",
                                        optarg);
             break;
         case OPT_MAX_DECODED:
-            if (!cli_parse_size(optarg, &opts.max_decoded_bytes))
+            if (!cli_parse_size(optarg, &opts->max_decoded_bytes))
                 return cli_usage_error(prog, "--max-decoded wants a size (64G, 100M), not '%s'",
                                        optarg);
             break;
         case OPT_MAX_IDLE:
-            if (!cli_parse_size(optarg, &opts.max_idle_bytes) || opts.max_idle_bytes == 0)
+            if (!cli_parse_size(optarg, &opts->max_idle_bytes) || opts->max_idle_bytes == 0)
                 return cli_usage_error(prog, "--max-idle wants a size above 0 (1M, 64K), not '%s'",
                                        optarg);
             break;
         case OPT_I8_SCALE: {
             if (strcmp(optarg, "auto") == 0) {
-                opts.i8_scale_auto = true;
+                opts->i8_scale_auto = true;
                 break;
             }
             char *end = NULL;
@@ -302,29 +306,44 @@ int cli_pack(int argc, char **argv)
             if (end == optarg || *end != '\0' || errno != 0 || !isfinite(scale) || scale <= 0)
                 return cli_usage_error(prog, "--i8-scale wants a finite number above 0, not '%s'",
                                        optarg);
-            opts.i8_scale = scale;
+            opts->i8_scale = scale;
             break;
         }
         default:
             return cli_option_error(prog, c, argv);
         }
     }
+    return -1;
+}
+
+/* Where pack reads and writes: the names messages use (in, out) and the paths the
+   importer opens (in_path, out_path), which differ for "-". */
+typedef struct pack_io {
+    const char *in, *out, *in_path, *out_path;
+    bool to_stdout;
+    char tmp_dir[4096], tmp_out[4096 + 16];
+} pack_io;
+
+/* Checks IN and OUT and prepares them; returns -1 to go on, or an exit code. */
+static int pack_paths(int argc, char **argv, const lds_import_options *opts, pack_io *io)
+{
+    const char *prog = argv[0];
     if (argc - optind != 2)
         return cli_usage_error(prog, "expected IN and OUT, got %d argument%s", argc - optind,
                                argc - optind == 1 ? "" : "s");
     const char *in = argv[optind];
     const char *out = argv[optind + 1];
-    if ((opts.i8_scale != 0 || opts.i8_scale_auto) && opts.dtype != LDS_DTYPE_I8)
+    if ((opts->i8_scale != 0 || opts->i8_scale_auto) && opts->dtype != LDS_DTYPE_I8)
         return cli_usage_error(prog, "--i8-scale is for --dtype i8");
     /* "-": standard input or output. The importer reads a path, so IN - is the process's
        own descriptor 0 by name; OUT - is a temporary file copied out once complete. */
     const char *in_path = in, *out_path = out;
     bool to_stdout = strcmp(out, "-") == 0;
     if (strcmp(in, "-") == 0) {
-        if (opts.format == LDS_IMPORT_AUTO)
+        if (opts->format == LDS_IMPORT_AUTO)
             return cli_usage_error(prog, "reading standard input needs --format FMT (glove, "
                                          "word2vec, fasttext, word2vec-bin, npy, fvecs)");
-        if (opts.format == LDS_IMPORT_HDF5)
+        if (opts->format == LDS_IMPORT_HDF5)
             return cli_usage_error(prog, "--format hdf5 reads a file that libhdf5 seeks in, not "
                                          "standard input: give its path");
         if (isatty(STDIN_FILENO))
@@ -333,7 +352,7 @@ int cli_pack(int argc, char **argv)
         in = "(standard input)";
         in_path = "/dev/stdin";
     }
-    char tmp_dir[4096], tmp_out[4096 + 16];
+    char *tmp_dir = io->tmp_dir, *tmp_out = io->tmp_out;
     if (to_stdout) {
         if (isatty(STDOUT_FILENO))
             return cli_failf("standard output is a terminal; redirect the index to a file or "
@@ -341,11 +360,11 @@ int cli_pack(int argc, char **argv)
         const char *tmp = getenv("TMPDIR");
         if (!tmp || !*tmp)
             tmp = "/tmp";
-        if ((size_t)snprintf(tmp_dir, sizeof tmp_dir, "%s/lodestar-pack-XXXXXX", tmp) >=
-                sizeof tmp_dir ||
+        if ((size_t)snprintf(tmp_dir, sizeof io->tmp_dir, "%s/lodestar-pack-XXXXXX", tmp) >=
+                sizeof io->tmp_dir ||
             !mkdtemp(tmp_dir))
             return cli_failf("cannot create a temporary folder in %s: %s", tmp, strerror(errno));
-        snprintf(tmp_out, sizeof tmp_out, "%s/out.ldsi", tmp_dir);
+        snprintf(tmp_out, sizeof io->tmp_out, "%s/out.ldsi", tmp_dir);
         out = "(standard output)";
         out_path = tmp_out;
         cli_temp_add_dir(tmp_dir);
@@ -358,7 +377,46 @@ int cli_pack(int argc, char **argv)
     if (real_out != NULL && strcmp(real_out, out_path) != 0)
         cli_temp_add_writer(real_out);
     free(real_out);
+    io->in = in;
+    io->out = out;
+    io->in_path = in_path;
+    io->out_path = out_path;
+    io->to_stdout = to_stdout;
+    return -1;
+}
 
+/* The lines pack prints once the index is complete. */
+static void print_summary(FILE *sum, const lds_import_options *opts, const lds_import_result *res,
+                          const pack_io *io, double seconds)
+{
+    fprintf(sum, "packed %llu rows x %u dims (%s, %s, %s%s) from %s into %s in %.2f s\n",
+            (unsigned long long)res->rows, (unsigned)res->dim, lds_import_format_name(res->format),
+            lds_dtype_name(opts->dtype), lds_metric_name(res->metric),
+            opts->normalize ? ", normalized" : "", io->in, io->out, seconds);
+    if (res->duplicates_skipped > 0)
+        fprintf(sum, "skipped %llu rows whose key %s (--on-duplicate %s)\n",
+                (unsigned long long)res->duplicates_skipped,
+                opts->on_duplicate == LDS_IMPORT_DUP_LAST ? "comes again later" : "was seen before",
+                opts->on_duplicate == LDS_IMPORT_DUP_LAST ? "last" : "first");
+    /* A scale the user did not choose is printed, so a later pack can pass it back
+       with --i8-scale and quantize new rows the same way. */
+    if (opts->i8_scale_auto) {
+        char scale[48];
+        cli_format_float(scale, sizeof scale, res->i8_scale);
+        fprintf(sum, "i8 scale %s (max |x| / 127)\n", scale);
+    }
+}
+
+int cli_pack(int argc, char **argv)
+{
+    const char *prog = argv[0];
+    lds_import_options opts;
+    int rc = parse_pack_options(argc, argv, &opts);
+    if (rc >= 0)
+        return rc;
+    pack_io io;
+    if ((rc = pack_paths(argc, argv, &opts, &io)) >= 0)
+        return rc;
     double start = now_seconds();
     cli_progress progress;
     cli_progress_start(&progress, "lodestar pack");
@@ -368,34 +426,20 @@ int cli_pack(int argc, char **argv)
     lds_import_result res = {.size = sizeof res};
     lds_error err;
     lds_error_init(&err);
-    lds_status st = lds_import_file(in_path, out_path, &opts, &res, &err);
+    lds_status st = lds_import_file(io.in_path, io.out_path, &opts, &res, &err);
     cli_progress_end(&progress);
-    int rc = st == LDS_OK
-                 ? CLI_OK
-                 : pack_failed(prog, in, opts.keys_path, opts.ids_path, out, opts.format, st, &err);
-    if (rc == CLI_OK && to_stdout)
-        rc = copy_to_stdout(out_path);
-    if (to_stdout) {
-        unlink(out_path);
-        rmdir(tmp_dir);
+    rc = st == LDS_OK ? CLI_OK
+                      : pack_failed(prog, io.in, opts.keys_path, opts.ids_path, io.out, opts.format,
+                                    st, &err);
+    if (rc == CLI_OK && io.to_stdout)
+        rc = copy_to_stdout(io.out_path);
+    if (io.to_stdout) {
+        unlink(io.out_path);
+        rmdir(io.tmp_dir);
     }
     if (rc != CLI_OK)
         return rc;
     /* With the index on standard output, the summary goes to standard error. */
-    FILE *sum = to_stdout ? stderr : stdout;
-    fprintf(sum, "packed %llu rows x %u dims (%s, %s, %s%s) from %s into %s in %.2f s\n",
-            (unsigned long long)res.rows, (unsigned)res.dim, lds_import_format_name(res.format),
-            lds_dtype_name(opts.dtype), lds_metric_name(res.metric),
-            opts.normalize ? ", normalized" : "", in, out, now_seconds() - start);
-    if (res.duplicates_skipped > 0)
-        fprintf(sum, "skipped %llu rows whose key %s (--on-duplicate %s)\n",
-                (unsigned long long)res.duplicates_skipped,
-                opts.on_duplicate == LDS_IMPORT_DUP_LAST ? "comes again later" : "was seen before",
-                opts.on_duplicate == LDS_IMPORT_DUP_LAST ? "last" : "first");
-    if (opts.i8_scale_auto) {
-        char scale[48];
-        cli_format_float(scale, sizeof scale, res.i8_scale);
-        fprintf(sum, "i8 scale %s (max |x| / 127)\n", scale);
-    }
+    print_summary(io.to_stdout ? stderr : stdout, &opts, &res, &io, now_seconds() - start);
     return CLI_OK;
 }

@@ -294,7 +294,15 @@ fail:
     return cli_fail(path, st, &err);
 }
 
-int cli_split(int argc, char **argv)
+/* What split was asked for: exactly one of the three bounds, IN and OUTDIR. */
+typedef struct split_args {
+    uint64_t nshards, max_rows, max_bytes;
+    cli_load_request req;
+    const char *outdir;
+} split_args;
+
+/* Parses argv into *a; returns -1 to go on, or an exit code (CLI_OK after --help). */
+static int parse_split_args(int argc, char **argv, split_args *a)
 {
     enum { OPT_SHARDS = 256, OPT_MAX_PAYLOAD, OPT_MAX_ROWS, OPT_MAX_BYTES };
     static const struct option longopts[] = {
@@ -306,10 +314,8 @@ int cli_split(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *prog = argv[0];
-    uint64_t nshards = 0, max_rows = 0, max_bytes = 0;
-    uint64_t staged = 0; /* shards written under their staging names, removed on failure */
     int bounds = 0;
-    cli_load_request req = {.mmap = -1};
+    *a = (split_args){.req = {.mmap = -1}};
     int c;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
@@ -317,17 +323,17 @@ int cli_split(int argc, char **argv)
             fputs(split_usage, stdout);
             return CLI_OK;
         case OPT_SHARDS:
-            if (!cli_parse_u64(optarg, &nshards) || nshards == 0 || nshards > MAX_SHARDS)
+            if (!cli_parse_u64(optarg, &a->nshards) || a->nshards == 0 || a->nshards > MAX_SHARDS)
                 return cli_usage_error(prog, "--shards is 1 .. 65536, not '%s'", optarg);
             bounds++;
             break;
         case OPT_MAX_ROWS:
-            if (!cli_parse_u64(optarg, &max_rows) || max_rows == 0)
+            if (!cli_parse_u64(optarg, &a->max_rows) || a->max_rows == 0)
                 return cli_usage_error(prog, "--max-rows is a row count >= 1, not '%s'", optarg);
             bounds++;
             break;
         case OPT_MAX_BYTES:
-            if (!cli_parse_size(optarg, &max_bytes) || max_bytes == 0)
+            if (!cli_parse_size(optarg, &a->max_bytes) || a->max_bytes == 0)
                 return cli_usage_error(prog,
                                        "--max-bytes wants a size in bytes >= 1 with an optional "
                                        "suffix K, M, G or T, not '%s'",
@@ -335,7 +341,7 @@ int cli_split(int argc, char **argv)
             bounds++;
             break;
         case OPT_MAX_PAYLOAD: {
-            int rc = cli_parse_max_payload(prog, optarg, &req);
+            int rc = cli_parse_max_payload(prog, optarg, &a->req);
             if (rc >= 0)
                 return rc;
             break;
@@ -352,64 +358,54 @@ int cli_split(int argc, char **argv)
                                               "each other: give one"
                                             : "one of --shards N, --max-rows N, --max-bytes "
                                               "SIZE is required");
-    cli_set_source(&req, argv[optind]);
-    const char *outdir = argv[optind + 1];
-    if (mkdir(outdir, 0777) != 0 && errno != EEXIST)
-        return cli_failf("cannot create %s: %s", outdir, strerror(errno));
-    lds_index *idx = NULL;
-    lds_load_info info;
-    int rc = cli_load(&req, &idx, &info);
-    if (rc != CLI_OK)
-        return rc;
+    cli_set_source(&a->req, argv[optind]);
+    a->outdir = argv[optind + 1];
+    return -1;
+}
+
+/* Decides the shards' row counts from the bound given: *counts (malloc'd, NULL
+   when out of memory: the caller says so) and *nshards. Refuses an index whose
+   unique keys repeat, and one too small or too large for the bound. */
+static int plan_shards(const lds_index *idx, const split_args *a, uint64_t **counts,
+                       uint64_t *nshards)
+{
     uint64_t rows = lds_index_rows(idx);
-    float *vec = NULL;
-    uint64_t *counts = NULL;
-    json_object *man = NULL;
-    char mtmp[PATH_MAX + 64] = "";
-    struct stat in_st;
-    bool in_known = stat(req.file, &in_st) == 0;
+    const char *file = a->req.file;
+    *nshards = a->nshards;
     /* Keys declared unique that repeat would pass into shards each unique alone: refused
        as verify refuses IN. */
     lds_error kerr;
     lds_error_init(&kerr);
     lds_status kst = lds_index_has_keys(idx) ? lds_index_check_keys(idx, &kerr) : LDS_OK;
-    if (kst != LDS_OK) {
-        rc = cli_fail(req.file, kst, &kerr);
-        goto done;
+    if (kst != LDS_OK)
+        return cli_fail(file, kst, &kerr);
+    if (rows == 0)
+        return cli_failf("%s has no rows to split", file);
+    if (*nshards > rows)
+        return cli_failf("%s has %" PRIu64 " rows, fewer than --shards %" PRIu64, file, rows,
+                         *nshards);
+    if (a->max_rows) {
+        *nshards = rows / a->max_rows + (rows % a->max_rows != 0);
+        if (*nshards > MAX_SHARDS)
+            return cli_failf("--max-rows %" PRIu64 " needs %" PRIu64 " shards for %" PRIu64
+                             " rows, more than %u",
+                             a->max_rows, *nshards, rows, MAX_SHARDS);
     }
-    if (rows == 0) {
-        rc = cli_failf("%s has no rows to split", req.file);
-        goto done;
-    }
-    if (nshards > rows) {
-        rc = cli_failf("%s has %" PRIu64 " rows, fewer than --shards %" PRIu64, req.file, rows,
-                       nshards);
-        goto done;
-    }
-    if (max_rows) {
-        nshards = rows / max_rows + (rows % max_rows != 0);
-        if (nshards > MAX_SHARDS) {
-            rc = cli_failf("--max-rows %" PRIu64 " needs %" PRIu64 " shards for %" PRIu64
-                           " rows, more than %u",
-                           max_rows, nshards, rows, MAX_SHARDS);
-            goto done;
-        }
-    }
-    if (max_bytes) {
-        if ((rc = plan_max_bytes(idx, max_bytes, &counts, &nshards)) != CLI_OK)
-            goto done;
-    } else if ((counts = malloc(nshards * sizeof *counts)) != NULL) {
-        equal_split(rows, nshards, counts);
-    }
-    vec = malloc((size_t)lds_index_dim(idx) * sizeof *vec);
-    if (!vec || !counts) {
-        rc = cli_failf("out of memory");
-        goto done;
-    }
-    man = json_object_new_object();
+    if (a->max_bytes)
+        return plan_max_bytes(idx, a->max_bytes, counts, nshards);
+    if ((*counts = malloc(*nshards * sizeof **counts)) != NULL)
+        equal_split(rows, *nshards, *counts);
+    return CLI_OK;
+}
+
+/* The manifest's fields that describe IN as a whole, with an empty "shards"
+   array (*arr) for stage_shard to fill. */
+static json_object *manifest_new(const lds_index *idx, json_object **arr)
+{
+    json_object *man = json_object_new_object();
     json_object_object_add(man, "format", json_object_new_string(MANIFEST_FORMAT));
     json_object_object_add(man, "version", json_object_new_int(1));
-    json_object_object_add(man, "rows", json_object_new_uint64(rows));
+    json_object_object_add(man, "rows", json_object_new_uint64(lds_index_rows(idx)));
     json_object_object_add(man, "dim", json_object_new_uint64(lds_index_dim(idx)));
     json_object_object_add(man, "dtype",
                            json_object_new_string(lds_dtype_name(lds_index_dtype(idx))));
@@ -417,77 +413,67 @@ int cli_split(int argc, char **argv)
                            json_object_new_string(lds_metric_name(lds_index_metric(idx))));
     json_object_object_add(man, "has_ids", json_object_new_boolean(lds_index_has_ids(idx)));
     json_object_object_add(man, "has_keys", json_object_new_boolean(lds_index_has_keys(idx)));
-    json_object *arr = json_object_new_array();
-    json_object_object_add(man, "shards", arr);
-    uint64_t first = 0;
-    /* Every shard is written under a staging name first (STAGED_NAME) and renamed into
-       place only once all are written and read back, so a split that fails leaves a split
-       already in OUTDIR as it was; on a signal, every temporary name of this process in
-       OUTDIR goes (cli_temp_add_folder). */
-    cli_temp_add_folder(outdir);
-    char what[300];
-    snprintf(what, sizeof what, "lodestar split: %.280s", outdir);
-    cli_progress prog_line;
-    cli_progress_start(&prog_line, what);
-    for (uint64_t s = 0; s < nshards; s++) {
-        uint64_t n = counts[s];
-        /* IN's payload bytes in the shards written so far, pro rata of their rows. */
-        uint64_t payload = lds_index_payload_bytes(idx);
-        cli_progress_update(&prog_line, (uint64_t)((double)payload * (double)first / (double)rows),
-                            payload);
-        char name[32], path[PATH_MAX];
-        snprintf(name, sizeof name, "shard-%04" PRIu64 ".ldsi", s);
-        if ((size_t)snprintf(path, sizeof path, STAGED_NAME, outdir, s, (long)getpid()) >=
-            sizeof path) {
-            rc = cli_failf("%s: path too long", outdir);
-            goto done;
-        }
-        staged = s + 1;
-        if (unlink(path) != 0 && errno != ENOENT) {
-            rc = cli_failf("cannot remove %s: %s", path, strerror(errno));
-            goto done;
-        }
-        if ((rc = write_shard(idx, req.file, path, first, n, vec)) != CLI_OK)
-            goto done;
-        /* The checksum as a reader sees it: load the shard back, fully verified. */
-        cli_load_request sreq = {.file = path, .mmap = 0};
-        lds_index *sh = NULL;
-        if ((rc = cli_load(&sreq, &sh, &info)) != CLI_OK)
-            goto done;
-        if (max_bytes && lds_index_payload_bytes(sh) > max_bytes - LDS_HEADER_SIZE) {
-            rc = cli_failf("%s: %" PRIu64 " bytes, above --max-bytes %" PRIu64
-                           " (the size plan and the writer disagree: a bug)",
-                           path, LDS_HEADER_SIZE + lds_index_payload_bytes(sh), max_bytes);
-            lds_index_free(sh);
-            goto done;
-        }
-        char sum[17];
-        snprintf(sum, sizeof sum, "%016" PRIx64, lds_index_checksum(sh));
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "file", json_object_new_string(name));
-        json_object_object_add(o, "first_row", json_object_new_uint64(first));
-        json_object_object_add(o, "rows", json_object_new_uint64(lds_index_rows(sh)));
-        json_object_object_add(o, "payload_bytes",
-                               json_object_new_uint64(lds_index_payload_bytes(sh)));
-        json_object_object_add(o, "checksum", json_object_new_string(sum));
-        json_object_array_add(arr, o);
+    *arr = json_object_new_array();
+    json_object_object_add(man, "shards", *arr);
+    return man;
+}
+
+/* Writes shard s (rows [first, first + n)) under its staging name, reads it back
+   and adds its manifest entry to `arr`. *staged becomes s + 1 once the staging
+   name is known, so the caller removes it on failure. */
+static int stage_shard(const lds_index *idx, const split_args *a, uint64_t s, uint64_t first,
+                       uint64_t n, float *vec, json_object *arr, uint64_t *staged)
+{
+    const char *outdir = a->outdir;
+    char name[32], path[PATH_MAX];
+    snprintf(name, sizeof name, "shard-%04" PRIu64 ".ldsi", s);
+    if ((size_t)snprintf(path, sizeof path, STAGED_NAME, outdir, s, (long)getpid()) >= sizeof path)
+        return cli_failf("%s: path too long", outdir);
+    *staged = s + 1;
+    /* Removed first: the writer writes through a symbolic link, and a leftover under
+       this name (a killed split whose PID came round again) must not redirect it. */
+    if (unlink(path) != 0 && errno != ENOENT)
+        return cli_failf("cannot remove %s: %s", path, strerror(errno));
+    int rc = write_shard(idx, a->req.file, path, first, n, vec);
+    if (rc != CLI_OK)
+        return rc;
+    /* The checksum as a reader sees it: load the shard back, fully verified. */
+    cli_load_request sreq = {.file = path, .mmap = 0};
+    lds_index *sh = NULL;
+    lds_load_info info;
+    if ((rc = cli_load(&sreq, &sh, &info)) != CLI_OK)
+        return rc;
+    if (a->max_bytes && lds_index_payload_bytes(sh) > a->max_bytes - LDS_HEADER_SIZE) {
+        rc = cli_failf("%s: %" PRIu64 " bytes, above --max-bytes %" PRIu64
+                       " (the size plan and the writer disagree: a bug)",
+                       path, LDS_HEADER_SIZE + lds_index_payload_bytes(sh), a->max_bytes);
         lds_index_free(sh);
-        first += n;
+        return rc;
     }
-    cli_progress_end(&prog_line);
-    char mpath[PATH_MAX];
-    if ((size_t)snprintf(mpath, sizeof mpath, "%s/manifest.json", outdir) >= sizeof mpath) {
-        rc = cli_failf("%s: path too long", outdir);
-        goto done;
-    }
+    char sum[17];
+    snprintf(sum, sizeof sum, "%016" PRIx64, lds_index_checksum(sh));
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "file", json_object_new_string(name));
+    json_object_object_add(o, "first_row", json_object_new_uint64(first));
+    json_object_object_add(o, "rows", json_object_new_uint64(lds_index_rows(sh)));
+    json_object_object_add(o, "payload_bytes", json_object_new_uint64(lds_index_payload_bytes(sh)));
+    json_object_object_add(o, "checksum", json_object_new_string(sum));
+    json_object_array_add(arr, o);
+    lds_index_free(sh);
+    return CLI_OK;
+}
+
+/* Serialises the manifest, checks it with the library's reader and writes it to a
+   temporary file (mtmp) to be renamed to mfinal; mtmp is left empty when there is
+   nothing to remove. */
+static int stage_manifest(json_object *man, const char *mpath, char *mfinal, char *mtmp)
+{
     const char *text = json_object_to_json_string_ext(man, JSON_C_TO_STRING_PRETTY |
                                                                JSON_C_TO_STRING_NOSLASHESCAPE);
     size_t tl = strlen(text);
     char *withnl = malloc(tl + 2);
-    if (!withnl) {
-        rc = cli_failf("out of memory");
-        goto done;
-    }
+    if (!withnl)
+        return cli_failf("out of memory");
     memcpy(withnl, text, tl);
     memcpy(withnl + tl, "\n", 2);
     /* What is written is what every reader accepts: the library's reader (docs/format.md
@@ -499,14 +485,22 @@ int cli_split(int argc, char **argv)
     lds_manifest_free(check);
     if (mst != LDS_OK) {
         free(withnl);
-        rc = cli_fail(NULL, mst, &merr);
-        goto done;
+        return cli_fail(NULL, mst, &merr);
     }
-    char mfinal[PATH_MAX];
-    rc = write_prepared(mpath, withnl, mfinal, mtmp);
+    int rc = write_prepared(mpath, withnl, mfinal, mtmp);
     free(withnl);
     if (rc != CLI_OK)
         mtmp[0] = '\0'; /* write_prepared removed it */
+    return rc;
+}
+
+/* Renames the staged shards into place, then the manifest last: a reader that
+   finds the new manifest finds every shard it names. *staged becomes 0 once the
+   shards are in place; mtmp is emptied once the manifest is. */
+static int publish(const char *outdir, uint64_t nshards, char *mtmp, const char *mfinal,
+                   uint64_t *staged)
+{
+    int rc = CLI_OK;
     for (uint64_t s = 0; s < nshards && rc == CLI_OK; s++) {
         char from[PATH_MAX], to[PATH_MAX];
         snprintf(from, sizeof from, STAGED_NAME, outdir, s, (long)getpid());
@@ -514,29 +508,95 @@ int cli_split(int argc, char **argv)
         if (rename(from, to) != 0)
             rc = cli_failf("cannot rename %s to %s: %s", from, to, strerror(errno));
     }
-    if (rc == CLI_OK)
-        staged = 0;
-    if (rc == CLI_OK) {
-        if (rename(mtmp, mfinal) != 0)
-            rc = cli_failf("cannot rename %s to %s: %s", mtmp, mfinal, strerror(errno));
-        else
-            mtmp[0] = '\0';
-    }
-    /* Shards of an earlier split beyond this one's count are in no manifest now (IN
-       itself is never removed, whatever its name). */
-    for (uint64_t s = nshards; rc == CLI_OK && s < MAX_SHARDS; s++) {
+    if (rc != CLI_OK)
+        return rc;
+    *staged = 0;
+    if (rename(mtmp, mfinal) != 0)
+        return cli_failf("cannot rename %s to %s: %s", mtmp, mfinal, strerror(errno));
+    mtmp[0] = '\0';
+    return CLI_OK;
+}
+
+/* Shards of an earlier split beyond this one's count are in no manifest now (IN
+   itself is never removed, whatever its name). */
+static void remove_stale_shards(const char *outdir, uint64_t nshards, bool in_known,
+                                const struct stat *in_st)
+{
+    for (uint64_t s = nshards; s < MAX_SHARDS; s++) {
         char old[PATH_MAX];
         struct stat st;
         snprintf(old, sizeof old, "%s/shard-%04" PRIu64 ".ldsi", outdir, s);
         if (lstat(old, &st) != 0)
             break;
-        if (in_known && st.st_dev == in_st.st_dev && st.st_ino == in_st.st_ino)
+        if (in_known && st.st_dev == in_st->st_dev && st.st_ino == in_st->st_ino)
             continue;
         unlink(old);
     }
-    if (rc == CLI_OK)
-        printf("split %" PRIu64 " rows of %s into %" PRIu64 " shards; manifest %s\n", rows,
-               req.file, nshards, mpath);
+}
+
+int cli_split(int argc, char **argv)
+{
+    split_args a;
+    int rc = parse_split_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    const char *outdir = a.outdir;
+    if (mkdir(outdir, 0777) != 0 && errno != EEXIST)
+        return cli_failf("cannot create %s: %s", outdir, strerror(errno));
+    lds_index *idx = NULL;
+    lds_load_info info;
+    if ((rc = cli_load(&a.req, &idx, &info)) != CLI_OK)
+        return rc;
+    uint64_t rows = lds_index_rows(idx);
+    float *vec = NULL;
+    uint64_t *counts = NULL, nshards = 0;
+    uint64_t staged = 0; /* shards written under their staging names, removed on failure */
+    json_object *man = NULL;
+    char mtmp[PATH_MAX + 64] = "";
+    /* IN's identity before anything is written, so that a shard name it holds is
+       known as IN's whatever the renames below do. */
+    struct stat in_st;
+    bool in_known = stat(a.req.file, &in_st) == 0;
+    if ((rc = plan_shards(idx, &a, &counts, &nshards)) != CLI_OK)
+        goto done;
+    vec = malloc((size_t)lds_index_dim(idx) * sizeof *vec);
+    if (!vec || !counts) {
+        rc = cli_failf("out of memory");
+        goto done;
+    }
+    json_object *arr;
+    man = manifest_new(idx, &arr);
+    uint64_t first = 0;
+    /* Every shard is written under a staging name first (STAGED_NAME) and renamed into
+       place only once all are written and read back, so a split that fails leaves a split
+       already in OUTDIR as it was; on a signal, every temporary name of this process in
+       OUTDIR goes (cli_temp_add_folder). */
+    cli_temp_add_folder(outdir);
+    char what[300];
+    snprintf(what, sizeof what, "lodestar split: %.280s", outdir);
+    cli_progress prog_line;
+    cli_progress_start(&prog_line, what);
+    for (uint64_t s = 0; s < nshards; s++) {
+        /* IN's payload bytes in the shards written so far, pro rata of their rows. */
+        uint64_t payload = lds_index_payload_bytes(idx);
+        cli_progress_update(&prog_line, (uint64_t)((double)payload * (double)first / (double)rows),
+                            payload);
+        if ((rc = stage_shard(idx, &a, s, first, counts[s], vec, arr, &staged)) != CLI_OK)
+            goto done;
+        first += counts[s];
+    }
+    cli_progress_end(&prog_line);
+    char mpath[PATH_MAX], mfinal[PATH_MAX];
+    if ((size_t)snprintf(mpath, sizeof mpath, "%s/manifest.json", outdir) >= sizeof mpath) {
+        rc = cli_failf("%s: path too long", outdir);
+        goto done;
+    }
+    if ((rc = stage_manifest(man, mpath, mfinal, mtmp)) != CLI_OK ||
+        (rc = publish(outdir, nshards, mtmp, mfinal, &staged)) != CLI_OK)
+        goto done;
+    remove_stale_shards(outdir, nshards, in_known, &in_st);
+    printf("split %" PRIu64 " rows of %s into %" PRIu64 " shards; manifest %s\n", rows, a.req.file,
+           nshards, mpath);
 done:
     if (mtmp[0])
         unlink(mtmp);

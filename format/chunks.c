@@ -32,25 +32,28 @@ lds_status lds_chunk_range(const lds_header *h, uint64_t k, uint64_t *start, uin
 
 lds_status lds_chunk_table_check(const lds_header *h, const void *table, size_t n, lds_error *err)
 {
-    if (!lds_header_chunked(h) || (!table && n > 0))
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
-                         "lds_chunk_table_check: NULL argument or a header without chunks");
+    LDS__FAIL_IF_MSG(!lds_header_chunked(h) || (!table && n > 0), err, LDS_E_INVALID_ARG, NULL, 0,
+                     "lds_chunk_table_check: NULL argument or a header without chunks");
     uint64_t at = LDS_HEADER_SIZE + h->chunk_table_offset;
-    if (n / 8 != h->chunk_count || n % 8 != 0)
-        return lds__fail(err, LDS_E_BAD_SECTION, "chunk_table", at,
-                         "chunk table: %zu bytes, but the header declares %llu entries of 8", n,
-                         (unsigned long long)h->chunk_count);
+    /* The caller read the table itself (a stream has it only at the end), so its
+       size is checked against the count C3 and C4 accepted before it is hashed. */
+    LDS__FAIL_IF_MSG(n / 8 != h->chunk_count || n % 8 != 0, err, LDS_E_BAD_SECTION, "chunk_table",
+                     at, "chunk table: %zu bytes, but the header declares %llu entries of 8", n,
+                     (unsigned long long)h->chunk_count);
+    /* C5: the table is checked before any chunk against it, so a bad chunk is a bad
+       chunk and not a damaged table pointing at good bytes. */
     uint64_t got = lds__xxh3(table, n);
-    if (got != h->chunk_table_hash)
-        return lds__fail(err, LDS_E_CHECKSUM, "chunk_table", at,
-                         "chunk table: stored hash %016llx (header.chunk_table_hash), computed "
-                         "%016llx over payload bytes %llu..%llu",
-                         (unsigned long long)h->chunk_table_hash, (unsigned long long)got,
-                         (unsigned long long)h->chunk_table_offset,
-                         (unsigned long long)(h->chunk_table_offset + n - 1));
+    LDS__FAIL_IF_MSG(got != h->chunk_table_hash, err, LDS_E_CHECKSUM, "chunk_table", at,
+                     "chunk table: stored hash %016llx (header.chunk_table_hash), computed "
+                     "%016llx over payload bytes %llu..%llu",
+                     (unsigned long long)h->chunk_table_hash, (unsigned long long)got,
+                     (unsigned long long)h->chunk_table_offset,
+                     (unsigned long long)(h->chunk_table_offset + n - 1));
     return LDS_OK;
 }
 
+/* C6: the one message for a bad chunk, whichever path found it (the parser, the
+   stream loader's running hashes, lodestar verify). */
 static lds_status bad_chunk(const lds_header *h, uint64_t k, uint64_t s, uint64_t e,
                             uint64_t stored, uint64_t computed, lds_error *err)
 {
@@ -66,11 +69,11 @@ lds_status lds_chunk_verify(const lds_header *h, const void *table, uint64_t k, 
                             size_t n, lds_error *err)
 {
     uint64_t s, e;
-    if (!table || !chunk || lds_chunk_range(h, k, &s, &e) != LDS_OK || n != e - s)
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
-                         "lds_chunk_verify: chunk %llu: NULL argument, no such chunk, or %zu "
-                         "bytes where the chunk has another length",
-                         (unsigned long long)k, n);
+    LDS__FAIL_IF_MSG(!table || !chunk || lds_chunk_range(h, k, &s, &e) != LDS_OK || n != e - s, err,
+                     LDS_E_INVALID_ARG, NULL, 0,
+                     "lds_chunk_verify: chunk %llu: NULL argument, no such chunk, or %zu "
+                     "bytes where the chunk has another length",
+                     (unsigned long long)k, n);
     uint64_t stored = lds__ld64((const uint8_t *)table + k * 8);
     uint64_t got = lds__xxh3(chunk, n);
     if (got != stored)
@@ -177,13 +180,13 @@ lds_status lds_payload_verify_chunks(const lds_header *h, const void *payload, s
 {
     if (n_bad)
         *n_bad = 0;
-    if (!lds_header_chunked(h) || (!payload && length > 0))
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
-                         "lds_payload_verify_chunks: NULL argument or a header without chunks");
-    if (length != h->payload_length)
-        return lds__fail(err, LDS_E_TRUNCATED, "payload", LDS_HEADER_SIZE + length,
-                         "payload: %zu bytes, but the header declares %llu", length,
-                         (unsigned long long)h->payload_length);
+    LDS__FAIL_IF_MSG(!lds_header_chunked(h) || (!payload && length > 0), err, LDS_E_INVALID_ARG,
+                     NULL, 0,
+                     "lds_payload_verify_chunks: NULL argument or a header without chunks");
+    /* P0 */
+    LDS__FAIL_IF(length != h->payload_length, err, LDS_E_TRUNCATED, "payload",
+                 LDS_HEADER_SIZE + length, "%zu bytes, but the header declares %llu", length,
+                 (unsigned long long)h->payload_length);
     const uint8_t *p = (const uint8_t *)payload;
     const uint8_t *table = p + h->chunk_table_offset;
     lds_status st = lds_chunk_table_check(h, table, (size_t)(h->chunk_count * 8), err);
@@ -194,6 +197,8 @@ lds_status lds_payload_verify_chunks(const lds_header *h, const void *payload, s
     uint64_t n = h->chunk_count;
     verify_job j = {.h = h, .payload = p};
     atomic_init(&j.next, 0);
+    /* Hashes are kept, not compared as they come, so every bad chunk can be named
+       in order after the threads end; + 1 keeps a zero-chunk malloc non-NULL. */
     j.computed = (uint64_t *)malloc((size_t)n * sizeof(uint64_t) + 1);
     j.done = (_Atomic(uint8_t) *)calloc((size_t)n + 1, sizeof *j.done);
     if (!j.computed || !j.done) {
@@ -209,6 +214,7 @@ lds_status lds_payload_verify_chunks(const lds_header *h, const void *payload, s
             continue;
         lds_bad_chunk b = {.chunk = k, .stored = stored, .computed = j.computed[k]};
         lds_chunk_range(h, k, &b.start, &b.end);
+        /* The first bad chunk is the error; the callback hears of every one. */
         if (nb == 0)
             st = bad_chunk(h, k, b.start, b.end, stored, j.computed[k], err);
         nb++;

@@ -78,6 +78,7 @@ const void *lds_index_row(const lds_index *idx, uint64_t row)
 {
     if (!idx || row >= idx->rows)
         return NULL;
+    /* No overflow: the parser proved rows x row_bytes fits the payload (V1, V2). */
     return idx->vectors + row * idx->row_bytes;
 }
 
@@ -93,6 +94,8 @@ lds_status lds_index_id(const lds_index *idx, uint64_t row, uint64_t *id)
 {
     if (!idx || !id)
         return LDS_E_INVALID_ARG;
+    /* A file without ids is not the caller's mistake: a different status lets a
+       caller fall back to row numbers without parsing a message. */
     if (!idx->ids)
         return LDS_E_UNSUPPORTED;
     if (row >= idx->rows)
@@ -185,6 +188,8 @@ static lds_status build_key_table(lds_index *idx)
 static lds_status keys_ready(const lds_index *cidx)
 {
     lds_index *idx = (lds_index *)cidx; /* the lazy tables are all a const index mutates */
+    /* Checked once without the lock: after the first build every lookup is one
+       acquire load; only the threads that race the build wait on the mutex. */
     int state = atomic_load_explicit(&idx->key_state, memory_order_acquire);
     if (state == 0) {
         pthread_mutex_lock(&idx->key_lock);
@@ -201,14 +206,14 @@ static lds_status keys_ready(const lds_index *cidx)
 
 lds_status lds_index_check_keys(const lds_index *idx, lds_error *err)
 {
-    if (!idx)
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "lds_index_check_keys: idx is NULL");
+    LDS__FAIL_IF_MSG(!idx, err, LDS_E_INVALID_ARG, NULL, 0, "lds_index_check_keys: idx is NULL");
     if (!idx->key_offsets)
         return LDS_OK;
     lds_status st = keys_ready(idx);
-    if (st == LDS_E_NOMEM)
-        return lds__fail(err, LDS_E_NOMEM, NULL, 0, "no memory for the key table of %llu rows",
-                         (unsigned long long)idx->rows);
+    LDS__FAIL_IF_MSG(st == LDS_E_NOMEM, err, LDS_E_NOMEM, NULL, 0,
+                     "no memory for the key table of %llu rows", (unsigned long long)idx->rows);
+    /* K7, checked here rather than by the parser: the table costs memory per row,
+       which a load that never looks a key up should not pay (ADR 0010). */
     if (st == LDS_E_DUP_KEY) {
         uint64_t a, b;
         lds__index_key_span(idx, idx->key_dup, &a, &b);
@@ -229,7 +234,7 @@ lds_status lds_index_find_key(const lds_index *idx, const char *key, size_t len,
     if (st != LDS_OK)
         return st;
     if (!key)
-        key = "";
+        key = ""; /* (NULL, 0) is the empty key, which a row may hold */
     key_query q = {idx, key, len};
     uint64_t h = lds__hash_key(idx->keys.hk, key, len);
     return lds__hashtab_find(&idx->keys, h, key_query_eq, &q, row) ? LDS_OK : LDS_E_NOT_FOUND;
@@ -328,6 +333,8 @@ lds_status lds_index_meta_at(const lds_index *idx, size_t i, const char **key, c
     return LDS_OK;
 }
 
+/* A linear scan: metadata holds a handful of entries (M1 bounds its bytes), fewer
+   than a hash table would need to pay for itself. */
 const char *lds_index_meta(const lds_index *idx, const char *key)
 {
     if (!idx || !key)

@@ -654,82 +654,63 @@ static lds_status load_options(const lds_parse_options *in, lds_parse_options *o
     return LDS_OK;
 }
 
-lds_status lds_index_from_payload(const void *payload, size_t length, const lds_parse_options *opts,
-                                  lds_index **out, lds_error *err)
+/* P0-P2: the payload's length and its checksum (format 1.0) or chunks (1.1, whose
+   chunks cover the 1.0 payload [0, D): ps->length becomes D). Sets *stored to the
+   checksum the payload carries and *verified when it was compared. */
+static lds_status check_payload(parser *ps, const lds_parse_options *o, uint64_t *stored,
+                                bool *verified)
 {
-    /* no rule of format.md: the API's arguments */
-    LDS__FAIL_IF_MSG(!out, err, LDS_E_INVALID_ARG, NULL, 0, "lds_index_from_payload: out is NULL");
-    *out = NULL;
-    LDS__FAIL_IF_MSG(!payload && length > 0, err, LDS_E_INVALID_ARG, NULL, 0,
-                     "lds_index_from_payload: payload is NULL");
-    lds_parse_options o;
-    parser ps;
-    memset(&ps, 0, sizeof ps);
-    lds_status ost = load_options(opts, &o, &ps.limits, err);
-    if (ost != LDS_OK)
-        return ost;
-    ps.p = (const uint8_t *)payload;
-    ps.length = length;
-    ps.base = o.base_offset;
-    ps.copy_offsets = o.copy_key_offsets;
-    ps.err = err;
-
-    uint64_t L = length;
-    const lds_header *hd = o.header;
+    lds_error *err = ps->err;
+    uint64_t L = ps->length;
+    const lds_header *hd = o->header;
     bool chunked = lds_header_chunked(hd);
-    bool verified = false;
+    *verified = false;
     if (chunked) {
         /* Format 1.1 (format.md §2.5): the chunks cover the 1.0 payload [0, D), the
            table fills [D, L); the header's geometry passed C1-C4 when it was decoded. */
         /* P0 */
         LDS__FAIL_IF(L != hd->payload_length, err,
                      L < hd->payload_length ? LDS_E_TRUNCATED : LDS_E_TRAILING, "payload",
-                     AT(&ps, L), "%llu bytes, but the header declares %llu", (unsigned long long)L,
+                     AT(ps, L), "%llu bytes, but the header declares %llu", (unsigned long long)L,
                      (unsigned long long)hd->payload_length);
-        if (o.verify_checksum && !o.chunks_verified) {
-            lds_status cst = lds_payload_verify_chunks(hd, ps.p, (size_t)L, o.verify_threads, NULL,
-                                                       NULL, NULL, err);
+        /* A loader that hashed the chunks as they arrived says so (chunks_verified),
+           and the bytes are not read a second time. */
+        if (o->verify_checksum && !o->chunks_verified) {
+            lds_status cst = lds_payload_verify_chunks(hd, ps->p, (size_t)L, o->verify_threads,
+                                                       NULL, NULL, NULL, err);
             if (cst != LDS_OK) {
-                lds__error_rebase(err, ps.base - LDS_HEADER_SIZE);
+                lds__error_rebase(err, ps->base - LDS_HEADER_SIZE);
                 return cst;
             }
         }
-        verified = o.verify_checksum;
-        ps.length = L = hd->chunk_table_offset;
+        *verified = o->verify_checksum;
+        ps->length = L = hd->chunk_table_offset;
     } else {
         /* P1 */
-        LDS__FAIL_IF(L < LDS__TAIL, err, LDS_E_TRUNCATED, "payload", AT(&ps, L),
+        LDS__FAIL_IF(L < LDS__TAIL, err, LDS_E_TRUNCATED, "payload", AT(ps, L),
                      "%llu bytes cannot hold the %d-byte footer and checksum",
                      (unsigned long long)L, LDS__TAIL);
     }
-    uint64_t stored = lds__ld64(ps.p + L - LDS_CHECKSUM_SIZE);
-    if (o.verify_checksum && !chunked) {
-        uint64_t h = o.has_precomputed_hash ? o.precomputed_hash
-                                            : lds__xxh3(ps.p, (size_t)(L - LDS_CHECKSUM_SIZE));
+    *stored = lds__ld64(ps->p + L - LDS_CHECKSUM_SIZE);
+    if (o->verify_checksum && !chunked) {
+        /* The stream loader hashes while it reads (has_precomputed_hash), so a
+           payload of gigabytes is not read twice. */
+        uint64_t h = o->has_precomputed_hash ? o->precomputed_hash
+                                             : lds__xxh3(ps->p, (size_t)(L - LDS_CHECKSUM_SIZE));
         /* P2 */
-        LDS__FAIL_IF(h != stored, err, LDS_E_CHECKSUM, "checksum", AT(&ps, L - LDS_CHECKSUM_SIZE),
+        LDS__FAIL_IF(h != *stored, err, LDS_E_CHECKSUM, "checksum", AT(ps, L - LDS_CHECKSUM_SIZE),
                      "stored %016llx, computed %016llx over payload bytes 0..%llu%s",
-                     (unsigned long long)stored, (unsigned long long)h,
+                     (unsigned long long)*stored, (unsigned long long)h,
                      (unsigned long long)(L - LDS_CHECKSUM_SIZE - 1),
-                     o.has_precomputed_hash ? " while reading" : "");
-        verified = true;
+                     o->has_precomputed_hash ? " while reading" : "");
+        *verified = true;
     }
-    lds_status st = check_footer_and_table(&ps);
-    if (st != LDS_OK)
-        return st;
-    size_t esize = lds_dtype_size(ps.dtype);
-    uint64_t row_bytes = (uint64_t)ps.dim * esize;
-    uint64_t vec_bytes;
-    /* V1 (row_bytes < 2^64: dim < 2^32, esize <= 8) */
-    LDS__FAIL_IF(__builtin_mul_overflow(ps.rows, row_bytes, &vec_bytes), err, LDS_E_OVERFLOW,
-                 "table.rows", AT(&ps, ps.table),
-                 "%llu rows x %u dims x %zu bytes overflow 64 bits", (unsigned long long)ps.rows,
-                 (unsigned)ps.dim, esize);
-    if ((st = check_sized(&ps, &ps.vectors, row_bytes, "vectors")) != LDS_OK)
-        return st;
-    if (ps.ids.present && (st = check_sized(&ps, &ps.ids, 8, "ids")) != LDS_OK)
-        return st;
+    return LDS_OK;
+}
 
+/* A zeroed index with its locks and lazy tables ready. */
+static lds_status index_new(lds_index **out, lds_error *err)
+{
     lds_index *idx = (lds_index *)calloc(1, sizeof *idx);
     LDS__FAIL_IF_MSG(!idx, err, LDS_E_NOMEM, NULL, 0, "no memory for the index");
     if (pthread_mutex_init(&idx->id_lock, NULL) != 0) {
@@ -744,6 +725,84 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
     atomic_init(&idx->ids_table, NULL);
     atomic_init(&idx->key_state, 0);
     atomic_init(&idx->inv_norms, NULL);
+    *out = idx;
+    return LDS_OK;
+}
+
+/* Points the index at its sections: in the payload (borrowed), or in a copy of
+   [0, table_offset) when o->copy. The key offsets are the validated copy that
+   check_keys left in idx->owned when copy_key_offsets asked for one: bytes a
+   caller may still change must not be trusted twice. */
+static lds_status index_place(const parser *ps, const lds_parse_options *o, lds_index *idx)
+{
+    const uint8_t *base = ps->p;
+    uint8_t *offs_copy = ps->copy_offsets && ps->keys.present ? (uint8_t *)idx->owned : NULL;
+    uint64_t offs_len = ps->keys.present ? (ps->rows + 1) * idx->key_width : 0;
+    if (o->copy && ps->table > 0) {
+        uint64_t cap = ps->table; /* a multiple of 64, as aligned_alloc requires */
+        idx->owned = aligned_alloc(64, (size_t)cap);
+        if (!idx->owned) {
+            free(offs_copy);
+            return lds__fail(ps->err, LDS_E_NOMEM, NULL, 0, "no memory to copy %llu payload bytes",
+                             (unsigned long long)cap);
+        }
+        memcpy(idx->owned, ps->p, (size_t)ps->table);
+        base = (const uint8_t *)idx->owned;
+        if (offs_copy) { /* the offsets as validated, not as they may read now */
+            memcpy((uint8_t *)idx->owned + ps->keys.offset, offs_copy, (size_t)offs_len);
+            free(offs_copy);
+            offs_copy = NULL;
+        }
+    }
+    idx->vectors = base;
+    idx->ids = ps->ids.present ? base + ps->ids.offset : NULL;
+    if (ps->keys.present) {
+        idx->key_offsets = offs_copy ? offs_copy : base + ps->keys.offset;
+        idx->key_bytes = base + ps->keys.offset + offs_len;
+    }
+    return LDS_OK;
+}
+
+lds_status lds_index_from_payload(const void *payload, size_t length, const lds_parse_options *opts,
+                                  lds_index **out, lds_error *err)
+{
+    /* no rule of format.md: the API's arguments */
+    LDS__FAIL_IF_MSG(!out, err, LDS_E_INVALID_ARG, NULL, 0, "lds_index_from_payload: out is NULL");
+    *out = NULL;
+    LDS__FAIL_IF_MSG(!payload && length > 0, err, LDS_E_INVALID_ARG, NULL, 0,
+                     "lds_index_from_payload: payload is NULL");
+    lds_parse_options o;
+    parser ps;
+    memset(&ps, 0, sizeof ps);
+    lds_status st = load_options(opts, &o, &ps.limits, err);
+    if (st != LDS_OK)
+        return st;
+    ps.p = (const uint8_t *)payload;
+    ps.length = length;
+    ps.base = o.base_offset;
+    ps.copy_offsets = o.copy_key_offsets;
+    ps.err = err;
+    uint64_t stored = 0;
+    bool verified = false;
+    if ((st = check_payload(&ps, &o, &stored, &verified)) != LDS_OK ||
+        (st = check_footer_and_table(&ps)) != LDS_OK)
+        return st;
+    size_t esize = lds_dtype_size(ps.dtype);
+    uint64_t row_bytes = (uint64_t)ps.dim * esize;
+    uint64_t vec_bytes;
+    /* V1 (row_bytes < 2^64: dim < 2^32, esize <= 8) */
+    LDS__FAIL_IF(__builtin_mul_overflow(ps.rows, row_bytes, &vec_bytes), err, LDS_E_OVERFLOW,
+                 "table.rows", AT(&ps, ps.table),
+                 "%llu rows x %u dims x %zu bytes overflow 64 bits", (unsigned long long)ps.rows,
+                 (unsigned)ps.dim, esize);
+    if ((st = check_sized(&ps, &ps.vectors, row_bytes, "vectors")) != LDS_OK)
+        return st;
+    if (ps.ids.present && (st = check_sized(&ps, &ps.ids, 8, "ids")) != LDS_OK)
+        return st;
+
+    lds_index *idx = NULL;
+    if ((st = index_new(&idx, err)) != LDS_OK)
+        return st;
     /* A fault inside a loader's recovery window (a mapped file truncated underneath)
        jumps out of the parse: the index built so far is freed there. */
     lds__fault_set_cleanup(index_destroy_cb, idx);
@@ -751,40 +810,15 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
         st = check_keys(&ps, idx);
     if (st == LDS_OK && ps.meta.present)
         st = check_meta(&ps, idx);
+    if (st == LDS_OK)
+        st = index_place(&ps, &o, idx);
     if (st != LDS_OK) {
         lds__fault_set_cleanup(NULL, NULL);
         index_destroy(idx);
         return st;
     }
-
-    const uint8_t *base = ps.p;
-    /* copy_key_offsets: the validated copy check_keys left in idx->owned. */
-    uint8_t *offs_copy = ps.copy_offsets && ps.keys.present ? (uint8_t *)idx->owned : NULL;
-    uint64_t offs_len = ps.keys.present ? (ps.rows + 1) * idx->key_width : 0;
-    if (o.copy && ps.table > 0) {
-        uint64_t cap = ps.table; /* a multiple of 64, as aligned_alloc requires */
-        idx->owned = aligned_alloc(64, (size_t)cap);
-        if (!idx->owned) {
-            free(offs_copy);
-            lds__fault_set_cleanup(NULL, NULL);
-            index_destroy(idx);
-            return lds__fail(err, LDS_E_NOMEM, NULL, 0, "no memory to copy %llu payload bytes",
-                             (unsigned long long)cap);
-        }
-        memcpy(idx->owned, ps.p, (size_t)ps.table);
-        base = (const uint8_t *)idx->owned;
-        if (offs_copy) { /* the offsets as validated, not as they may read now */
-            memcpy((uint8_t *)idx->owned + ps.keys.offset, offs_copy, (size_t)offs_len);
-            free(offs_copy);
-            offs_copy = NULL;
-        }
-    }
-    idx->vectors = base;
-    idx->ids = ps.ids.present ? base + ps.ids.offset : NULL;
-    if (ps.keys.present) {
-        idx->key_offsets = offs_copy ? offs_copy : base + ps.keys.offset;
-        idx->key_bytes = base + ps.keys.offset + offs_len;
-    }
+    const lds_header *hd = o.header;
+    bool chunked = lds_header_chunked(hd);
     idx->rows = ps.rows;
     idx->dim = ps.dim;
     idx->dtype = ps.dtype;
@@ -797,6 +831,7 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
     idx->chunk_count = chunked ? hd->chunk_count : 0;
     idx->checksum = stored;
     idx->checksum_verified = verified;
+    /* A copy owes the caller nothing: its payload can be released at once. */
     if (!o.copy) {
         idx->release = o.release;
         idx->release_ctx = o.release_ctx;

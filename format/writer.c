@@ -10,9 +10,16 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+/* An fd writer's own buffer: a row of a few hundred bytes would otherwise cost a
+   write(2) each; a FILE* writer has stdio's instead. */
 #define BUF_SIZE (64 * 1024)
 /* A path writer's temporary file is DIR/.NAME + this + PID- + 6 random characters. */
 #define LDS__TMP_INFIX ".lds-tmp-"
+
+/* LDS__FAIL_IF_MSG for the writer's own checks: its messages start "writer: " and
+   carry no file offset (the file is the one being made, not a bad input). */
+#define WRITER_FAIL_IF(cond, err, status, field, ...)                                              \
+    LDS__FAIL_IF_MSG(cond, err, status, field, 0, "writer: " __VA_ARGS__)
 
 typedef enum { W_OPEN, W_DONE, W_FAILED } wstate;
 
@@ -73,6 +80,8 @@ void lds_writer_options_default(lds_writer_options *o)
     o->i8_scale = 1.0f / 127.0f;
 }
 
+/* Every write error ends the writer (W_FAILED): the output is missing bytes the
+   table would describe, so no later call may produce a file from it. */
 static lds_status io_fail(lds_writer *w, lds_error *err, const char *what)
 {
     int e = errno;
@@ -80,6 +89,8 @@ static lds_status io_fail(lds_writer *w, lds_error *err, const char *what)
     return lds__fail_errno(err, LDS_E_IO, e, "writer: %s: %s", what, strerror(e));
 }
 
+/* write(2) until all n bytes are out: a pipe or socket takes part of a buffer at a
+   time, and a signal may interrupt it (EINTR) without losing anything. */
 static bool write_all_fd(int fd, const uint8_t *p, size_t n)
 {
     while (n > 0) {
@@ -89,7 +100,7 @@ static bool write_all_fd(int fd, const uint8_t *p, size_t n)
                 continue;
             return false;
         }
-        if (k == 0) {
+        if (k == 0) { /* no progress and no error: retrying would spin forever */
             errno = EIO;
             return false;
         }
@@ -99,6 +110,7 @@ static bool write_all_fd(int fd, const uint8_t *p, size_t n)
     return true;
 }
 
+/* Writes out an fd writer's buffer (a FILE* writer has none of its own). */
 static bool flush_buf(lds_writer *w)
 {
     if (w->fd < 0 || w->buf_len == 0)
@@ -108,6 +120,8 @@ static bool flush_buf(lds_writer *w)
     return ok;
 }
 
+/* Output bytes that the payload checksum does not cover (the header and the
+   checksum itself); payload bytes go through put_payload. */
 static bool put(lds_writer *w, const void *data, size_t n)
 {
     const uint8_t *p = (const uint8_t *)data;
@@ -162,6 +176,8 @@ static bool chunk_feed(lds_writer *w, const uint8_t *p, size_t n)
     return true;
 }
 
+/* Payload bytes: hashed for the checksum and the chunk table as they pass, so
+   the writer never reads back what it wrote. */
 static bool put_payload(lds_writer *w, const void *data, size_t n)
 {
     if (n == 0)
@@ -171,12 +187,16 @@ static bool put_payload(lds_writer *w, const void *data, size_t n)
     return chunk_feed(w, (const uint8_t *)data, n) && put(w, data, n);
 }
 
+/* Zeros up to the next multiple of 64 (format.md §4.1: sections start aligned,
+   which S5 and S7 check and a mapped reader relies on). */
 static bool pad64(lds_writer *w)
 {
     static const uint8_t zeros[64];
     return put_payload(w, zeros, (size_t)(lds__align64(w->payload) - w->payload));
 }
 
+/* Frees everything; a path writer that did not finish removes its temporary
+   file, so an abandoned write leaves the target as it was. */
 static void writer_destroy(lds_writer *w)
 {
     if (w->tmp) {
@@ -214,47 +234,52 @@ void lds_writer_free(lds_writer *w)
         writer_destroy(w);
 }
 
+/* Checks the options and allocates a writer with no output yet; the open_*
+   functions attach one. Options are checked here, before a byte is written,
+   so that a bad one never leaves a partial file. */
 static lds_status writer_new(const lds_writer_options *in, lds_writer **out, lds_error *err)
 {
-    if (!out)
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: out is NULL");
+    WRITER_FAIL_IF(!out, err, LDS_E_INVALID_ARG, NULL, "out is NULL");
     *out = NULL;
-    if (!in)
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
-                         "writer: options missing; use lds_writer_options_default");
-    if (in->size < LDS_WRITER_OPTIONS_MIN_SIZE || in->size > sizeof *in)
-        return lds__fail(err, LDS_E_INVALID_ARG, "lds_writer_options.size", 0,
-                         "writer: lds_writer_options.size is %zu (accepted: %zu..%zu); set it "
-                         "with lds_writer_options_default",
-                         in->size, LDS_WRITER_OPTIONS_MIN_SIZE, sizeof *in);
+    WRITER_FAIL_IF(!in, err, LDS_E_INVALID_ARG, NULL,
+                   "options missing; use lds_writer_options_default");
+    WRITER_FAIL_IF(in->size < LDS_WRITER_OPTIONS_MIN_SIZE || in->size > sizeof *in, err,
+                   LDS_E_INVALID_ARG, "lds_writer_options.size",
+                   "lds_writer_options.size is %zu (accepted: %zu..%zu); set it "
+                   "with lds_writer_options_default",
+                   in->size, LDS_WRITER_OPTIONS_MIN_SIZE, sizeof *in);
     lds_writer_options o;
     lds_writer_options_default(&o);
     memcpy(&o, in, in->size < sizeof o ? in->size : sizeof o);
     o.size = sizeof o;
-    if (o.dim == 0 || o.dim > LDS_DEFAULT_MAX_DIM)
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: dim %u is not in 1..%llu",
-                         (unsigned)o.dim, (unsigned long long)LDS_DEFAULT_MAX_DIM);
-    if (lds_dtype_size(o.dtype) == 0)
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: unknown dtype %d", (int)o.dtype);
-    if (!lds_metric_name(o.metric))
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: unknown metric %d",
-                         (int)o.metric);
-    if (o.dtype == LDS_DTYPE_I8 && !(isfinite(o.i8_scale) && o.i8_scale > 0.0f))
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
-                         "writer: i8_scale %g must be finite and above 0", (double)o.i8_scale);
-    if (o.unique_keys && !o.with_keys)
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: unique_keys needs with_keys");
+    /* T2, T3: the writer refuses what a reader with default limits would */
+    WRITER_FAIL_IF(o.dim == 0 || o.dim > LDS_DEFAULT_MAX_DIM, err, LDS_E_INVALID_ARG, NULL,
+                   "dim %u is not in 1..%llu", (unsigned)o.dim,
+                   (unsigned long long)LDS_DEFAULT_MAX_DIM);
+    /* T4 */
+    WRITER_FAIL_IF(lds_dtype_size(o.dtype) == 0, err, LDS_E_INVALID_ARG, NULL, "unknown dtype %d",
+                   (int)o.dtype);
+    /* T5 */
+    WRITER_FAIL_IF(!lds_metric_name(o.metric), err, LDS_E_INVALID_ARG, NULL, "unknown metric %d",
+                   (int)o.metric);
+    /* T6 */
+    WRITER_FAIL_IF(o.dtype == LDS_DTYPE_I8 && !(isfinite(o.i8_scale) && o.i8_scale > 0.0f), err,
+                   LDS_E_INVALID_ARG, NULL, "i8_scale %g must be finite and above 0",
+                   (double)o.i8_scale);
+    /* T8 */
+    WRITER_FAIL_IF(o.unique_keys && !o.with_keys, err, LDS_E_INVALID_ARG, NULL,
+                   "unique_keys needs with_keys");
     uint32_t cb = o.chunk_bytes == 0 ? LDS_DEFAULT_FILE_CHUNK_BYTES : o.chunk_bytes;
-    if (cb != LDS_CHUNKS_NONE &&
-        ((cb & (cb - 1)) != 0 || cb < LDS_MIN_CHUNK_BYTES || cb > LDS_MAX_CHUNK_BYTES))
-        return lds__fail(err, LDS_E_INVALID_ARG, "lds_writer_options.chunk_bytes", 0,
-                         "writer: chunk_bytes %u is not 0, LDS_CHUNKS_NONE or a power of two "
-                         "from %u to %u",
-                         (unsigned)o.chunk_bytes, (unsigned)LDS_MIN_CHUNK_BYTES,
-                         (unsigned)LDS_MAX_CHUNK_BYTES);
+    /* C1 (0 asks for the default) */
+    WRITER_FAIL_IF(cb != LDS_CHUNKS_NONE && ((cb & (cb - 1)) != 0 || cb < LDS_MIN_CHUNK_BYTES ||
+                                             cb > LDS_MAX_CHUNK_BYTES),
+                   err, LDS_E_INVALID_ARG, "lds_writer_options.chunk_bytes",
+                   "chunk_bytes %u is not 0, LDS_CHUNKS_NONE or a power of two "
+                   "from %u to %u",
+                   (unsigned)o.chunk_bytes, (unsigned)LDS_MIN_CHUNK_BYTES,
+                   (unsigned)LDS_MAX_CHUNK_BYTES);
     lds_writer *w = (lds_writer *)calloc(1, sizeof *w);
-    if (!w)
-        return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory");
+    WRITER_FAIL_IF(!w, err, LDS_E_NOMEM, NULL, "no memory");
     w->o = o;
     w->fd = -1;
     w->row_bytes = (size_t)o.dim * lds_dtype_size(o.dtype);
@@ -295,14 +320,14 @@ static void write_header(uint64_t payload_length, uint8_t *hdr)
     lds_header_encode(&h, hdr);
 }
 
+/* Writes the placeholder header (length unknown) that finish rewrites. */
 static lds_status writer_start(lds_writer *w, lds_error *err)
 {
     uint8_t hdr[LDS_HEADER_SIZE];
     write_header(LDS_LENGTH_UNKNOWN, hdr);
     if (w->fd >= 0) {
         w->buf = (uint8_t *)malloc(BUF_SIZE);
-        if (!w->buf)
-            return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory");
+        WRITER_FAIL_IF(!w->buf, err, LDS_E_NOMEM, NULL, "no memory");
     }
     /* Written through at once, so that an output that cannot be written (a
        read-only or closed fd) is refused here rather than at finish. */
@@ -324,11 +349,9 @@ static lds_status writer_start(lds_writer *w, lds_error *err)
 lds_status lds_writer_open_fd(int fd, const lds_writer_options *opts, lds_writer **out,
                               lds_error *err)
 {
-    if (!out)
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: out is NULL");
+    WRITER_FAIL_IF(!out, err, LDS_E_INVALID_ARG, NULL, "out is NULL");
     *out = NULL;
-    if (fd < 0)
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: fd %d is not valid", fd);
+    WRITER_FAIL_IF(fd < 0, err, LDS_E_INVALID_ARG, NULL, "fd %d is not valid", fd);
     lds_writer *w;
     lds_status st = writer_new(opts, &w, err);
     if (st != LDS_OK)
@@ -336,6 +359,9 @@ lds_status lds_writer_open_fd(int fd, const lds_writer_options *opts, lds_writer
     w->fd = fd;
     off_t pos = lseek(fd, 0, SEEK_CUR);
     int fl = fcntl(fd, F_GETFL);
+    /* Seekable means the header can be rewritten at finish; with O_APPEND, Linux
+       pwrite ignores the offset and would append the header instead. A pipe or
+       socket stays 1.0 with an unknown length (format.md §2.3). */
     w->seekable = pos >= 0 && fl >= 0 && !(fl & O_APPEND);
     w->start = pos >= 0 ? pos : 0;
     if ((st = writer_start(w, err)) != LDS_OK) {
@@ -349,11 +375,9 @@ lds_status lds_writer_open_fd(int fd, const lds_writer_options *opts, lds_writer
 lds_status lds_writer_open_file(FILE *f, const lds_writer_options *opts, lds_writer **out,
                                 lds_error *err)
 {
-    if (!out)
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: out is NULL");
+    WRITER_FAIL_IF(!out, err, LDS_E_INVALID_ARG, NULL, "out is NULL");
     *out = NULL;
-    if (!f)
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: FILE is NULL");
+    WRITER_FAIL_IF(!f, err, LDS_E_INVALID_ARG, NULL, "FILE is NULL");
     lds_writer *w;
     lds_status st = writer_new(opts, &w, err);
     if (st != LDS_OK)
@@ -390,11 +414,11 @@ static lds_status resolve_target(const char *path, char **target, lds_error *err
     } else if (S_ISLNK(st.st_mode)) {
         char *real = realpath(path, NULL);
         if (!real) {
-            if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)
-                return lds__fail(err, LDS_E_INVALID_ARG, "path", 0,
-                                 "writer: %s is a symbolic link whose target cannot be reached "
-                                 "(%s); refusing to write through it",
-                                 path, strerror(errno));
+            WRITER_FAIL_IF(errno == ENOENT || errno == ENOTDIR || errno == ELOOP, err,
+                           LDS_E_INVALID_ARG, "path",
+                           "%s is a symbolic link whose target cannot be reached "
+                           "(%s); refusing to write through it",
+                           path, strerror(errno));
             return lds__fail_errno(err, LDS_E_IO, errno, "writer: cannot resolve %s: %s", path,
                                    strerror(errno));
         }
@@ -412,19 +436,16 @@ static lds_status resolve_target(const char *path, char **target, lds_error *err
                          "writer: %s is %s; only a regular file is replaced", path,
                          lds__file_kind(st.st_mode));
     }
-    if (!*target)
-        return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory");
+    WRITER_FAIL_IF(!*target, err, LDS_E_NOMEM, NULL, "no memory");
     return LDS_OK;
 }
 
 lds_status lds_writer_open_path(const char *path, const lds_writer_options *opts, lds_writer **out,
                                 lds_error *err)
 {
-    if (!out)
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: out is NULL");
+    WRITER_FAIL_IF(!out, err, LDS_E_INVALID_ARG, NULL, "out is NULL");
     *out = NULL;
-    if (!path || !*path)
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: path is NULL or empty");
+    WRITER_FAIL_IF(!path || !*path, err, LDS_E_INVALID_ARG, NULL, "path is NULL or empty");
     lds_writer *w;
     lds_status st = writer_new(opts, &w, err);
     if (st != LDS_OK)
@@ -447,6 +468,9 @@ lds_status lds_writer_open_path(const char *path, const lds_writer_options *opts
         writer_destroy(w);
         return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory");
     }
+    /* Not mkstemp: it creates mode 0600, and the renamed file should get 0666 less
+       the umask like any new file. O_EXCL makes a collision a retry, never a
+       shared file. */
     static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
     uint64_t now = lds__now_ns();
     uint64_t seed = now ^ (now << 20) ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)w;
@@ -480,17 +504,19 @@ lds_status lds_writer_open_path(const char *path, const lds_writer_options *opts
     return LDS_OK;
 }
 
+/* Refuses a call on a finished or failed writer (LDS_E_STATE), so a caller that
+   ignored an error cannot go on to produce a file. */
 static lds_status check_open(lds_writer *w, lds_error *err)
 {
-    if (!w)
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: NULL writer");
-    if (w->state != W_OPEN)
-        return lds__fail(err, LDS_E_STATE, NULL, 0,
-                         w->state == W_DONE ? "writer: already finished"
-                                            : "writer: an earlier write failed");
+    WRITER_FAIL_IF(!w, err, LDS_E_INVALID_ARG, NULL, "NULL writer");
+    LDS__FAIL_IF_MSG(w->state != W_OPEN, err, LDS_E_STATE, NULL, 0,
+                     w->state == W_DONE ? "writer: already finished"
+                                        : "writer: an earlier write failed");
     return LDS_OK;
 }
 
+/* Doubles *cap until it holds `need` elements of `elem` bytes; false (nothing
+   changed) on overflow or no memory. */
 static bool grow(void **p, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap)
@@ -516,6 +542,7 @@ typedef struct key_probe {
     size_t len;
 } key_probe;
 
+/* Whether the key of `row`, already written, equals the key being added. */
 static bool key_probe_eq(const void *ctx, uint64_t row)
 {
     const key_probe *k = (const key_probe *)ctx;
@@ -523,6 +550,8 @@ static bool key_probe_eq(const void *ctx, uint64_t row)
     return b - a == k->len && memcmp(k->w->kbytes + a, k->key, k->len) == 0;
 }
 
+/* A written row's key hash, for the table to place its rows again when it grows:
+   its 8-byte slots hold a row and a few bits of the hash, not the whole hash. */
 static uint64_t key_rehash(const void *ctx, uint64_t row)
 {
     const lds_writer *w = (const lds_writer *)ctx;
@@ -540,6 +569,8 @@ uint64_t lds__writer_dup_row(const lds_writer *w)
     return w ? w->dup_row : 0;
 }
 
+/* x (dim floats, already normalized when asked) into w->row_out in the stored
+   dtype, little-endian. */
 static void encode_row(lds_writer *w, const float *x)
 {
     uint8_t *o = w->row_out;
@@ -618,68 +649,43 @@ static lds_status check_half_range(const lds_writer *w, const float *x, const ch
     return LDS_OK;
 }
 
-lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint64_t id,
-                              const char *key, size_t key_len, lds_error *err)
+/* K4, K6 and K7 for the key of the row being added; a NULL key of length 0 is the
+   empty key (*key becomes ""). *key_hash is set when keys are unique, for the
+   insert that follows once the row is written. */
+static lds_status check_key(lds_writer *w, const char **keyp, size_t key_len, uint64_t *key_hash,
+                            lds_error *err)
 {
-    lds_status st = check_open(w, err);
-    if (st != LDS_OK)
-        return st;
-    if (!vec || dim != w->o.dim)
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
-                         "writer: row %llu has %zu elements, the writer %u%s",
-                         (unsigned long long)w->rows, vec ? dim : 0, (unsigned)w->o.dim,
-                         vec ? "" : " (vec is NULL)");
-    if (w->rows >= LDS_DEFAULT_MAX_ROWS)
-        return lds__fail(err, LDS_E_LIMIT, NULL, 0, "writer: more than %llu rows",
-                         (unsigned long long)LDS_DEFAULT_MAX_ROWS);
-    double ss = 0.0;
-    uint64_t key_hash = 0;
-    /* One pass over the exponent fields (vectorised), the first bad element looked for
-       only when there is one; the norm only when it is used (ADR 0022). */
-    uint32_t nonfinite = 0;
-    for (size_t i = 0; i < dim; i++)
-        nonfinite |= (uint32_t)((lds__f32_bits(vec[i]) & 0x7f800000u) == 0x7f800000u);
-    for (size_t i = 0; nonfinite && i < dim; i++)
-        if (!isfinite(vec[i]))
-            return lds__fail(err, LDS_E_BAD_VALUE, NULL, 0,
-                             "writer: row %llu element %zu is %g, not a finite number",
-                             (unsigned long long)w->rows, i, (double)vec[i]);
-    if (w->o.normalize)
-        for (size_t i = 0; i < dim; i++)
-            ss += (double)vec[i] * vec[i];
-    if (w->o.with_keys) {
-        if (!key && key_len > 0)
-            return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0, "writer: row %llu: key is NULL",
-                             (unsigned long long)w->rows);
-        if (!key)
-            key = "";
-        if (key_len > LDS_DEFAULT_MAX_KEY_BYTES)
-            return lds__fail(err, LDS_E_LIMIT, NULL, 0,
-                             "writer: row %llu: the key is %zu bytes, above %llu",
-                             (unsigned long long)w->rows, key_len,
-                             (unsigned long long)LDS_DEFAULT_MAX_KEY_BYTES);
-        size_t bad;
-        const char *why;
-        if (!lds__utf8_valid((const uint8_t *)key, key_len, &bad, &why))
-            return lds__fail(err, LDS_E_BAD_UTF8, NULL, 0,
-                             "writer: row %llu: the key is not valid UTF-8 at byte %zu (%s)",
-                             (unsigned long long)w->rows, bad, why);
-        if (w->o.unique_keys) {
-            key_probe k = {w, key, key_len};
-            key_hash = lds__hash_key(w->keys.hk, key, key_len);
-            if (lds__hashtab_find(&w->keys, key_hash, key_probe_eq, &k, &w->dup_row))
-                return lds__fail(err, LDS_E_DUP_KEY, NULL, 0,
-                                 "writer: row %llu: key \"%.*s\" repeats row %llu",
-                                 (unsigned long long)w->rows, (int)(key_len > 64 ? 64 : key_len),
-                                 key, (unsigned long long)w->dup_row);
-        }
-    }
-    /* A zero row has no direction: storing it under the normalized flag would be a lie. */
-    if (w->o.normalize && !(ss > 0.0 && isfinite(ss)))
-        return lds__fail(err, LDS_E_BAD_VALUE, "normalize", 0,
-                         "writer: row %llu: cannot normalize a row whose L2 norm is %g",
-                         (unsigned long long)w->rows, sqrt(ss));
-    /* Reserve everything first, so that a refusal leaves no partial row. */
+    const char *key = *keyp;
+    WRITER_FAIL_IF(!key && key_len > 0, err, LDS_E_INVALID_ARG, NULL, "row %llu: key is NULL",
+                   (unsigned long long)w->rows);
+    if (!key)
+        key = *keyp = "";
+    /* K4 */
+    WRITER_FAIL_IF(key_len > LDS_DEFAULT_MAX_KEY_BYTES, err, LDS_E_LIMIT, NULL,
+                   "row %llu: the key is %zu bytes, above %llu", (unsigned long long)w->rows,
+                   key_len, (unsigned long long)LDS_DEFAULT_MAX_KEY_BYTES);
+    size_t bad;
+    const char *why;
+    /* K6 */
+    WRITER_FAIL_IF(!lds__utf8_valid((const uint8_t *)key, key_len, &bad, &why), err, LDS_E_BAD_UTF8,
+                   NULL, "row %llu: the key is not valid UTF-8 at byte %zu (%s)",
+                   (unsigned long long)w->rows, bad, why);
+    if (!w->o.unique_keys)
+        return LDS_OK;
+    key_probe k = {w, key, key_len};
+    *key_hash = lds__hash_key(w->keys.hk, key, key_len);
+    /* K7: found as the row is added, so the row named is the later one */
+    WRITER_FAIL_IF(lds__hashtab_find(&w->keys, *key_hash, key_probe_eq, &k, &w->dup_row), err,
+                   LDS_E_DUP_KEY, NULL, "row %llu: key \"%.*s\" repeats row %llu",
+                   (unsigned long long)w->rows, (int)(key_len > 64 ? 64 : key_len), key,
+                   (unsigned long long)w->dup_row);
+    return LDS_OK;
+}
+
+/* Reserves the room a row's id, key and key-table slot take, before a byte of the
+   row is written: a refusal then leaves no partial row behind. */
+static bool reserve_row(lds_writer *w, size_t key_len)
+{
     bool ok = true;
     if (w->o.with_ids)
         ok = grow((void **)&w->ids, &w->ids_cap, (size_t)w->rows + 1, sizeof(uint64_t));
@@ -688,7 +694,42 @@ lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint6
              grow((void **)&w->kbytes, &w->kb_cap, w->kb_len + key_len, 1);
     if (ok && w->o.unique_keys)
         ok = lds__hashtab_reserve(&w->keys, w->rows + 1, key_rehash, w);
-    if (!ok) {
+    return ok;
+}
+
+lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint64_t id,
+                              const char *key, size_t key_len, lds_error *err)
+{
+    lds_status st = check_open(w, err);
+    if (st != LDS_OK)
+        return st;
+    WRITER_FAIL_IF(!vec || dim != w->o.dim, err, LDS_E_INVALID_ARG, NULL,
+                   "row %llu has %zu elements, the writer %u%s", (unsigned long long)w->rows,
+                   vec ? dim : 0, (unsigned)w->o.dim, vec ? "" : " (vec is NULL)");
+    /* T1 */
+    WRITER_FAIL_IF(w->rows >= LDS_DEFAULT_MAX_ROWS, err, LDS_E_LIMIT, NULL, "more than %llu rows",
+                   (unsigned long long)LDS_DEFAULT_MAX_ROWS);
+    double ss = 0.0;
+    uint64_t key_hash = 0;
+    /* One pass over the exponent fields (vectorised), the first bad element looked for
+       only when there is one; the norm only when it is used (ADR 0022). */
+    uint32_t nonfinite = 0;
+    for (size_t i = 0; i < dim; i++)
+        nonfinite |= (uint32_t)((lds__f32_bits(vec[i]) & 0x7f800000u) == 0x7f800000u);
+    for (size_t i = 0; nonfinite && i < dim; i++)
+        WRITER_FAIL_IF(!isfinite(vec[i]), err, LDS_E_BAD_VALUE, NULL,
+                       "row %llu element %zu is %g, not a finite number",
+                       (unsigned long long)w->rows, i, (double)vec[i]);
+    if (w->o.normalize)
+        for (size_t i = 0; i < dim; i++)
+            ss += (double)vec[i] * vec[i];
+    if (w->o.with_keys && (st = check_key(w, &key, key_len, &key_hash, err)) != LDS_OK)
+        return st;
+    /* A zero row has no direction: storing it under the normalized flag would be a lie. */
+    WRITER_FAIL_IF(w->o.normalize && !(ss > 0.0 && isfinite(ss)), err, LDS_E_BAD_VALUE, "normalize",
+                   "row %llu: cannot normalize a row whose L2 norm is %g",
+                   (unsigned long long)w->rows, sqrt(ss));
+    if (!reserve_row(w, key_len)) {
         w->state = W_FAILED;
         return lds__fail(err, LDS_E_NOMEM, NULL, 0, "writer: no memory at row %llu",
                          (unsigned long long)w->rows);
@@ -701,6 +742,8 @@ lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint6
             w->row_tmp[i] = (float)(vec[i] / n);
         x = w->row_tmp;
     }
+    /* i8 is checked before encoding (the quotient is what overflows); f16 and bf16
+       after, because only the encoded bits say whether a value became infinity. */
     if (w->o.dtype == LDS_DTYPE_I8 && (st = check_i8_range(w, x, key, key_len, err)) != LDS_OK)
         return st;
     encode_row(w, x);
@@ -726,11 +769,13 @@ lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint6
     return LDS_OK;
 }
 
+/* Bytes a metadata entry takes in the section (two lengths and two strings). */
 static uint64_t entry_bytes(const char *k, const char *v)
 {
     return 8 + (uint64_t)strlen(k) + strlen(v);
 }
 
+/* Bytes of the count and the two entries written from the options. */
 static uint64_t auto_meta_bytes(const lds_writer *w)
 {
     return 4 + entry_bytes("metric", lds_metric_name(w->o.metric)) +
@@ -742,21 +787,22 @@ lds_status lds_writer_set_meta(lds_writer *w, const char *key, const char *value
     lds_status st = check_open(w, err);
     if (st != LDS_OK)
         return st;
-    if (!key || !*key || !value)
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
-                         "writer: metadata key and value must be non-NULL, the key non-empty");
-    if (strcmp(key, "metric") == 0 || strcmp(key, "normalized") == 0)
-        return lds__fail(err, LDS_E_INVALID_ARG, NULL, 0,
-                         "writer: metadata \"%s\" is written from the options", key);
+    /* M4 (and M6 holds by construction: a C string has no NUL inside) */
+    WRITER_FAIL_IF(!key || !*key || !value, err, LDS_E_INVALID_ARG, NULL,
+                   "metadata key and value must be non-NULL, the key non-empty");
+    /* M8: the two entries are written from the options, so they cannot disagree with the table */
+    WRITER_FAIL_IF(strcmp(key, "metric") == 0 || strcmp(key, "normalized") == 0, err,
+                   LDS_E_INVALID_ARG, NULL, "metadata \"%s\" is written from the options", key);
     size_t bad;
     const char *why;
-    if (!lds__utf8_valid((const uint8_t *)key, strlen(key), &bad, &why))
-        return lds__fail(err, LDS_E_BAD_UTF8, NULL, 0,
-                         "writer: metadata key is not valid UTF-8 at byte %zu (%s)", bad, why);
-    if (!lds__utf8_valid((const uint8_t *)value, strlen(value), &bad, &why))
-        return lds__fail(err, LDS_E_BAD_UTF8, NULL, 0,
-                         "writer: metadata \"%s\" value is not valid UTF-8 at byte %zu (%s)", key,
-                         bad, why);
+    /* M5 */
+    WRITER_FAIL_IF(!lds__utf8_valid((const uint8_t *)key, strlen(key), &bad, &why), err,
+                   LDS_E_BAD_UTF8, NULL, "metadata key is not valid UTF-8 at byte %zu (%s)", bad,
+                   why);
+    /* M5 */
+    WRITER_FAIL_IF(!lds__utf8_valid((const uint8_t *)value, strlen(value), &bad, &why), err,
+                   LDS_E_BAD_UTF8, NULL,
+                   "metadata \"%s\" value is not valid UTF-8 at byte %zu (%s)", key, bad, why);
     size_t at = w->meta_n;
     for (size_t i = 0; i < w->meta_n; i++)
         if (strcmp(w->meta[i].key, key) == 0)
@@ -764,10 +810,10 @@ lds_status lds_writer_set_meta(lds_writer *w, const char *key, const char *value
     uint64_t total = auto_meta_bytes(w) + w->meta_user_bytes + entry_bytes(key, value);
     if (at < w->meta_n)
         total -= entry_bytes(w->meta[at].key, w->meta[at].value);
-    if (total > LDS_DEFAULT_MAX_METADATA_BYTES)
-        return lds__fail(
-            err, LDS_E_LIMIT, NULL, 0, "writer: metadata would be %llu bytes, above %llu",
-            (unsigned long long)total, (unsigned long long)LDS_DEFAULT_MAX_METADATA_BYTES);
+    /* M1: counted with the two automatic entries, as a reader counts them */
+    WRITER_FAIL_IF(total > LDS_DEFAULT_MAX_METADATA_BYTES, err, LDS_E_LIMIT, NULL,
+                   "metadata would be %llu bytes, above %llu", (unsigned long long)total,
+                   (unsigned long long)LDS_DEFAULT_MAX_METADATA_BYTES);
     char *v = strdup(value);
     char *k = at < w->meta_n ? NULL : strdup(key);
     if (!v || (at == w->meta_n &&
@@ -794,6 +840,8 @@ uint64_t lds_writer_rows(const lds_writer *w)
     return w ? w->rows : 0;
 }
 
+/* n values as little-endian integers of `width` bytes (4: key offsets that fit),
+   through a small buffer rather than a put per value. */
 static bool put_u64s(lds_writer *w, const uint64_t *v, uint64_t n, unsigned width)
 {
     uint8_t chunk[512];
@@ -813,6 +861,7 @@ static bool put_u64s(lds_writer *w, const uint64_t *v, uint64_t n, unsigned widt
     return put_payload(w, chunk, used);
 }
 
+/* A metadata string: a 4-byte length, then its bytes (no NUL). */
 static bool put_string(lds_writer *w, const char *s)
 {
     uint8_t len[4];
@@ -821,6 +870,8 @@ static bool put_string(lds_writer *w, const char *s)
     return put_payload(w, len, 4) && put_payload(w, s, n);
 }
 
+/* fsync of the directory that holds `path`: a rename is durable only once its
+   directory is on disk. */
 static bool fsync_dir_of(const char *path)
 {
     const char *slash = strrchr(path, '/');
@@ -836,46 +887,58 @@ static bool fsync_dir_of(const char *path)
     return ok;
 }
 
-lds_status lds_writer_finish(lds_writer *w, lds_error *err)
+/* One entry of the section table as the writer fills it in. */
+typedef struct section_out {
+    uint32_t kind;
+    uint64_t offset, length;
+} section_out;
+
+/* Writes the sections after the rows (ids, keys, metadata: format.md §3), each
+   padded to 64 so that S5's offsets follow; the vectors' entry is sec[0]. Returns
+   the number of entries and the table flags they imply, or 0 on a write failure
+   (errno set by the write). */
+static unsigned write_sections(lds_writer *w, section_out sec[4], uint32_t *flags_out,
+                               const char **what)
 {
-    lds_status st = check_open(w, err);
-    if (st != LDS_OK)
-        return st;
-    struct {
-        uint32_t kind;
-        uint64_t offset, length;
-    } sec[4];
     unsigned ns = 0;
     uint32_t flags = 0;
     sec[ns].kind = LDS__KIND_VECTORS;
     sec[ns].offset = 0;
     sec[ns++].length = w->payload;
+    *what = "writing padding";
     if (!pad64(w))
-        return io_fail(w, err, "writing padding");
+        return 0;
     if (w->o.with_ids) {
         flags |= LDS__TF_HAS_IDS;
         sec[ns].kind = LDS__KIND_IDS;
         sec[ns].offset = w->payload;
+        *what = "writing the ids";
         if (!put_u64s(w, w->ids, w->rows, 8) || !pad64(w))
-            return io_fail(w, err, "writing the ids");
+            return 0;
         sec[ns].length = w->rows * 8;
         ns++;
     }
     if (w->o.with_keys) {
+        /* 32-bit offsets halve the offsets' bytes whenever the key bytes allow it,
+           which is nearly always; the flag tells the reader which width it got. */
         unsigned width = w->kb_len <= UINT32_MAX ? 4 : 8;
         flags |= LDS__TF_HAS_KEYS | (width == 4 ? LDS__TF_KEYS_OFFSETS32 : 0) |
                  (w->o.unique_keys ? LDS__TF_KEYS_UNIQUE : 0);
         sec[ns].kind = LDS__KIND_KEYS;
         sec[ns].offset = w->payload;
+        *what = "writing the keys";
         if (!put_u64s(w, w->koffs, w->rows + 1, width) || !put_payload(w, w->kbytes, w->kb_len))
-            return io_fail(w, err, "writing the keys");
+            return 0;
         sec[ns].length = w->payload - sec[ns].offset;
         ns++;
+        *what = "writing padding";
         if (!pad64(w))
-            return io_fail(w, err, "writing padding");
+            return 0;
     }
     if (w->o.normalize)
         flags |= LDS__TF_NORMALIZED;
+    /* metric and normalized come first and from the options, so that M8 (they agree
+       with the table) holds for every file this writer makes. */
     sec[ns].kind = LDS__KIND_METADATA;
     sec[ns].offset = w->payload;
     uint8_t count[4];
@@ -887,9 +950,17 @@ lds_status lds_writer_finish(lds_writer *w, lds_error *err)
         ok = put_string(w, w->meta[i].key) && put_string(w, w->meta[i].value);
     sec[ns].length = w->payload - sec[ns].offset;
     ns++;
+    *what = "writing the metadata";
     if (!ok || !pad64(w))
-        return io_fail(w, err, "writing the metadata");
+        return 0;
+    *flags_out = flags;
+    return ns;
+}
 
+/* Writes the section table and the footer (format.md §4.2, §4.3): the table is
+   last so that the writer can stream rows without knowing how many will come. */
+static bool write_table(lds_writer *w, const section_out *sec, unsigned ns, uint32_t flags)
+{
     uint8_t table[LDS__TABLE_HEAD + 4 * LDS__ENTRY_SIZE];
     memset(table, 0, sizeof table);
     uint64_t table_offset = w->payload;
@@ -913,8 +984,13 @@ lds_status lds_writer_finish(lds_writer *w, lds_error *err)
     lds__st64(footer, table_offset);
     lds__st64(footer + 8, table_len);
     memcpy(footer + 24, LDS__FOOTER_MAGIC, 8);
-    if (!put_payload(w, table, table_len) || !put_payload(w, footer, sizeof footer))
-        return io_fail(w, err, "writing the section table");
+    return put_payload(w, table, table_len) && put_payload(w, footer, sizeof footer);
+}
+
+/* Writes the checksum and, for a 1.1 file, the chunk table after it; fills in the
+   header that describes what was written. */
+static lds_status write_tail(lds_writer *w, lds_header *h, lds_error *err)
+{
     uint8_t sum[LDS_CHECKSUM_SIZE];
     lds__st64(sum, XXH3_64bits_digest(w->hash));
     w->payload += LDS_CHECKSUM_SIZE;
@@ -922,17 +998,17 @@ lds_status lds_writer_finish(lds_writer *w, lds_error *err)
         return io_fail(w, err, "writing the checksum");
     /* Format 1.1 needs the header rewritten with the table's place and hash: only
        a seekable output gets it (format.md §2.5); the others stay 1.0. */
-    lds_header h;
-    memset(&h, 0, sizeof h);
-    h.major = LDS_FORMAT_MAJOR;
+    memset(h, 0, sizeof *h);
+    h->major = LDS_FORMAT_MAJOR;
     if (w->chunk_bytes && w->seekable) {
+        /* The checksum is covered by the last chunk (C4: chunks cover [0, D)). */
         if (!chunk_feed(w, sum, sizeof sum) || (w->chunk_fill > 0 && !chunk_close(w)))
             return io_fail(w, err, "hashing the chunks");
-        h.minor = 1;
-        h.flags = LDS_HEADER_CHUNKED;
-        h.chunk_bytes = w->chunk_bytes;
-        h.chunk_table_offset = w->payload;
-        h.chunk_count = w->n_chunks;
+        h->minor = 1;
+        h->flags = LDS_HEADER_CHUNKED;
+        h->chunk_bytes = w->chunk_bytes;
+        h->chunk_table_offset = w->payload;
+        h->chunk_count = w->n_chunks;
         uint8_t e[8];
         XXH3_64bits_reset(w->chash);
         for (size_t i = 0; i < w->n_chunks; i++) {
@@ -941,50 +1017,84 @@ lds_status lds_writer_finish(lds_writer *w, lds_error *err)
             if (!put(w, e, sizeof e))
                 return io_fail(w, err, "writing the chunk table");
         }
-        h.chunk_table_hash = XXH3_64bits_digest(w->chash);
+        h->chunk_table_hash = XXH3_64bits_digest(w->chash);
         w->payload += 8 * (uint64_t)w->n_chunks;
     }
-    h.payload_length = w->payload;
+    h->payload_length = w->payload;
     if (!flush_buf(w))
         return io_fail(w, err, "writing the checksum");
+    return LDS_OK;
+}
 
-    if (w->seekable) {
-        uint8_t hdr[LDS_HEADER_SIZE];
-        lds_header_encode(&h, hdr);
-        if (w->f) {
-            off_t end = w->start + (off_t)LDS_HEADER_SIZE + (off_t)w->payload;
-            if (fflush(w->f) != 0 || fseeko(w->f, w->start, SEEK_SET) != 0 ||
-                fwrite(hdr, 1, sizeof hdr, w->f) != sizeof hdr || fseeko(w->f, end, SEEK_SET) != 0)
-                return io_fail(w, err, "rewriting the header");
-        } else {
-            size_t done = 0;
-            while (done < sizeof hdr) {
-                ssize_t k = pwrite(w->fd, hdr + done, sizeof hdr - done, w->start + (off_t)done);
-                if (k < 0 && errno == EINTR)
-                    continue;
-                if (k <= 0)
-                    return io_fail(w, err, "rewriting the header");
-                done += (size_t)k;
-            }
-        }
+/* Replaces the placeholder header (length unknown) written at open with the real
+   one; pwrite leaves an fd's position at the end, where a caller expects it. */
+static lds_status rewrite_header(lds_writer *w, const lds_header *h, lds_error *err)
+{
+    uint8_t hdr[LDS_HEADER_SIZE];
+    lds_header_encode(h, hdr);
+    if (w->f) {
+        off_t end = w->start + (off_t)LDS_HEADER_SIZE + (off_t)w->payload;
+        if (fflush(w->f) != 0 || fseeko(w->f, w->start, SEEK_SET) != 0 ||
+            fwrite(hdr, 1, sizeof hdr, w->f) != sizeof hdr || fseeko(w->f, end, SEEK_SET) != 0)
+            return io_fail(w, err, "rewriting the header");
+        return LDS_OK;
     }
+    size_t done = 0;
+    while (done < sizeof hdr) {
+        ssize_t k = pwrite(w->fd, hdr + done, sizeof hdr - done, w->start + (off_t)done);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return io_fail(w, err, "rewriting the header");
+        done += (size_t)k;
+    }
+    return LDS_OK;
+}
+
+/* A path writer's last step: the temporary file is synced before it is renamed
+   over the target, so a crash leaves either the old file or the whole new one,
+   and the directory is synced so that the rename itself survives a crash. */
+static lds_status commit_path(lds_writer *w, lds_error *err)
+{
+    if (fsync(w->fd) != 0)
+        return io_fail(w, err, "fsync of the temporary file");
+    int fd = w->fd;
+    w->fd = -1;
+    if (close(fd) != 0)
+        return io_fail(w, err, "closing the temporary file");
+    if (rename(w->tmp, w->path) != 0)
+        return io_fail(w, err, "renaming the temporary file");
+    /* Done from here on: the file is in place, and the destructor must not remove it. */
+    w->state = W_DONE;
+    if (!fsync_dir_of(w->path))
+        return lds__fail_errno(err, LDS_E_IO, errno,
+                               "writer: %s is in place, but fsync of its directory failed: %s",
+                               w->path, strerror(errno));
+    return LDS_OK;
+}
+
+lds_status lds_writer_finish(lds_writer *w, lds_error *err)
+{
+    lds_status st = check_open(w, err);
+    if (st != LDS_OK)
+        return st;
+    section_out sec[4];
+    uint32_t flags = 0;
+    const char *what = "";
+    unsigned ns = write_sections(w, sec, &flags, &what);
+    if (ns == 0)
+        return io_fail(w, err, what);
+    if (!write_table(w, sec, ns, flags))
+        return io_fail(w, err, "writing the section table");
+    lds_header h;
+    if ((st = write_tail(w, &h, err)) != LDS_OK)
+        return st;
+    if (w->seekable && (st = rewrite_header(w, &h, err)) != LDS_OK)
+        return st;
     if (w->f && fflush(w->f) != 0)
         return io_fail(w, err, "flushing the stream");
-    if (w->tmp) {
-        if (fsync(w->fd) != 0)
-            return io_fail(w, err, "fsync of the temporary file");
-        int fd = w->fd;
-        w->fd = -1;
-        if (close(fd) != 0)
-            return io_fail(w, err, "closing the temporary file");
-        if (rename(w->tmp, w->path) != 0)
-            return io_fail(w, err, "renaming the temporary file");
-        w->state = W_DONE;
-        if (!fsync_dir_of(w->path))
-            return lds__fail_errno(err, LDS_E_IO, errno,
-                                   "writer: %s is in place, but fsync of its directory failed: %s",
-                                   w->path, strerror(errno));
-    }
+    if (w->tmp && (st = commit_path(w, err)) != LDS_OK)
+        return st;
     w->state = W_DONE;
     return LDS_OK;
 }

@@ -273,15 +273,12 @@ static lds_status plan_chunks(h5_state *h, const char *name, const char *qname, 
     return LDS_OK;
 }
 
-static lds_status read_dataset(lds__imp_ctx *c, const char *name, h5_state *h, lds_error *err)
+/* Opens the file at c->input_path with libhdf5 into h->file and proves it is the
+   file the importer opened and checked first. */
+static lds_status open_file(lds__imp_ctx *c, h5_state *h, lds_error *err)
 {
-    const lds_import_options *o = c->opts;
-    lds__imp_sink *s = &c->sink;
     const char *path = c->input_path;
     h5_msg m;
-    char shown[4 * LDS__IMP_SHOWN + 8];
-    const char *qname = lds__imp_quote(shown, sizeof shown, name, strlen(name));
-
     htri_t is = H5Fis_hdf5(path);
     if (is == 0)
         return lds__imp_fail(err, LDS_E_PARSE, "hdf5", 0, 0,
@@ -313,7 +310,14 @@ static lds_status read_dataset(lds__imp_ctx *c, const char *name, h5_state *h, l
                              "the file libhdf5 opened is not the one opened first (it was "
                              "replaced meanwhile)");
     }
+    return LDS_OK;
+}
 
+/* Opens dataset `name` (quoted for messages as `qname`) into h->ds, with its type,
+   space and creation properties; a missing name lists what the root holds. */
+static lds_status open_dataset(h5_state *h, const char *name, const char *qname, lds_error *err)
+{
+    h5_msg m;
     htri_t exists = H5Lexists(h->file, name, H5P_DEFAULT);
     if (exists < 0 && !strchr(name, '/'))
         return lds__imp_fail(err, LDS_E_IO, "hdf5", 0, 0,
@@ -345,8 +349,25 @@ static lds_status read_dataset(lds__imp_ctx *c, const char *name, h5_state *h, l
         (h->dcpl = H5Dget_create_plist(h->ds)) < 0)
         return lds__imp_fail(err, LDS_E_IO, "hdf5", 0, 0,
                              "libhdf5 cannot describe dataset \"%s\": %s", qname, h5_error(&m));
+    return LDS_OK;
+}
+
+/* A dataset's element type and shape, as check_shape proved them. */
+typedef struct h5_shape {
+    uint64_t rows, dim;
+    size_t esize;         /* 4 or 8 */
+    uint64_t bytes;       /* rows x dim x esize */
+    uint64_t max_decoded; /* the bound on decoded bytes in force */
+    int filters;          /* the dataset's filters (compression) */
+} h5_shape;
+
+/* The element type, rank, shape, limits and stored size of the open dataset,
+   all checked before a row is read. */
+static lds_status check_shape(const lds_import_options *o, const h5_state *h, const char *qname,
+                              h5_shape *sh, lds_error *err)
+{
     H5T_class_t cls = H5Tget_class(h->type);
-    size_t esize = H5Tget_size(h->type);
+    size_t esize = sh->esize = H5Tget_size(h->type);
     if (cls != H5T_FLOAT || (esize != 4 && esize != 8))
         return lds__imp_fail(err, LDS_E_UNSUPPORTED, "hdf5.dtype", 0, 0,
                              "dataset \"%s\" holds %s of %zu bytes; lodestar reads 4- and "
@@ -361,7 +382,7 @@ static lds_status read_dataset(lds__imp_ctx *c, const char *name, h5_state *h, l
                              "x D columns)",
                              qname, rank);
     }
-    uint64_t rows = dims[0], dim = dims[1];
+    uint64_t rows = sh->rows = dims[0], dim = sh->dim = dims[1];
     if (dim == 0)
         return lds__imp_fail(err, LDS_E_BAD_VALUE, "hdf5.shape", 0, 0,
                              "dataset \"%s\" has shape (%llu, 0): rows of no elements", qname,
@@ -379,7 +400,10 @@ static lds_status read_dataset(lds__imp_ctx *c, const char *name, h5_state *h, l
         return lds__imp_fail(err, LDS_E_OVERFLOW, "hdf5.shape", 0, 0,
                              "dataset \"%s\": %llu x %llu elements overflow 64 bits", qname,
                              (unsigned long long)rows, (unsigned long long)dim);
-    uint64_t max_decoded =
+    sh->bytes = bytes;
+    /* A compressed dataset can declare far more than the file holds: the bound on
+       decoded bytes is what stops a small file from asking for terabytes. */
+    uint64_t max_decoded = sh->max_decoded =
         o->max_decoded_bytes ? o->max_decoded_bytes : LDS_IMPORT_DEFAULT_MAX_DECODED;
     if (bytes > max_decoded)
         return lds__imp_fail(err, LDS_E_LIMIT, "hdf5.shape", 0, 0,
@@ -389,8 +413,8 @@ static lds_status read_dataset(lds__imp_ctx *c, const char *name, h5_state *h, l
                              (unsigned long long)bytes, (unsigned long long)max_decoded);
     /* Without filters the stored bytes are the data itself: fewer than the extent
        declares would read as fill values where chunks are missing. */
-    int filters = H5Pget_nfilters(h->dcpl);
-    if (filters == 0) {
+    sh->filters = H5Pget_nfilters(h->dcpl);
+    if (sh->filters == 0) {
         hsize_t stored = H5Dget_storage_size(h->ds);
         if (stored < bytes)
             return lds__imp_fail(err, LDS_E_TRUNCATED, "hdf5.shape", 0, 0,
@@ -399,50 +423,21 @@ static lds_status read_dataset(lds__imp_ctx *c, const char *name, h5_state *h, l
                                  qname, (unsigned long long)stored, (unsigned long long)bytes,
                                  (unsigned long long)rows, (unsigned long long)dim);
     }
+    return LDS_OK;
+}
 
-    lds_status st;
-    size_t row_bytes = (size_t)dim * esize;
-    size_t block_rows = HDF5_BLOCK / row_bytes;
-    if (block_rows == 0)
-        block_rows = 1;
-    uint64_t chunk_rows = 0;
-    if ((st = plan_chunks(h, name, qname, filters, rows, dim, esize, max_decoded, &block_rows,
-                          &chunk_rows, err)) != LDS_OK)
-        return st;
-
-    bool found = false;
-    lds_metric metric = LDS_METRIC_COSINE;
-    if (o->metric_from_input) {
-        st = read_distance(h->file, &found, &metric, err);
-        if (st != LDS_OK)
-            return st;
-        if (found) {
-            s->metric_set = true;
-            s->metric = metric;
-        }
-    }
-
+/* Reads the dataset in blocks of block_rows rows (each inside one row of chunks
+   of chunk_rows rows, when chunked) and hands every row to the sink; float64
+   elements are narrowed, each checked to fit binary32. */
+static lds_status read_rows(lds__imp_ctx *c, h5_state *h, const char *qname, const h5_shape *sh,
+                            size_t block_rows, uint64_t chunk_rows, lds_error *err)
+{
+    lds__imp_sink *s = &c->sink;
     bool with_keys = c->keys.fd >= 0;
-    s->line_field = with_keys ? "keys_path" : "row";
-    s->line_base = 1;
-    if (with_keys) {
-        uint64_t lines;
-        if ((st = lds__imp_keys_count(c, &lines, err)) != LDS_OK)
-            return st;
-        if (lines != rows)
-            return lds__imp_fail(err, LDS_E_LENGTH_MISMATCH, "keys_path", 0, 0,
-                                 "the keys file has %llu lines but dataset \"%s\" has %llu rows",
-                                 (unsigned long long)lines, qname, (unsigned long long)rows);
-    }
-
-    if (block_rows > rows)
-        block_rows = (size_t)rows;
-    h->block = malloc(block_rows ? block_rows * row_bytes : 1);
-    h->vec = malloc((size_t)dim * sizeof *h->vec);
-    if (!h->block || !h->vec)
-        return lds__imp_fail(err, LDS_E_NOMEM, "row", 0, 1, "out of memory (a block of rows)");
-    if ((st = lds__imp_sink_open(s, (uint32_t)dim, with_keys, err)) != LDS_OK)
-        return st;
+    uint64_t rows = sh->rows, dim = sh->dim;
+    size_t esize = sh->esize, row_bytes = (size_t)dim * esize;
+    h5_msg m;
+    lds_status st;
     hid_t memtype = esize == 4 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
     for (uint64_t r = 0, nb = 0; r < rows; r += nb) {
         nb = rows - r < block_rows ? rows - r : block_rows;
@@ -494,6 +489,62 @@ static lds_status read_dataset(lds__imp_ctx *c, const char *name, h5_state *h, l
         }
     }
     return LDS_OK;
+}
+
+static lds_status read_dataset(lds__imp_ctx *c, const char *name, h5_state *h, lds_error *err)
+{
+    const lds_import_options *o = c->opts;
+    lds__imp_sink *s = &c->sink;
+    char shown[4 * LDS__IMP_SHOWN + 8];
+    const char *qname = lds__imp_quote(shown, sizeof shown, name, strlen(name));
+    h5_shape sh;
+    memset(&sh, 0, sizeof sh); /* gcc -O3 cannot prove check_shape sets it */
+    lds_status st;
+    if ((st = open_file(c, h, err)) != LDS_OK ||
+        (st = open_dataset(h, name, qname, err)) != LDS_OK ||
+        (st = check_shape(o, h, qname, &sh, err)) != LDS_OK)
+        return st;
+    uint64_t rows = sh.rows, dim = sh.dim;
+    size_t row_bytes = (size_t)dim * sh.esize;
+    size_t block_rows = HDF5_BLOCK / row_bytes;
+    if (block_rows == 0)
+        block_rows = 1;
+    uint64_t chunk_rows = 0;
+    if ((st = plan_chunks(h, name, qname, sh.filters, rows, dim, sh.esize, sh.max_decoded,
+                          &block_rows, &chunk_rows, err)) != LDS_OK)
+        return st;
+    bool found = false;
+    lds_metric metric = LDS_METRIC_COSINE;
+    if (o->metric_from_input) {
+        st = read_distance(h->file, &found, &metric, err);
+        if (st != LDS_OK)
+            return st;
+        if (found) {
+            s->metric_set = true;
+            s->metric = metric;
+        }
+    }
+    bool with_keys = c->keys.fd >= 0;
+    s->line_field = with_keys ? "keys_path" : "row";
+    s->line_base = 1;
+    if (with_keys) {
+        uint64_t lines;
+        if ((st = lds__imp_keys_count(c, &lines, err)) != LDS_OK)
+            return st;
+        if (lines != rows)
+            return lds__imp_fail(err, LDS_E_LENGTH_MISMATCH, "keys_path", 0, 0,
+                                 "the keys file has %llu lines but dataset \"%s\" has %llu rows",
+                                 (unsigned long long)lines, qname, (unsigned long long)rows);
+    }
+    if (block_rows > rows)
+        block_rows = (size_t)rows;
+    h->block = malloc(block_rows ? block_rows * row_bytes : 1);
+    h->vec = malloc((size_t)dim * sizeof *h->vec);
+    if (!h->block || !h->vec)
+        return lds__imp_fail(err, LDS_E_NOMEM, "row", 0, 1, "out of memory (a block of rows)");
+    if ((st = lds__imp_sink_open(s, (uint32_t)dim, with_keys, err)) != LDS_OK)
+        return st;
+    return read_rows(c, h, qname, &sh, block_rows, chunk_rows, err);
 }
 
 lds_status lds__import_hdf5(lds__imp_ctx *c, lds_error *err)

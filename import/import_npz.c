@@ -311,6 +311,194 @@ static void name_entry(lds_error *err, const entry *e, uint64_t data)
     err->message[plen + tlen] = '\0';
 }
 
+/* Where the central directory is: the end record (and, when a field is saturated,
+   the zip64 one it points to) gives its offset, size and entry count; *eocd_at is
+   the end record's offset, for messages. */
+typedef struct zip_dir {
+    uint64_t eocd_at, count, cd_size, cd_off;
+} zip_dir;
+
+static lds_status find_directory(int fd, uint64_t fsize, zip_dir *z, lds_error *err)
+{
+    /* The end record is the last 22 bytes, or fewer than 64 KiB of comment before that. */
+    size_t tail = (size_t)(fsize < EOCD_SIZE + MAX_COMMENT ? fsize : EOCD_SIZE + MAX_COMMENT);
+    uint64_t tail_off = fsize - tail;
+    unsigned char *buf = malloc(tail);
+    if (!buf)
+        return lds__imp_fail(err, LDS_E_NOMEM, "npz", 0, 0, "out of memory (zip directory)");
+    lds_status st = zread(fd, buf, tail, tail_off, err);
+    if (st != LDS_OK) {
+        free(buf);
+        return st;
+    }
+    /* Searched from the end, and the comment length must reach the file's end
+       exactly: a signature inside a comment is not taken for the record. */
+    size_t eo = SIZE_MAX;
+    for (size_t i = tail - EOCD_SIZE + 1; i-- > 0;)
+        if (lds__imp_le32(buf + i) == EOCD_SIG && lds__imp_le16(buf + i + 20) == tail - i - 22) {
+            eo = i;
+            break;
+        }
+    if (eo == SIZE_MAX) {
+        free(buf);
+        return zfail(err, LDS_E_PARSE, fsize,
+                     "no end of central directory record (not a zip file)");
+    }
+    z->eocd_at = tail_off + eo;
+    z->count = lds__imp_le16(buf + eo + 10);
+    z->cd_size = lds__imp_le32(buf + eo + 12);
+    z->cd_off = lds__imp_le32(buf + eo + 16);
+    free(buf);
+    /* numpy writes zip64 records for large arrays: a saturated field means "see the
+       zip64 end record". */
+    if (z->count == 0xFFFF || z->cd_size == 0xFFFFFFFFu || z->cd_off == 0xFFFFFFFFu) {
+        unsigned char loc[20], z64[56];
+        uint64_t eocd_at = z->eocd_at;
+        if (eocd_at < 20 || (st = zread(fd, loc, 20, eocd_at - 20, err)) != LDS_OK ||
+            lds__imp_le32(loc) != Z64_LOC_SIG)
+            return zfail(err, LDS_E_PARSE, eocd_at, "zip64 fields but no zip64 locator");
+        uint64_t z64_at = le64(loc + 8);
+        if (z64_at > fsize - 56 || (st = zread(fd, z64, 56, z64_at, err)) != LDS_OK ||
+            lds__imp_le32(z64) != Z64_EOCD_SIG)
+            return st == LDS_OK
+                       ? zfail(err, LDS_E_PARSE, z64_at, "no zip64 end of central directory record")
+                       : st;
+        z->count = le64(z64 + 32);
+        z->cd_size = le64(z64 + 40);
+        z->cd_off = le64(z64 + 48);
+    }
+    if (z->cd_off > fsize || z->cd_size > fsize - z->cd_off)
+        return zfail(err, LDS_E_TRUNCATED, z->eocd_at, "the central directory runs past the file");
+    if (z->cd_size > MAX_CD_BYTES)
+        return zfail(err, LDS_E_LIMIT, z->eocd_at, "central directory above 16 MiB");
+    return LDS_OK;
+}
+
+/* Reads the central directory and picks the entry to import: the one named by
+   options.array, or the only one. Every entry is parsed (and so checked), and
+   their names are listed in the message when the choice fails. The directory is
+   left in *cdp for the caller to free: an entry's name points into it. */
+static lds_status pick_entry(lds__imp_ctx *c, const zip_dir *z, unsigned char **cdp, entry *pick,
+                             lds_error *err)
+{
+    unsigned char *cd = *cdp = malloc(z->cd_size ? (size_t)z->cd_size : 1);
+    if (!cd)
+        return lds__imp_fail(err, LDS_E_NOMEM, "npz", 0, 0, "out of memory (zip directory)");
+    lds_status st = zread(c->in.fd, cd, (size_t)z->cd_size, z->cd_off, err);
+    const char *want = c->opts->array;
+    entry e;
+    memset(pick, 0, sizeof *pick);
+    memset(&e, 0, sizeof e);
+    bool found = false;
+    uint64_t seen = 0;
+    char names[160] = "";
+    size_t i = 0;
+    for (uint64_t k = 0; st == LDS_OK && k < z->count; k++) {
+        size_t next = 0;
+        if ((st = parse_entry(cd, (size_t)z->cd_size, i, z->cd_off, &e, &next, err)) != LDS_OK)
+            break;
+        i = next;
+        seen++;
+        size_t used = strlen(names);
+        if (used + e.name_len + 8 < sizeof names) {
+            char q[4 * LDS__IMP_SHOWN + 8];
+            snprintf(names + used, sizeof names - used, "%s'%s'", used ? ", " : "",
+                     lds__imp_quote(q, sizeof q, e.name, e.name_len));
+        }
+        if (want ? is_named(&e, want) : true) {
+            /* Two entries of one name would make the choice depend on the order. */
+            if (want && found) {
+                st = efail(err, LDS_E_PARSE, &e, "npz.name", e.at + 46,
+                           "a second entry with the array's name");
+                break;
+            }
+            if (!found)
+                *pick = e;
+            found = true;
+        }
+    }
+    if (st != LDS_OK)
+        return st;
+    if (seen == 0)
+        return zfail(err, LDS_E_PARSE, z->cd_off, "the file holds no arrays");
+    if (!want && seen > 1)
+        return lds__imp_fail(err, LDS_E_INVALID_ARG, "options.array", 0, 0,
+                             ".npz holds %llu arrays (%s); name one (--array NAME)",
+                             (unsigned long long)seen, names);
+    if (!found) {
+        char q[4 * LDS__IMP_SHOWN + 8];
+        return lds__imp_fail(err, LDS_E_INVALID_ARG, "options.array", 0, 0,
+                             ".npz has no array '%s' (it holds %s)",
+                             lds__imp_quote(q, sizeof q, want, strlen(want)), names);
+    }
+    return LDS_OK;
+}
+
+/* The picked entry's flags, method, local header and sizes; *data is the file
+   offset of its data. */
+static lds_status check_pick(int fd, uint64_t fsize, const entry *pick, uint64_t *data,
+                             lds_error *err)
+{
+    if (pick->flags & 1u)
+        return efail(err, LDS_E_UNSUPPORTED, pick, "npz.flags", pick->at + 8, "it is encrypted");
+    if (pick->method != 0 && pick->method != 8)
+        return efail(err, LDS_E_UNSUPPORTED, pick, "npz.method", pick->at + 10,
+                     "compression method %u is neither stored (0) nor deflate (8)", pick->method);
+    lds_status st = check_local(fd, fsize, pick, data, err);
+    if (st != LDS_OK)
+        return st;
+    if (*data > fsize || pick->csize > fsize - *data)
+        return efail(
+            err, LDS_E_TRUNCATED, pick, "npz.compressed_size", pick->csize_at,
+            "its %llu bytes of data at byte %llu run past the end of the file (%llu bytes)",
+            (unsigned long long)pick->csize, (unsigned long long)*data, (unsigned long long)fsize);
+    if (pick->method == 0 && pick->csize != pick->usize)
+        return efail(err, LDS_E_PARSE, pick, "npz.uncompressed_size", pick->usize_at,
+                     "a stored entry whose sizes differ (compressed %llu, uncompressed %llu)",
+                     (unsigned long long)pick->csize, (unsigned long long)pick->usize);
+    return LDS_OK;
+}
+
+/* Imports the picked entry's .npy, decoded through the reader, and checks what was
+   read against the entry's sizes and CRC-32; an error from the .npy importer is
+   restated as the entry's fault where the entry is what lied. */
+static lds_status read_entry(lds__imp_ctx *c, const entry *pick, uint64_t data, lds_error *err)
+{
+    lds__imp_reader *in = &c->in;
+    lds_status st = lds__imp_reader_restart(
+        in, data, pick->csize, pick->method == 0 ? LDS__CODEC_NONE : LDS__CODEC_DEFLATE, err);
+    if (st != LDS_OK)
+        return st;
+    in->crc_on = true;
+    /* A deflate entry decodes to no more than its declared uncompressed size: a lying size
+       stops the decoder there (a 1 MB entry declaring 4,000 bytes once wrote a gigabyte
+       before its CRC-32 was compared), not at max_decoded_bytes. */
+    uint64_t max_before = in->max_decoded;
+    if (pick->method == 8 && pick->usize < in->max_decoded)
+        in->max_decoded = pick->usize;
+    if ((st = lds__import_npy_stream(c, ".npz entry", err)) != LDS_OK) {
+        if (past_declared(in, pick, max_before, st, err))
+            st = efail(err, LDS_E_LENGTH_MISMATCH, pick, "npz.uncompressed_size", pick->usize_at,
+                       "the uncompressed size declares %llu bytes, but the entry's data (byte "
+                       "%llu) decodes to more",
+                       (unsigned long long)pick->usize, (unsigned long long)data);
+        else if (damaged(in, pick, st))
+            st = crc_fail(err, pick, data, in->crc);
+        else
+            name_entry(err, pick, data);
+        return st;
+    }
+    st = check_read(in, pick, data, err);
+    if (st != LDS_OK && past_declared(in, pick, max_before, st, err))
+        st = efail(err, LDS_E_LENGTH_MISMATCH, pick, "npz.uncompressed_size", pick->usize_at,
+                   "the uncompressed size declares %llu bytes, but the entry's data (byte %llu) "
+                   "decodes to more",
+                   (unsigned long long)pick->usize, (unsigned long long)data);
+    return st;
+}
+
+/* NumPy .npz: a zip of .npy entries, stored or deflated; one is imported. The
+   directory is at the file's end, so the input must be a regular file. */
 lds_status lds__import_npz(lds__imp_ctx *c, lds_error *err)
 {
     lds__imp_reader *in = &c->in;
@@ -321,167 +509,15 @@ lds_status lds__import_npz(lds__imp_ctx *c, lds_error *err)
                              "at its end)");
     if (fsize < EOCD_SIZE)
         return zfail(err, LDS_E_PARSE, 0, "too short for a zip file");
-    /* The end record is the last 22 bytes, or fewer than 64 KiB of comment before that. */
-    size_t tail = (size_t)(fsize < EOCD_SIZE + MAX_COMMENT ? fsize : EOCD_SIZE + MAX_COMMENT);
-    uint64_t tail_off = fsize - tail;
-    unsigned char *buf = malloc(tail);
-    unsigned char *cd = NULL;
-    if (!buf)
-        return lds__imp_fail(err, LDS_E_NOMEM, "npz", 0, 0, "out of memory (zip directory)");
-    lds_status st = zread(in->fd, buf, tail, tail_off, err);
-    if (st != LDS_OK)
-        goto out;
-    size_t eo = SIZE_MAX;
-    for (size_t i = tail - EOCD_SIZE + 1; i-- > 0;)
-        if (lds__imp_le32(buf + i) == EOCD_SIG && lds__imp_le16(buf + i + 20) == tail - i - 22) {
-            eo = i;
-            break;
-        }
-    if (eo == SIZE_MAX) {
-        st = zfail(err, LDS_E_PARSE, fsize, "no end of central directory record (not a zip file)");
-        goto out;
-    }
-    uint64_t eocd_at = tail_off + eo;
-    uint64_t count = lds__imp_le16(buf + eo + 10);
-    uint64_t cd_size = lds__imp_le32(buf + eo + 12);
-    uint64_t cd_off = lds__imp_le32(buf + eo + 16);
-    if (count == 0xFFFF || cd_size == 0xFFFFFFFFu || cd_off == 0xFFFFFFFFu) {
-        unsigned char loc[20], z64[56];
-        if (eocd_at < 20 || (st = zread(in->fd, loc, 20, eocd_at - 20, err)) != LDS_OK ||
-            lds__imp_le32(loc) != Z64_LOC_SIG) {
-            st = zfail(err, LDS_E_PARSE, eocd_at, "zip64 fields but no zip64 locator");
-            goto out;
-        }
-        uint64_t z64_at = le64(loc + 8);
-        if (z64_at > fsize - 56 || (st = zread(in->fd, z64, 56, z64_at, err)) != LDS_OK ||
-            lds__imp_le32(z64) != Z64_EOCD_SIG) {
-            if (st == LDS_OK)
-                st = zfail(err, LDS_E_PARSE, z64_at, "no zip64 end of central directory record");
-            goto out;
-        }
-        count = le64(z64 + 32);
-        cd_size = le64(z64 + 40);
-        cd_off = le64(z64 + 48);
-    }
-    if (cd_off > fsize || cd_size > fsize - cd_off) {
-        st = zfail(err, LDS_E_TRUNCATED, eocd_at, "the central directory runs past the file");
-        goto out;
-    }
-    if (cd_size > MAX_CD_BYTES) {
-        st = zfail(err, LDS_E_LIMIT, eocd_at, "central directory above 16 MiB");
-        goto out;
-    }
-    cd = malloc(cd_size ? (size_t)cd_size : 1);
-    if (!cd) {
-        st = lds__imp_fail(err, LDS_E_NOMEM, "npz", 0, 0, "out of memory (zip directory)");
-        goto out;
-    }
-    if ((st = zread(in->fd, cd, (size_t)cd_size, cd_off, err)) != LDS_OK)
-        goto out;
-    const char *want = c->opts->array;
-    entry pick, e;
-    memset(&pick, 0, sizeof pick);
-    memset(&e, 0, sizeof e);
-    bool found = false;
-    uint64_t seen = 0;
-    char names[160] = "";
-    size_t i = 0;
-    for (uint64_t k = 0; k < count; k++) {
-        size_t next = 0;
-        if ((st = parse_entry(cd, (size_t)cd_size, i, cd_off, &e, &next, err)) != LDS_OK)
-            goto out;
-        i = next;
-        seen++;
-        size_t used = strlen(names);
-        if (used + e.name_len + 8 < sizeof names) {
-            char q[4 * LDS__IMP_SHOWN + 8];
-            snprintf(names + used, sizeof names - used, "%s'%s'", used ? ", " : "",
-                     lds__imp_quote(q, sizeof q, e.name, e.name_len));
-        }
-        if (want ? is_named(&e, want) : true) {
-            if (want && found) {
-                st = efail(err, LDS_E_PARSE, &e, "npz.name", e.at + 46,
-                           "a second entry with the array's name");
-                goto out;
-            }
-            if (!found)
-                pick = e;
-            found = true;
-        }
-    }
-    if (seen == 0) {
-        st = zfail(err, LDS_E_PARSE, cd_off, "the file holds no arrays");
-        goto out;
-    }
-    if (!want && seen > 1) {
-        st = lds__imp_fail(err, LDS_E_INVALID_ARG, "options.array", 0, 0,
-                           ".npz holds %llu arrays (%s); name one (--array NAME)",
-                           (unsigned long long)seen, names);
-        goto out;
-    }
-    if (!found) {
-        char q[4 * LDS__IMP_SHOWN + 8];
-        st = lds__imp_fail(err, LDS_E_INVALID_ARG, "options.array", 0, 0,
-                           ".npz has no array '%s' (it holds %s)",
-                           lds__imp_quote(q, sizeof q, want, strlen(want)), names);
-        goto out;
-    }
-    if (pick.flags & 1u) {
-        st = efail(err, LDS_E_UNSUPPORTED, &pick, "npz.flags", pick.at + 8, "it is encrypted");
-        goto out;
-    }
-    if (pick.method != 0 && pick.method != 8) {
-        st = efail(err, LDS_E_UNSUPPORTED, &pick, "npz.method", pick.at + 10,
-                   "compression method %u is neither stored (0) nor deflate (8)", pick.method);
-        goto out;
-    }
+    zip_dir z = {0, 0, 0, 0}; /* gcc -O3 cannot prove find_directory sets it */
+    entry pick;
+    unsigned char *cd = NULL; /* the central directory, which pick.name points into */
     uint64_t data = 0;
-    if ((st = check_local(in->fd, fsize, &pick, &data, err)) != LDS_OK)
-        goto out;
-    if (data > fsize || pick.csize > fsize - data) {
-        st = efail(err, LDS_E_TRUNCATED, &pick, "npz.compressed_size", pick.csize_at,
-                   "its %llu bytes of data at byte %llu run past the end of the file (%llu bytes)",
-                   (unsigned long long)pick.csize, (unsigned long long)data,
-                   (unsigned long long)fsize);
-        goto out;
-    }
-    if (pick.method == 0 && pick.csize != pick.usize) {
-        st = efail(err, LDS_E_PARSE, &pick, "npz.uncompressed_size", pick.usize_at,
-                   "a stored entry whose sizes differ (compressed %llu, uncompressed %llu)",
-                   (unsigned long long)pick.csize, (unsigned long long)pick.usize);
-        goto out;
-    }
-    st = lds__imp_reader_restart(in, data, pick.csize,
-                                 pick.method == 0 ? LDS__CODEC_NONE : LDS__CODEC_DEFLATE, err);
-    if (st != LDS_OK)
-        goto out;
-    in->crc_on = true;
-    /* A deflate entry decodes to no more than its declared uncompressed size: a lying size
-       stops the decoder there (a 1 MB entry declaring 4,000 bytes once wrote a gigabyte
-       before its CRC-32 was compared), not at max_decoded_bytes. */
-    uint64_t max_before = in->max_decoded;
-    if (pick.method == 8 && pick.usize < in->max_decoded)
-        in->max_decoded = pick.usize;
-    if ((st = lds__import_npy_stream(c, ".npz entry", err)) != LDS_OK) {
-        if (past_declared(in, &pick, max_before, st, err))
-            st = efail(err, LDS_E_LENGTH_MISMATCH, &pick, "npz.uncompressed_size", pick.usize_at,
-                       "the uncompressed size declares %llu bytes, but the entry's data (byte "
-                       "%llu) decodes to more",
-                       (unsigned long long)pick.usize, (unsigned long long)data);
-        else if (damaged(in, &pick, st))
-            st = crc_fail(err, &pick, data, in->crc);
-        else
-            name_entry(err, &pick, data);
-        goto out;
-    }
-    st = check_read(in, &pick, data, err);
-    if (st != LDS_OK && past_declared(in, &pick, max_before, st, err))
-        st = efail(err, LDS_E_LENGTH_MISMATCH, &pick, "npz.uncompressed_size", pick.usize_at,
-                   "the uncompressed size declares %llu bytes, but the entry's data (byte %llu) "
-                   "decodes to more",
-                   (unsigned long long)pick.usize, (unsigned long long)data);
-out:
-    free(buf);
+    lds_status st;
+    if ((st = find_directory(in->fd, fsize, &z, err)) == LDS_OK &&
+        (st = pick_entry(c, &z, &cd, &pick, err)) == LDS_OK &&
+        (st = check_pick(in->fd, fsize, &pick, &data, err)) == LDS_OK)
+        st = read_entry(c, &pick, data, err);
     free(cd);
     return st;
 }

@@ -129,6 +129,83 @@ static lds_status read_w2v_header(lds__imp_ctx *c, uint64_t *rows, uint64_t *dim
     return LDS_OK;
 }
 
+/* The key of a line of `ntok` fields that fast_line did not take: sets *klen to its
+   bytes and returns how many numbers follow it. Once D is known (dim > 0), a line
+   of more fields holds a key with spaces in it (GloVe 840B has such keys): the
+   last D fields are the vector and everything before them the key, provided the
+   field just before the vector is not a number (then the line has a number too
+   many, which the caller refuses). */
+static uint64_t split_key(lds__imp_ctx *c, const char *line, size_t len, size_t ntok, uint64_t dim,
+                          size_t *klen)
+{
+    size_t k = 0;
+    while (k < len && !is_space(line[k]))
+        k++;
+    *klen = k;
+    uint64_t found = ntok - 1;
+    if (dim == 0 || found <= dim)
+        return found;
+    size_t i = 0, last_start = 0, last_end = 0;
+    for (uint64_t t = 0; t < ntok - dim; t++) {
+        while (is_space(line[i]))
+            i++;
+        last_start = i;
+        while (i < len && !is_space(line[i]))
+            i++;
+        last_end = i;
+    }
+    if (looks_numeric(c, line + last_start, last_end - last_start))
+        return found;
+    *klen = last_end;
+    return dim;
+}
+
+/* GloVe has no header: the first row's `found` numbers fix D. Allocates *vec and
+   opens the sink for that width. */
+static lds_status first_row(lds__imp_ctx *c, uint64_t found, uint64_t lineno, uint64_t off,
+                            float **vec, lds_error *err)
+{
+    const lds_limits *lim = &c->opts->limits;
+    if (found == 0)
+        return lds__imp_fail(err, LDS_E_PARSE, "line", off, lineno,
+                             "line %llu (byte %llu): a key and no numbers",
+                             (unsigned long long)lineno, (unsigned long long)off);
+    if (found > lim->max_dim || found > UINT32_MAX)
+        return lds__imp_fail(err, LDS_E_LIMIT, "line", off, lineno,
+                             "line %llu (byte %llu): %llu numbers, above max_dim = %llu",
+                             (unsigned long long)lineno, (unsigned long long)off,
+                             (unsigned long long)found, (unsigned long long)lim->max_dim);
+    *vec = malloc((size_t)found * sizeof **vec);
+    if (!*vec)
+        return lds__imp_fail(err, LDS_E_NOMEM, "line", off, lineno, "out of memory (one row)");
+    return lds__imp_sink_open(&c->sink, (uint32_t)found, true, err);
+}
+
+/* The `dim` numbers after the key (line[0, klen)) into vec, each error naming its
+   line, byte and element. */
+static lds_status parse_numbers(lds__imp_ctx *c, const char *line, size_t len, size_t klen,
+                                size_t dim, uint64_t lineno, uint64_t off, float *vec,
+                                lds_error *err)
+{
+    size_t i = klen;
+    for (size_t k = 0; k < dim; k++) {
+        while (is_space(line[i]))
+            i++;
+        size_t start = i;
+        while (i < len && !is_space(line[i]))
+            i++;
+        lds_status st = lds__imp_parse_float(c, line + start, i - start, &vec[k], "line", lineno,
+                                             off + start, k, err);
+        if (st != LDS_OK)
+            return st;
+    }
+    return LDS_OK;
+}
+
+/* GloVe, word2vec and fastText text: a key and D numbers per line, separated by
+   spaces or tabs; word2vec's first line ("N D") when w2v_header. Most lines go
+   through fast_line; the rest (keys with spaces, blank lines, errors) through the
+   general path below, which also finds what is wrong with a line. */
 lds_status lds__import_text(lds__imp_ctx *c, bool w2v_header, lds_error *err)
 {
     lds__imp_sink *s = &c->sink;
@@ -224,53 +301,11 @@ lds_status lds__import_text(lds__imp_ctx *c, bool w2v_header, lds_error *err)
                                (unsigned long long)lineno, (unsigned long long)off);
             goto out;
         }
-        klen = 0;
-        while (klen < len && !is_space(line[klen]))
-            klen++;
-        uint64_t found = ntok - 1;
-        /* Once D is known, a line of more fields holds a key with spaces in it (GloVe
-           840B has such keys): the last D fields are the vector and everything before
-           them the key, provided the field just before the vector is not a number (then
-           the line has a number too many, refused below). */
-        if (vec && found > dim) {
-            size_t i = 0, last_start = 0, last_end = 0;
-            for (uint64_t t = 0; t < ntok - dim; t++) {
-                while (is_space(line[i]))
-                    i++;
-                last_start = i;
-                while (i < len && !is_space(line[i]))
-                    i++;
-                last_end = i;
-            }
-            if (!looks_numeric(c, line + last_start, last_end - last_start)) {
-                klen = last_end;
-                found = dim;
-            }
-        }
+        uint64_t found = split_key(c, line, len, ntok, vec ? dim : 0, &klen);
         if (!vec) {
-            /* GloVe: the first row fixes D. */
-            if (found == 0) {
-                st = lds__imp_fail(err, LDS_E_PARSE, "line", off, lineno,
-                                   "line %llu (byte %llu): a key and no numbers",
-                                   (unsigned long long)lineno, (unsigned long long)off);
+            if ((st = first_row(c, found, lineno, off, &vec, err)) != LDS_OK)
                 goto out;
-            }
-            if (found > lim->max_dim || found > UINT32_MAX) {
-                st = lds__imp_fail(err, LDS_E_LIMIT, "line", off, lineno,
-                                   "line %llu (byte %llu): %llu numbers, above max_dim = %llu",
-                                   (unsigned long long)lineno, (unsigned long long)off,
-                                   (unsigned long long)found, (unsigned long long)lim->max_dim);
-                goto out;
-            }
             dim = found;
-            vec = malloc((size_t)dim * sizeof *vec);
-            if (!vec) {
-                st =
-                    lds__imp_fail(err, LDS_E_NOMEM, "line", off, lineno, "out of memory (one row)");
-                goto out;
-            }
-            if ((st = lds__imp_sink_open(s, (uint32_t)dim, true, err)) != LDS_OK)
-                goto out;
         }
         if (found != dim) {
             st = lds__imp_fail(err, LDS_E_PARSE, "line", off, lineno,
@@ -279,19 +314,9 @@ lds_status lds__import_text(lds__imp_ctx *c, bool w2v_header, lds_error *err)
                                (unsigned long long)dim, (unsigned long long)found);
             goto out;
         }
-        size_t i = klen;
-        for (size_t k = 0; k < dim; k++) {
-            while (is_space(line[i]))
-                i++;
-            size_t start = i;
-            while (i < len && !is_space(line[i]))
-                i++;
-            st = lds__imp_parse_float(c, line + start, i - start, &vec[k], "line", lineno,
-                                      off + start, k, err);
-            if (st != LDS_OK)
-                goto out;
-        }
-        if ((st = lds__imp_sink_row(s, vec, line, klen, off, err)) != LDS_OK)
+        if ((st = parse_numbers(c, line, len, klen, (size_t)dim, lineno, off, vec, err)) !=
+                LDS_OK ||
+            (st = lds__imp_sink_row(s, vec, line, klen, off, err)) != LDS_OK)
             goto out;
     }
     if (!vec) {

@@ -179,109 +179,99 @@ static const char *writer_detail(char *msg, const char *key, size_t key_len, boo
     return m;
 }
 
-lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key, size_t key_len,
-                             uint64_t offset, lds_error *err)
+/* How a row is named in messages: its 1-based line (or record) number for
+   err->line, and the number shown, which counts rows from 0 when the field is
+   "row" (README, "Numbering"). */
+typedef struct row_name {
+    const char *f, *nf; /* the field, and its noun in messages */
+    uint64_t line, shown;
+    bool by_row;
+} row_name;
+
+/* max_rows and the key's rules (non-empty, max_key_bytes, UTF-8) for the row
+   being added, checked on every pass so each pass fails alike. */
+static lds_status check_row(const lds__imp_sink *s, const row_name *n, const char *key,
+                            size_t key_len, uint64_t offset, lds_error *err)
 {
     const lds_limits *lim = &s->opts->limits;
-    uint64_t line = s->rows + s->line_base;
-    const char *f = s->line_field;
-    const char *nf = lds__imp_noun(f);
-    /* Messages number lines from 1 and rows from 0 (README, "Numbering"); err->line
-       keeps the 1-based line or record number. */
-    bool by_row = strcmp(f, "row") == 0;
-    uint64_t shown = by_row ? s->rows : line;
+    const char *f = n->f, *nf = n->nf;
+    uint64_t line = n->line, shown = n->shown;
     if (s->rows >= lim->max_rows)
         return lds__imp_fail(err, LDS_E_LIMIT, f, offset, line,
                              "%s %llu (byte %llu): more than max_rows = %llu rows", nf,
                              (unsigned long long)shown, (unsigned long long)offset,
                              (unsigned long long)lim->max_rows);
-    if (s->with_keys) {
-        size_t bad;
-        if (key_len == 0)
-            return lds__imp_fail(err, LDS_E_PARSE, f, offset, line,
-                                 "%s %llu (byte %llu): empty key", nf, (unsigned long long)shown,
-                                 (unsigned long long)offset);
-        if (key_len > lim->max_key_bytes)
-            return lds__imp_fail(err, LDS_E_LIMIT, f, offset, line,
-                                 "%s %llu (byte %llu): key of %zu bytes, above max_key_bytes = "
-                                 "%llu",
-                                 nf, (unsigned long long)shown, (unsigned long long)offset, key_len,
-                                 (unsigned long long)lim->max_key_bytes);
-        const char *why;
-        if (!lds__utf8_valid((const uint8_t *)key, key_len, &bad, &why))
-            return lds__imp_fail(err, LDS_E_BAD_UTF8, f, offset + bad, line,
-                                 "%s %llu (byte %llu): key is not valid UTF-8 (%s at byte %zu "
-                                 "of the key)",
-                                 nf, (unsigned long long)shown, (unsigned long long)(offset + bad),
-                                 why, bad + 1);
-    }
-    if (s->dup_scan) {
-        /* on_duplicate last's first pass: only each key's last row. */
-        if (s->with_keys) {
-            lds_status st = lds__imp_last_note(s, key, key_len, s->rows, offset, err);
-            if (st != LDS_OK)
-                return st;
-        }
-        s->rows++;
+    if (!s->with_keys)
         return LDS_OK;
+    size_t bad;
+    if (key_len == 0)
+        return lds__imp_fail(err, LDS_E_PARSE, f, offset, line, "%s %llu (byte %llu): empty key",
+                             nf, (unsigned long long)shown, (unsigned long long)offset);
+    if (key_len > lim->max_key_bytes)
+        return lds__imp_fail(err, LDS_E_LIMIT, f, offset, line,
+                             "%s %llu (byte %llu): key of %zu bytes, above max_key_bytes = "
+                             "%llu",
+                             nf, (unsigned long long)shown, (unsigned long long)offset, key_len,
+                             (unsigned long long)lim->max_key_bytes);
+    const char *why;
+    if (!lds__utf8_valid((const uint8_t *)key, key_len, &bad, &why))
+        return lds__imp_fail(err, LDS_E_BAD_UTF8, f, offset + bad, line,
+                             "%s %llu (byte %llu): key is not valid UTF-8 (%s at byte %zu "
+                             "of the key)",
+                             nf, (unsigned long long)shown, (unsigned long long)(offset + bad), why,
+                             bad + 1);
+    return LDS_OK;
+}
+
+/* i8_scale_auto's first pass: the largest |x| the writer will see (after the
+   normalization it will apply), so the scale maps it to 127. */
+static void scan_row(lds__imp_sink *s, const float *vec)
+{
+    double ss = 0.0, m = 0.0;
+    for (uint32_t k = 0; k < s->dim; k++) {
+        ss += (double)vec[k] * (double)vec[k];
+        if (fabs((double)vec[k]) > m)
+            m = fabs((double)vec[k]);
     }
-    if (s->scan && lds__imp_superseded(s, s->rows)) {
-        s->rows++; /* a row the writing pass skips sets no scale */
-        return LDS_OK;
-    }
-    if (s->scan) {
-        /* i8_scale_auto's first pass: the largest |x| the writer will see. */
-        double ss = 0.0, m = 0.0;
-        for (uint32_t k = 0; k < s->dim; k++) {
-            ss += (double)vec[k] * (double)vec[k];
-            if (fabs((double)vec[k]) > m)
-                m = fabs((double)vec[k]);
-        }
-        if (s->opts->normalize && ss > 0.0)
-            m /= sqrt(ss);
-        if (m > s->max_abs)
-            s->max_abs = m;
-        s->rows++;
-        return LDS_OK;
-    }
-    /* The writer refuses a repeated key (unique_keys): one key table in the
-       pack, not a second copy of every key here (ADR 0010). */
-    uint64_t id = 0;
-    if (s->ids) {
-        lds_status st = sink_next_id(s, offset, &id, err);
-        if (st != LDS_OK)
-            return st;
-    }
-    if (lds__imp_superseded(s, s->rows)) {
-        /* on_duplicate last: this key comes again on a later row, which is kept. */
-        s->rows++;
-        s->skipped++;
-        return LDS_OK;
-    }
+    if (s->opts->normalize && ss > 0.0)
+        m /= sqrt(ss);
+    if (m > s->max_abs)
+        s->max_abs = m;
+}
+
+/* The writing pass: hands the row to the writer and restates its refusals in the
+   input's terms (line or row, byte offset). *skipped is set for a repeated key
+   that on_duplicate first drops. */
+static lds_status write_row(lds__imp_sink *s, const row_name *n, const float *vec, uint64_t id,
+                            const char *key, size_t key_len, uint64_t offset, bool *skipped,
+                            lds_error *err)
+{
     bool skip_dup = s->with_keys && s->opts->on_duplicate == LDS_IMPORT_DUP_FIRST;
     lds_error scratch;
     lds_error_init(&scratch);
+    *skipped = false;
+    /* With on_duplicate first the writer's refusal is expected: it goes to a
+       scratch error, so the caller's is left as it was. */
     lds_status st = lds_writer_add_row(s->writer, vec, s->dim, id, key, s->with_keys ? key_len : 0,
                                        skip_dup && err ? &scratch : err);
     if (skip_dup && st == LDS_E_DUP_KEY) {
-        s->rows++;
-        s->skipped++;
+        *skipped = true;
         return LDS_OK;
     }
     if (skip_dup && st != LDS_OK && err) {
-        size_t keep = err->size, n = keep < sizeof scratch ? keep : sizeof scratch;
-        memcpy(err, &scratch, n);
+        size_t keep = err->size, nb = keep < sizeof scratch ? keep : sizeof scratch;
+        memcpy(err, &scratch, nb);
         err->size = keep;
     }
     if (st == LDS_E_DUP_KEY) {
         /* Rows reach the writer in input order, so its row r is our row r. */
         uint64_t other = lds__writer_dup_row(s->writer);
         char quoted[4 * LDS__IMP_SHOWN + 8];
-        return lds__imp_fail(err, LDS_E_DUP_KEY, f, offset, line,
-                             "%s %llu (byte %llu): duplicate key \"%s\", first seen on %s %llu", nf,
-                             (unsigned long long)shown, (unsigned long long)offset,
-                             lds__imp_quote(quoted, sizeof quoted, key, key_len), nf,
-                             (unsigned long long)(by_row ? other : other + s->line_base));
+        return lds__imp_fail(err, LDS_E_DUP_KEY, n->f, offset, n->line,
+                             "%s %llu (byte %llu): duplicate key \"%s\", first seen on %s %llu",
+                             n->nf, (unsigned long long)n->shown, (unsigned long long)offset,
+                             lds__imp_quote(quoted, sizeof quoted, key, key_len), n->nf,
+                             (unsigned long long)(n->by_row ? other : other + s->line_base));
     }
     if (st == LDS_E_BAD_VALUE && err && err->size >= sizeof *err) {
         /* A value the writer refuses (i8 range, a zero row under normalize): one place
@@ -289,12 +279,57 @@ lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key
            "row N", the key it names and its "(at byte 0)" are dropped. */
         char why[sizeof err->message];
         snprintf(why, sizeof why, "%s", writer_detail(err->message, key, key_len, s->with_keys));
-        return lds__imp_fail(err, st, f, offset, line, "%s %llu (byte %llu): %s", nf,
-                             (unsigned long long)shown, (unsigned long long)offset, why);
+        return lds__imp_fail(err, st, n->f, offset, n->line, "%s %llu (byte %llu): %s", n->nf,
+                             (unsigned long long)n->shown, (unsigned long long)offset, why);
     }
+    return st;
+}
+
+lds_status lds__imp_sink_row(lds__imp_sink *s, const float *vec, const char *key, size_t key_len,
+                             uint64_t offset, lds_error *err)
+{
+    row_name n;
+    n.f = s->line_field;
+    n.nf = lds__imp_noun(n.f);
+    n.line = s->rows + s->line_base;
+    /* Messages number lines from 1 and rows from 0 (README, "Numbering"); err->line
+       keeps the 1-based line or record number. */
+    n.by_row = strcmp(n.f, "row") == 0;
+    n.shown = n.by_row ? s->rows : n.line;
+    lds_status st = check_row(s, &n, key, key_len, offset, err);
     if (st != LDS_OK)
         return st;
+    if (s->dup_scan) {
+        /* on_duplicate last's first pass: only each key's last row. */
+        if (s->with_keys &&
+            (st = lds__imp_last_note(s, key, key_len, s->rows, offset, err)) != LDS_OK)
+            return st;
+        s->rows++;
+        return LDS_OK;
+    }
+    if (s->scan) {
+        if (!lds__imp_superseded(s, s->rows)) /* a row the writing pass skips sets no scale */
+            scan_row(s, vec);
+        s->rows++;
+        return LDS_OK;
+    }
+    /* The writer refuses a repeated key (unique_keys): one key table in the
+       pack, not a second copy of every key here (ADR 0010). */
+    uint64_t id = 0;
+    if (s->ids && (st = sink_next_id(s, offset, &id, err)) != LDS_OK)
+        return st;
+    if (lds__imp_superseded(s, s->rows)) {
+        /* on_duplicate last: this key comes again on a later row, which is kept. */
+        s->rows++;
+        s->skipped++;
+        return LDS_OK;
+    }
+    bool skipped;
+    if ((st = write_row(s, &n, vec, id, key, key_len, offset, &skipped, err)) != LDS_OK)
+        return st;
     s->rows++;
+    if (skipped)
+        s->skipped++;
     return LDS_OK;
 }
 
