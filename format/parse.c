@@ -522,7 +522,7 @@ static lds_status check_meta_entry(parser *ps, lds__hashtab *names, unsigned j, 
 {
     const uint8_t *p = ps->p;
     uint64_t off = ps->meta.offset, end = off + ps->meta.length;
-    uint32_t kl, vl;
+    uint32_t kl = 0, vl = 0; /* set by meta_length on LDS_OK (gcc 12 -O3 cannot tell) */
     lds_status st = meta_length(ps, j, 0, off + *pos, end, &kl);
     if (st != LDS_OK)
         return st;

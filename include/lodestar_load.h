@@ -206,6 +206,14 @@ typedef struct lds_load_info {
     bool huge_pages;          /* the rental is advised for transparent huge pages */
     bool huge_pages_fallback; /* huge pages were wanted for the rental, but THP is "never"
                                  or madvise failed: 4 KiB pages (docs/adr/0029) */
+    /* Delta reloads (lds_live_reload_*, docs/adr/0047): payload bytes and chunks by how
+       they reached the new generation. A full load reads everything: bytes_read =
+       payload_bytes, the others 0. */
+    uint64_t bytes_read;    /* read from the source */
+    uint64_t bytes_shared;  /* pages shared with the previous generation, not copied */
+    uint64_t bytes_copied;  /* copied from the previous generation's buffer */
+    uint32_t chunks_read, chunks_shared, chunks_copied;
+    bool delta_fallback;    /* a delta reload was asked and could not be used: full load */
 } lds_load_info;
 
 /** Smallest lds_load_info.size accepted: the struct as first shipped. */
