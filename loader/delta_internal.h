@@ -39,6 +39,10 @@ lds_status lds__load_delta(const char *path, int fd, const lds_load_options *opt
                            const lds__delta_base *base, lds_index **out, lds_load_info *info,
                            lds_error *err, bool *fallback, char *why, size_t why_n);
 
+/* Benchmarks only (lodestar-bench delta): false skips hashing each copied chunk again
+ * (it is then trusted on its XXH3-64 and length match alone), to price the re-hash. */
+extern bool lds__delta_rehash;
+
 /* Tests only: called with each reused chunk's number right after it was copied (the test
  * changes the copy, as a 64-bit collision or a corrupted previous buffer would). */
 extern void (*lds__delta_copy_hook)(uint64_t chunk, unsigned char *p, size_t n);
