@@ -167,8 +167,8 @@ static const subcommand subcommands[] = {
     {"chunk-sizes", bench_chunk_sizes,
      "diagnostic: format 1.1's chunk size: XXH3-64 per chunk size, verification on 1..T threads",
      "over one payload in memory (default 1 GiB; --size N), interleaved: XXH3-64 of the whole\n"
-     "payload (format 1.0's checksum) against the same bytes hashed in chunks of 1 to 64 MiB,\n"
-     "one thread; then lds_payload_verify_chunks (the mapped path's verification) for 4, 8\n"
+     "payload (format 1.0's checksum) against the same bytes hashed in chunks of 4 KiB to\n"
+     "64 MiB, one thread; then lds_payload_verify_chunks (the mapped path's verification) for 4, 8\n"
      "and 16 MiB chunks on 1..T threads (--threads T, default 2). ADR 0031.\n"
      "\noptions:\n"
      "  --size N           payload bytes (default 1G)\n"

@@ -38,7 +38,7 @@ def write(path, vectors, *, keys=None, ids=None, dtype="f32", metric="cosine",
     `path`) and is raised here. Ctrl-C raises KeyboardInterrupt between two rows, the
     temporary file removed (the final lds_writer_finish, which fsyncs, runs to its end
     first: a Ctrl-C then is raised after it, with the file in place).
-    chunk_bytes: None for the writer's default chunk table (format 1.1, 4 MiB chunks);
+    chunk_bytes: None for the writer's default chunk table (format 1.1, 4 KiB chunks);
     a power of two from 1024 to 2**30 for chunks of that size (smaller chunks make delta
     reloads read less: docs/adr/0048); 0 for format 1.0 (no chunk table).
     Raises TypeError / ValueError for bad arguments, lodestar.Error subclasses for what
