@@ -236,8 +236,8 @@ LDS_API lds_status lds_live_reload_fd(lds_live *live, int fd, const lds_load_opt
  * A delta cannot be used (delta_fallback is set in `info`, the reason is kept
  * in lds_live_stats.delta_fallback_reason, and the reload runs as a full one,
  * with the full load's statuses) when: no generation is current, or the
- * current one keeps no 1.1 payload (format 1.0, LDS_OWN_COPY, a mapped
- * generation works); opts->use_mmap; opts->verify_checksum is off; the source
+ * current one keeps no 1.1 payload to copy from (format 1.0, LDS_OWN_COPY, a
+ * mapped generation, one given to lds_live_install_take); opts->use_mmap; opts->verify_checksum is off; the source
  * is not an uncompressed regular file (a pipe, a zstd file); the new file is
  * format 1.0 or has another chunk size; its header does not decode or its size
  * disagrees (the full load then reports the error). With `delta` false these

@@ -595,7 +595,9 @@ static lv_gen *gen_new(lds_index *idx, const lds_load_info *info)
     if (g) {
         g->index = idx;
         g->bytes = held_bytes(idx, info);
-        g->has_base = lds__delta_base_of(idx, &g->base);
+        /* Not a mapped generation: a copy from a file truncated underneath would fault
+           outside any fault window. */
+        g->has_base = info && info->path != LDS_LOAD_MAPPED && lds__delta_base_of(idx, &g->base);
     }
     return g;
 }

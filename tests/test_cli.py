@@ -343,15 +343,16 @@ def test_verify():
     rc, out, err = run("verify", INDEX)
     expect(rc, out, err, 0)
     check(out.startswith(f"{INDEX}: ok: 7 rows x 4 f32, checksum "), out)
-    # Format 1.1 (docs/format.md 2.5): one 4 MiB chunk holds this small index.
-    check(out.endswith(" verified (1 chunk of 4194304 bytes)\n"), out)
+    # Format 1.1 (docs/format.md 2.5): one 4 KiB chunk (the writer's default, ADR 0048)
+    # holds this small index.
+    check(out.endswith(" verified (1 chunk of 4096 bytes)\n"), out)
     rc, out, err = run("info", INDEX)
     expect(rc, out, err, 0)
-    check("chunks:     1 of 4194304 bytes (format 1.1, each verified)\n" in out, out)
+    check("chunks:     1 of 4096 bytes (format 1.1, each verified)\n" in out, out)
     rc, out, err = run("info", "--json", INDEX)
     expect(rc, out, err, 0)
     j = json.loads(out)
-    check(j["format"] == "1.1" and j["chunks"] == {"bytes": 4194304, "count": 1}, j)
+    check(j["format"] == "1.1" and j["chunks"] == {"bytes": 4096, "count": 1}, j)
 
 
 def corrupt_copy(name, offset, xor=0x01):
