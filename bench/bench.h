@@ -199,5 +199,6 @@ int bench_chunk_sizes(const bench_opts *o);
 int bench_search(const bench_opts *o);
 int bench_live(const bench_opts *o);
 int bench_pin_cost(const bench_opts *o);
+int bench_delta(const bench_opts *o);
 
 #endif /* LDS_BENCH_H */

@@ -2,7 +2,7 @@
  * chunk-sizes: the evidence for format 1.1's chunk size (ADR 0031). Over one payload
  * in memory (pseudo-random bytes, every page touched first), interleaved:
  *  1. XXH3-64 of the whole payload as one hash (format 1.0's checksum) against the
- *     same bytes hashed chunk by chunk, for chunk sizes from 1 to 64 MiB, one thread;
+ *     same bytes hashed chunk by chunk, for chunk sizes from 4 KiB to 64 MiB, one thread;
  *  2. lds_payload_verify_chunks (the mapped path's and the parser's verification) on 1
  *     and on 2 threads (or --threads N) for 4, 8 and 16 MiB chunks, with a real table
  *     and header, against the one-thread whole-payload hash.
@@ -75,7 +75,7 @@ static int run_verify(void *arg, uint64_t ops, uint64_t *elapsed)
 /* A payload of `covered` bytes followed by room for the table of the smallest chunk. */
 static unsigned char *make_payload(size_t covered, size_t *map_bytes)
 {
-    size_t table_max = 8 * (covered / ((size_t)1 << 20) + 2);
+    size_t table_max = 8 * (covered / ((size_t)4 << 10) + 2);
     *map_bytes = covered + table_max;
     unsigned char *p =
         mmap(NULL, *map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -126,7 +126,9 @@ int bench_chunk_sizes(const bench_opts *o)
 {
     size_t covered = o->n_sizes ? o->sizes[0] : o->dry ? (size_t)4 << 20 : (size_t)1 << 30;
     unsigned tmax = o->threads > 0 ? (unsigned)o->threads : 2;
-    static const size_t hash_sizes[] = {(size_t)1 << 20, (size_t)4 << 20, (size_t)8 << 20,
+    /* 4, 16 and 64 KiB: the delta reload's granularity (ADR 0048) */
+    static const size_t hash_sizes[] = {(size_t)4 << 10,  (size_t)16 << 10, (size_t)64 << 10,
+                                        (size_t)1 << 20,  (size_t)4 << 20,  (size_t)8 << 20,
                                         (size_t)16 << 20, (size_t)64 << 20};
     static const size_t verify_sizes[] = {(size_t)4 << 20, (size_t)8 << 20, (size_t)16 << 20};
     enum { NH = sizeof hash_sizes / sizeof hash_sizes[0] };
@@ -151,7 +153,10 @@ int bench_chunk_sizes(const bench_opts *o)
         if (i == 0)
             snprintf(hn[i], sizeof hn[i], "one hash of the payload (1.0)");
         else
-            snprintf(hn[i], sizeof hn[i], "chunks of %zu MiB", hash_sizes[i - 1] >> 20);
+            snprintf(hn[i], sizeof hn[i], "chunks of %zu %s",
+                     hash_sizes[i - 1] >= ((size_t)1 << 20) ? hash_sizes[i - 1] >> 20
+                                                            : hash_sizes[i - 1] >> 10,
+                     hash_sizes[i - 1] >= ((size_t)1 << 20) ? "MiB" : "KiB");
         ha[i] = (bench_alt){.name = hn[i],
                             .scale = BENCH_MS,
                             .unit = "ms/payload",

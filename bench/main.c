@@ -156,6 +156,18 @@ static const subcommand subcommands[] = {
      "  --interval MS      ms between reloads (default 120, 250 with --index)\n"
      "  --json FILE        rows with p50_us, p99_us, p99_during_reload_us, reload_ms, ...\n"
      "typical run time: under a minute (a few minutes with GloVe)\n"},
+    {"delta", bench_delta,
+     "delta reloads of a live index (1% changed, clustered, appended) against a full reload, "
+     "per chunk size",
+     "per chunk size, a generated index with ids and three new builds of it (1% of rows\n"
+     "changed at random, 1% in runs of 64 rows, 1% appended); interleaved: a full reload of\n"
+     "the base, and each build delta-reloaded over the base (docs/adr/0047, 0048). Rows: ms\n"
+     "per reload, bytes and chunks read, read_pct of the payload, over_full (time ratio).\n"
+     "\noptions:\n"
+     "  --rows N, --dim N  the generated index (default 1000000 x 128: 520 MB)\n"
+     "  --size LIST        chunk sizes (default 4K, 64K, 4M)\n"
+     "  --iterations N     measured rounds (default 5), --warmup N, --dir DIR, --json FILE\n"
+     "typical run time: about a minute per chunk size at the default size\n"},
     {"pin-cost", bench_pin_cost,
      "diagnostic: one pin+unpin of the live index vs a shared refcount, rwlock, liburcu, libck",
      "one pin+unpin of lds_live against a shared atomic refcount, a pthread rwlock, liburcu\n"
@@ -166,8 +178,8 @@ static const subcommand subcommands[] = {
     {"chunk-sizes", bench_chunk_sizes,
      "diagnostic: format 1.1's chunk size: XXH3-64 per chunk size, verification on 1..T threads",
      "over one payload in memory (default 1 GiB; --size N), interleaved: XXH3-64 of the whole\n"
-     "payload (format 1.0's checksum) against the same bytes hashed in chunks of 1 to 64 MiB,\n"
-     "one thread; then lds_payload_verify_chunks (the mapped path's verification) for 4, 8\n"
+     "payload (format 1.0's checksum) against the same bytes hashed in chunks of 4 KiB to\n"
+     "64 MiB, one thread; then lds_payload_verify_chunks (the mapped path's verification) for 4, 8\n"
      "and 16 MiB chunks on 1..T threads (--threads T, default 2). ADR 0031.\n"
      "\noptions:\n"
      "  --size N           payload bytes (default 1G)\n"

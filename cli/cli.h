@@ -24,6 +24,7 @@ int cli_similar(int argc, char **argv);
 int cli_export(int argc, char **argv);
 int cli_keys(int argc, char **argv);
 int cli_split(int argc, char **argv);
+int cli_diff(int argc, char **argv);
 
 /* similar --positive/--negative (cli/analogy.c, called by similar in cli/query.c): the keys
    of both lists. */

@@ -1,4 +1,4 @@
-/* The `lodestar` program: pack, export, keys, info, get, similar, verify, split. */
+/* The `lodestar` program: pack, export, keys, info, get, similar, verify, split, diff. */
 #include "cli.h"
 
 #include <getopt.h>
@@ -23,6 +23,7 @@ static const char usage_text[] =
     "  verify   validate an index completely, checksum included (or a split's\n"
     "           manifest.json and every shard it names)\n"
     "  split    split an index into N shard indexes and a manifest\n"
+    "  diff     print the chunks of NEW a delta reload from OLD would read\n"
     "\n"
     "Run 'lodestar COMMAND --help' for the options of a command.\n"
     "\n"
@@ -88,6 +89,7 @@ static const struct command {
 } commands[] = {
     {"pack", cli_pack},     {"info", cli_info},     {"get", cli_get},   {"similar", cli_similar},
     {"verify", cli_verify}, {"export", cli_export}, {"keys", cli_keys}, {"split", cli_split},
+    {"diff", cli_diff},
 };
 
 int main(int argc, char **argv)

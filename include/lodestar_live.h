@@ -108,6 +108,9 @@ typedef struct lds_live_options {
      *  LDS_LIVE_MAX_RETIRED_LIMIT; 0 = LDS_LIVE_DEFAULT_MAX_RETIRED. A reload
      *  beyond it is refused (LDS_E_LIMIT), see the rules at the top. */
     uint32_t max_retired;
+    /** false (default): lds_live_reload_path and lds_live_reload_fd are delta reloads
+     *  (lds_live_reload_path_delta with delta = true); true: they load in full. */
+    bool no_delta;
 } lds_live_options;
 
 /** Smallest lds_live_options.size accepted: the struct as first shipped. */
@@ -210,14 +213,54 @@ LDS_API void lds_live_unpin(lds_live *live, lds_pin *pin);
  * (successful or failed), not the refused ones.
  */
 
-/** Reloads from the file at `path` (lds_load_path). */
+/** Reloads from the file at `path` (lds_load_path): a delta reload unless the live
+ *  index was created with no_delta (lds_live_reload_path_delta). */
 LDS_API lds_status lds_live_reload_path(lds_live *live, const char *path,
                                         const lds_load_options *opts, uint64_t *generation,
                                         lds_load_info *info, lds_error *err);
 
-/** Reloads from `fd` at its current position (lds_load_fd); the fd stays open. */
+/** Reloads from `fd` at its current position (lds_load_fd); the fd stays open. A delta
+ *  reload unless the live index was created with no_delta (lds_live_reload_fd_delta). */
 LDS_API lds_status lds_live_reload_fd(lds_live *live, int fd, const lds_load_options *opts,
                                       uint64_t *generation, lds_load_info *info, lds_error *err);
+
+/**
+ * Delta reloads (docs/adr/0047). With `delta` true, the new file's chunk table
+ * (format 1.1, format.md §2.5) is read first (pread; checked against the new
+ * header), and compared with the current generation's: each new chunk whose
+ * XXH3-64 and length equal a chunk of the current generation's payload is
+ * copied from it (any position; the same position is tried first), and hashed
+ * again after the copy (a copy whose hash is not the new entry is read from the
+ * file instead: bytes the new table does not name are never served); every
+ * other chunk is read from the file (runs of them with one pread, by the
+ * parallel readers of lds_load_options.read_threads, which also share the
+ * copies) and verified against the new table. So the new generation holds
+ * exactly the bytes a full load of the file would, verified as a full load
+ * verifies them; the current generation is only read, stays pinned by the
+ * reload and keeps serving. lds_load_info reports bytes_read (the chunks read
+ * plus the table), bytes_copied, chunks_read and chunks_copied.
+ *
+ * A delta cannot be used (delta_fallback is set in `info`, the reason is kept
+ * in lds_live_stats.delta_fallback_reason, and the reload runs as a full one,
+ * with the full load's statuses) when: no generation is current, or the
+ * current one keeps no 1.1 payload to copy from (format 1.0, LDS_OWN_COPY, a
+ * mapped generation, one given to lds_live_install_take); opts->use_mmap; opts->verify_checksum is off; the source
+ * is not an uncompressed regular file (a pipe, a zstd file); the new file is
+ * format 1.0 or has another chunk size; its header does not decode or its size
+ * disagrees (the full load then reports the error). With `delta` false these
+ * are lds_live_reload_path and lds_live_reload_fd loading in full.
+ * Otherwise the statuses, ownership and rules are those of the reloads above;
+ * the rental comes from opts->pool as a full load's does.
+ */
+LDS_API lds_status lds_live_reload_path_delta(lds_live *live, const char *path, bool delta,
+                                              const lds_load_options *opts, uint64_t *generation,
+                                              lds_load_info *info, lds_error *err);
+
+/** lds_live_reload_path_delta on `fd` at its current position; the fd stays open, its
+ *  position is after the payload on success. */
+LDS_API lds_status lds_live_reload_fd_delta(lds_live *live, int fd, bool delta,
+                                            const lds_load_options *opts, uint64_t *generation,
+                                            lds_load_info *info, lds_error *err);
 
 /** Reloads from the stdio stream `f` (lds_load_file); `f` stays open. */
 LDS_API lds_status lds_live_reload_file(lds_live *live, FILE *f, const lds_load_options *opts,
@@ -287,6 +330,10 @@ typedef struct lds_live_stats {
     uint64_t generations_freed;   /* generations freed (retired, then last pin released) */
     lds_status last_status;       /* status of the last reload that loaded (LDS_OK if none) */
     lds_load_info last_load;      /* that reload's lds_load_info (size set; zero if none) */
+    /** Why the last delta reload that loaded fell back to a full load (its
+     *  last_load.delta_fallback); "" when it did not, or when none was asked.
+     *  NUL-terminated. */
+    char delta_fallback_reason[128];
 } lds_live_stats;
 /* Bytes held by a generation: the capacity of its buffer (lds_load_info.capacity_bytes)
  * when it kept it (LDS_OWN_ADOPT: a rental, a mapping or a growable buffer), else its

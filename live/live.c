@@ -24,6 +24,7 @@
 #include "lodestar_live.h"
 
 #include "../pool/pool_internal.h"
+#include "../loader/delta_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -45,6 +46,8 @@ typedef struct lv_gen {
     uint64_t bytes;
     uint64_t counted_pins; /* pins beyond the slots; under the mutex */
     bool own_pool;         /* its buffer is a rental from the live index's own pool */
+    bool has_base;         /* `base` describes its payload: a delta reload may reuse it */
+    lds__delta_base base;  /* its payload and chunk table (read only, never written) */
     struct lv_gen *next;   /* retired list; under the mutex */
 } lv_gen;
 
@@ -62,6 +65,8 @@ struct lds_live {
     _Alignas(64) uint64_t id;
     _Atomic(lv_rec *) recs; /* grows only; freed by lds_live_free */
     uint32_t max_retired;
+    bool delta;                  /* lds_live_options.delta */
+    char delta_why[128];         /* why the last delta reload fell back; under mtx */
     pthread_mutex_t mtx;        /* retired list, counted pins, counters, record adoption */
     pthread_mutex_t reload_mtx; /* held by the one reload in progress (trylock) */
     lv_gen *retired;
@@ -356,6 +361,7 @@ lds_status lds_live_create(const lds_live_options *opts, lds_live **out, lds_err
     atomic_init(&live->current, NULL);
     atomic_init(&live->recs, NULL);
     live->max_retired = o.max_retired;
+    live->delta = !o.no_delta;
     live->last_status = LDS_OK;
     lds_load_info_init(&live->last_load);
     if (pthread_mutex_init(&live->mtx, NULL) != 0) {
@@ -605,6 +611,9 @@ static lv_gen *gen_new(lds_index *idx, const lds_load_info *info)
     if (g) {
         g->index = idx;
         g->bytes = held_bytes(idx, info);
+        /* Not a mapped generation: a copy from a file truncated underneath would fault
+           outside any fault window. */
+        g->has_base = info && info->path != LDS_LOAD_MAPPED && lds__delta_base_of(idx, &g->base);
     }
     return g;
 }
@@ -737,20 +746,68 @@ static lds_status load_end(lds_live *live, lds_status st, lds_index *idx, const 
         return load_end(live, st_, idx, inf, generation, err, own_);                               \
     } while (0)
 
-lds_status lds_live_reload_path(lds_live *live, const char *path, const lds_load_options *opts,
-                                uint64_t *generation, lds_load_info *info, lds_error *err)
+/* A reload from a path (fd < 0) or an fd: a delta against the current generation when
+ * asked and possible (docs/adr/0047), else the full load, with delta_fallback set and the
+ * reason kept for the stats. Runs under the reload mutex: the current generation cannot be
+ * swapped out (nor freed) meanwhile, so its payload is safe to read. */
+static lds_status load_delta_or_full(lds_live *live, const char *path, int fd, bool delta,
+                                     const lds_load_options *opts, lds_index **idx,
+                                     lds_load_info *inf, lds_error *err)
+{
+    char why[sizeof live->delta_why] = "";
+    if (delta) {
+        lv_gen *cur = atomic_load(&live->current);
+        bool fallback = false;
+        lds_status st = lds__load_delta(path, fd, opts, cur && cur->has_base ? &cur->base : NULL,
+                                        idx, inf, err, &fallback, why, sizeof why);
+        if (!fallback) {
+            pthread_mutex_lock(&live->mtx);
+            live->delta_why[0] = '\0';
+            pthread_mutex_unlock(&live->mtx);
+            return st;
+        }
+    }
+    lds_status st = path ? lds_load_path(path, opts, idx, inf, err) : lds_load_fd(fd, opts, idx, inf, err);
+    if (delta && inf->size >= offsetof(lds_load_info, delta_fallback) + sizeof inf->delta_fallback)
+        inf->delta_fallback = true;
+    pthread_mutex_lock(&live->mtx);
+    memcpy(live->delta_why, why, sizeof why);
+    pthread_mutex_unlock(&live->mtx);
+    return st;
+}
+
+lds_status lds_live_reload_path_delta(lds_live *live, const char *path, bool delta,
+                                      const lds_load_options *opts, uint64_t *generation,
+                                      lds_load_info *info, lds_error *err)
 {
     if (!live || !path)
         return set_err(err, LDS_E_INVALID_ARG, "path", "reload: live or path is NULL");
-    RELOAD_WITH(lds_load_path(path, opts, &idx, inf, err));
+    RELOAD_WITH(load_delta_or_full(live, path, -1, delta, opts, &idx, inf, err));
+}
+
+lds_status lds_live_reload_fd_delta(lds_live *live, int fd, bool delta,
+                                    const lds_load_options *opts, uint64_t *generation,
+                                    lds_load_info *info, lds_error *err)
+{
+    if (!live)
+        return set_err(err, LDS_E_INVALID_ARG, "live", "reload: live is NULL");
+    if (fd < 0)
+        RELOAD_WITH(lds_load_fd(fd, opts, &idx, inf, err)); /* its own LDS_E_INVALID_ARG */
+    RELOAD_WITH(load_delta_or_full(live, NULL, fd, delta, opts, &idx, inf, err));
+}
+
+lds_status lds_live_reload_path(lds_live *live, const char *path, const lds_load_options *opts,
+                                uint64_t *generation, lds_load_info *info, lds_error *err)
+{
+    return lds_live_reload_path_delta(live, path, live ? live->delta : false, opts, generation,
+                                      info, err);
 }
 
 lds_status lds_live_reload_fd(lds_live *live, int fd, const lds_load_options *opts,
                               uint64_t *generation, lds_load_info *info, lds_error *err)
 {
-    if (!live)
-        return set_err(err, LDS_E_INVALID_ARG, "live", "reload: live is NULL");
-    RELOAD_WITH(lds_load_fd(fd, opts, &idx, inf, err));
+    return lds_live_reload_fd_delta(live, fd, live ? live->delta : false, opts, generation, info,
+                                    err);
 }
 
 lds_status lds_live_reload_file(lds_live *live, FILE *f, const lds_load_options *opts,
@@ -837,6 +894,7 @@ lds_status lds_live_get_stats(lds_live *live, lds_live_stats *out)
     s.generations_freed = live->freed;
     s.last_status = live->last_status;
     s.last_load = live->last_load;
+    memcpy(s.delta_fallback_reason, live->delta_why, sizeof s.delta_fallback_reason);
     for (lv_gen *g = live->retired; g; g = g->next) {
         s.bytes_retired += g->bytes;
         s.pins_on_retired += g->counted_pins;
@@ -866,20 +924,27 @@ lds_status lds_live_get_stats(lds_live *live, lds_live_stats *out)
     X(declared_bytes)                                                                              \
     X(stream_bytes)                                                                                \
     X(capacity_bytes)                                                                              \
-    X(elapsed_ns)
+    X(elapsed_ns)                                                                                  \
+    X(bytes_read)                                                                                  \
+    X(bytes_shared)                                                                                \
+    X(bytes_copied)                                                                                \
+    X(chunks_read)                                                                                 \
+    X(chunks_shared)                                                                               \
+    X(chunks_copied)
 
 #define INFO_BOOL(X)                                                                               \
     X(compressed)                                                                                  \
     X(checksum_verified)                                                                           \
     X(hashed_while_reading)                                                                        \
     X(mmap_fallback)                                                                               \
-    X(hashed_on_thread)
+    X(hashed_on_thread)                                                                            \
+    X(delta_fallback)
 
 lds_status lds_live_stats_json(const lds_live_stats *s, char *buf, size_t cap, size_t *needed)
 {
     if (!s || (!buf && cap > 0) || s->size < LDS_LIVE_STATS_MIN_SIZE || s->size > sizeof *s)
         return LDS_E_INVALID_ARG;
-    char tmp[1536];
+    char tmp[2048];
     size_t n = 0;
     int k;
 #define APPEND(...)                                                                                \
@@ -900,13 +965,23 @@ lds_status lds_live_stats_json(const lds_live_stats *s, char *buf, size_t cap, s
                                                       : "none";
     APPEND("\"last_load\":{\"path\":\"%s\",\"ownership\":\"%s\"", lds_load_path_name(li->path),
            own);
-#define INFO_U64_JSON(f) APPEND(",\"%s\":%" PRIu64, #f, li->f);
+#define INFO_U64_JSON(f) APPEND(",\"%s\":%" PRIu64, #f, (uint64_t)li->f);
     INFO_U64(INFO_U64_JSON)
 #undef INFO_U64_JSON
 #define INFO_BOOL_JSON(f) APPEND(",\"%s\":%s", #f, li->f ? "true" : "false");
     INFO_BOOL(INFO_BOOL_JSON)
 #undef INFO_BOOL_JSON
-    APPEND("}}");
+    APPEND("},\"delta_fallback_reason\":\"");
+    for (size_t i = 0; i < sizeof s->delta_fallback_reason && s->delta_fallback_reason[i]; i++) {
+        unsigned char ch = (unsigned char)s->delta_fallback_reason[i];
+        if (ch == '"' || ch == '\\')
+            APPEND("\\%c", ch);
+        else if (ch < 0x20)
+            APPEND("\\u%04x", ch);
+        else
+            APPEND("%c", ch);
+    }
+    APPEND("\"}");
 #undef APPEND
     if (needed)
         *needed = n;

@@ -27,6 +27,8 @@
 #endif
 
 #include "load_internal.h"
+#include "delta_internal.h"
+#include "format_internal.h"
 
 /* The ownership LDS_OWN_DEFAULT resolves to: the one place that names it.
  * Adopt until the ownership ADR's measurements say otherwise. */
@@ -130,6 +132,7 @@ typedef struct load_ctx {
     void *pending_kept;   /* parse()'s holder while the parser runs, for a fault */
     lds_header hdr;       /* as decoded (format 1.1: the chunk geometry) */
     bool chunks_verified; /* 1.1: the read loop checked the table and every chunk */
+    bool delta;           /* a delta load (lds__load_delta) counted bytes and chunks itself */
 } load_ctx;
 
 #define now_ns lds__now_ns
@@ -187,6 +190,15 @@ static lds_status begin(load_ctx *c, const lds_load_options *opts, lds_index **o
 static lds_status finish(load_ctx *c, lds_status st, lds_load_info *info)
 {
     c->info.elapsed_ns = now_ns() - c->t0_ns;
+    if (!c->delta) {
+        /* A full load reads every payload byte it received (every chunk, once all came). */
+        c->info.bytes_read = c->info.payload_bytes;
+        c->info.chunks_read = lds_header_chunked(&c->hdr) &&
+                                      c->info.payload_bytes == c->hdr.payload_length &&
+                                      c->hdr.chunk_count <= UINT32_MAX
+                                  ? (uint32_t)c->hdr.chunk_count
+                                  : 0;
+    }
     if (st != LDS_OK && c->out != NULL && *c->out != NULL) {
         lds_index_free(*c->out);
         *c->out = NULL;
@@ -646,19 +658,45 @@ static lds_status verify_range_chunk(void *ctx, size_t offset, const unsigned ch
                                      lds_error *err)
 {
     const chunk_check *cc = ctx;
-    uint64_t k = offset / cc->h->chunk_bytes, s, e;
-    if (k >= cc->h->chunk_count || lds_chunk_range(cc->h, k, &s, &e) != LDS_OK)
-        return LDS_OK; /* the table's own bytes: checked against the copy at the end */
-    if (s != offset || e - s > n)
+    uint64_t cb = cc->h->chunk_bytes;
+    if (offset % cb != 0)
         return lds__load_fail(err, LDS_E_INVALID_ARG, "chunk", cc->base + LDS_HEADER_SIZE + offset,
-                              0, NULL, "range %zu+%zu is not chunk %llu", offset, n,
-                              (unsigned long long)k);
-    if (lds__xxh3(p, (size_t)(e - s)) == lds__ld64_le(cc->table + k * 8))
-        return LDS_OK;
-    lds_status st = lds_chunk_verify(cc->h, cc->table, k, p, (size_t)(e - s), err);
-    if (st != LDS_OK)
-        lds__error_rebase(err, cc->base);
-    return st;
+                              0, NULL, "range %zu+%zu does not start a chunk", offset, n);
+    /* Ranges are whole chunks (one, or several small ones); the table's own bytes are
+       checked against the copy at the end. */
+    for (uint64_t k = offset / cb; k < cc->h->chunk_count; k++) {
+        uint64_t s, e;
+        if (lds_chunk_range(cc->h, k, &s, &e) != LDS_OK || s >= offset + n)
+            break;
+        if (e > offset + n)
+            return lds__load_fail(err, LDS_E_INVALID_ARG, "chunk",
+                                  cc->base + LDS_HEADER_SIZE + offset, 0, NULL,
+                                  "range %zu+%zu ends inside chunk %llu", offset, n,
+                                  (unsigned long long)k);
+        const unsigned char *q = p + (s - offset);
+        if (lds__xxh3(q, (size_t)(e - s)) == lds__ld64_le(cc->table + k * 8))
+            continue;
+        lds_status st = lds_chunk_verify(cc->h, cc->table, k, q, (size_t)(e - s), err);
+        if (st != LDS_OK)
+            lds__error_rebase(err, cc->base);
+        return st;
+    }
+    return LDS_OK;
+}
+
+/* Bytes per parallel range of a 1.1 payload: whole chunks, each verified where it was
+ * read; one chunk, or several small ones up to 8 MiB (a pread per 4 KiB chunk would cost
+ * more than its hashing), a power of two, but small enough that each reader gets about
+ * four ranges. */
+static size_t chunk_range(const lds_header *h, size_t length, unsigned threads)
+{
+    size_t cb = h->chunk_bytes;
+    if (cb >= LDS__READ_RANGE_DEFAULT)
+        return cb;
+    size_t want = length / ((size_t)(threads > 0 ? threads : 1) * 4), r = cb;
+    while (r * 2 <= want && r * 2 <= LDS__READ_RANGE_DEFAULT)
+        r *= 2;
+    return r;
 }
 
 /* Reads the chunk table (payload bytes [chunk_table_offset, length)) into `out`. */
@@ -724,7 +762,7 @@ static lds_status read_parallel(load_ctx *c, lds__source *src, const transport *
             return st;
         }
         cc.table = table;
-        j.range = c->hdr.chunk_bytes; /* ranges are chunks: each verified where it was read */
+        j.range = chunk_range(&c->hdr, length, threads);
         j.verify = verify_range_chunk;
         j.verify_ctx = &cc;
     }
@@ -1199,5 +1237,355 @@ lds_status lds_load_url(const char *url, const lds_load_options *opts, lds_index
     if (st != LDS_OK)
         name_the_url(err, st, lds__url_shown(u));
     lds__url_close(u);
+    return finish(&c, st, info);
+}
+
+/* ==== delta loads (docs/adr/0047) ========================================= */
+
+void (*lds__delta_copy_hook)(uint64_t chunk, unsigned char *p, size_t n);
+bool lds__delta_rehash = true;
+
+bool lds__delta_base_of(const lds_index *idx, lds__delta_base *out)
+{
+    memset(out, 0, sizeof *out);
+    if (idx == NULL || idx->owned != NULL || idx->vectors == NULL || idx->chunk_bytes == 0 ||
+        idx->chunk_count == 0 || idx->chunk_count > (idx->payload_length / 8))
+        return false;
+    out->payload = idx->vectors; /* payload offset 0: the vectors section is the first */
+    out->length = idx->payload_length;
+    out->table_offset = idx->payload_length - idx->chunk_count * 8;
+    out->chunk_count = idx->chunk_count;
+    out->chunk_bytes = idx->chunk_bytes;
+    out->verified = idx->checksum_verified;
+    return true;
+}
+
+/* One delta load's plan and counters, shared by its readers. */
+typedef struct delta_job {
+    load_ctx *c;
+    const lds_header *h;        /* the new file's */
+    const unsigned char *table; /* the new file's chunk table, checked against h */
+    const lds__delta_base *base;
+    const int64_t *from; /* per new chunk: the base chunk holding its bytes, or -1: read it */
+    int fd;
+    uint64_t file_at; /* file offset of payload byte 0 */
+    _Atomic uint64_t bytes_read, bytes_copied, chunks_read, chunks_copied;
+} delta_job;
+
+/* Reads payload bytes [s, e) into p, whole (short reads continue, EINTR retries). */
+static lds_status delta_pread(delta_job *d, unsigned reader, uint64_t s, uint64_t e,
+                              unsigned char *p, lds_error *err)
+{
+    uint64_t got = 0, n = e - s;
+    while (got < n) {
+        ssize_t r = lds__load_pread(d->fd, p + got, (size_t)(n - got),
+                                    (off_t)(d->file_at + s + got), reader);
+        if (r > 0) {
+            got += (uint64_t)r;
+            continue;
+        }
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (r == 0)
+            return lds__load_fail(err, LDS_E_TRUNCATED, "payload",
+                                  d->c->base + LDS_HEADER_SIZE + s + got, 0, NULL,
+                                  "the input ended after %llu of the %llu declared payload bytes",
+                                  (unsigned long long)(s + got),
+                                  (unsigned long long)d->h->payload_length);
+        int e2 = errno;
+        return lds__load_fail(err, LDS_E_IO, "stream", d->c->base + LDS_HEADER_SIZE + s + got, e2,
+                              NULL, "read failed at payload byte %llu: %s",
+                              (unsigned long long)(s + got), strerror(e2));
+    }
+    return LDS_OK;
+}
+
+/* Fills one range of whole chunks: a reused chunk is copied from the base and hashed again
+ * (a copy whose hash is not the new table's entry is read from the file instead); runs of
+ * the other chunks are read with one pread each and verified against the new table; the
+ * table's own bytes come from the checked copy. */
+static lds_status delta_fill(void *ctx, unsigned reader, size_t offset, unsigned char *p, size_t n,
+                             lds_error *err)
+{
+    delta_job *d = ctx;
+    const lds_header *h = d->h;
+    uint64_t cb = h->chunk_bytes, end = offset + n;
+    uint64_t read_b = 0, copy_b = 0, read_k = 0, copy_k = 0;
+    lds_status st = LDS_OK;
+    uint64_t k = offset / cb;
+    while (st == LDS_OK && k < h->chunk_count) {
+        uint64_t s, e;
+        if (lds_chunk_range(h, k, &s, &e) != LDS_OK || s >= end)
+            break;
+        unsigned char *q = p + (s - offset);
+        uint64_t want = lds__ld64_le(d->table + k * 8);
+        if (d->from[k] >= 0) {
+            memcpy(q, d->base->payload + (uint64_t)d->from[k] * cb, (size_t)(e - s));
+            if (lds__delta_copy_hook != NULL)
+                lds__delta_copy_hook(k, q, (size_t)(e - s));
+            if (!lds__delta_rehash || lds__xxh3(q, (size_t)(e - s)) == want) {
+                copy_b += e - s;
+                copy_k++;
+                k++;
+                continue;
+            }
+            /* Not the bytes the table names (a 64-bit collision, or the base changed in
+               memory): never served; read this chunk from the file like a changed one. */
+        }
+        uint64_t k2 = k + 1, e2 = e;
+        for (uint64_t s2, ee; k2 < h->chunk_count && d->from[k2] < 0 &&
+                              lds_chunk_range(h, k2, &s2, &ee) == LDS_OK && s2 < end;
+             k2++)
+            e2 = ee;
+        st = delta_pread(d, reader, s, e2, q, err);
+        for (uint64_t j = k; st == LDS_OK && j < k2; j++) {
+            uint64_t js, je;
+            lds_chunk_range(h, j, &js, &je);
+            unsigned char *jq = p + (js - offset);
+            if (lds__xxh3(jq, (size_t)(je - js)) != lds__ld64_le(d->table + j * 8)) {
+                st = lds_chunk_verify(h, d->table, j, jq, (size_t)(je - js), err);
+                if (st != LDS_OK)
+                    lds__error_rebase(err, d->c->base);
+            }
+        }
+        read_b += e2 - s;
+        read_k += k2 - k;
+        k = k2;
+    }
+    if (st == LDS_OK && end > h->chunk_table_offset) {
+        uint64_t from = offset > h->chunk_table_offset ? offset : h->chunk_table_offset;
+        memcpy(p + (from - offset), d->table + (from - h->chunk_table_offset),
+               (size_t)(end - from));
+    }
+    atomic_fetch_add(&d->bytes_read, read_b);
+    atomic_fetch_add(&d->bytes_copied, copy_b);
+    atomic_fetch_add(&d->chunks_read, read_k);
+    atomic_fetch_add(&d->chunks_copied, copy_k);
+    return st;
+}
+
+/* Per new chunk, the base chunk with the same XXH3-64 and length, or -1. The same position
+ * first (an update in place); else an open-addressing table of the base's hashes (a whole
+ * chunk moved by a multiple of the chunk size). */
+static lds_status delta_match(load_ctx *c, const lds_header *h, const unsigned char *table,
+                              const lds__delta_base *b, int64_t *from, uint64_t *unmatched)
+{
+    const unsigned char *bt = b->payload + b->table_offset;
+    uint64_t cb = h->chunk_bytes, miss = 0;
+    for (uint64_t k = 0; k < h->chunk_count; k++) {
+        uint64_t s, e;
+        lds_chunk_range(h, k, &s, &e);
+        from[k] = -1;
+        if (k < b->chunk_count && lds__ld64_le(bt + k * 8) == lds__ld64_le(table + k * 8)) {
+            uint64_t be = (k + 1) * cb < b->table_offset ? (k + 1) * cb : b->table_offset;
+            if (be - k * cb == e - s)
+                from[k] = (int64_t)k;
+        }
+        miss += from[k] < 0;
+    }
+    if (miss > 0 && b->chunk_count > 0) {
+        uint64_t cap = 16;
+        while (cap < b->chunk_count * 2)
+            cap <<= 1;
+        int64_t *slot = malloc((size_t)cap * sizeof *slot);
+        if (slot == NULL)
+            return lds__load_fail(c->err, LDS_E_NOMEM, "chunk_table", 0, 0, NULL,
+                                  "no memory for the delta's table of %llu chunks",
+                                  (unsigned long long)b->chunk_count);
+        for (uint64_t i = 0; i < cap; i++)
+            slot[i] = -1;
+        for (uint64_t k = 0; k < b->chunk_count; k++) {
+            uint64_t i = lds__ld64_le(bt + k * 8) & (cap - 1);
+            while (slot[i] >= 0)
+                i = (i + 1) & (cap - 1);
+            slot[i] = (int64_t)k;
+        }
+        miss = 0;
+        for (uint64_t k = 0; k < h->chunk_count; k++) {
+            if (from[k] >= 0)
+                continue;
+            uint64_t s, e, want = lds__ld64_le(table + k * 8);
+            lds_chunk_range(h, k, &s, &e);
+            for (uint64_t i = want & (cap - 1); slot[i] >= 0; i = (i + 1) & (cap - 1)) {
+                uint64_t bk = (uint64_t)slot[i];
+                uint64_t bs = bk * cb, be = bs + cb < b->table_offset ? bs + cb : b->table_offset;
+                if (lds__ld64_le(bt + bk * 8) == want && be - bs == e - s) {
+                    from[k] = (int64_t)bk;
+                    break;
+                }
+            }
+            miss += from[k] < 0;
+        }
+        free(slot);
+    }
+    *unmatched = miss;
+    return LDS_OK;
+}
+
+static void delta_why(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void delta_why(char *why, size_t n, const char *fmt, ...)
+{
+    if (why == NULL || n == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, n, fmt, ap);
+    va_end(ap);
+}
+
+/* The delta load proper on an open regular file; *fallback when it cannot be used. */
+static lds_status load_delta_fd(load_ctx *c, int fd, const lds__delta_base *b, bool *fallback,
+                                char *why, size_t why_n)
+{
+#define FALL_BACK(...)                                                                             \
+    do {                                                                                           \
+        delta_why(why, why_n, __VA_ARGS__);                                                        \
+        *fallback = true;                                                                          \
+        return LDS_OK;                                                                             \
+    } while (0)
+    if (b == NULL || b->payload == NULL)
+        FALL_BACK("the current generation keeps no format 1.1 payload to reuse");
+    if (c->o.use_mmap)
+        FALL_BACK("use_mmap: a mapped load reads nothing to save");
+    if (!c->o.verify_checksum)
+        FALL_BACK("verify_checksum is off: chunks are matched by their verified checksums");
+    transport t = {0};
+    probe_fd(fd, lseek(fd, 0, SEEK_CUR), &t);
+    if (!t.has_size)
+        FALL_BACK("the source is not a regular file that can be read at offsets");
+    unsigned char hb[LDS_HEADER_SIZE];
+    ssize_t r;
+    do
+        r = pread(fd, hb, sizeof hb, (off_t)t.pos);
+    while (r < 0 && errno == EINTR);
+    if (r != (ssize_t)sizeof hb)
+        FALL_BACK("the header could not be read at offset %llu", (unsigned long long)t.pos);
+    if (lds__is_zstd(hb, sizeof hb))
+        FALL_BACK("the file is compressed (zstd)");
+    lds_header h;
+    lds_error herr;
+    lds_error_init(&herr);
+    if (lds_header_decode(hb, sizeof hb, &h, &herr) != LDS_OK)
+        FALL_BACK("the header does not decode (the full load reports it)");
+    if (!lds_header_chunked(&h))
+        FALL_BACK("format 1.0: the file has no chunk table");
+    if (h.chunk_bytes != b->chunk_bytes)
+        FALL_BACK("the chunk size changed (%lu bytes, the current generation's %lu)",
+                  (unsigned long)h.chunk_bytes, (unsigned long)b->chunk_bytes);
+    uint64_t need = t.pos + LDS_HEADER_SIZE;
+    if (t.size < need || t.size - need != h.payload_length || h.payload_length > SIZE_MAX ||
+        h.payload_length > c->o.max_payload_bytes)
+        FALL_BACK("the file's size or the payload limit disagrees with the header (the full "
+                  "load reports it)");
+    c->delta = true;
+    c->base = t.pos;
+    c->hdr = h;
+    c->info.declared_bytes = h.payload_length;
+    if (cancelled(c))
+        return lds__load_fail(c->err, LDS_E_CANCELLED, "payload", c->base + LDS_HEADER_SIZE, 0,
+                              NULL, "cancelled before the payload was read");
+    size_t length = (size_t)h.payload_length;
+    size_t table_n = (size_t)h.chunk_count * 8;
+    unsigned char *table = malloc(table_n + 1);
+    int64_t *from = malloc((size_t)h.chunk_count * sizeof *from + 1);
+    if (table == NULL || from == NULL) {
+        free(table);
+        free(from);
+        return lds__load_fail(c->err, LDS_E_NOMEM, "chunk_table", c->base + LDS_HEADER_SIZE, 0,
+                              NULL, "cannot allocate the %zu-byte chunk table", table_n);
+    }
+    uint64_t file_at = t.pos + LDS_HEADER_SIZE;
+    lds_status st = read_table(c, fd, file_at, length, table, table_n);
+    uint64_t unmatched = 0;
+    if (st == LDS_OK)
+        st = delta_match(c, &h, table, b, from, &unmatched);
+    payload_buf pb = {0};
+    lds_pool *pool = c->o.pool != NULL ? c->o.pool : lds_pool_shared();
+    if (st == LDS_OK) {
+        lds_lease lease;
+        st = lds_pool_rent(pool, length, &lease);
+        if (st == LDS_OK) {
+            pb.ptr = lease.ptr;
+            pb.cap = lease.capacity;
+            pb.h = (hold){.kind = HOLD_LEASE, .pool = pool, .lease = lease};
+            c->info.path = LDS_LOAD_POOLED;
+            int pages = lds__pool_lease_pages(pool, &lease);
+            c->info.huge_pages = pages == 1;
+            c->info.huge_pages_fallback = pages == 2;
+        } else {
+            st = lds__load_fail(c->err, st, "payload", c->base + LDS_HEADER_SIZE, 0, NULL,
+                                "the pool refused a rental of %zu bytes: %s", length,
+                                lds_strerror(st));
+        }
+    }
+    delta_job d = {.c = c, .h = &h, .table = table, .base = b, .from = from, .fd = fd,
+                   .file_at = file_at};
+    if (st == LDS_OK) {
+        unsigned threads = c->o.read_threads == 0 ? lds__read_threads_auto(length)
+                           : c->o.read_threads > LDS__READ_THREADS_MAX ? LDS__READ_THREADS_MAX
+                                                                       : c->o.read_threads;
+        lds__pread_job j = {
+            .fd = fd,
+            .file_at = file_at,
+            .payload_at = c->base + LDS_HEADER_SIZE,
+            .stream_at = LDS_HEADER_SIZE,
+            .dst = pb.ptr,
+            .length = length,
+            .range = chunk_range(&h, length, threads),
+            .threads = threads,
+            .fill = delta_fill,
+            .fill_ctx = &d,
+            .opts = &c->o,
+        };
+        st = lds__pread_payload(&j, c->err);
+        c->info.read_threads = j.threads_used;
+    }
+    c->info.capacity_bytes = pb.cap;
+    c->info.bytes_read = atomic_load(&d.bytes_read) + table_n;
+    c->info.bytes_copied = atomic_load(&d.bytes_copied);
+    c->info.chunks_read = (uint32_t)atomic_load(&d.chunks_read);
+    c->info.chunks_copied = (uint32_t)atomic_load(&d.chunks_copied);
+    c->info.stream_bytes = LDS_HEADER_SIZE + c->info.bytes_read;
+    free(table);
+    free(from);
+    if (st != LDS_OK) {
+        hold_release(&pb.h);
+        return st;
+    }
+    c->info.payload_bytes = length;
+    c->chunks_verified = true;
+    (void)lseek(fd, (off_t)(file_at + length), SEEK_SET);
+    return parse(c, pb.ptr, length, &pb.h, false, 0);
+#undef FALL_BACK
+}
+
+lds_status lds__load_delta(const char *path, int fd, const lds_load_options *opts,
+                           const lds__delta_base *base, lds_index **out, lds_load_info *info,
+                           lds_error *err, bool *fallback, char *why, size_t why_n)
+{
+    *fallback = false;
+    if (why != NULL && why_n > 0)
+        why[0] = '\0';
+    load_ctx c;
+    lds_status st = begin(&c, opts, out, info, err);
+    if (st != LDS_OK)
+        return finish(&c, st, info);
+    int own_fd = -1;
+    if (path != NULL) {
+        int e = lds__os_open(path, O_RDONLY, &own_fd);
+        if (e != 0) {
+            /* The full load opens it again and reports the failure as lds_load_path does. */
+            delta_why(why, why_n, "cannot open %s: %s", path, strerror(e));
+            *fallback = true;
+            return LDS_OK;
+        }
+        fd = own_fd;
+        c.name = path;
+    }
+    st = load_delta_fd(&c, fd, base, fallback, why, why_n);
+    if (own_fd >= 0)
+        close(own_fd);
+    if (*fallback)
+        return LDS_OK; /* nothing rented, nothing written: the caller's full load reports */
     return finish(&c, st, info);
 }

@@ -145,6 +145,12 @@ extern void (*lds__load_mapped_hook)(int fd, const char *stage);
 typedef lds_status (*lds__range_verify_fn)(void *ctx, size_t offset, const unsigned char *p,
                                            size_t n, lds_error *err);
 
+/* Fills one range (payload bytes [offset, offset + n), at p) entirely in place of the
+ * job's own read and verify: the delta reload's copies and reads (loader/load.c). Same
+ * contract as lds__range_verify_fn; `reader` is the reader's number (0 = calling thread). */
+typedef lds_status (*lds__range_fill_fn)(void *ctx, unsigned reader, size_t offset,
+                                         unsigned char *p, size_t n, lds_error *err);
+
 typedef struct lds__pread_job {
     int fd;
     uint64_t file_at;            /* file offset of payload byte 0 */
@@ -157,6 +163,8 @@ typedef struct lds__pread_job {
     bool hash;                   /* XXH3-64 of [0, length - 8), in order, on the calling thread */
     lds__range_verify_fn verify; /* NULL: none */
     void *verify_ctx;
+    lds__range_fill_fn fill; /* non-NULL: fills each range instead of reading it (verify unused) */
+    void *fill_ctx;
     const lds_load_options *opts; /* cancel, progress, callback_ctx */
     /* results */
     unsigned threads_used;

@@ -85,6 +85,16 @@ static bool read_range(preader *p, unsigned reader, size_t i)
 {
     lds__pread_job *j = p->job;
     size_t off = i * j->range, n = range_len(p, i), got = 0;
+    if (j->fill != NULL) {
+        lds_error err;
+        lds_error_init(&err);
+        lds_status st = j->fill(j->fill_ctx, reader, off, j->dst + off, n, &err);
+        if (st != LDS_OK) {
+            record(p, st, &err, off, false);
+            return false;
+        }
+        got = n;
+    }
     while (got < n) {
         size_t want = n - got;
         ssize_t r = lds__load_pread(j->fd, j->dst + off + got, want,
@@ -114,7 +124,7 @@ static bool read_range(preader *p, unsigned reader, size_t i)
         record(p, st, &err, at, false);
         return false;
     }
-    if (j->verify != NULL) {
+    if (j->verify != NULL && j->fill == NULL) {
         lds_error err;
         lds_error_init(&err);
         lds_status st = j->verify(j->verify_ctx, off, j->dst + off, n, &err);

@@ -34,7 +34,7 @@ LODESTAR = os.path.abspath(sys.argv[1])
 FIXTURES = os.path.abspath(sys.argv[2])
 EXAMPLE = os.path.abspath(sys.argv[3]) if len(sys.argv) > 3 else None
 TINY = os.path.join(FIXTURES, "tiny.glove.txt")
-COMMANDS = ["pack", "info", "get", "similar", "verify", "split"]
+COMMANDS = ["pack", "info", "get", "similar", "verify", "split", "diff"]
 
 WORK = tempfile.mkdtemp(prefix="lodestar-test-cli-")
 INDEX = os.path.join(WORK, "tiny.ldsi")
@@ -343,15 +343,16 @@ def test_verify():
     rc, out, err = run("verify", INDEX)
     expect(rc, out, err, 0)
     check(out.startswith(f"{INDEX}: ok: 7 rows x 4 f32, checksum "), out)
-    # Format 1.1 (docs/format.md 2.5): one 4 MiB chunk holds this small index.
-    check(out.endswith(" verified (1 chunk of 4194304 bytes)\n"), out)
+    # Format 1.1 (docs/format.md 2.5): one 4 KiB chunk (the writer's default, ADR 0048)
+    # holds this small index.
+    check(out.endswith(" verified (1 chunk of 4096 bytes)\n"), out)
     rc, out, err = run("info", INDEX)
     expect(rc, out, err, 0)
-    check("chunks:     1 of 4194304 bytes (format 1.1, each verified)\n" in out, out)
+    check("chunks:     1 of 4096 bytes (format 1.1, each verified)\n" in out, out)
     rc, out, err = run("info", "--json", INDEX)
     expect(rc, out, err, 0)
     j = json.loads(out)
-    check(j["format"] == "1.1" and j["chunks"] == {"bytes": 4194304, "count": 1}, j)
+    check(j["format"] == "1.1" and j["chunks"] == {"bytes": 4096, "count": 1}, j)
 
 
 def corrupt_copy(name, offset, xor=0x01):
@@ -513,6 +514,96 @@ def reseal(b):
         b[64 + d:] = table
         b[40:48] = struct.pack("<Q", xxh3_64(table))
         b[56:64] = struct.pack("<Q", xxh3_64(bytes(b[:56])))
+
+
+def rechunk(b, cb):
+    """A format 1.1 file of the same covered bytes with chunks of `cb` bytes (cb 0: format
+    1.0), its table, table hash and header check rewritten."""
+    d = covered_length(b)
+    out = bytearray(b[:64 + d])
+    if cb == 0:
+        out[12:16] = struct.pack("<I", struct.unpack_from("<I", out, 12)[0] & ~1)
+        out[16:24] = struct.pack("<Q", d)
+        out[24:56] = bytes(32)
+        out[56:64] = struct.pack("<Q", xxh3_64(bytes(out[:56])))
+        return out
+    n = (d + cb - 1) // cb
+    out[12:16] = struct.pack("<I", struct.unpack_from("<I", out, 12)[0] | 1)
+    out[16:24] = struct.pack("<Q", d + 8 * n)
+    out[24:32] = struct.pack("<Q", d)
+    out[32:40] = struct.pack("<Q", n)
+    out[48:52] = struct.pack("<I", cb)
+    out += bytes(8 * n)
+    reseal(out)
+    return out
+
+
+def test_diff():
+    """lodestar diff against hand-counted chunks: 400 words of 8 f32 (32-byte rows, so
+    row r is payload bytes 32 r..32 r + 31, in chunk 32 r // 1024 of 1 KiB chunks); word
+    100 changed -> chunk 3; the last chunk holds the checksum, which changed too."""
+    words = [f"w{i}" for i in range(400)]
+    def glove(changed):
+        return "".join(f"{w} " + " ".join(str(((i * 7 + j * 3 + (5 if i == changed else 0)) % 11) - 5)
+                                          for j in range(8)) + "\n"
+                       for i, w in enumerate(words))
+    files = {}
+    for name, changed in (("old", -1), ("new", 100)):
+        src = os.path.join(WORK, f"diff-{name}.glove.txt")
+        with open(src, "w") as f:
+            f.write(glove(changed))
+        dst = os.path.join(WORK, f"diff-{name}.ldsi")
+        pack(src, dst)
+        with open(dst, "rb") as f:
+            files[name] = bytearray(f.read())
+    paths = {}
+    for name, cb in (("old", 1024), ("new", 1024), ("old2k", 2048), ("old10", 0)):
+        paths[name] = os.path.join(WORK, f"diff-{name}-{cb}.ldsi")
+        with open(paths[name], "wb") as f:
+            f.write(rechunk(files["old" if name.startswith("old") else "new"], cb))
+    d = covered_length(rechunk(files["new"], 1024))
+    n = (d + 1023) // 1024
+    last = n - 1
+    rc, out, err = run("diff", paths["old"], paths["new"])
+    expect(rc, out, err, 0)
+    lines = out.splitlines()
+    check(lines[0] == "chunk 3  payload bytes 3072..4095  (1024 bytes)", out)
+    check(lines[1] == f"chunk {last}  payload bytes {last * 1024}..{d - 1}  ({d - last * 1024} bytes)", out)
+    want_read = 1024 + (d - last * 1024) + 8 * n
+    check(lines[2].startswith(f"read 2 of {n} chunks (1024 bytes each): {want_read} bytes with the "
+                              f"{8 * n}-byte chunk table"), out)
+    check(f"{d + 8 * n - want_read} bytes copied from OLD" in lines[2], out)
+    rc, out, err = run("diff", "--json", paths["old"], paths["new"])
+    expect(rc, out, err, 0)
+    j = json.loads(out)
+    check(j["delta"] is True and j["chunks"] == n and j["chunk_bytes"] == 1024, out)
+    check(j["read"] == [[3, 3, 3072, 4096], [last, last, last * 1024, d]], out)
+    check(j["chunks_read"] == 2 and j["bytes_read"] == want_read, out)
+    check(j["bytes_copied"] == d + 8 * n - want_read, out)
+    # the same file: nothing but the table
+    rc, out, err = run("diff", paths["new"], paths["new"])
+    expect(rc, out, err, 0)
+    check(out.startswith(f"read 0 of {n} chunks"), out)
+    # no delta: another chunk size, format 1.0
+    rc, out, err = run("diff", paths["old2k"], paths["new"])
+    expect(rc, out, err, 0)
+    check(out == f"no delta: the chunk size changed (OLD 2048, NEW 1024); a reload reads all "
+                 f"{d + 8 * n} payload bytes of NEW\n", out)
+    rc, out, err = run("diff", "--json", paths["old10"], paths["new"])
+    expect(rc, out, err, 0)
+    j = json.loads(out)
+    check(j["delta"] is False and "format 1.0" in j["why"] and j["bytes_read"] == d + 8 * n, out)
+    # a corrupt table: failure, named
+    bad = bytearray(rechunk(files["new"], 1024))
+    bad[64 + d + 5] ^= 1
+    badp = os.path.join(WORK, "diff-bad.ldsi")
+    with open(badp, "wb") as f:
+        f.write(bad)
+    rc, out, err = run("diff", paths["old"], badp)
+    expect(rc, out, err, 1)
+    check("chunk table" in err, err)
+    rc, out, err = run("diff", paths["old"])
+    expect(rc, out, err, 2)
 
 
 def patched_copy(name, offset, new_bytes):

@@ -62,7 +62,10 @@ class LoadInfo(_c.Structure):
                 ("payload_bytes", U64), ("declared_bytes", U64), ("stream_bytes", U64),
                 ("capacity_bytes", U64), ("elapsed_ns", U64), ("hashed_on_thread", B),
                 ("http_status", I), ("resumes", U32), ("read_threads", U32),
-                ("huge_pages", B), ("huge_pages_fallback", B)]
+                ("huge_pages", B), ("huge_pages_fallback", B),
+                ("bytes_read", U64), ("bytes_shared", U64), ("bytes_copied", U64),
+                ("chunks_read", U32), ("chunks_shared", U32), ("chunks_copied", U32),
+                ("delta_fallback", B)]
 
 
 class WriterOptions(_c.Structure):
@@ -99,7 +102,7 @@ class PoolOptions(_c.Structure):
 
 class LiveOptions(_c.Structure):
     """lds_live_options."""
-    _fields_ = [("size", SZ), ("max_retired", U32)]
+    _fields_ = [("size", SZ), ("max_retired", U32), ("no_delta", B)]
 
 
 class Pin(_c.Structure):
@@ -113,7 +116,8 @@ class LiveStats(_c.Structure):
                 ("reloads_failed", U64), ("reloads_refused", U64), ("retired_pinned", U64),
                 ("retired_pinned_peak", U64), ("pins_on_retired", U64),
                 ("bytes_retired", U64), ("bytes_current", U64), ("generations_freed", U64),
-                ("last_status", I), ("last_load", LoadInfo)]
+                ("last_status", I), ("last_load", LoadInfo),
+                ("delta_fallback_reason", _c.c_char * 128)]
 
 
 class ManifestOptions(_c.Structure):
@@ -238,6 +242,8 @@ SIGNATURES = {
     "lds_live_reload_path": (I, [P, S, P, _PU64, P, P]),
     "lds_live_reload_url": (I, [P, S, P, _PU64, P, P]),
     "lds_live_reload_fd": (I, [P, I, P, _PU64, P, P]),
+    "lds_live_reload_path_delta": (I, [P, S, B, P, _PU64, P, P]),
+    "lds_live_reload_fd_delta": (I, [P, I, B, P, _PU64, P, P]),
     "lds_live_reload_memory": (I, [P, P, SZ, B, P, _PU64, P, P]),
     "lds_live_reload_callback": (I, [P, READ_FN, P, P, _PU64, P, P]),
     "lds_live_stats_init": (None, [P]),

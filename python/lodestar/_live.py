@@ -26,7 +26,9 @@ class Live:
     source, as reload() takes it. max_retired: how many retired generations may still be
     pinned (1 to 64; None = 2); a reload beyond it raises lodestar.LimitError (field
     "live.max_retired") at once and loads nothing. mmap, verify, ownership, max_payload,
-    populate, read_threads: as lodestar.load's, for every reload.
+    populate, read_threads: as lodestar.load's, for every reload. delta: the default of
+    reload()'s delta (True: a reload from a path or a file reads only the chunks that
+    changed, see reload()).
 
     Pool: generations are loaded from a private pool without thread caches, as
     lodestar_live.h advises (a generation is freed by the thread that releases its
@@ -50,10 +52,11 @@ class Live:
 
     def __init__(self, source=None, *, max_retired=None, max_retained_bytes=None,
                  mmap=False, verify=True, ownership=None, max_payload=None, populate=False,
-                 read_threads=0):
+                 read_threads=0, delta=True):
         lib = library()
         lo = _capi.LiveOptions()
         lib.lds_live_options_default(ctypes.byref(lo))
+        lo.no_delta = not delta
         if max_retired is not None:
             m = operator.index(max_retired)
             if m < 1:
@@ -204,7 +207,7 @@ class Live:
             self._pool = pool.value
             return self._pool
 
-    def reload(self, source, *, timeout=None, progress=None):
+    def reload(self, source, *, delta=None, timeout=None, progress=None):
         """Loads `source` (a path, a bytes-like object, a binary file object, as
         lodestar.load takes them; bytes are always copied here, since the library may
         free a generation in any thread) as the next generation, and swaps it in only
@@ -216,7 +219,17 @@ class Live:
         max_retired retired generations are still pinned (refused at once).
         timeout, progress, and Ctrl-C: as lodestar.load's (KeyboardInterrupt with nothing
         changed and the rental returned; a Ctrl-C that comes once the new generation was
-        swapped in is raised as KeyboardInterrupt too, the new generation serving)."""
+        swapped in is raised as KeyboardInterrupt too, the new generation serving).
+        delta: True reads from a path or a file object (a regular file, uncompressed,
+        format 1.1, the current generation's chunk size) only the chunks whose checksum
+        matches no chunk of the current generation, copying the others from it, and
+        verifies every chunk as a full load does (lds_live_reload_path_delta,
+        docs/adr/0047); when that cannot be done the reload is a full one and
+        stats()["last_load"]["delta_fallback"] is true, with the reason in
+        stats()["delta_fallback_reason"]. False: a full reload. None: the Live's delta
+        option. Other sources (bytes, URLs, streams) always reload in full. The bytes
+        read and copied are in stats()["last_load"] (bytes_read, bytes_copied,
+        chunks_read, chunks_copied) and in last_reload()."""
         lib = library()
         h = self._enter()
         try:
@@ -235,9 +248,12 @@ class Live:
             with call:
                 st, _ = from_source(
                     source, self._mmap, info, False,
-                    path=lambda p: lib.lds_live_reload_path(h, p, *tail),
+                    path=lambda p: (lib.lds_live_reload_path(h, p, *tail) if delta is None
+                                    else lib.lds_live_reload_path_delta(h, p, bool(delta),
+                                                                        *tail)),
                     url=lambda u: lib.lds_live_reload_url(h, u, *tail),
-                    fd=lambda fd: lib.lds_live_reload_fd(h, fd, *tail),
+                    fd=lambda fd: (lib.lds_live_reload_fd(h, fd, *tail) if delta is None
+                                   else lib.lds_live_reload_fd_delta(h, fd, bool(delta), *tail)),
                     memory=lambda address, n, copy: lib.lds_live_reload_memory(
                         h, address, n, copy, *tail),
                     callback=lambda cb: lib.lds_live_reload_callback(h, cb, None, *tail),
@@ -257,6 +273,12 @@ class Live:
             self._leave()
 
     # ---- observability
+
+    def last_reload(self):
+        """The lds_load_info of the last reload that loaded (successful or failed), as a
+        dict: stats()["last_load"] (bytes_read, bytes_copied, chunks_read, chunks_copied,
+        delta_fallback, ...)."""
+        return self.stats()["last_load"]
 
     def _stats_struct(self):
         lib = library()

@@ -1,5 +1,6 @@
 """lodestar.write: an index from numpy arrays, through the C writer."""
 import ctypes
+import operator
 
 import numpy as np
 
@@ -21,7 +22,7 @@ def _code(kind, name):
 
 
 def write(path, vectors, *, keys=None, ids=None, dtype="f32", metric="cosine",
-          normalize=False, metadata=None, i8_scale=None, progress=None):
+          normalize=False, metadata=None, i8_scale=None, progress=None, chunk_bytes=None):
     """Writes an index of `vectors` to `path`, atomically (a temporary file in the same
     folder, renamed over `path` once complete, as lds_writer_open_path does).
 
@@ -37,6 +38,9 @@ def write(path, vectors, *, keys=None, ids=None, dtype="f32", metric="cosine",
     `path`) and is raised here. Ctrl-C raises KeyboardInterrupt between two rows, the
     temporary file removed (the final lds_writer_finish, which fsyncs, runs to its end
     first: a Ctrl-C then is raised after it, with the file in place).
+    chunk_bytes: None for the writer's default chunk table (format 1.1, 4 KiB chunks);
+    a power of two from 1024 to 2**30 for chunks of that size (smaller chunks make delta
+    reloads read less: docs/adr/0048); 0 for format 1.0 (no chunk table).
     Raises TypeError / ValueError for bad arguments, lodestar.Error subclasses for what
     the writer refuses (BadValueError for a NaN or a value the dtype cannot hold),
     before anything appears at `path`.
@@ -59,6 +63,12 @@ def write(path, vectors, *, keys=None, ids=None, dtype="f32", metric="cosine",
     opts.dtype = _code("dtype", dtype)
     opts.metric = _code("metric", metric)
     opts.normalize = bool(normalize)
+    if chunk_bytes is not None:
+        c = operator.index(chunk_bytes)
+        if c != 0 and (c < 1024 or c > 1 << 30 or c & (c - 1)):
+            raise ValueError("chunk_bytes must be 0 or a power of two from 1024 to 2**30, "
+                             "not %d" % c)
+        opts.chunk_bytes = c if c else 0xFFFFFFFF  # LDS_CHUNKS_NONE
     if i8_scale is not None:
         if dtype != "i8":
             raise ValueError("i8_scale applies to dtype 'i8' only")

@@ -77,6 +77,13 @@ int main(void)
     FIELD(lds_load_info, read_threads);
     FIELD(lds_load_info, huge_pages);
     FIELD(lds_load_info, huge_pages_fallback);
+    FIELD(lds_load_info, bytes_read);
+    FIELD(lds_load_info, bytes_shared);
+    FIELD(lds_load_info, bytes_copied);
+    FIELD(lds_load_info, chunks_read);
+    FIELD(lds_load_info, chunks_shared);
+    FIELD(lds_load_info, chunks_copied);
+    FIELD(lds_load_info, delta_fallback);
 
     SIZE(lds_writer_options);
     FIELD(lds_writer_options, size);
@@ -116,6 +123,7 @@ int main(void)
     SIZE(lds_live_options);
     FIELD(lds_live_options, size);
     FIELD(lds_live_options, max_retired);
+    FIELD(lds_live_options, no_delta);
 
     SIZE(lds_pin);
     FIELD(lds_pin, index);
@@ -136,6 +144,7 @@ int main(void)
     FIELD(lds_live_stats, generations_freed);
     FIELD(lds_live_stats, last_status);
     FIELD(lds_live_stats, last_load);
+    FIELD(lds_live_stats, delta_fallback_reason);
     SIZE(lds_manifest_options);
     FIELD(lds_manifest_options, size);
     FIELD(lds_manifest_options, max_bytes);

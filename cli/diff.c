@@ -1,0 +1,265 @@
+/* lodestar diff OLD NEW: the chunks a delta reload from OLD to NEW reads (docs/adr/0047). */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+static const char diff_usage[] =
+    "usage: lodestar diff [--json] OLD NEW\n"
+    "\n"
+    "Print the chunks of the index file NEW that a delta reload of a live index\n"
+    "serving OLD would read from NEW (lds_live_reload_path, docs/adr/0047): the\n"
+    "chunks whose XXH3-64 and length match no chunk of OLD, as payload byte ranges\n"
+    "(consecutive chunks on one line), then the bytes such a reload reads (those\n"
+    "chunks and NEW's chunk table) and copies from OLD. Only the two headers and\n"
+    "chunk tables are read, each table checked against its header; the chunks' own\n"
+    "bytes are verified by the reload. When a delta cannot be used (either file\n"
+    "format 1.0, compressed, or with another chunk size) it says why and that the\n"
+    "reload reads all of NEW.\n"
+    "\n"
+    "options:\n"
+    "  --json   one JSON object: chunk_bytes, chunks, payload_bytes, delta (false\n"
+    "           when a delta cannot be used, with \"why\"), read (a list of\n"
+    "           [first chunk, last chunk, first payload byte, end byte]),\n"
+    "           chunks_read, bytes_read, bytes_copied\n"
+    "\n"
+    "Exit status: 0 (whether or not the files differ), 1 failure (a file cannot be\n"
+    "read, or its header or chunk table is corrupt), 2 usage error.\n";
+
+typedef struct dfile {
+    const char *path;
+    lds_header h;
+    bool chunked;
+    unsigned char *table; /* 8 x chunk_count bytes, checked */
+    const char *why;      /* why it cannot take part in a delta; NULL: it can */
+} dfile;
+
+static uint64_t ld64(const unsigned char *b)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | b[i];
+    return v;
+}
+
+static int read_at(int fd, void *buf, size_t n, uint64_t off)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return r < 0 ? errno : -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+static int open_dfile(dfile *f)
+{
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return cli_failf("cannot open %s: %s", f->path, strerror(errno));
+    unsigned char hb[LDS_HEADER_SIZE];
+    int rc = CLI_OK;
+    lds_error err;
+    lds_error_init(&err);
+    if (read_at(fd, hb, sizeof hb, 0) != 0) {
+        rc = cli_failf("%s: cannot read its %d-byte header", f->path, LDS_HEADER_SIZE);
+    } else if (hb[0] == 0x28 && hb[1] == 0xB5 && hb[2] == 0x2F && hb[3] == 0xFD) {
+        f->why = "is compressed (zstd)";
+    } else {
+        lds_status st = lds_header_decode(hb, sizeof hb, &f->h, &err);
+        if (st != LDS_OK) {
+            rc = cli_failf("%s: %s", f->path, err.message);
+        } else if (!lds_header_chunked(&f->h)) {
+            f->why = "is format 1.0 (no chunk table)";
+        } else if (f->h.chunk_count > SIZE_MAX / 8) {
+            rc = cli_failf("%s: %" PRIu64 " chunks", f->path, f->h.chunk_count);
+        } else {
+            size_t n = (size_t)f->h.chunk_count * 8;
+            f->table = malloc(n + 1);
+            if (!f->table)
+                rc = cli_failf("%s: no memory for a %zu-byte chunk table", f->path, n);
+            else if (read_at(fd, f->table, n, LDS_HEADER_SIZE + f->h.chunk_table_offset) != 0)
+                rc = cli_failf("%s: cannot read its chunk table (%zu bytes at byte %" PRIu64 ")",
+                               f->path, n, LDS_HEADER_SIZE + f->h.chunk_table_offset);
+            else if ((st = lds_chunk_table_check(&f->h, f->table, n, &err)) != LDS_OK)
+                rc = cli_fail(f->path, st, &err);
+            else
+                f->chunked = true;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
+static uint64_t chunk_len(const lds_header *h, uint64_t k)
+{
+    uint64_t s = 0, e = 0;
+    lds_chunk_range(h, k, &s, &e);
+    return e - s;
+}
+
+/* Per chunk of b: found in a (same position first, then anywhere), as the reload does. */
+static bool *matched_chunks(const dfile *a, const dfile *b)
+{
+    uint64_t n = b->h.chunk_count, m = a->h.chunk_count;
+    bool *hit = calloc((size_t)n + 1, 1);
+    uint64_t cap = 16;
+    while (cap < m * 2)
+        cap <<= 1;
+    uint64_t *slot = malloc((size_t)cap * sizeof *slot);
+    if (!hit || !slot) {
+        free(hit);
+        free(slot);
+        return NULL;
+    }
+    for (uint64_t i = 0; i < cap; i++)
+        slot[i] = UINT64_MAX;
+    for (uint64_t k = 0; k < m; k++) {
+        uint64_t i = ld64(a->table + k * 8) & (cap - 1);
+        while (slot[i] != UINT64_MAX)
+            i = (i + 1) & (cap - 1);
+        slot[i] = k;
+    }
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t want = ld64(b->table + k * 8), len = chunk_len(&b->h, k);
+        if (k < m && ld64(a->table + k * 8) == want && chunk_len(&a->h, k) == len) {
+            hit[k] = true;
+            continue;
+        }
+        for (uint64_t i = want & (cap - 1); slot[i] != UINT64_MAX && !hit[k];
+             i = (i + 1) & (cap - 1))
+            hit[k] = ld64(a->table + slot[i] * 8) == want && chunk_len(&a->h, slot[i]) == len;
+    }
+    free(slot);
+    return hit;
+}
+
+int cli_diff(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *prog = argv[0];
+    bool as_json = false;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h':
+            fputs(diff_usage, stdout);
+            return cli_close_stdout(CLI_OK);
+        case 'j':
+            as_json = true;
+            break;
+        default:
+            return cli_option_error(prog, c, argv);
+        }
+    }
+    if (argc - optind != 2)
+        return cli_usage_error(prog, "expected OLD NEW, got %d arguments", argc - optind);
+    dfile a = {.path = argv[optind]}, b = {.path = argv[optind + 1]};
+    int rc = open_dfile(&a);
+    if (rc == CLI_OK)
+        rc = open_dfile(&b);
+    if (rc != CLI_OK) {
+        free(a.table);
+        free(b.table);
+        return rc;
+    }
+    char whybuf[160];
+    const char *why = NULL;
+    if (a.why) {
+        snprintf(whybuf, sizeof whybuf, "OLD %s", a.why);
+        why = whybuf;
+    } else if (b.why) {
+        snprintf(whybuf, sizeof whybuf, "NEW %s", b.why);
+        why = whybuf;
+    } else if (a.h.chunk_bytes != b.h.chunk_bytes) {
+        snprintf(whybuf, sizeof whybuf, "the chunk size changed (OLD %" PRIu32 ", NEW %" PRIu32 ")",
+                 a.h.chunk_bytes, b.h.chunk_bytes);
+        why = whybuf;
+    }
+    uint64_t payload = b.h.payload_length;
+    bool *hit = why ? NULL : matched_chunks(&a, &b);
+    if (!why && !hit) {
+        free(a.table);
+        free(b.table);
+        return cli_failf("no memory to compare %" PRIu64 " chunks", b.h.chunk_count);
+    }
+    uint64_t n = why ? 0 : b.h.chunk_count, chunks_read = 0, bytes_read = 0;
+    json_object *jo = as_json ? json_object_new_object() : NULL;
+    json_object *jr = as_json ? json_object_new_array() : NULL;
+    for (uint64_t k = 0; k < n;) {
+        if (hit[k]) {
+            k++;
+            continue;
+        }
+        uint64_t k2 = k;
+        while (k2 + 1 < n && !hit[k2 + 1])
+            k2++;
+        uint64_t s, e, s2, e2;
+        lds_chunk_range(&b.h, k, &s, &e);
+        lds_chunk_range(&b.h, k2, &s2, &e2);
+        chunks_read += k2 - k + 1;
+        bytes_read += e2 - s;
+        if (jr) {
+            json_object *run = json_object_new_array();
+            json_object_array_add(run, json_object_new_int64((int64_t)k));
+            json_object_array_add(run, json_object_new_int64((int64_t)k2));
+            json_object_array_add(run, json_object_new_int64((int64_t)s));
+            json_object_array_add(run, json_object_new_int64((int64_t)e2));
+            json_object_array_add(jr, run);
+        } else if (k2 == k) {
+            printf("chunk %" PRIu64 "  payload bytes %" PRIu64 "..%" PRIu64 "  (%" PRIu64
+                   " bytes)\n",
+                   k, s, e2 - 1, e2 - s);
+        } else {
+            printf("chunks %" PRIu64 "..%" PRIu64 "  payload bytes %" PRIu64 "..%" PRIu64
+                   "  (%" PRIu64 " bytes)\n",
+                   k, k2, s, e2 - 1, e2 - s);
+        }
+        k = k2 + 1;
+    }
+    uint64_t table = why ? 0 : b.h.chunk_count * 8;
+    uint64_t total_read = why ? payload : bytes_read + table;
+    uint64_t copied = why ? 0 : payload - total_read;
+    if (jo) {
+        json_object_object_add(jo, "chunk_bytes", json_object_new_int64(b.h.chunk_bytes));
+        json_object_object_add(jo, "chunks", json_object_new_int64((int64_t)b.h.chunk_count));
+        json_object_object_add(jo, "payload_bytes", json_object_new_int64((int64_t)payload));
+        json_object_object_add(jo, "delta", json_object_new_boolean(!why));
+        if (why)
+            json_object_object_add(jo, "why", json_object_new_string(why));
+        json_object_object_add(jo, "read", jr);
+        json_object_object_add(jo, "chunks_read", json_object_new_int64((int64_t)chunks_read));
+        json_object_object_add(jo, "bytes_read", json_object_new_int64((int64_t)total_read));
+        json_object_object_add(jo, "bytes_copied", json_object_new_int64((int64_t)copied));
+        puts(json_object_to_json_string_ext(jo, JSON_C_TO_STRING_PLAIN));
+        json_object_put(jo);
+    } else if (why) {
+        printf("no delta: %s; a reload reads all %" PRIu64 " payload bytes of NEW\n", why,
+               payload);
+    } else {
+        printf("read %" PRIu64 " of %" PRIu64 " chunks (%" PRIu32 " bytes each): %" PRIu64
+               " bytes with the %" PRIu64 "-byte chunk table, %.2f%% of the %" PRIu64
+               "-byte payload; %" PRIu64 " bytes copied from OLD\n",
+               chunks_read, b.h.chunk_count, b.h.chunk_bytes, total_read, table,
+               payload ? 100.0 * (double)total_read / (double)payload : 0.0, payload, copied);
+    }
+    free(hit);
+    free(a.table);
+    free(b.table);
+    return cli_close_stdout(CLI_OK);
+}

@@ -1,0 +1,50 @@
+/*
+ * Delta loads (docs/adr/0047): a load from a regular file that reuses the chunks of a
+ * previous payload whose XXH3-64 and length match the new file's chunk table, and reads
+ * only the others. Used by the live index (live/live.c). Not installed.
+ */
+#ifndef LDS_DELTA_INTERNAL_H
+#define LDS_DELTA_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lodestar_load.h"
+
+/* The previous payload a delta load reuses from: a whole format 1.1 payload (chunk table
+ * included, at payload + table_offset) that stays valid and unchanged for the whole load.
+ * It is only read. */
+typedef struct lds__delta_base {
+    const unsigned char *payload;
+    uint64_t length;       /* payload_length */
+    uint64_t table_offset; /* D: the chunk table's payload offset */
+    uint64_t chunk_count;
+    uint32_t chunk_bytes;
+    bool verified; /* its chunks were verified against its table when it was loaded */
+} lds__delta_base;
+
+/* Fills *out from an index whose payload stays where the loader put it (LDS_OWN_ADOPT of
+ * a rental, a mapping or borrowed memory) and that has a chunk table; false otherwise
+ * (format 1.0, or the parser copied what it keeps). */
+bool lds__delta_base_of(const lds_index *idx, lds__delta_base *out);
+
+/* Loads the file at `path` (fd < 0) or `fd` (at its current position) as lds_load_path /
+ * lds_load_fd do, reusing the chunks of `base` (may be NULL). When a delta cannot be used
+ * (base NULL, a source that is not an uncompressed regular file, use_mmap, verification
+ * off, format 1.0, another chunk size, a header that does not decode), nothing is rented,
+ * *fallback is set, `why` receives the reason, and LDS_OK is returned with *out NULL: the
+ * caller runs the full load. Otherwise the load's own status, as a full load's. */
+lds_status lds__load_delta(const char *path, int fd, const lds_load_options *opts,
+                           const lds__delta_base *base, lds_index **out, lds_load_info *info,
+                           lds_error *err, bool *fallback, char *why, size_t why_n);
+
+/* Benchmarks only (lodestar-bench delta): false skips hashing each copied chunk again
+ * (it is then trusted on its XXH3-64 and length match alone), to price the re-hash. */
+extern bool lds__delta_rehash;
+
+/* Tests only: called with each reused chunk's number right after it was copied (the test
+ * changes the copy, as a 64-bit collision or a corrupted previous buffer would). */
+extern void (*lds__delta_copy_hook)(uint64_t chunk, unsigned char *p, size_t n);
+
+#endif /* LDS_DELTA_INTERNAL_H */
