@@ -368,7 +368,10 @@ static int measure(const bench_opts *o, bench_report *rep, alt *alts, size_t n, 
                    int rounds, int reps, bool cold)
 {
     for (int r = 0; r < rounds; r++) {
-        for (size_t i = 0; i < n; i++) {
+        /* The order rotates each round: which row runs right after another's exit (and
+         * draws the memory it freed, or memory the host took back meanwhile) changes. */
+        for (size_t ii = 0; ii < n; ii++) {
+            size_t i = (ii + (size_t)r) % n;
             sample s[16];
             const char *path = paths[alts[i].file];
             if (cold)
