@@ -15,7 +15,9 @@ Rows: the loads after the gap (or the 2nd..5th of a clean case), wall median/min
 split into user and kernel ms (median, and the kernel's max), minor faults, the kernel's CPU
 per MiB loaded, and "runq wait": the median ms the loading thread waited for a CPU
 (/proc/thread-self/schedstat). Wall = CPU + run-queue wait (+ the host's steal): the two
-columns say which of them a slow load paid (docs/measurements/glove-after-allocations.md).
+columns say which of them a slow load paid; "elsewhere" (median, max) is the rest: wall less
+CPU less run-queue wait, time the thread neither ran nor waited for a guest CPU (the host's
+steal and its own faults, or blocking) (docs/measurements/glove-after-allocations.md).
 
 usage: /usr/bin/python3 bench/glove_after.py [--rounds N] [--index F] [--dir D] [--dry]
 (the .npy and the faiss index are written once into --dir from the index's vectors)
@@ -177,9 +179,9 @@ def main():
                 rows[i].append((w, u, s, f, mib, q))
     print("GloVe %s: %d rounds, each case a fresh process; rows: loads after the gap "
           "(clean, numpy: the 2nd-5th)" % (os.path.basename(index), a.rounds))
-    print("%-68s | %7s %7s %7s | %7s %7s %8s | %7s | %11s | %10s | %8s" % (
+    print("%-68s | %7s %7s %7s | %7s %7s %8s | %7s | %11s | %9s | %9s %9s | %8s" % (
         "name", "median", "min", "max", "user ms", "kern ms", "kern max", "faults", "kern ms/MiB",
-        "runq wait", "vs numpy"))
+        "runq wait", "elsewhere", "max", "vs numpy"))
     npm = statistics.median(r[0] for r in rows[len(CASES) - 1]) if rows[len(CASES) - 1] else 0
     for i, (case, name, huge) in enumerate(CASES):
         r = rows[i]
@@ -189,10 +191,15 @@ def main():
         med = statistics.median(w)
         kern = statistics.median(x[2] for x in r)
         mib = r[0][4]
-        print("%-68s | %7.1f %7.1f %7.1f | %7.1f %7.1f %8.1f | %7d | %11.3f | %10.1f | %7.2fx" % (
-            name, med, w[0], w[-1], statistics.median(x[1] for x in r), kern,
-            max(x[2] for x in r), statistics.median(x[3] for x in r), kern / mib if mib else 0,
-            statistics.median(x[5] for x in r), med / npm if npm else 0))
+        # elsewhere: wall - user - kernel - run-queue wait: time the loading thread neither ran
+        # nor waited for a guest CPU (the host's: steal, its own faults; or blocked)
+        gone = sorted(max(0.0, x[0] - x[1] - x[2] - x[5]) for x in r)
+        print("%-68s | %7.1f %7.1f %7.1f | %7.1f %7.1f %8.1f | %7d | %11.3f | %9.1f | %9.1f %9.1f | "
+              "%7.2fx" % (
+                  name, med, w[0], w[-1], statistics.median(x[1] for x in r), kern,
+                  max(x[2] for x in r), statistics.median(x[3] for x in r), kern / mib if mib else 0,
+                  statistics.median(x[5] for x in r), statistics.median(gone), gone[-1],
+                  med / npm if npm else 0))
     print("(gap: numpy.load + faiss.read_index took %.2f s in the last 'after' case)" % gap)
     return 0
 
