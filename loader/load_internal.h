@@ -181,8 +181,9 @@ typedef struct lds__pread_job {
  * LDS_E_CANCELLED, a verify hook's failure, LDS_E_NOMEM: the one at the lowest offset. */
 lds_status lds__pread_payload(lds__pread_job *job, lds_error *err);
 
-/* Bench and test hook: when nonzero, the `piece` of every parallel read with a per-range
- * check (SIZE_MAX: each range read whole, then hashed: the scheme before ADR 0040). */
+/* Bench and test hook: when nonzero (and below the chunk), every parallel read of a
+ * format 1.1 file preads each chunk in pieces of this many bytes, hashing each at once;
+ * 0, the default, reads each chunk whole and then hashes it (ADR 0040). */
 extern size_t lds__load_piece_override;
 
 /* The automatic reader count for a payload of `length` bytes. */

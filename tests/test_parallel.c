@@ -686,12 +686,13 @@ static void test_parallel_chunked(void **state)
     lds_pool_free(pool);
 }
 
-/* Format 1.1 chunks hashed piece by piece as they are read (ADR 0040): chunks of 64 KiB
- * read in pieces of 1,000 and 4,096 bytes (neither divides the chunk; the payload is no
- * multiple of the chunk, so the last range holds the short last chunk and the table),
- * with short reads and EINTR on some readers: the same index as format 1.0 under 1..8
- * readers, as with each range read whole (lds__load_piece_override = SIZE_MAX); a byte
- * flipped in the first, a middle or the last chunk is named as that chunk. */
+/* Format 1.1 chunks hashed piece by piece as they are read (ADR 0040's alternative,
+ * lds__load_piece_override): chunks of 64 KiB read in pieces of 1,000 and 4,096 bytes
+ * (neither divides the chunk; the payload is no multiple of the chunk, so the last range
+ * holds the short last chunk and the table), with short reads and EINTR on some readers:
+ * the same index as format 1.0 under 1..8 readers, as with each chunk read whole (the
+ * default); a byte flipped in the first, a middle or the last chunk is named as that
+ * chunk, in the same words. */
 static void test_parallel_chunked_pieces(void **state)
 {
     (void)state;
@@ -703,7 +704,6 @@ static void test_parallel_chunked_pieces(void **state)
     lds_load_options o1 = opts(pool, 1, 0);
     assert_int_equal(lds_load_path(p10, &o1, &ref, NULL, NULL), LDS_OK);
     static const size_t pieces[] = {1000, 4096};
-    static const size_t overrides[] = {0, SIZE_MAX};
     for (size_t v = 0; v < 2; v++)
         for (size_t q = 0; q < 2; q++)
             for (unsigned t = 1; t <= 8; t++) {
@@ -711,8 +711,8 @@ static void test_parallel_chunked_pieces(void **state)
                 plan.short_on = t > 2 ? 0x2u : 0;
                 plan.eintr_on = t > 3 ? 0x5u : 0;
                 lds__load_pread = hooked_pread;
-                lds__load_piece_override = overrides[v];
-                lds_load_options o = opts(pool, t, pieces[q]);
+                lds__load_piece_override = v == 0 ? 0 : pieces[q];
+                lds_load_options o = opts(pool, t, 0);
                 lds_index *idx = NULL;
                 lds_load_info info;
                 lds_load_info_init(&info);
@@ -733,16 +733,15 @@ static void test_parallel_chunked_pieces(void **state)
         assert_int_equal(pread(fd, &byte, 1, at), 1);
         byte ^= 0x40;
         assert_int_equal(pwrite(fd, &byte, 1, at), 1);
-        /* the message of a range read whole and hashed once (the scheme before 0040) */
-        lds_load_options ow = opts(pool, 2, 1000);
+        /* the message of a chunk read whole and hashed once (the default) */
+        lds_load_options ow = opts(pool, 2, 0);
         lds_index *none = NULL;
         lds_error whole;
         lds_error_init(&whole);
-        lds__load_piece_override = SIZE_MAX;
         assert_int_equal(lds_load_path(p11, &ow, &none, NULL, &whole), LDS_E_CHECKSUM);
-        lds__load_piece_override = 0;
+        lds__load_piece_override = 1000;
         for (unsigned t = 1; t <= 8; t++) {
-            lds_load_options o = opts(pool, t, 1000);
+            lds_load_options o = opts(pool, t, 0);
             lds_index *idx = NULL;
             lds_error err;
             lds_error_init(&err);
@@ -755,6 +754,7 @@ static void test_parallel_chunked_pieces(void **state)
             assert_non_null(strstr(err.message, want));
             assert_string_equal(err.message, whole.message);
         }
+        lds__load_piece_override = 0;
         byte ^= 0x40; /* mended for the next */
         assert_int_equal(pwrite(fd, &byte, 1, at), 1);
         close(fd);
