@@ -2,8 +2,8 @@
 """numpy.load of a .npy, REPS times in this process, for lodestar-bench load-scale.
 
 Prints one line per load: wall ms, CPU ms (user + system), minor page faults, peak RSS MiB
-(ru_maxrss: the interpreter and numpy included, about 30 MiB here), as the bench's own
-children do. The array is dropped before the next load.
+(ru_maxrss: the interpreter and numpy included, about 30 MiB here), system CPU ms, as the
+bench's own children do. The array is dropped before the next load.
 
 usage: /usr/bin/python3 bench/load_numpy.py FILE.npy [REPS]
 """
@@ -26,8 +26,9 @@ def main():
         assert a.dtype == np.float32 and a.ndim == 2
         del a
         cpu = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) * 1e3
-        print("%.3f %.3f %d %.1f" % ((t1 - t0) / 1e6, cpu, r1.ru_minflt - r0.ru_minflt,
-                                     r1.ru_maxrss / 1024.0), flush=True)
+        print("%.3f %.3f %d %.1f %.3f" % ((t1 - t0) / 1e6, cpu, r1.ru_minflt - r0.ru_minflt,
+                                          r1.ru_maxrss / 1024.0,
+                                          (r1.ru_stime - r0.ru_stime) * 1e3), flush=True)
 
 
 if __name__ == "__main__":

@@ -151,6 +151,11 @@ typedef lds_status (*lds__range_verify_fn)(void *ctx, size_t offset, const unsig
 typedef lds_status (*lds__range_fill_fn)(void *ctx, unsigned reader, size_t offset,
                                          unsigned char *p, size_t n, lds_error *err);
 
+/* As lds__range_verify_fn, given the range's XXH3-64 as the reader computed it, piece by
+ * piece right after each pread (docs/adr/0040): it compares, and names a bad chunk. */
+typedef lds_status (*lds__range_hashed_fn)(void *ctx, size_t offset, const unsigned char *p,
+                                           size_t n, uint64_t computed, lds_error *err);
+
 typedef struct lds__pread_job {
     int fd;
     uint64_t file_at;            /* file offset of payload byte 0 */
@@ -162,6 +167,13 @@ typedef struct lds__pread_job {
     unsigned threads;            /* readers wanted, 1..LDS__READ_THREADS_MAX */
     bool hash;                   /* XXH3-64 of [0, length - 8), in order, on the calling thread */
     lds__range_verify_fn verify; /* NULL: none */
+    /* With `verify`: when set and `piece` > 0, a reader preads a range `piece` bytes at a
+     * time and hashes each piece at once, while it is in the cache, then calls this with
+     * the range's XXH3-64 instead of `verify` (which is kept for a reader whose hash state
+     * could not be allocated). */
+    lds__range_hashed_fn verify_hashed;
+    size_t piece;
+    size_t hash_end; /* piece hashing covers payload bytes below this (the chunk table's) */
     void *verify_ctx;
     lds__range_fill_fn fill; /* non-NULL: fills each range instead of reading it (verify unused) */
     void *fill_ctx;
@@ -176,6 +188,11 @@ typedef struct lds__pread_job {
  * has ended when it returns. LDS_E_TRUNCATED (the file ended early), LDS_E_IO,
  * LDS_E_CANCELLED, a verify hook's failure, LDS_E_NOMEM: the one at the lowest offset. */
 lds_status lds__pread_payload(lds__pread_job *job, lds_error *err);
+
+/* Bench and test hook: when nonzero (and below the chunk), every parallel read of a
+ * format 1.1 file preads each chunk in pieces of this many bytes, hashing each at once;
+ * 0, the default, reads each chunk whole and then hashes it (ADR 0040). */
+extern size_t lds__load_piece_override;
 
 /* The automatic reader count for a payload of `length` bytes. */
 unsigned lds__read_threads_auto(size_t length);

@@ -39,6 +39,8 @@ static ssize_t plain_pread(int fd, void *buf, size_t n, off_t off, unsigned read
 
 ssize_t (*lds__load_pread)(int fd, void *buf, size_t n, off_t off, unsigned reader) = plain_pread;
 
+size_t lds__load_piece_override;
+
 /* Shared state of one parallel read. Fields after `lock` are under it. */
 typedef struct preader {
     lds__pread_job *job;
@@ -81,10 +83,15 @@ static void record(preader *p, lds_status st, const lds_error *e, uint64_t at, b
  * end (truncated), an error is LDS_E_IO. false when a failure was recorded, or when asked
  * to stop while retrying an interruption (then nothing is recorded: an earlier failure or
  * the cancellation is the load's). */
-static bool read_range(preader *p, unsigned reader, size_t i)
+static bool read_range(preader *p, unsigned reader, size_t i, XXH3_state_t *hs)
 {
     lds__pread_job *j = p->job;
     size_t off = i * j->range, n = range_len(p, i), got = 0;
+    /* Hashing piece by piece: each pread asks for at most `piece` bytes, and what it
+     * returned is hashed before the next (still in this core's cache). */
+    size_t piece = hs != NULL ? j->piece : n;
+    if (hs != NULL)
+        XXH3_64bits_reset(hs);
     if (j->fill != NULL) {
         lds_error err;
         lds_error_init(&err);
@@ -96,11 +103,17 @@ static bool read_range(preader *p, unsigned reader, size_t i)
         got = n;
     }
     while (got < n) {
-        size_t want = n - got;
+        size_t want = n - got < piece ? n - got : piece;
         ssize_t r = lds__load_pread(j->fd, j->dst + off + got, want,
                                     (off_t)(j->file_at + off + got), reader);
         if (r > 0) {
-            got += (size_t)r < want ? (size_t)r : want;
+            size_t g = (size_t)r < want ? (size_t)r : want;
+            size_t at = off + got, h = at >= j->hash_end      ? 0
+                                       : j->hash_end - at < g ? j->hash_end - at
+                                                              : g;
+            if (hs != NULL && h > 0)
+                lds__xxh3_update(hs, j->dst + at, h);
+            got += g;
             continue;
         }
         int e = errno;
@@ -127,7 +140,9 @@ static bool read_range(preader *p, unsigned reader, size_t i)
     if (j->verify != NULL && j->fill == NULL) {
         lds_error err;
         lds_error_init(&err);
-        lds_status st = j->verify(j->verify_ctx, off, j->dst + off, n, &err);
+        lds_status st = hs != NULL ? j->verify_hashed(j->verify_ctx, off, j->dst + off, n,
+                                                      XXH3_64bits_digest(hs), &err)
+                                   : j->verify(j->verify_ctx, off, j->dst + off, n, &err);
         if (st != LDS_OK) {
             record(p, st, &err, off, false);
             return false;
@@ -146,15 +161,25 @@ static bool read_range(preader *p, unsigned reader, size_t i)
     return true;
 }
 
-/* Claims and reads one range; false when none is left or the read stopped. */
-static bool read_next(preader *p, unsigned reader)
+/* Claims and reads one range; false when none is left or the read stopped. `hs`: the
+ * reader's hash state when it hashes piece by piece, else NULL. */
+static bool read_next(preader *p, unsigned reader, XXH3_state_t *hs)
 {
     if (atomic_load(&p->stop))
         return false;
     size_t i = atomic_fetch_add(&p->next, 1);
     if (i >= p->ranges)
         return false;
-    return read_range(p, reader, i);
+    return read_range(p, reader, i, hs);
+}
+
+/* A reader's piece-by-piece hash state, or NULL: none wanted, or none allocated (then
+ * the range is read whole and the `verify` hook hashes it). */
+static XXH3_state_t *piece_state(const lds__pread_job *j)
+{
+    if (j->verify == NULL || j->verify_hashed == NULL || j->piece == 0 || j->piece >= j->range)
+        return NULL;
+    return XXH3_createState();
 }
 
 typedef struct reader_arg {
@@ -166,8 +191,10 @@ static void *reader_main(void *arg)
 {
     reader_arg *a = arg;
     preader *p = a->p;
-    while (read_next(p, a->reader))
+    XXH3_state_t *hs = piece_state(p->job);
+    while (read_next(p, a->reader, hs))
         ;
+    XXH3_freeState(hs);
     pthread_mutex_lock(&p->lock);
     p->running--;
     pthread_cond_broadcast(&p->cond);
@@ -298,6 +325,7 @@ lds_status lds__pread_payload(lds__pread_job *j, lds_error *err)
         spawned++;
     }
     j->threads_used = spawned + 1;
+    XXH3_state_t *piece_hs = piece_state(j);
 
     /* Reader 0: read, and between reads check for cancellation, hash and report. */
     size_t hashed = 0, seen = 0;
@@ -317,7 +345,7 @@ lds_status lds__pread_payload(lds__pread_job *j, lds_error *err)
                 j->opts->progress(ready, j->length, j->opts->callback_ctx);
             seen = ready;
         }
-        if (!read_next(&p, 0))
+        if (!read_next(&p, 0, piece_hs))
             break;
     }
     /* Then hash and report what the others complete, until they have all ended. */
@@ -364,6 +392,7 @@ lds_status lds__pread_payload(lds__pread_job *j, lds_error *err)
     pthread_mutex_destroy(&p.lock);
     free(p.done);
     XXH3_freeState(hs);
+    XXH3_freeState(piece_hs);
     return st;
 }
 

@@ -686,6 +686,84 @@ static void test_parallel_chunked(void **state)
     lds_pool_free(pool);
 }
 
+/* Format 1.1 chunks hashed piece by piece as they are read (ADR 0040's alternative,
+ * lds__load_piece_override): chunks of 64 KiB read in pieces of 1,000 and 4,096 bytes
+ * (neither divides the chunk; the payload is no multiple of the chunk, so the last range
+ * holds the short last chunk and the table), with short reads and EINTR on some readers:
+ * the same index as format 1.0 under 1..8 readers, as with each chunk read whole (the
+ * default); a byte flipped in the first, a middle or the last chunk is named as that
+ * chunk, in the same words. */
+static void test_parallel_chunked_pieces(void **state)
+{
+    (void)state;
+    const char *p10 = tmp_path("p10.ldsi"), *p11 = tmp_path("p11.ldsi");
+    write_index(p10, 9001, 37, true); /* 1,332,148 payload bytes: 21 chunks, the last short */
+    write_index_chunked(p11, 9001, 37, true, 65536);
+    lds_pool *pool = private_pool();
+    lds_index *ref = NULL;
+    lds_load_options o1 = opts(pool, 1, 0);
+    assert_int_equal(lds_load_path(p10, &o1, &ref, NULL, NULL), LDS_OK);
+    static const size_t pieces[] = {1000, 4096};
+    for (size_t v = 0; v < 2; v++)
+        for (size_t q = 0; q < 2; q++)
+            for (unsigned t = 1; t <= 8; t++) {
+                plan_reset();
+                plan.short_on = t > 2 ? 0x2u : 0;
+                plan.eintr_on = t > 3 ? 0x5u : 0;
+                lds__load_pread = hooked_pread;
+                lds__load_piece_override = v == 0 ? 0 : pieces[q];
+                lds_load_options o = opts(pool, t, 0);
+                lds_index *idx = NULL;
+                lds_load_info info;
+                lds_load_info_init(&info);
+                assert_int_equal(lds_load_path(p11, &o, &idx, &info, NULL), LDS_OK);
+                lds__load_pread = plain_pread;
+                lds__load_piece_override = 0;
+                assert_int_equal(info.read_threads, t);
+                assert_true(info.checksum_verified);
+                assert_same_index(idx, ref);
+                lds_index_free(idx);
+            }
+    static const unsigned bad[] = {0, 9, 20};
+    for (size_t b = 0; b < 3; b++) {
+        int fd = open(p11, O_RDWR);
+        assert_true(fd >= 0);
+        off_t at = LDS_HEADER_SIZE + (off_t)bad[b] * 65536 + 777;
+        unsigned char byte;
+        assert_int_equal(pread(fd, &byte, 1, at), 1);
+        byte ^= 0x40;
+        assert_int_equal(pwrite(fd, &byte, 1, at), 1);
+        /* the message of a chunk read whole and hashed once (the default) */
+        lds_load_options ow = opts(pool, 2, 0);
+        lds_index *none = NULL;
+        lds_error whole;
+        lds_error_init(&whole);
+        assert_int_equal(lds_load_path(p11, &ow, &none, NULL, &whole), LDS_E_CHECKSUM);
+        lds__load_piece_override = 1000;
+        for (unsigned t = 1; t <= 8; t++) {
+            lds_load_options o = opts(pool, t, 0);
+            lds_index *idx = NULL;
+            lds_error err;
+            lds_error_init(&err);
+            assert_int_equal(lds_load_path(p11, &o, &idx, NULL, &err), LDS_E_CHECKSUM);
+            assert_null(idx);
+            assert_string_equal(err.field, "chunk");
+            assert_int_equal(err.offset, LDS_HEADER_SIZE + (uint64_t)bad[b] * 65536);
+            char want[48];
+            snprintf(want, sizeof want, "checksum of chunk %u (", bad[b]);
+            assert_non_null(strstr(err.message, want));
+            assert_string_equal(err.message, whole.message);
+        }
+        lds__load_piece_override = 0;
+        byte ^= 0x40; /* mended for the next */
+        assert_int_equal(pwrite(fd, &byte, 1, at), 1);
+        close(fd);
+    }
+    lds_index_free(ref);
+    assert_pool_clear(pool);
+    lds_pool_free(pool);
+}
+
 /* madvise(MADV_HUGEPAGE) refused: the load succeeds on 4 KiB pages and says so; not
  * refused, it reports huge pages (where THP is not "never"). */
 static void test_madvise_refused_falls_back(void **state)
@@ -806,6 +884,7 @@ int main(void)
         cmocka_unit_test(test_parallel_cancel_at_random_points),
         cmocka_unit_test(test_parallel_verify_hook),
         cmocka_unit_test(test_parallel_chunked),
+        cmocka_unit_test(test_parallel_chunked_pieces),
         cmocka_unit_test(test_madvise_refused_falls_back),
         cmocka_unit_test(test_streams_keep_one_reader),
     };
