@@ -169,6 +169,21 @@ typedef struct lds_load_options {
      *  readers have ended before the call returns, on every path. hash_thread is not
      *  used. lds_load_info.read_threads tells how many read. */
     uint32_t read_threads;
+    /** lds_load_url only: the number of concurrent HTTP(S) connections that fetch the
+     *  payload, each with Range requests written straight into its slice of the rental
+     *  (docs/adr/0041). Used when the first response is a 200 with a Content-Length,
+     *  Accept-Ranges: bytes and a strong ETag or a Last-Modified (every range is asked
+     *  If-Range that validator and must come back 206 with it and with exactly the
+     *  Content-Range asked), the body is not zstd and the payload is rented; otherwise,
+     *  or when a range is answered 200 (the server ignores ranges), the first response is
+     *  read as one stream. With a format 1.1 file the chunk table is fetched first and
+     *  each range (whole chunks) is verified as it completes. A range dropped mid-body is
+     *  asked again from its byte reached (url.max_resumes times per range). Errors name
+     *  the range and the URL (redacted); on any failure, cancellation or deadline every
+     *  transfer is stopped before the rental goes back. 0 (default) = automatic: 4 for a
+     *  payload of 16 MiB and up, else 1; 1 = one stream; larger values are capped at 16.
+     *  lds_load_info.url_connections tells how many were used. */
+    uint32_t url_connections;
 } lds_load_options;
 
 /** Smallest lds_load_options.size accepted: the struct as first shipped. */
@@ -206,6 +221,8 @@ typedef struct lds_load_info {
     bool huge_pages;          /* the rental is advised for transparent huge pages */
     bool huge_pages_fallback; /* huge pages were wanted for the rental, but THP is "never"
                                  or madvise failed: 4 KiB pages (docs/adr/0029) */
+    uint32_t url_connections; /* lds_load_url: connections that fetched the payload
+                                 (1: one stream; 0 when none was read; docs/adr/0041) */
 } lds_load_info;
 
 /** Smallest lds_load_info.size accepted: the struct as first shipped. */

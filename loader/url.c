@@ -240,6 +240,7 @@ struct lds__url {
     uint64_t length;
     char v_etag[160];
     char v_last_modified[64];
+    bool accept_ranges; /* the first response said Accept-Ranges: bytes */
 
     uint64_t deadline_ns; /* lds__now_ns() past which the transfer stops; 0 = none */
     uint64_t received;    /* body bytes taken, across resumptions */
@@ -335,6 +336,7 @@ static lds_status check_response(lds__url *u)
         u->length = cl >= 0 ? (uint64_t)cl : 0;
         memcpy(u->v_etag, h->etag, sizeof u->v_etag);
         memcpy(u->v_last_modified, h->last_modified, sizeof u->v_last_modified);
+        u->accept_ranges = strcasecmp(h->accept_ranges, "bytes") == 0;
         return LDS_OK;
     }
     /* A resumption: the same file, from the byte reached. */
@@ -701,6 +703,333 @@ uint32_t lds__url_resumes(const lds__url *u)
     return u == NULL ? 0 : u->resumes;
 }
 
+/* ==== Parallel ranged fetch (docs/adr/0041) ====================================== */
+
+/* One transfer of lds__url_fetch_ranges: a range of the body, written where it belongs. */
+typedef struct range_xfer {
+    lds__url *u;
+    lds__url_fetch *f;
+    CURL *easy;
+    bool attached;
+    struct curl_slist *headers;
+    size_t unit;       /* index into f->ranges */
+    uint64_t at;       /* next body byte this transfer writes */
+    uint64_t end;      /* one past the range's last byte */
+    uint32_t resumes;  /* of this range */
+    bool body_started; /* the response was checked at its first body byte */
+    lds__http_headers h;
+    char errbuf[CURL_ERROR_SIZE];
+} range_xfer;
+
+/* The fetch's one failure, first come: later ones are dropped (every transfer stops). */
+static lds_status range_fail(range_xfer *x, lds_status st, const char *field, const char *fmt,
+                             ...) __attribute__((format(printf, 4, 5)));
+
+static lds_status range_fail(range_xfer *x, lds_status st, const char *field, const char *fmt, ...)
+{
+    lds__url_fetch *f = x->f;
+    if (f->failed != LDS_OK)
+        return f->failed;
+    const lds__url_range *r = &f->ranges[x->unit];
+    char what[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    f->failed = lds__error_fill(f->err, st, field, x->at, false, 0, 0, NULL,
+                                "GET %s: range %llu-%llu: %s", x->u->shown,
+                                (unsigned long long)r->offset,
+                                (unsigned long long)(r->offset + r->length - 1), what);
+    return f->failed;
+}
+
+static size_t on_range_header(char *line, size_t size, size_t n, void *ctx)
+{
+    range_xfer *x = ctx;
+    size_t len = size * n;
+    (void)lds__http_header_line(&x->h, line, len);
+    return len;
+}
+
+/* A range's response, before its first body byte: 206, the first response's validator,
+ * exactly the bytes asked (Content-Range and Content-Length), no Content-Encoding. */
+static lds_status check_range_response(range_xfer *x)
+{
+    lds__url *u = x->u;
+    const lds__http_headers *h = &x->h;
+    long code = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    u->status = code;
+    bool strong = strong_etag(u->v_etag);
+    bool same = strong ? strcmp(h->etag, u->v_etag) == 0
+                       : strcmp(h->last_modified, u->v_last_modified) == 0;
+    if (!same)
+        return range_fail(x, LDS_E_IO, strong ? "http.etag" : "http.last_modified",
+                          "the file changed on the server during the transfer (%s %s, then %s)",
+                          strong ? "ETag" : "Last-Modified",
+                          strong ? u->v_etag : u->v_last_modified,
+                          strong ? h->etag : h->last_modified);
+    if (code == 200) {
+        /* The same file, whole: the server ignores Range. The caller reads the first
+         * response as one stream instead. */
+        x->f->no_ranges = true;
+        return range_fail(x, LDS_E_UNSUPPORTED, "http.status",
+                          "HTTP 200 to a Range request: the server ignores ranges");
+    }
+    if (code != 206)
+        return range_fail(x, LDS_E_IO, "http.status", "HTTP %ld to a Range request", code);
+    if (h->content_encoding[0] != '\0' && strcasecmp(h->content_encoding, "identity") != 0)
+        return range_fail(x, LDS_E_UNSUPPORTED, "http.content_encoding",
+                          "the range is sent with Content-Encoding %s", h->content_encoding);
+    uint64_t first = 0, last = 0, total = 0;
+    bool total_known = false;
+    bool ok = lds__http_parse_content_range(h->content_range, &first, &last, &total, &total_known);
+    if (!ok || !total_known || first != x->at || last + 1 != x->end || total != u->length)
+        return range_fail(x, LDS_E_IO, "http.content_range",
+                          "Content-Range '%s' is not the bytes asked (%llu-%llu/%llu)",
+                          h->content_range, (unsigned long long)x->at,
+                          (unsigned long long)(x->end - 1), (unsigned long long)u->length);
+    curl_off_t cl = -1;
+    curl_easy_getinfo(x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+    if (cl < 0 || h->bad_content_length || (uint64_t)cl != x->end - x->at)
+        return range_fail(x, LDS_E_IO, "http.content_length",
+                          "Content-Length %lld for a range of %llu bytes", (long long)cl,
+                          (unsigned long long)(x->end - x->at));
+    return LDS_OK;
+}
+
+static size_t on_range_body(char *p, size_t size, size_t n, void *ctx)
+{
+    range_xfer *x = ctx;
+    size_t len = size * n;
+    if (x->f->failed != LDS_OK)
+        return 0;
+    if (!x->body_started) {
+        if (check_range_response(x) != LDS_OK)
+            return 0; /* libcurl ends the transfer (CURLE_WRITE_ERROR) */
+        x->body_started = true;
+    }
+    if (len > x->end - x->at) {
+        range_fail(x, LDS_E_IO, "http", "more bytes than the range holds");
+        return 0;
+    }
+    memcpy(x->f->dst + (x->at - x->f->dst_at), p, len);
+    x->at += len;
+    x->f->received += len;
+    return len;
+}
+
+/* Asks for x->at..x->end-1, If-Range the first response's validator. */
+static lds_status range_issue(range_xfer *x, CURLM *multi)
+{
+    char range[48], if_range[200];
+    snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)x->at,
+             (unsigned long long)(x->end - 1));
+    snprintf(if_range, sizeof if_range, "If-Range: %s",
+             strong_etag(x->u->v_etag) ? x->u->v_etag : x->u->v_last_modified);
+    curl_slist_free_all(x->headers);
+    x->headers = curl_slist_append(NULL, if_range);
+    if (x->headers == NULL)
+        return range_fail(x, LDS_E_NOMEM, "http", "out of memory");
+    CURLcode s = curl_easy_setopt(x->easy, CURLOPT_RANGE, range);
+    if (s == CURLE_OK)
+        s = curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->headers);
+    if (s != CURLE_OK)
+        return range_fail(x, LDS_E_IO, "http", "libcurl: %s", curl_easy_strerror(s));
+    lds__http_headers_reset(&x->h);
+    x->body_started = false;
+    x->errbuf[0] = '\0';
+    CURLMcode mc = curl_multi_add_handle(multi, x->easy);
+    if (mc != CURLM_OK)
+        return range_fail(x, LDS_E_IO, "http", "libcurl: %s", curl_multi_strerror(mc));
+    x->attached = true;
+    return LDS_OK;
+}
+
+static lds_status range_start(range_xfer *x, CURLM *multi, size_t unit)
+{
+    const lds__url_range *r = &x->f->ranges[unit];
+    x->unit = unit;
+    x->at = r->offset;
+    x->end = r->offset + r->length;
+    x->resumes = 0;
+    return range_issue(x, multi);
+}
+
+/* A transfer ended: the range is complete, resumed from the byte reached, or the fetch
+ * fails naming it. */
+static lds_status range_ended(range_xfer *x, CURLM *multi, CURLcode r, bool *complete)
+{
+    lds__url *u = x->u;
+    *complete = false;
+    if (x->f->failed != LDS_OK)
+        return x->f->failed;
+    if (r == CURLE_OK && x->at == x->end) {
+        *complete = true;
+        return LDS_OK;
+    }
+    long code = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (code != 0)
+        u->status = code;
+    const char *why = x->errbuf[0] != '\0' ? x->errbuf : curl_easy_strerror(r);
+    if (r == CURLE_HTTP_RETURNED_ERROR)
+        return range_fail(x, LDS_E_IO, "http.status", "HTTP %ld", code);
+    bool dropped = r == CURLE_OK || r == CURLE_PARTIAL_FILE || r == CURLE_RECV_ERROR ||
+                   r == CURLE_OPERATION_TIMEDOUT || r == CURLE_GOT_NOTHING ||
+                   r == CURLE_HTTP2_STREAM || r == CURLE_HTTP2;
+    if (!dropped || x->resumes >= u->uo.max_resumes)
+        return range_fail(x, LDS_E_IO, "http", "%s after %llu of its bytes%s",
+                          r == CURLE_OK ? "the response ended early" : why,
+                          (unsigned long long)(x->at - x->f->ranges[x->unit].offset),
+                          !dropped                 ? ""
+                          : u->uo.max_resumes == 0 ? " (resumption is off)"
+                                                   : " (resumptions exhausted)");
+    x->resumes++;
+    x->f->resumes++;
+    return range_issue(x, multi);
+}
+
+static void range_xfer_free(range_xfer *x, CURLM *multi)
+{
+    if (x->attached)
+        curl_multi_remove_handle(multi, x->easy);
+    x->attached = false;
+    if (x->easy != NULL)
+        curl_easy_cleanup(x->easy);
+    curl_slist_free_all(x->headers);
+}
+
+bool lds__url_ranges_ok(const lds__url *u)
+{
+    return u != NULL && u->have_first && u->have_length && u->status == 200 &&
+           u->accept_ranges && u->resumes == 0 &&
+           (strong_etag(u->v_etag) || u->v_last_modified[0] != '\0');
+}
+
+lds_status lds__url_fetch_ranges(lds__url *u, lds__url_fetch *f, lds_error *err)
+{
+    f->err = err;
+    f->failed = LDS_OK;
+    f->no_ranges = false;
+    f->received = 0;
+    f->resumes = 0;
+    f->connections_used = 0;
+    if (f->count == 0)
+        return LDS_OK;
+    unsigned k = f->connections == 0 ? 1 : f->connections;
+    if (k > LDS__URL_CONNECTIONS_MAX)
+        k = LDS__URL_CONNECTIONS_MAX;
+    if (k > f->count)
+        k = (unsigned)f->count;
+    range_xfer xs[LDS__URL_CONNECTIONS_MAX];
+    memset(xs, 0, sizeof xs);
+    CURLM *multi = curl_multi_init();
+    if (multi == NULL)
+        return url_fail(u, err, LDS_E_NOMEM, "http", "cannot create the libcurl handles");
+    lds_status st = LDS_OK;
+    size_t next = 0, complete = 0;
+    for (unsigned i = 0; i < k && st == LDS_OK; i++) {
+        range_xfer *x = &xs[i];
+        x->u = u;
+        x->f = f;
+        x->easy = curl_easy_duphandle(u->easy);
+        CURLcode r = x->easy == NULL ? CURLE_OUT_OF_MEMORY : CURLE_OK;
+#define SET(opt, val)                                                                              \
+    do {                                                                                           \
+        if (r == CURLE_OK)                                                                         \
+            r = curl_easy_setopt(x->easy, opt, val);                                               \
+    } while (0)
+        SET(CURLOPT_WRITEFUNCTION, on_range_body);
+        SET(CURLOPT_WRITEDATA, x);
+        SET(CURLOPT_HEADERFUNCTION, on_range_header);
+        SET(CURLOPT_HEADERDATA, x);
+        SET(CURLOPT_ERRORBUFFER, x->errbuf);
+        SET(CURLOPT_PRIVATE, (char *)x);
+#undef SET
+        if (r != CURLE_OK) {
+            st = url_fail(u, err, LDS_E_NOMEM, "http", "cannot create the libcurl handles");
+            break;
+        }
+        st = range_start(x, multi, next++);
+    }
+    f->connections_used = k;
+    while (st == LDS_OK && f->failed == LDS_OK && complete < f->count) {
+        if (cancelled(u)) {
+            st = url_fail(u, err, LDS_E_CANCELLED, "http",
+                          "cancelled after %llu bytes, %zu of %zu ranges complete",
+                          (unsigned long long)f->received, complete, f->count);
+            break;
+        }
+        int wait_ms = LDS__URL_POLL_MS;
+        if (u->deadline_ns != 0) {
+            uint64_t now = lds__now_ns();
+            if (now >= u->deadline_ns) {
+                /* Name the range that is furthest behind. */
+                range_xfer *slow = NULL;
+                for (unsigned i = 0; i < k; i++)
+                    if (xs[i].attached &&
+                        (slow == NULL || xs[i].end - xs[i].at > slow->end - slow->at))
+                        slow = &xs[i];
+                if (slow != NULL)
+                    st = range_fail(slow, LDS_E_TIMEOUT, "http.timeout",
+                                    "deadline of %u ms passed with %llu of its bytes to come "
+                                    "(%llu of %llu bytes received)",
+                                    u->uo.timeout_ms, (unsigned long long)(slow->end - slow->at),
+                                    (unsigned long long)f->received,
+                                    (unsigned long long)u->length);
+                else
+                    st = url_fail(u, err, LDS_E_TIMEOUT, "http.timeout",
+                                  "deadline of %u ms passed", u->uo.timeout_ms);
+                break;
+            }
+            uint64_t left_ms = (u->deadline_ns - now + 999999u) / 1000000u;
+            if (left_ms < (uint64_t)wait_ms)
+                wait_ms = (int)left_ms;
+        }
+        int running = 0;
+        CURLMcode mc = curl_multi_perform(multi, &running);
+        if (mc != CURLM_OK) {
+            st = url_fail(u, err, LDS_E_IO, "http", "libcurl: %s", curl_multi_strerror(mc));
+            break;
+        }
+        int left = 0;
+        CURLMsg *m;
+        while (st == LDS_OK && (m = curl_multi_info_read(multi, &left)) != NULL) {
+            if (m->msg != CURLMSG_DONE)
+                continue;
+            range_xfer *x = NULL;
+            CURLcode r = m->data.result;
+            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+            curl_multi_remove_handle(multi, x->easy);
+            x->attached = false;
+            bool done = false;
+            st = range_ended(x, multi, r, &done);
+            if (st != LDS_OK || !done)
+                continue;
+            complete++;
+            if (f->done != NULL)
+                st = f->done(f->done_ctx, x->unit, err);
+            if (st == LDS_OK && f->failed == LDS_OK && next < f->count)
+                st = range_start(x, multi, next++);
+        }
+        if (st == LDS_OK && f->failed != LDS_OK)
+            st = f->failed;
+        if (st != LDS_OK)
+            break;
+        if (u->opts->progress != NULL)
+            u->opts->progress(f->received, f->total, u->opts->callback_ctx);
+        if (complete < f->count)
+            (void)curl_multi_poll(multi, NULL, 0, wait_ms, NULL);
+    }
+    /* Every transfer stops here; no callback runs after this. */
+    for (unsigned i = 0; i < k; i++)
+        range_xfer_free(&xs[i], multi);
+    curl_multi_cleanup(multi);
+    u->resumes += f->resumes;
+    return st;
+}
+
 #else /* !LDS_HAVE_CURL */
 
 struct lds__url {
@@ -768,6 +1097,19 @@ uint32_t lds__url_resumes(const lds__url *u)
 {
     (void)u;
     return 0;
+}
+
+bool lds__url_ranges_ok(const lds__url *u)
+{
+    (void)u;
+    return false;
+}
+
+lds_status lds__url_fetch_ranges(lds__url *u, lds__url_fetch *f, lds_error *err)
+{
+    (void)u;
+    (void)f;
+    return lds__load_fail(err, LDS_E_UNSUPPORTED, "url", 0, 0, NULL, "built without libcurl");
 }
 
 #endif

@@ -30,6 +30,17 @@ DIR as /MODE/NAME until it is killed. MODE says how the server behaves:
   redirect      a 302 to /plain/NAME
   auth          as plain behind Basic authentication (user "u", password "p w")
 
+Ranged fetch (several concurrent "bytes=A-B" requests after a first plain GET): in the
+modes below the first Range request of NAME that starts in the middle half of the file
+misbehaves (once); every other request is served as plain.
+
+  rdrop         closes after half of that range's bytes (its resumption is served)
+  rchange       that range's bytes with one flipped, under the same ETag
+  rlie          that range's Content-Range starts one byte later than asked
+  rslowone      that range sends one byte a second (only a deadline ends it)
+  rslow         every Range request sends 1 KiB and then nothing for 60 s
+  norange       Accept-Ranges: bytes, but every request gets 200 and the whole file
+
 Each request is logged on stderr as "MODE NAME RANGE".
 """
 import base64
@@ -136,6 +147,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if mode == "drop-always":
             self.send_range(data, rng, etag, mtime, validators=True, cut=True)
             return
+        if mode in ("rdrop", "rchange", "rlie", "rslowone", "rslow", "norange"):
+            fault = None
+            if rng and mode == "norange":
+                fault = "norange"
+            elif rng and mode == "rslow":
+                fault = "rslow"
+            elif (rng and rng.startswith("bytes=") and
+                  len(data) // 4 <= int(rng[6:].split("-")[0]) < len(data) * 3 // 4 and
+                  first_time((mode, name, "fault"))):
+                fault = mode
+            self.send_range(data, rng, etag, mtime, validators=True, fault=fault)
+            return
         if mode in ("plain", "lm") or (mode == "drop-noval" and not fresh):
             self.send_range(data, rng, None if mode == "lm" else etag, mtime,
                             validators=mode != "drop-noval")
@@ -220,31 +243,51 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         self.send_error(404)
 
-    def send_range(self, data, rng, etag, mtime, validators, cut=False, ignore_if_range=False):
-        start = 0
-        if rng and rng.startswith("bytes=") and rng.endswith("-"):
-            start = int(rng[6:-1])
+    def send_range(self, data, rng, etag, mtime, validators, cut=False, ignore_if_range=False,
+                   fault=None):
+        start, end = 0, len(data)  # [start, end)
+        ranged = False
+        if rng and rng.startswith("bytes=") and fault != "norange":
+            a, _, b = rng[6:].partition("-")
+            start = int(a)
+            end = min(int(b) + 1, len(data)) if b else len(data)
+            ranged = True
         if_range = self.headers.get("If-Range")
         if not ignore_if_range and if_range is not None and if_range not in (etag, mtime):
-            start = 0  # the validator failed: the whole (changed) file
-        if start > 0 and start >= len(data):
+            start, end, ranged = 0, len(data), False  # the validator failed: the whole file
+        if ranged and (start >= len(data) or start >= end):
             self.send_response(416)
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        body = data[start:]
-        self.send_response(206 if start > 0 else 200)
+        body = data[start:end]
+        if fault == "rchange":
+            body = bytes([body[0] ^ 0x55]) + body[1:]
+        self.send_response(206 if ranged else 200)
         self.send_header("Content-Length", str(len(body)))
-        if start > 0:
-            self.send_header("Content-Range", "bytes %d-%d/%d" % (start, len(data) - 1, len(data)))
+        if ranged:
+            shown = start + 1 if fault == "rlie" else start
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (shown, end - 1, len(data)))
         self.send_header("Accept-Ranges", "bytes")
         if validators:
             if etag:
                 self.send_header("ETag", etag)
             self.send_header("Last-Modified", mtime)
         self.end_headers()
-        if cut:
+        if cut or fault == "rdrop":
             self.send_body(body, len(body) // 2)
+            self.drop()
+        elif fault == "rslowone":
+            try:
+                for i in range(len(body)):
+                    self.wfile.write(body[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(1.0)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+        elif fault == "rslow":
+            self.send_body(body, 1024)
+            time.sleep(60)
             self.drop()
         else:
             self.send_body(body)

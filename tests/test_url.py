@@ -75,6 +75,10 @@ def make_fixtures():
     payload = b[64:end]
     with open(os.path.join(SERVE, "unknown.ldsi"), "wb") as f:
         f.write(header + payload)
+    # The ranged-fetch cases: 768 KiB of vectors in 64 KiB chunks (format 1.1: 13 ranges,
+    # the chunk table first), and the same rows in format 1.0.
+    sh(CLIENT, "--write", os.path.join(SERVE, "ranged.ldsi"), "3000", "64", "65536")
+    sh(CLIENT, "--write", os.path.join(SERVE, "ranged10.ldsi"), "3000", "64", "4294967295")
 
 
 make_fixtures()
@@ -447,6 +451,65 @@ def fault_tests():
         check(p.returncode == 1 and "shards[1] (http://127.0.0.1:" in err and
               "checksum differs from the manifest's" in err, err)
 
+    # ---- the ranged fetch (issue 26 item 1, docs/adr/0041) ----
+
+    def test_ranged_fetch_equals_the_file():
+        # 13 chunks and the table: 14 ranges, so at most 14 connections of 16.
+        for k, used in (("2", "2"), ("4", "4"), ("8", "8"), ("16", "14"), ("99", "14")):
+            r = expect_ok("plain", "ranged.ldsi", "--connections", k)
+            check(r["connections"] == used and r["hashed_while_reading"] == "1", f"K={k}: {r}")
+            check(r["resumes"] == "0" and r["http_status"] == "206", f"K={k}: {r}")
+        r = expect_ok("plain", "ranged.ldsi", "--connections", "1")
+        check(r["connections"] == "1" and r["http_status"] == "200", str(r))
+        r = expect_ok("plain", "ranged10.ldsi", "--connections", "4")  # format 1.0
+        check(r["connections"] == "4" and r["verified"] == "1", str(r))
+        r = expect_ok("lm", "ranged.ldsi", "--connections", "4")  # Last-Modified only
+        check(r["connections"] == "4", str(r))
+        # Automatic: one stream below 16 MiB; a zstd body is always one stream.
+        check(expect_ok("plain", "ranged.ldsi")["connections"] == "1", "auto")
+        r = expect_ok("plain", "big.ldsi.zst", "--connections", "4")
+        check(r["connections"] == "1" and r["compressed"] == "1", str(r))
+
+    def test_ranged_drop_resumes_alone():
+        r = expect_ok("rdrop", "ranged.ldsi", "--connections", "4")
+        check(r["resumes"] == "1" and r["connections"] == "4", str(r))
+        r = expect_fail("rdrop", "ranged10.ldsi", "E_IO", "http",
+                        ["range ", "resumption is off"], "--connections", "4",
+                        "--resumes", "0")[0]
+        check(r["connections"] == "4", str(r))
+
+    def test_ranged_changed_bytes_caught_by_the_chunk_checksum():
+        # Same ETag, one byte flipped in one range: that chunk's checksum refuses it.
+        expect_fail("rchange", "ranged.ldsi", "E_CHECKSUM", "chunk",
+                    ["checksum of chunk", "stored", "computed"], "--connections", "4")
+        # Format 1.0: the payload checksum does.
+        expect_fail("rchange", "ranged10.ldsi", "E_CHECKSUM", "checksum", [],
+                    "--connections", "4")
+
+    def test_ranged_server_ignoring_ranges_falls_back_to_one_stream():
+        r = expect_ok("norange", "ranged.ldsi", "--connections", "4")
+        check(r["connections"] == "1" and r["http_status"] == "200", str(r))
+
+    def test_ranged_lying_content_range_refused():
+        expect_fail("rlie", "ranged.ldsi", "E_IO", "http.content_range",
+                    ["range ", "Content-Range 'bytes ", "is not the bytes asked"],
+                    "--connections", "4")
+
+    def test_ranged_cancel_while_8_transfers_run():
+        need_curl()
+        r, secs = client(server().url("rslow", "ranged.ldsi"), "--connections", "8",
+                         "--cancel-after", "1")
+        check(r["status"] == "E_CANCELLED" and "ranges complete" in r["message"], str(r))
+        check(r["connections"] == "8", str(r))
+        check(secs < 10, f"cancelled in {secs:.1f} s")
+        balanced(r, "rslow cancel")
+
+    def test_ranged_slow_range_hits_the_deadline():
+        r, secs = expect_fail("rslowone", "ranged.ldsi", "E_TIMEOUT", "http.timeout",
+                              ["range ", "deadline of 1500 ms passed"], "--connections", "4",
+                              "--timeout", "1500")
+        check(1.4 < secs < 10, f"stopped after {secs:.1f} s")
+
     return {k: v for k, v in locals().items() if k.startswith("test_")}
 
 
@@ -554,6 +617,14 @@ http {{
         check(r["status"] == "E_IO" and "an https URL stays https" in r["message"]
               and "after 0 bytes" in r["message"], str(r))
         print(f"     https to http: {r['message']}")
+
+    def test_nginx_ranged_fetch_equals_the_file():
+        for name in ("ranged.ldsi", "ranged10.ldsi"):
+            for k in ("1", "4", "8"):
+                r, _ = client(url(name), "--file", path_of(name), "--connections", k)
+                check(r["status"] == "OK" and r["same"] == "1" and r["connections"] == k,
+                      f"{name} K={k}: {r}")
+                balanced(r, name)
 
     def test_nginx_404():
         r, _ = client(url("missing.ldsi"))

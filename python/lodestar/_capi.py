@@ -45,7 +45,7 @@ class LoadOptions(_c.Structure):
                 ("ownership", I), ("use_mmap", B), ("populate", B), ("verify_checksum", B),
                 ("hash_while_reading", B), ("cancel", P), ("progress", P),
                 ("callback_ctx", P), ("chunk_bytes", SZ), ("hash_thread", B),
-                ("url", P), ("read_threads", U32)]
+                ("url", P), ("read_threads", U32), ("url_connections", U32)]
 
 
 class UrlOptions(_c.Structure):
@@ -62,7 +62,7 @@ class LoadInfo(_c.Structure):
                 ("payload_bytes", U64), ("declared_bytes", U64), ("stream_bytes", U64),
                 ("capacity_bytes", U64), ("elapsed_ns", U64), ("hashed_on_thread", B),
                 ("http_status", I), ("resumes", U32), ("read_threads", U32),
-                ("huge_pages", B), ("huge_pages_fallback", B)]
+                ("huge_pages", B), ("huge_pages_fallback", B), ("url_connections", U32)]
 
 
 class WriterOptions(_c.Structure):
