@@ -244,7 +244,8 @@ static int print_info_json(const char *file, const lds_index *idx, const lds_loa
 static bool names_manifest(const char *file)
 {
     size_t n = strlen(file);
-    if (strncasecmp(file, "http://", 7) == 0 || strncasecmp(file, "https://", 8) == 0)
+    if (strncasecmp(file, "http://", 7) == 0 || strncasecmp(file, "https://", 8) == 0 ||
+        strncasecmp(file, "s3://", 5) == 0)
         n = strcspn(file, "?#");
     return n > 5 && strncmp(file + n - 5, ".json", 5) == 0;
 }

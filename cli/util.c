@@ -290,7 +290,8 @@ void cli_put_message(FILE *f, const char *s, size_t len)
 
 static bool is_url(const char *s)
 {
-    return strncasecmp(s, "http://", 7) == 0 || strncasecmp(s, "https://", 8) == 0;
+    return strncasecmp(s, "http://", 7) == 0 || strncasecmp(s, "https://", 8) == 0 ||
+           strncasecmp(s, "s3://", 5) == 0;
 }
 
 void cli_set_source(cli_load_request *req, const char *arg)

@@ -228,6 +228,14 @@ struct lds__url {
     char shown[LDS__URL_SHOWN_MAX];
     char errbuf[CURL_ERROR_SIZE];
     bool https;
+    /* S3 (docs/adr/0042): requests signed with AWS Signature V4; an error response's body
+     * is read for its <Code> and <Message> instead of being dropped. */
+    bool s3;
+    char *token_header; /* "x-amz-security-token: ..." (AWS_SESSION_TOKEN), or NULL */
+    bool signed_v4;     /* requests are signed (every handle: see sigv4_options) */
+    bool error_body;    /* the response is an error whose body is being kept */
+    char errbody[2048];
+    size_t errbody_len;
 
     /* The response in progress (reset at each status line). */
     lds__http_headers h;
@@ -370,6 +378,23 @@ static size_t on_body(char *p, size_t size, size_t n, void *ctx)
 {
     lds__url *u = ctx;
     size_t len = size * n;
+    if (!u->body_started && u->s3) {
+        long code = 0;
+        curl_easy_getinfo(u->easy, CURLINFO_RESPONSE_CODE, &code);
+        if (code >= 400) {
+            u->status = code;
+            u->error_body = true;
+            u->body_started = true;
+        }
+    }
+    if (u->error_body) {
+        size_t room = sizeof u->errbody - 1 - u->errbody_len;
+        size_t take = len < room ? len : room;
+        memcpy(u->errbody + u->errbody_len, p, take);
+        u->errbody_len += take;
+        u->errbody[u->errbody_len] = '\0';
+        return len;
+    }
     if (!u->body_started) {
         lds_status st = check_response(u);
         if (st != LDS_OK) {
@@ -417,6 +442,25 @@ static size_t on_body(char *p, size_t size, size_t n, void *ctx)
     return len;
 }
 
+/* The request's own header fields (the session token of a signed S3 request), then
+ * `extra` (NULL: none; then an empty list is NULL too). NULL when out of memory. */
+static struct curl_slist *headers_with(const lds__url *u, const char *extra)
+{
+    struct curl_slist *l = NULL, *t;
+    if (u->token_header != NULL) {
+        if ((l = curl_slist_append(NULL, u->token_header)) == NULL)
+            return NULL;
+    }
+    if (extra != NULL) {
+        if ((t = curl_slist_append(l, extra)) == NULL) {
+            curl_slist_free_all(l);
+            return NULL;
+        }
+        l = t;
+    }
+    return l;
+}
+
 static lds_status set_options(lds__url *u, const char *url)
 {
     CURL *e = u->easy;
@@ -432,7 +476,7 @@ static lds_status set_options(lds__url *u, const char *url)
     SET(CURLOPT_REDIR_PROTOCOLS_STR, u->https ? "https" : "http,https");
     SET(CURLOPT_FOLLOWLOCATION, u->uo.max_redirects > 0 ? 1L : 0L);
     SET(CURLOPT_MAXREDIRS, (long)u->uo.max_redirects);
-    SET(CURLOPT_FAILONERROR, 1L);
+    SET(CURLOPT_FAILONERROR, u->s3 ? 0L : 1L);
     SET(CURLOPT_HTTP_CONTENT_DECODING, 0L);
     SET(CURLOPT_NOSIGNAL, 1L);
     SET(CURLOPT_ERRORBUFFER, u->errbuf);
@@ -471,6 +515,160 @@ static lds_status attach(lds__url *u, lds_error *err)
     return LDS_OK;
 }
 
+/* ==== S3 (docs/adr/0042) ==================================================== */
+
+/* An environment variable's value, NULL when unset or empty. */
+static const char *env(const char *name)
+{
+    const char *v = getenv(name);
+    return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+static const char *s3_region(void)
+{
+    const char *r = env("AWS_REGION");
+    if (r == NULL)
+        r = env("AWS_DEFAULT_REGION");
+    return r != NULL ? r : "us-east-1";
+}
+
+/* The endpoint of S3-compatible stores (path-style), NULL for AWS's own. */
+static const char *s3_endpoint(void)
+{
+    const char *e = env("AWS_ENDPOINT_URL_S3");
+    return e != NULL ? e : env("AWS_ENDPOINT_URL");
+}
+
+/* s3://BUCKET/KEY as the http(s) URL of the object, malloc'd: ENDPOINT/BUCKET/KEY with
+ * AWS_ENDPOINT_URL(_S3), else https://BUCKET.s3.REGION.amazonaws.com/KEY; the key
+ * percent-encoded but for its '/' and RFC 3986's unreserved characters. NULL, with `err`
+ * filled, when the URL names no bucket or no key, or out of memory. */
+static char *s3_http_url(const char *url, const char *shown, lds_error *err)
+{
+    const char *bucket = url + 5;
+    size_t blen = strcspn(bucket, "/?#");
+    if (blen == 0 || bucket[blen] != '/' || bucket[blen + 1] == '\0') {
+        lds__load_fail(err, LDS_E_INVALID_ARG, "url", 0, 0, NULL,
+                       "%s: an s3:// URL names a bucket and a key (s3://BUCKET/KEY)", shown);
+        return NULL;
+    }
+    for (size_t i = 0; i < blen; i++)
+        if (!isalnum((unsigned char)bucket[i]) && bucket[i] != '-' && bucket[i] != '.' &&
+            bucket[i] != '_') {
+            lds__load_fail(err, LDS_E_INVALID_ARG, "url", 0, 0, NULL,
+                           "%s: the bucket name has a character S3 does not allow", shown);
+            return NULL;
+        }
+    const char *key = bucket + blen + 1;
+    const char *endpoint = s3_endpoint();
+    const char *region = s3_region();
+    size_t elen = endpoint != NULL ? strlen(endpoint) : 0;
+    while (elen > 0 && endpoint[elen - 1] == '/')
+        elen--;
+    size_t cap = elen + strlen(region) + blen + 3 * strlen(key) + 64;
+    char *out = malloc(cap);
+    if (out == NULL) {
+        lds__load_fail(err, LDS_E_NOMEM, "url", 0, 0, NULL, "out of memory");
+        return NULL;
+    }
+    int n = endpoint != NULL
+                ? snprintf(out, cap, "%.*s/%.*s/", (int)elen, endpoint, (int)blen, bucket)
+                : snprintf(out, cap, "https://%.*s.s3.%s.amazonaws.com/", (int)blen, bucket,
+                           region);
+    size_t o = n > 0 ? (size_t)n : 0;
+    for (const char *k = key; *k != '\0'; k++) {
+        unsigned char c = (unsigned char)*k;
+        if (isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/')
+            out[o++] = (char)c;
+        else
+            o += (size_t)snprintf(out + o, cap - o, "%%%02X", c);
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* Whether an http(s) URL is an S3 object to sign: AWS's own host, or under the endpoint
+ * override; never a presigned URL (its query carries the signature). */
+static bool s3_host(const char *url)
+{
+    if (strstr(url, "X-Amz-Signature=") != NULL || strstr(url, "x-amz-signature=") != NULL)
+        return false;
+    const char *endpoint = s3_endpoint();
+    if (endpoint != NULL) {
+        size_t n = strlen(endpoint);
+        while (n > 0 && endpoint[n - 1] == '/')
+            n--;
+        if (n > 0 && strncasecmp(url, endpoint, n) == 0 &&
+            (url[n] == '/' || url[n] == '\0'))
+            return true;
+    }
+    const char *auth = strstr(url, "://");
+    if (auth == NULL)
+        return false;
+    auth += 3;
+    size_t alen = strcspn(auth, "/?#");
+    const char *at = memchr(auth, '@', alen);
+    if (at != NULL) {
+        alen -= (size_t)(at + 1 - auth);
+        auth = at + 1;
+    }
+    const char *colon = memchr(auth, ':', alen);
+    if (colon != NULL)
+        alen = (size_t)(colon - auth);
+    static const char aws[] = ".amazonaws.com";
+    return alen > sizeof aws - 1 && strncasecmp(auth + alen - (sizeof aws - 1), aws,
+                                                sizeof aws - 1) == 0;
+}
+
+/* The signing options of one handle. Set on each range's handle too: with libcurl 7.88
+ * a curl_easy_duphandle copy of a signing handle sends signatures S3 servers refuse
+ * (found with tests/http_fault_server.py's sigv4 mode). */
+static CURLcode sigv4_options(CURL *e)
+{
+    char sigv4[128];
+    snprintf(sigv4, sizeof sigv4, "aws:amz:%s:s3", s3_region());
+    CURLcode r = curl_easy_setopt(e, CURLOPT_AWS_SIGV4, sigv4);
+    if (r == CURLE_OK)
+        r = curl_easy_setopt(e, CURLOPT_NETRC, (long)CURL_NETRC_IGNORED);
+    if (r == CURLE_OK)
+        r = curl_easy_setopt(e, CURLOPT_USERNAME, env("AWS_ACCESS_KEY_ID"));
+    if (r == CURLE_OK)
+        r = curl_easy_setopt(e, CURLOPT_PASSWORD, env("AWS_SECRET_ACCESS_KEY"));
+    return r;
+}
+
+/* Signs every request of `u` with AWS Signature V4 (libcurl's CURLOPT_AWS_SIGV4, which
+ * adds x-amz-date and x-amz-content-sha256), the credentials from the environment; the
+ * session token as x-amz-security-token. Nothing when no key is set (an anonymous
+ * request, for public buckets). */
+static lds_status s3_sign(lds__url *u, lds_error *err)
+{
+    const char *id = env("AWS_ACCESS_KEY_ID");
+    const char *secret = env("AWS_SECRET_ACCESS_KEY");
+    const char *token = env("AWS_SESSION_TOKEN");
+    if (id == NULL || secret == NULL)
+        return LDS_OK;
+    CURLcode r = sigv4_options(u->easy);
+    if (r != CURLE_OK)
+        return url_fail(u, err, LDS_E_UNSUPPORTED, "url",
+                        "this libcurl cannot sign requests with AWS Signature V4 (7.75 or "
+                        "later needed): %s",
+                        curl_easy_strerror(r));
+    u->signed_v4 = true;
+    if (token != NULL) {
+        size_t n = strlen(token) + 32;
+        u->token_header = malloc(n);
+        if (u->token_header == NULL)
+            return url_fail(u, err, LDS_E_NOMEM, "url", "out of memory");
+        snprintf(u->token_header, n, "x-amz-security-token: %s", token);
+        u->headers = headers_with(u, NULL);
+        if (u->headers == NULL ||
+            curl_easy_setopt(u->easy, CURLOPT_HTTPHEADER, u->headers) != CURLE_OK)
+            return url_fail(u, err, LDS_E_NOMEM, "url", "out of memory");
+    }
+    return LDS_OK;
+}
+
 lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url **out,
                          lds_error *err)
 {
@@ -481,17 +679,34 @@ lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url
     lds_status st = url_options(opts, &uo, err);
     if (st != LDS_OK)
         return st;
-    bool https = scheme_is(url, "https");
-    if (!https && !scheme_is(url, "http"))
+    bool s3 = scheme_is(url, "s3");
+    char *object = NULL;
+    if (s3) {
+        if ((object = s3_http_url(url, shown, err)) == NULL)
+            return err != NULL ? err->status : LDS_E_INVALID_ARG;
+    }
+    const char *http_url = s3 ? object : url;
+    bool https = scheme_is(http_url, "https");
+    if (!https && !scheme_is(http_url, "http")) {
+        free(object);
         return lds__load_fail(err, LDS_E_INVALID_ARG, "url", 0, 0, NULL,
-                              "%s: not an http:// or https:// URL", shown);
+                              "%s: not an http://, https:// or s3:// URL%s", shown,
+                              s3 ? " (AWS_ENDPOINT_URL is not http:// or https://)" : "");
+    }
+    bool sign = s3 || s3_host(http_url);
     pthread_once(&curl_once, curl_init);
-    if (curl_init_result != CURLE_OK)
+    if (curl_init_result != CURLE_OK) {
+        free(object);
         return lds__load_fail(err, LDS_E_IO, "url", 0, 0, NULL, "libcurl failed to start: %s",
                               curl_easy_strerror(curl_init_result));
+    }
     lds__url *u = calloc(1, sizeof *u);
-    if (u == NULL)
+    if (u == NULL) {
+        free(object);
         return lds__load_fail(err, LDS_E_NOMEM, "url", 0, 0, NULL, "out of memory");
+    }
+    u->s3 = sign;
+    url = http_url;
     memcpy(u->shown, shown, sizeof shown);
     u->uo = uo;
     if (uo.timeout_ms != 0)
@@ -506,11 +721,16 @@ lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url
                               "cannot create the libcurl handles");
     }
     st = set_options(u, url);
+    free(object); /* libcurl keeps its own copy of the URL */
     if (st != LDS_OK) {
         lds__url_close(u);
         return lds__load_fail(err, st, "url", 0, 0, NULL,
                               "this libcurl lacks an option lodestar needs (it needs 7.85 or "
                               "later, with http and https)");
+    }
+    if (sign && (st = s3_sign(u, err)) != LDS_OK) {
+        lds__url_close(u);
+        return st;
     }
     st = attach(u, err);
     if (st != LDS_OK) {
@@ -530,6 +750,7 @@ void lds__url_close(lds__url *u)
     curl_easy_cleanup(u->easy);
     curl_multi_cleanup(u->multi);
     curl_slist_free_all(u->headers);
+    free(u->token_header);
     free(u->spill);
     free(u);
 }
@@ -571,7 +792,7 @@ static lds_status resume_or_fail(lds__url *u, lds_error *err)
     snprintf(if_range, sizeof if_range, "If-Range: %s",
              strong_etag(u->v_etag) ? u->v_etag : u->v_last_modified);
     curl_slist_free_all(u->headers);
-    u->headers = curl_slist_append(NULL, if_range);
+    u->headers = headers_with(u, if_range);
     if (u->headers == NULL)
         return url_fail(u, err, LDS_E_NOMEM, "http", "out of memory");
     CURLcode s = curl_easy_setopt(u->easy, CURLOPT_RANGE, range);
@@ -582,6 +803,37 @@ static lds_status resume_or_fail(lds__url *u, lds_error *err)
     u->resume_at = u->received;
     u->resumes++;
     return attach(u, err);
+}
+
+/* The text of <Tag>...</Tag> in an S3 error body, cut to cap (control bytes dropped). */
+static void xml_field(const char *body, const char *tag, char *out, size_t cap)
+{
+    char open[40], close[40];
+    snprintf(open, sizeof open, "<%s>", tag);
+    snprintf(close, sizeof close, "</%s>", tag);
+    out[0] = '\0';
+    const char *a = strstr(body, open);
+    if (a == NULL)
+        return;
+    a += strlen(open);
+    const char *b = strstr(a, close);
+    size_t n = b != NULL ? (size_t)(b - a) : strlen(a), o = 0;
+    for (size_t i = 0; i < n && o + 1 < cap; i++)
+        if ((unsigned char)a[i] >= 0x20 && a[i] != 0x7f)
+            out[o++] = a[i];
+    out[o] = '\0';
+}
+
+/* An S3 error response, named by the server's own Code and Message (never its other
+ * fields: a SignatureDoesNotMatch body echoes the access key id and the string signed). */
+static lds_status s3_error(lds__url *u, lds_error *err)
+{
+    char code[64], message[120];
+    xml_field(u->errbody, "Code", code, sizeof code);
+    xml_field(u->errbody, "Message", message, sizeof message);
+    return url_fail(u, err, LDS_E_IO, "http.status", "HTTP %ld%s%s%s%s after %llu bytes", u->status,
+                    code[0] ? " " : "", code, message[0] ? ": " : "", message,
+                    (unsigned long long)u->received);
 }
 
 static bool cancelled(const lds__url *u)
@@ -622,6 +874,10 @@ lds_status lds__url_read(lds__url *u, void *buf, size_t cap, size_t *got, lds_er
         }
         if (u->dst_len > 0)
             break;
+        if (u->done && u->error_body) {
+            st = s3_error(u, err);
+            break;
+        }
         if (u->done) {
             /* A response without a body byte (a 3xx not followed, an empty 200) is
              * checked at its end. */
@@ -760,6 +1016,8 @@ static lds_status check_range_response(range_xfer *x)
     long code = 0;
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
     u->status = code;
+    if (code != 200 && code != 206)
+        return range_fail(x, LDS_E_IO, "http.status", "HTTP %ld to a Range request", code);
     bool strong = strong_etag(u->v_etag);
     bool same = strong ? strcmp(h->etag, u->v_etag) == 0
                        : strcmp(h->last_modified, u->v_last_modified) == 0;
@@ -828,7 +1086,7 @@ static lds_status range_issue(range_xfer *x, CURLM *multi)
     snprintf(if_range, sizeof if_range, "If-Range: %s",
              strong_etag(x->u->v_etag) ? x->u->v_etag : x->u->v_last_modified);
     curl_slist_free_all(x->headers);
-    x->headers = curl_slist_append(NULL, if_range);
+    x->headers = headers_with(x->u, if_range);
     if (x->headers == NULL)
         return range_fail(x, LDS_E_NOMEM, "http", "out of memory");
     CURLcode s = curl_easy_setopt(x->easy, CURLOPT_RANGE, range);
@@ -947,6 +1205,8 @@ lds_status lds__url_fetch_ranges(lds__url *u, lds__url_fetch *f, lds_error *err)
         SET(CURLOPT_ERRORBUFFER, x->errbuf);
         SET(CURLOPT_PRIVATE, (char *)x);
 #undef SET
+        if (r == CURLE_OK && u->signed_v4)
+            r = sigv4_options(x->easy);
         if (r != CURLE_OK) {
             st = url_fail(u, err, LDS_E_NOMEM, "http", "cannot create the libcurl handles");
             break;
@@ -1051,9 +1311,9 @@ lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url
         return st;
     char shown[LDS__URL_SHOWN_MAX];
     lds_url_redact(url, shown, sizeof shown);
-    if (!scheme_is(url, "https") && !scheme_is(url, "http"))
+    if (!scheme_is(url, "https") && !scheme_is(url, "http") && !scheme_is(url, "s3"))
         return lds__load_fail(err, LDS_E_INVALID_ARG, "url", 0, 0, NULL,
-                              "%s: not an http:// or https:// URL", shown);
+                              "%s: not an http://, https:// or s3:// URL", shown);
     return lds__load_fail(err, LDS_E_UNSUPPORTED, "url", 0, 0, NULL,
                           "%s: this liblodestar was built without libcurl (meson -Dcurl=disabled "
                           "or libcurl missing), so it cannot load from a URL",

@@ -510,6 +510,72 @@ def fault_tests():
                               "--timeout", "1500")
         check(1.4 < secs < 10, f"stopped after {secs:.1f} s")
 
+    # ---- S3 signing against the fault server's own SigV4 check (issue 26 item 2) ----
+
+    def s3_env(**kw):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update(AWS_ACCESS_KEY_ID="AKIDFAULTSERVER", AWS_SECRET_ACCESS_KEY="FAULTSERVERSECRET",
+                   AWS_REGION="us-east-1",
+                   AWS_ENDPOINT_URL=f"http://127.0.0.1:{server().port}/sigv4")
+        env.update(kw)
+        return {k: v for k, v in env.items() if v is not None}
+
+    def s3_client(url, env, *opts):
+        p = subprocess.run([CLIENT, *opts, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=60, env=env)
+        out = dict(line.partition(" ")[::2] for line in p.stdout.decode().splitlines())
+        return out, p.stdout.decode() + p.stderr.decode()
+
+    def test_s3_signed_requests():
+        """s3://BUCKET/KEY through AWS_ENDPOINT_URL (path-style), signed with SigV4: the
+        server computes the signature itself, so a wrong secret is refused with its error;
+        ranges and the session token are signed too."""
+        need_curl()
+        ranged = path_of("ranged.ldsi")
+        for k in ("1", "4"):
+            for token in (None, "FAULTSERVERTOKEN"):
+                r, _ = s3_client("s3://bucket/ranged.ldsi", s3_env(AWS_SESSION_TOKEN=token),
+                                 "--file", ranged, "--connections", k)
+                check(r["status"] == "OK" and r["same"] == "1" and r["connections"] == k,
+                      f"K={k} token={token}: {r}")
+        # An https-style URL under the endpoint is signed as well.
+        url = f"http://127.0.0.1:{server().port}/sigv4/bucket/ranged.ldsi"
+        r, _ = s3_client(url, s3_env(), "--file", ranged)
+        check(r["status"] == "OK" and r["same"] == "1", str(r))
+        # ... but not without the endpoint override (another host: not S3).
+        r, _ = s3_client(url, s3_env(AWS_ENDPOINT_URL=None))
+        check(r["status"] == "E_IO" and "HTTP 403" in r["message"], str(r))
+        for env, code in ((s3_env(AWS_SECRET_ACCESS_KEY="wrong"), "SignatureDoesNotMatch"),
+                          (s3_env(AWS_ACCESS_KEY_ID="AKIDOTHER"), "InvalidAccessKeyId"),
+                          (s3_env(AWS_SESSION_TOKEN="stale"), "InvalidToken"),
+                          (s3_env(AWS_ACCESS_KEY_ID=None), "AccessDenied")):
+            r, _ = s3_client("s3://bucket/ranged.ldsi", env, "--connections", "4")
+            check(r["status"] == "E_IO" and r["field"] == "http.status" and
+                  f"HTTP 403 {code}: " in r["message"] and
+                  r["message"].startswith("GET s3://bucket/ranged.ldsi: "), f"{code}: {r}")
+            balanced(r, code)
+            print(f"     {code}: {r['message']}")
+        r, _ = s3_client("s3://bucket", s3_env())
+        check(r["status"] == "E_INVALID_ARG" and "s3://BUCKET/KEY" in r["message"], str(r))
+
+    def test_s3_credentials_never_shown():
+        need_curl()
+        secrets = ("AKIDFAULTSERVER", "FAULTSERVERSECRET", "FAULTSERVERTOKEN", "wrongsecret")
+        env = s3_env(AWS_SESSION_TOKEN="FAULTSERVERTOKEN")
+        bad = s3_env(AWS_SESSION_TOKEN="FAULTSERVERTOKEN", AWS_SECRET_ACCESS_KEY="wrongsecret")
+        runs = []
+        for e in (env, bad):
+            runs.append(s3_client("s3://bucket/ranged.ldsi", e, "--connections", "4")[1])
+            runs.append(s3_client("s3://bucket/missing.ldsi", e)[1])
+            for cmd in (["info"], ["info", "--json"], ["verify"], ["get", "--row", "0"]):
+                p = subprocess.run([LODESTAR, *cmd, "s3://bucket/ranged.ldsi"], env=e,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+                runs.append(p.stdout.decode() + p.stderr.decode())
+        check("status OK" in runs[0] and "HTTP 403 SignatureDoesNotMatch" in runs[6], runs)
+        for out in runs:
+            for word in secrets:
+                check(word not in out, f"{word} shown: {out}")
+
     return {k: v for k, v in locals().items() if k.startswith("test_")}
 
 

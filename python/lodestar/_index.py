@@ -899,7 +899,7 @@ def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, p
          timeout=None, progress=None, read_threads=0, url_connections=0):
     """Loads an index and returns an Index.
 
-    source: a path (str or os.PathLike); an "http://" or "https://" URL (str, loaded
+    source: a path (str or os.PathLike); an "http://", "https://" or "s3://" URL (str, loaded
     with lds_load_url: Content-Length cross-checked, dropped transfers resumed); a bytes-like object (the memory path, never
     pooled: a `bytes` object is borrowed, anything else is copied since it could change
     under the index); or a binary file object, read from its current position: through
@@ -973,7 +973,7 @@ def explain_source(source, exc):
     """Raises `exc` (a BadMagicError or TruncatedError of loading `source`) with what
     the file is and what to do with it, when `source` is a path or bytes of a kind
     lds_import_sniff knows; returns (leaving the caller to raise) otherwise."""
-    if isinstance(source, str) and source.lower().startswith(("http://", "https://")):
+    if isinstance(source, str) and source.lower().startswith(("http://", "https://", "s3://")):
         return
     name = None
     try:
@@ -1024,7 +1024,7 @@ def from_source(source, mmap, info, borrow_bytes, *, path, url, fd, memory, call
     when borrow_bytes, else every memory source is copied. Returns (status, what to
     keep alive: the borrowed array, or None); an exception raised by a file object's
     read is raised again here."""
-    if isinstance(source, str) and source.lower().startswith(("http://", "https://")):
+    if isinstance(source, str) and source.lower().startswith(("http://", "https://", "s3://")):
         return url(_cstr(source, "url")), None
     if isinstance(source, (str, os.PathLike)):
         return path(_cstr(source, "path")), None
