@@ -447,9 +447,20 @@ static size_t on_body(char *p, size_t size, size_t n, void *ctx)
 static struct curl_slist *headers_with(const lds__url *u, const char *extra)
 {
     struct curl_slist *l = NULL, *t;
-    if (u->token_header != NULL) {
-        if ((l = curl_slist_append(NULL, u->token_header)) == NULL)
+    if (u->signed_v4) {
+        /* Required by S3 on every SigV4 request, and not added by libcurl 7.88: the
+         * SHA-256 of the empty body of a GET (the hash libcurl signs for it). */
+        if ((l = curl_slist_append(NULL, "x-amz-content-sha256: "
+                                         "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991"
+                                         "b7852b855")) == NULL)
             return NULL;
+    }
+    if (u->token_header != NULL) {
+        if ((t = curl_slist_append(l, u->token_header)) == NULL) {
+            curl_slist_free_all(l);
+            return NULL;
+        }
+        l = t;
     }
     if (extra != NULL) {
         if ((t = curl_slist_append(l, extra)) == NULL) {
@@ -638,8 +649,8 @@ static CURLcode sigv4_options(CURL *e)
 }
 
 /* Signs every request of `u` with AWS Signature V4 (libcurl's CURLOPT_AWS_SIGV4, which
- * adds x-amz-date and x-amz-content-sha256), the credentials from the environment; the
- * session token as x-amz-security-token. Nothing when no key is set (an anonymous
+ * adds x-amz-date; x-amz-content-sha256 is ours), the credentials from the environment;
+ * the session token as x-amz-security-token. Nothing when no key is set (an anonymous
  * request, for public buckets). */
 static lds_status s3_sign(lds__url *u, lds_error *err)
 {
@@ -661,11 +672,11 @@ static lds_status s3_sign(lds__url *u, lds_error *err)
         if (u->token_header == NULL)
             return url_fail(u, err, LDS_E_NOMEM, "url", "out of memory");
         snprintf(u->token_header, n, "x-amz-security-token: %s", token);
-        u->headers = headers_with(u, NULL);
-        if (u->headers == NULL ||
-            curl_easy_setopt(u->easy, CURLOPT_HTTPHEADER, u->headers) != CURLE_OK)
-            return url_fail(u, err, LDS_E_NOMEM, "url", "out of memory");
     }
+    u->headers = headers_with(u, NULL);
+    if (u->headers == NULL ||
+        curl_easy_setopt(u->easy, CURLOPT_HTTPHEADER, u->headers) != CURLE_OK)
+        return url_fail(u, err, LDS_E_NOMEM, "url", "out of memory");
     return LDS_OK;
 }
 
