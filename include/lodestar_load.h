@@ -446,10 +446,21 @@ LDS_API bool lds_url_supported(void);
 LDS_API char *lds_url_redact(const char *url, char *buf, size_t cap);
 
 /**
- * Loads the index at an http:// or https:// `url` through libcurl, streaming
+ * Loads the index at an http://, https:// or s3:// `url` through libcurl, streaming
  * it into the pooled buffer with the invariants of every other source (see
  * the common tail above); a zstd body is decoded on the fly. The transfer:
  *
+ * - Connections: a server that allows ranges is asked for the payload with
+ *   options.url_connections concurrent Range requests (see that field; ADR 0041).
+ * - S3: s3://BUCKET/KEY is ENDPOINT/BUCKET/KEY with AWS_ENDPOINT_URL_S3 or
+ *   AWS_ENDPOINT_URL set (path-style), else https://BUCKET.s3.REGION.amazonaws.com/KEY.
+ *   Those, and http(s) URLs under that endpoint or on *.amazonaws.com (not presigned),
+ *   are signed with AWS Signature V4 (libcurl's CURLOPT_AWS_SIGV4) when
+ *   AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are set; AWS_SESSION_TOKEN is sent as
+ *   x-amz-security-token; REGION is AWS_REGION, AWS_DEFAULT_REGION or us-east-1. An S3
+ *   error is LDS_E_IO, field "http.status", naming the server's Code and Message only.
+ *   The credentials are read from the environment at each call and never shown.
+ *   LDS_E_INVALID_ARG for an s3:// URL without a bucket or key (ADR 0042).
  * - Length: the response's Content-Length, when present, is the transport's
  *   length. It is cross-checked against the header's declared length after
  *   the first 64 bytes and before anything is rented: a Content-Length below
@@ -478,12 +489,12 @@ LDS_API char *lds_url_redact(const char *url, char *buf, size_t cap);
  *   every 50 ms while waiting for the network; progress as for any source.
  * - Deadline: lds_url_options.timeout_ms bounds the whole call's transfer
  *   (LDS_E_TIMEOUT, field "http.timeout").
- * - Other statuses: LDS_E_TIMEOUT (the deadline above), LDS_E_INVALID_ARG (url NULL, a scheme other than http or
- *   https, options.url->size), LDS_E_UNSUPPORTED (built without libcurl:
+ * - Other statuses: LDS_E_TIMEOUT (the deadline above), LDS_E_INVALID_ARG (url NULL, a scheme other than http,
+ *   https or s3, options.url->size), LDS_E_UNSUPPORTED (built without libcurl:
  *   lds_url_supported() is false), and those of the common tail.
  *
- * lds_load_info.http_status and .resumes report the last response's status
- * and the resumptions made. Thread-safe (each call has its own libcurl
+ * lds_load_info.http_status, .resumes and .url_connections report the last response's
+ * status, the resumptions made and the connections that fetched. Thread-safe (each call has its own libcurl
  * handles; libcurl's global init runs once).
  */
 LDS_API lds_status lds_load_url(const char *url, const lds_load_options *opts, lds_index **out,
