@@ -1137,6 +1137,10 @@ static lds_status range_ended(range_xfer *x, CURLM *multi, CURLcode r, bool *com
         *complete = true;
         return LDS_OK;
     }
+    /* A response without a body byte (a 416, an error without a body) is checked now, so
+       that its status is named rather than retried as a drop. */
+    if (r == CURLE_OK && !x->body_started && check_range_response(x) != LDS_OK)
+        return x->f->failed;
     long code = 0;
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
     if (code != 0)
@@ -1225,8 +1229,20 @@ lds_status lds__url_fetch_ranges(lds__url *u, lds__url_fetch *f, lds_error *err)
         st = range_start(x, multi, next++);
     }
     f->connections_used = k;
+    /* cancel and progress (callbacks into the caller, Python's among them) are called once
+       a MiB has arrived or 50 ms have passed, not at every wake-up of the loop. */
+    uint64_t asked_at = 0, asked_ns = 0;
     while (st == LDS_OK && f->failed == LDS_OK && complete < f->count) {
-        if (cancelled(u)) {
+        uint64_t now_ns = lds__now_ns();
+        bool ask = f->received - asked_at >= ((uint64_t)1 << 20) || asked_ns == 0 ||
+                   now_ns - asked_ns >= (uint64_t)LDS__URL_POLL_MS * 1000000u;
+        if (ask) {
+            asked_at = f->received;
+            asked_ns = now_ns;
+            if (u->opts->progress != NULL)
+                u->opts->progress(f->received, f->total, u->opts->callback_ctx);
+        }
+        if (ask && cancelled(u)) {
             st = url_fail(u, err, LDS_E_CANCELLED, "http",
                           "cancelled after %llu bytes, %zu of %zu ranges complete",
                           (unsigned long long)f->received, complete, f->count);
@@ -1288,8 +1304,6 @@ lds_status lds__url_fetch_ranges(lds__url *u, lds__url_fetch *f, lds_error *err)
             st = f->failed;
         if (st != LDS_OK)
             break;
-        if (u->opts->progress != NULL)
-            u->opts->progress(f->received, f->total, u->opts->callback_ctx);
         if (complete < f->count)
             (void)curl_multi_poll(multi, NULL, 0, wait_ms, NULL);
     }
@@ -1298,6 +1312,8 @@ lds_status lds__url_fetch_ranges(lds__url *u, lds__url_fetch *f, lds_error *err)
         range_xfer_free(&xs[i], multi);
     curl_multi_cleanup(multi);
     u->resumes += f->resumes;
+    if (st == LDS_OK && u->opts->progress != NULL)
+        u->opts->progress(f->received, f->total, u->opts->callback_ctx);
     return st;
 }
 

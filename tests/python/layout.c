@@ -45,6 +45,7 @@ int main(void)
     FIELD(lds_load_options, hash_thread);
     FIELD(lds_load_options, url);
     FIELD(lds_load_options, read_threads);
+    FIELD(lds_load_options, url_connections);
 
     SIZE(lds_url_options);
     FIELD(lds_url_options, size);
@@ -77,6 +78,7 @@ int main(void)
     FIELD(lds_load_info, read_threads);
     FIELD(lds_load_info, huge_pages);
     FIELD(lds_load_info, huge_pages_fallback);
+    FIELD(lds_load_info, url_connections);
 
     SIZE(lds_writer_options);
     FIELD(lds_writer_options, size);
