@@ -1,16 +1,25 @@
 #!/usr/bin/env python3
-"""Loading an index from a URL on loopback against loading it from the file (ADR 0019).
+"""Loading an index from a URL on loopback against loading it from the file (ADR 0019,
+0041).
 
 usage: /usr/bin/python3 bench/load_url.py [--dry] [--index FILE] [--rounds N] [--rows N]
+           [--connections 1,2,4,8] [--generate-mib N] [--scratch DIR] [--no-processes]
 
 Serves the index's directory with nginx on 127.0.0.1 (Python's http.server when nginx
-is not installed; the output says which), then, in interleaved rounds (the order
-rotates each round):
+is not installed; the output says which; nginx with one worker process per CPU, as an
+object store serves each connection from its own backend), then, in interleaved rounds
+(the order rotates each round):
 
-  in one process (the ctypes package): lodestar.load(URL) vs lodestar.load(FILE), both
-  read into the pool with the checksum verified;
-  as whole processes: `lodestar info URL`, `lodestar info FILE`, and
-  `curl -s -o TMP URL && lodestar info TMP` (download first, then load).
+  in one process (the ctypes package): lodestar.load(URL, url_connections=K) for each K
+  of --connections vs lodestar.load(FILE), all read into the pool with the checksum
+  verified (format 1.1: every chunk);
+  as whole processes (the first index only; --no-processes: none): `lodestar info URL`,
+  `lodestar info FILE`, and `curl -s -o TMP URL && lodestar info TMP`.
+
+--generate-mib N (default 1024 when not --dry): also a generated index of about N MiB
+(random f32 rows of 1024 dimensions, no keys, format 1.1), written with the package into
+--scratch DIR (default a temporary folder) and deleted at the end; its table follows
+GloVe's.
 
 Prints median/min/max wall time per alternative, the ratios of medians to the file,
 and, for the processes, minor page faults and peak RSS (wait4, so the curl+lodestar
@@ -71,7 +80,8 @@ def start_server(root, work):
         conf = os.path.join(prefix, "nginx.conf")
         with open(conf, "w") as f:
             f.write(f"""daemon off;
-master_process off;
+master_process on;
+worker_processes {os.cpu_count()};
 error_log {prefix}/error.log;
 pid {prefix}/nginx.pid;
 events {{ worker_connections 64; }}
@@ -116,20 +126,61 @@ def summary(xs):
     return statistics.median(xs), min(xs), max(xs)
 
 
+def machine():
+    cpu = "?"
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+            if line.startswith("Model name:"):
+                cpu = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return cpu
+
+
+def generate(path, mib):
+    """About `mib` MiB of random f32 rows of 1024 dimensions, in blocks (bounded memory)."""
+    import numpy as np
+    rows = max(1, (mib << 20) // 4096)
+    rng = np.random.default_rng(11)
+    lodestar.write(path, rng.standard_normal((rows, 1024), dtype=np.float32), metric="dot")
+
+
+def inprocess(index, url, ks, rounds):
+    """{name: [seconds]} for the file and each K, interleaved, order rotating."""
+    names = ["file"] + ["K=%d" % k for k in ks]
+    out = {n: [] for n in names}
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for n in order:
+            k = None if n == "file" else int(n[2:])
+            t0 = time.perf_counter()
+            with (lodestar.load(index) if k is None else
+                  lodestar.load(url, url_connections=k)) as ix:
+                assert ix.checksum_verified
+            out[n].append(time.perf_counter() - t0)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dry", action="store_true")
     ap.add_argument("--index")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--rows", type=int, default=20000)
+    ap.add_argument("--connections", default="1,2,4,8")
+    ap.add_argument("--generate-mib", type=int, default=None)
+    ap.add_argument("--scratch")
+    ap.add_argument("--no-processes", action="store_true")
     ap.add_argument("--json", help="also write the rows' per-round samples (ms) as JSON to this "
                                    "file (scripts/adr-check.sh)")
     a = ap.parse_args()
     if not os.access(GNU_TIME, os.X_OK):
         raise SystemExit("bench/load_url.py needs GNU time (apt-get install time)")
     rounds = 2 if a.dry else a.rounds
+    ks = [int(k) for k in a.connections.split(",")]
+    gen_mib = a.generate_mib if a.generate_mib is not None else (0 if a.dry else 1024)
     cli = os.path.join(BUILD, "cli", "lodestar")
-    work = tempfile.mkdtemp(prefix="lodestar-load-url-")
+    work = tempfile.mkdtemp(prefix="lodestar-load-url-", dir=a.scratch)
     try:
         index = a.index
         glove = os.path.join(TOP, ".cache", "glove", "glove-100d.ldsi")
@@ -146,70 +197,82 @@ def main():
             index = os.path.join(work, "ref.ldsi")
             subprocess.run([cli, "pack", "--format", "glove", text, index], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        index = os.path.abspath(index)
-        srv, port, server_name = start_server(os.path.dirname(index), work)
-        url = f"http://127.0.0.1:{port}/{os.path.basename(index)}"
+        serve = os.path.join(work, "serve")
+        os.mkdir(serve)
+        # nginx's workers run as an unprivileged user when started by root.
+        os.chmod(work, 0o755)
+        indexes = [os.path.abspath(index)]
+        os.symlink(indexes[0], os.path.join(serve, "a.ldsi"))
+        if gen_mib > 0:
+            big = os.path.join(serve, "generated.ldsi")
+            generate(big, gen_mib)
+            os.chmod(big, 0o644)
+            indexes.append(big)
+        srv, port, server_name = start_server(serve, work)
+        urls = [f"http://127.0.0.1:{port}/{os.path.basename(i) if i.startswith(serve) else 'a.ldsi'}"
+                for i in indexes]
         tmp = os.path.join(work, "downloaded.ldsi")
         curl = shutil.which("curl")
+        results = []
+        procs = {}
         try:
-            inproc = {"url": [], "file": []}
-            procs = {"info URL": [], "info FILE": []}
-            if curl:
-                procs["curl -o + info"] = []
-            cmds = {"info URL": [cli, "info", url], "info FILE": [cli, "info", index],
-                    "curl -o + info": ["sh", "-c", f'"{curl}" -s -o "{tmp}" "{url}" && '
-                                       f'"{cli}" info "{tmp}" && rm -f "{tmp}"']}
-            for r in range(rounds):
-                order = list(inproc)[r % 2:] + list(inproc)[:r % 2]
-                for k in order:
-                    t0 = time.perf_counter()
-                    with lodestar.load(url if k == "url" else index) as ix:
-                        assert ix.checksum_verified
-                    inproc[k].append(time.perf_counter() - t0)
-                names = list(procs)
-                names = names[r % len(names):] + names[:r % len(names)]
-                for k in names:
-                    procs[k].append(run_process(cmds[k], work))
+            for i, (index, url) in enumerate(zip(indexes, urls)):
+                results.append(inprocess(index, url, ks, rounds))
+                if i > 0 or a.no_processes:
+                    continue
+                procs = {"info URL": [], "info FILE": []}
+                if curl:
+                    procs["curl -o + info"] = []
+                cmds = {"info URL": [cli, "info", url], "info FILE": [cli, "info", index],
+                        "curl -o + info": ["sh", "-c", f'"{curl}" -s -o "{tmp}" "{url}" && '
+                                           f'"{cli}" info "{tmp}" && rm -f "{tmp}"']}
+                for r in range(rounds):
+                    names = list(procs)
+                    names = names[r % len(names):] + names[:r % len(names)]
+                    for k in names:
+                        procs[k].append(run_process(cmds[k], work))
         finally:
             srv.terminate()
             srv.wait(timeout=10)
-        size = os.path.getsize(index)
-        cpu = "?"
-        try:
-            for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-                if line.startswith("Model name:"):
-                    cpu = line.split(":", 1)[1].strip()
-        except OSError:
-            pass
-        print(f"index {index} ({size} bytes), server {server_name} on 127.0.0.1, "
-              f"{rounds} interleaved rounds")
-        print(f"machine: {cpu}, load average {os.getloadavg()[0]:.2f} at the end")
-        print("in one process (ms: median min max, ratio of medians to the file)")
-        base = statistics.median(inproc["file"])
-        for k, xs in inproc.items():
-            m, lo, hi = summary(xs)
-            print(f"  lodestar.load({k:4s})  {m * 1e3:9.2f} {lo * 1e3:9.2f} {hi * 1e3:9.2f}"
-                  f"  x{m / base:.2f}")
-        print("whole processes (ms: median min max, ratio; minor faults and peak RSS KiB, "
-              "medians)")
-        base = statistics.median(x[0] for x in procs["info FILE"])
-        for k, xs in procs.items():
-            m, lo, hi = summary([x[0] for x in xs])
-            flt = statistics.median(x[1] for x in xs)
-            rss = statistics.median(x[2] for x in xs)
-            print(f"  {k:16s} {m * 1e3:9.2f} {lo * 1e3:9.2f} {hi * 1e3:9.2f}  x{m / base:.2f}"
-                  f"  faults {flt:8.0f}  rss {rss:8.0f}")
-        if a.json:
-            rows = [{"table": "in one process", "name": "lodestar.load(%s)" % k, "unit": "ms",
-                     "median": statistics.median(xs) * 1e3, "min": min(xs) * 1e3,
-                     "max": max(xs) * 1e3, "samples": [x * 1e3 for x in xs]}
-                    for k, xs in inproc.items()]
+        cpu = machine()
+        print(f"server {server_name} on 127.0.0.1, {rounds} interleaved rounds")
+        print(f"machine: {cpu}, {os.cpu_count()} cpus, load average "
+              f"{' '.join('%.2f' % x for x in os.getloadavg())} at the end")
+        rows = []
+        for n, (index, res) in enumerate(zip(indexes, results)):
+            size = os.path.getsize(index)
+            print(f"index {index if index != indexes[-1] or gen_mib == 0 else 'generated'} "
+                  f"({size} bytes): in one process (ms: median min max, ratio of medians to "
+                  f"the file)")
+            base = statistics.median(res["file"])
+            for k, xs in res.items():
+                m, lo, hi = summary(xs)
+                name = "lodestar.load(FILE)" if k == "file" else f"lodestar.load(URL, {k})"
+                print(f"  {name:28s} {m * 1e3:9.2f} {lo * 1e3:9.2f} {hi * 1e3:9.2f}"
+                      f"  x{m / base:.2f}")
+                rows.append({"table": "in one process, %s index" % ("first" if n == 0
+                                                                      else "generated"),
+                             "index": os.path.basename(index),
+                             "bytes": size, "name": name, "unit": "ms",
+                             "median": m * 1e3, "min": lo * 1e3, "max": hi * 1e3,
+                             "samples": [x * 1e3 for x in xs]})
+        if procs:
+            print("whole processes, first index (ms: median min max, ratio; minor faults and "
+                  "peak RSS KiB, medians)")
+            base = statistics.median(x[0] for x in procs["info FILE"])
+            for k, xs in procs.items():
+                m, lo, hi = summary([x[0] for x in xs])
+                flt = statistics.median(x[1] for x in xs)
+                rss = statistics.median(x[2] for x in xs)
+                print(f"  {k:16s} {m * 1e3:9.2f} {lo * 1e3:9.2f} {hi * 1e3:9.2f}  "
+                      f"x{m / base:.2f}  faults {flt:8.0f}  rss {rss:8.0f}")
             rows += [{"table": "whole processes", "name": k, "unit": "ms",
                       "median": statistics.median(x[0] for x in xs) * 1e3,
                       "min": min(x[0] for x in xs) * 1e3, "max": max(x[0] for x in xs) * 1e3,
                       "samples": [x[0] * 1e3 for x in xs],
                       "page_fault_samples": [x[1] for x in xs]}
                      for k, xs in procs.items()]
+        if a.json:
             with open(a.json, "w", encoding="utf-8") as f:
                 json.dump({"subcommand": "load-url", "dry": a.dry,
                            "machine": "%s, %d cpus" % (cpu, os.cpu_count()), "rows": rows}, f,

@@ -172,6 +172,9 @@ extern bool cli_quiet;
 /* --timeout in milliseconds (lds_url_options.timeout_ms of every URL load); 0 = none. */
 extern uint32_t cli_timeout_ms;
 
+/* --url-connections (lds_load_options.url_connections of every URL load); 0 = automatic. */
+extern uint32_t cli_url_connections;
+
 /* The progress line: on standard error only, only when it is a terminal and --quiet is
    not given, and only once the work has taken more than a second; redrawn at most five
    times a second as "WHAT: 42% (1.5 MiB of 3.6 MiB, 2 s)", erased by cli_progress_end. */

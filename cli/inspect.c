@@ -144,6 +144,8 @@ static void print_info_text(const char *file, const lds_index *idx, const lds_lo
     printf("load time:  %.3f ms\n", elapsed_ms(info));
     if (info->read_threads > 1)
         printf("readers:    %" PRIu32 " threads\n", info->read_threads);
+    if (info->url_connections > 1)
+        printf("fetched by: %" PRIu32 " connections\n", info->url_connections);
     if (info->huge_pages || info->huge_pages_fallback)
         printf("pages:      %s\n", info->huge_pages ? "huge (transparent huge pages advised)"
                                                     : "4 KiB (huge pages not available)");
@@ -215,6 +217,8 @@ static int print_info_json(const char *file, const lds_index *idx, const lds_loa
         json_object_object_add(load, "mmap_not_used", json_object_new_string(why));
     json_object_object_add(load, "elapsed_ns", json_object_new_uint64(info->elapsed_ns));
     json_object_object_add(load, "read_threads", json_object_new_uint64(info->read_threads));
+    json_object_object_add(load, "url_connections",
+                           json_object_new_uint64(info->url_connections));
     json_object_object_add(load, "huge_pages", json_object_new_boolean(info->huge_pages));
     json_object_object_add(load, "huge_pages_fallback",
                            json_object_new_boolean(info->huge_pages_fallback));
@@ -240,7 +244,8 @@ static int print_info_json(const char *file, const lds_index *idx, const lds_loa
 static bool names_manifest(const char *file)
 {
     size_t n = strlen(file);
-    if (strncasecmp(file, "http://", 7) == 0 || strncasecmp(file, "https://", 8) == 0)
+    if (strncasecmp(file, "http://", 7) == 0 || strncasecmp(file, "https://", 8) == 0 ||
+        strncasecmp(file, "s3://", 5) == 0)
         n = strcspn(file, "?#");
     return n > 5 && strncmp(file + n - 5, ".json", 5) == 0;
 }

@@ -30,6 +30,8 @@ static const char usage_text[] =
     "options of every command:\n"
     "  --timeout SECONDS  give up a load from an http(s):// URL that has not ended after\n"
     "                     SECONDS (default 3600; 0: never), whatever its rate\n"
+    "  --url-connections N  fetch an http(s):// index with N concurrent Range requests\n"
+    "                     (0: automatic, the default; 1: one stream; at most 16)\n"
     "  --quiet            no progress line (shown on a terminal's standard error only,\n"
     "                     for work that takes more than a second)\n"
     "\n"
@@ -38,7 +40,7 @@ static const char usage_text[] =
     "a killed process (SIGKILL) may be deleted once process PID is gone.\n"
     "Exit status: 0 success, 1 failure, 2 usage error.\n";
 
-/* Takes --quiet and --timeout SECONDS (or --timeout=SECONDS) out of the command's
+/* Takes --quiet, --url-connections N and --timeout SECONDS (or --timeout=SECONDS) out of the command's
    arguments (argv[1..argc), up to a "--"); returns the new argc, or -1 after a usage error
    naming `prog`. */
 static int take_common_options(const char *prog, int argc, char **argv)
@@ -57,6 +59,16 @@ static int take_common_options(const char *prog, int argc, char **argv)
             continue;
         }
         const char *v = NULL;
+        if (strcmp(a, "--url-connections") == 0 || strncmp(a, "--url-connections=", 18) == 0) {
+            const char *n = a[17] == '=' ? a + 18 : i + 1 < argc ? argv[++i] : NULL;
+            uint64_t k = 0;
+            if (n == NULL || !cli_parse_u64(n, &k) || k > 16) {
+                cli_usage_error(prog, "--url-connections wants a count from 0 (automatic) to 16");
+                return -1;
+            }
+            cli_url_connections = (uint32_t)k;
+            continue;
+        }
         if (strcmp(a, "--timeout") == 0) {
             if (i + 1 >= argc) {
                 cli_usage_error(prog, "--timeout wants a number of seconds");

@@ -7,6 +7,7 @@
 
 bool cli_quiet = false;
 uint32_t cli_timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
+uint32_t cli_url_connections = 0;
 
 /* The line starts after this long, and is redrawn at most this often. */
 #define CLI_PROGRESS_AFTER_S 1.0

@@ -660,6 +660,7 @@ int cli_verify_manifest(const char *mpath)
     lds_url_options_default(&uo);
     uo.timeout_ms = cli_timeout_ms;
     lo.url = &uo;
+    lo.url_connections = cli_url_connections;
     lds_manifest_options mo;
     lds_manifest_options_default(&mo);
     mo.load = &lo;

@@ -290,7 +290,8 @@ void cli_put_message(FILE *f, const char *s, size_t len)
 
 static bool is_url(const char *s)
 {
-    return strncasecmp(s, "http://", 7) == 0 || strncasecmp(s, "https://", 8) == 0;
+    return strncasecmp(s, "http://", 7) == 0 || strncasecmp(s, "https://", 8) == 0 ||
+           strncasecmp(s, "s3://", 5) == 0;
 }
 
 void cli_set_source(cli_load_request *req, const char *arg)
@@ -312,6 +313,7 @@ static lds_status load(const cli_load_request *req, lds_index **out, lds_load_in
         opts.use_mmap = req->mmap != 0;
     opts.max_payload_bytes = req->max_payload ? req->max_payload : cli_default_max_payload();
     opts.read_threads = req->read_threads;
+    opts.url_connections = cli_url_connections;
     lds_url_options uo;
     lds_url_options_default(&uo);
     uo.timeout_ms = cli_timeout_ms;

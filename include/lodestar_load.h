@@ -169,6 +169,21 @@ typedef struct lds_load_options {
      *  readers have ended before the call returns, on every path. hash_thread is not
      *  used. lds_load_info.read_threads tells how many read. */
     uint32_t read_threads;
+    /** lds_load_url only: the number of concurrent HTTP(S) connections that fetch the
+     *  payload, each with Range requests written straight into its slice of the rental
+     *  (docs/adr/0041). Used when the first response is a 200 with a Content-Length,
+     *  Accept-Ranges: bytes and a strong ETag or a Last-Modified (every range is asked
+     *  If-Range that validator and must come back 206 with it and with exactly the
+     *  Content-Range asked), the body is not zstd and the payload is rented; otherwise,
+     *  or when a range is answered 200 (the server ignores ranges), the first response is
+     *  read as one stream. With a format 1.1 file the chunk table is fetched first and
+     *  each range (whole chunks) is verified as it completes. A range dropped mid-body is
+     *  asked again from its byte reached (url.max_resumes times per range). Errors name
+     *  the range and the URL (redacted); on any failure, cancellation or deadline every
+     *  transfer is stopped before the rental goes back. 0 (default) = automatic: 4 for a
+     *  payload of 16 MiB and up, else 1; 1 = one stream; larger values are capped at 16.
+     *  lds_load_info.url_connections tells how many were used. */
+    uint32_t url_connections;
 } lds_load_options;
 
 /** Smallest lds_load_options.size accepted: the struct as first shipped. */
@@ -214,6 +229,8 @@ typedef struct lds_load_info {
     uint64_t bytes_copied;  /* copied from the previous generation's buffer */
     uint32_t chunks_read, chunks_shared, chunks_copied;
     bool delta_fallback;    /* a delta reload was asked and could not be used: full load */
+    uint32_t url_connections; /* lds_load_url: connections that fetched the payload
+                                 (1: one stream; 0 when none was read; docs/adr/0041) */
 } lds_load_info;
 
 /** Smallest lds_load_info.size accepted: the struct as first shipped. */
@@ -437,10 +454,21 @@ LDS_API bool lds_url_supported(void);
 LDS_API char *lds_url_redact(const char *url, char *buf, size_t cap);
 
 /**
- * Loads the index at an http:// or https:// `url` through libcurl, streaming
+ * Loads the index at an http://, https:// or s3:// `url` through libcurl, streaming
  * it into the pooled buffer with the invariants of every other source (see
  * the common tail above); a zstd body is decoded on the fly. The transfer:
  *
+ * - Connections: a server that allows ranges is asked for the payload with
+ *   options.url_connections concurrent Range requests (see that field; ADR 0041).
+ * - S3: s3://BUCKET/KEY is ENDPOINT/BUCKET/KEY with AWS_ENDPOINT_URL_S3 or
+ *   AWS_ENDPOINT_URL set (path-style), else https://BUCKET.s3.REGION.amazonaws.com/KEY.
+ *   Those, and http(s) URLs under that endpoint or on *.amazonaws.com (not presigned),
+ *   are signed with AWS Signature V4 (libcurl's CURLOPT_AWS_SIGV4) when
+ *   AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are set; AWS_SESSION_TOKEN is sent as
+ *   x-amz-security-token; REGION is AWS_REGION, AWS_DEFAULT_REGION or us-east-1. An S3
+ *   error is LDS_E_IO, field "http.status", naming the server's Code and Message only.
+ *   The credentials are read from the environment at each call and never shown.
+ *   LDS_E_INVALID_ARG for an s3:// URL without a bucket or key (ADR 0042).
  * - Length: the response's Content-Length, when present, is the transport's
  *   length. It is cross-checked against the header's declared length after
  *   the first 64 bytes and before anything is rented: a Content-Length below
@@ -469,12 +497,12 @@ LDS_API char *lds_url_redact(const char *url, char *buf, size_t cap);
  *   every 50 ms while waiting for the network; progress as for any source.
  * - Deadline: lds_url_options.timeout_ms bounds the whole call's transfer
  *   (LDS_E_TIMEOUT, field "http.timeout").
- * - Other statuses: LDS_E_TIMEOUT (the deadline above), LDS_E_INVALID_ARG (url NULL, a scheme other than http or
- *   https, options.url->size), LDS_E_UNSUPPORTED (built without libcurl:
+ * - Other statuses: LDS_E_TIMEOUT (the deadline above), LDS_E_INVALID_ARG (url NULL, a scheme other than http,
+ *   https or s3, options.url->size), LDS_E_UNSUPPORTED (built without libcurl:
  *   lds_url_supported() is false), and those of the common tail.
  *
- * lds_load_info.http_status and .resumes report the last response's status
- * and the resumptions made. Thread-safe (each call has its own libcurl
+ * lds_load_info.http_status, .resumes and .url_connections report the last response's
+ * status, the resumptions made and the connections that fetched. Thread-safe (each call has its own libcurl
  * handles; libcurl's global init runs once).
  */
 LDS_API lds_status lds_load_url(const char *url, const lds_load_options *opts, lds_index **out,

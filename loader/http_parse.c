@@ -80,8 +80,9 @@ bool lds__http_header_line(lds__http_headers *h, const char *line, size_t n)
     }
     if (!take(line, n, "ETag", h->etag, sizeof h->etag) &&
         !take(line, n, "Last-Modified", h->last_modified, sizeof h->last_modified) &&
-        !take(line, n, "Content-Encoding", h->content_encoding, sizeof h->content_encoding))
-        (void)take(line, n, "Content-Range", h->content_range, sizeof h->content_range);
+        !take(line, n, "Content-Encoding", h->content_encoding, sizeof h->content_encoding) &&
+        !take(line, n, "Content-Range", h->content_range, sizeof h->content_range))
+        (void)take(line, n, "Accept-Ranges", h->accept_ranges, sizeof h->accept_ranges);
     return false;
 }
 

@@ -16,6 +16,7 @@ typedef struct lds__http_headers {
     char last_modified[64];
     char content_encoding[64];
     char content_range[96];
+    char accept_ranges[32];   /* "bytes" when the server serves byte ranges */
     bool have_content_length; /* a Content-Length field came */
     bool bad_content_length;  /* one was not a decimal number below 2^63, or two disagreed */
     uint64_t content_length;

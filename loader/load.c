@@ -822,6 +822,158 @@ static lds_status read_parallel(load_ctx *c, lds__source *src, const transport *
     return LDS_OK;
 }
 
+/* ==== the ranged fetch of an HTTP(S) body (docs/adr/0041) ==================== */
+
+/* The automatic connection count (url_connections 0) for a payload of `length` bytes. */
+static unsigned url_connections_auto(uint64_t length)
+{
+    if (length < LDS__URL_AUTO_MIN_BYTES)
+        return 1;
+    return LDS__URL_AUTO_CONNECTIONS;
+}
+
+/* Connections for this URL load: several only for an uncompressed body of known length
+ * read into a rental, whose first response allows ranges. */
+static unsigned url_connections_for(const load_ctx *c, const lds__source *src, const transport *t,
+                                    const payload_buf *b, uint64_t length)
+{
+    if (t->url == NULL || src->compressed || b->h.kind != HOLD_LEASE ||
+        length == LDS_LENGTH_UNKNOWN || length == 0 || b->cap < length ||
+        src->peek_pos != src->peek_len || c->o.url_connections == 1)
+        return 1;
+    unsigned k = c->o.url_connections == 0                         ? url_connections_auto(length)
+                 : c->o.url_connections > LDS__URL_CONNECTIONS_MAX ? LDS__URL_CONNECTIONS_MAX
+                                                                    : c->o.url_connections;
+    if (k <= 1 || !lds__url_ranges_ok(t->url))
+        return 1;
+    return k;
+}
+
+/* Format 1.1 under ranges: the table is fetched first and checked against the header;
+ * each range (whole chunks) is verified as it completes, or when the table arrives. */
+typedef struct range_check {
+    load_ctx *c;
+    const unsigned char *payload;
+    const lds__url_range *ranges;
+    size_t count;
+    size_t table_unit; /* the range holding the chunk table; SIZE_MAX: not verifying */
+    bool table_ok;
+    bool *pending; /* completed before the table came */
+} range_check;
+
+static lds_status verify_range(range_check *rc, size_t unit, lds_error *err)
+{
+    const lds_header *h = &rc->c->hdr;
+    const unsigned char *table = rc->payload + h->chunk_table_offset;
+    uint64_t s0 = rc->ranges[unit].offset - LDS_HEADER_SIZE;
+    uint64_t e0 = s0 + rc->ranges[unit].length;
+    for (uint64_t k = s0 / h->chunk_bytes; k < h->chunk_count; k++) {
+        uint64_t s, e;
+        if (lds_chunk_range(h, k, &s, &e) != LDS_OK || s >= e0)
+            break;
+        if (lds__xxh3(rc->payload + s, (size_t)(e - s)) != lds__ld64_le(table + k * 8))
+            return lds_chunk_verify(h, table, k, rc->payload + s, (size_t)(e - s), err);
+    }
+    return LDS_OK;
+}
+
+static lds_status range_done(void *ctx, size_t unit, lds_error *err)
+{
+    range_check *rc = ctx;
+    if (rc->table_unit == SIZE_MAX)
+        return LDS_OK;
+    const lds_header *h = &rc->c->hdr;
+    if (unit != rc->table_unit) {
+        if (!rc->table_ok) {
+            rc->pending[unit] = true;
+            return LDS_OK;
+        }
+        return verify_range(rc, unit, err);
+    }
+    lds_status st = lds_chunk_table_check(h, rc->payload + h->chunk_table_offset,
+                                          (size_t)(h->chunk_count * 8), err);
+    if (st != LDS_OK)
+        return st;
+    rc->table_ok = true;
+    for (size_t i = 0; i < rc->count; i++)
+        if (rc->pending[i] && (st = verify_range(rc, i, err)) != LDS_OK)
+            return st;
+    return LDS_OK;
+}
+
+/* The payload fetched by `k` concurrent Range requests straight into the rental. On
+ * *fallback (the server answered a range with the whole file) nothing is taken: the
+ * caller reads the first response as one stream. */
+static lds_status read_ranges(load_ctx *c, lds__source *src, const transport *t, payload_buf *b,
+                              size_t length, unsigned k, size_t *received, bool *fallback)
+{
+    *fallback = false;
+    bool chunked = c->o.verify_checksum && c->o.hash_while_reading &&
+                   lds_header_chunked(&c->hdr) && c->hdr.chunk_table_offset < length;
+    /* A range is about a quarter of one connection's share, 64 KiB to 8 MiB; with chunks,
+       whole chunks (at least one). */
+    size_t unit = length / ((size_t)k * 4);
+    unit = unit < LDS__URL_RANGE_MIN ? LDS__URL_RANGE_MIN
+           : unit > LDS__URL_RANGE_MAX ? LDS__URL_RANGE_MAX
+                                       : unit & ~(LDS__URL_RANGE_MIN - 1);
+    size_t body_end = chunked ? (size_t)c->hdr.chunk_table_offset : length;
+    if (chunked) {
+        size_t cb = c->hdr.chunk_bytes;
+        unit = unit <= cb ? cb : unit / cb * cb;
+    }
+    size_t count = (body_end + unit - 1) / unit + (chunked ? 1 : 0);
+    lds__url_range *ranges = calloc(count, sizeof *ranges);
+    bool *pending = calloc(count, sizeof *pending);
+    if (ranges == NULL || pending == NULL) {
+        free(ranges);
+        free(pending);
+        return lds__load_fail(c->err, LDS_E_NOMEM, "payload", c->base + LDS_HEADER_SIZE, 0, NULL,
+                              "cannot allocate %zu ranges", count);
+    }
+    size_t n = 0;
+    for (size_t at = 0; at < body_end; at += unit, n++) {
+        ranges[n].offset = LDS_HEADER_SIZE + at;
+        ranges[n].length = body_end - at < unit ? body_end - at : unit;
+    }
+    range_check rc = {.c = c, .payload = b->ptr, .ranges = ranges, .table_unit = SIZE_MAX,
+                      .pending = pending};
+    if (chunked) {
+        /* The table last in the array, fetched first: move it to the front. */
+        memmove(ranges + 1, ranges, n * sizeof *ranges);
+        ranges[0].offset = LDS_HEADER_SIZE + body_end;
+        ranges[0].length = length - body_end;
+        n++;
+        rc.table_unit = 0;
+    }
+    rc.count = n;
+    lds__url_fetch f = {
+        .dst = b->ptr,
+        .dst_at = LDS_HEADER_SIZE,
+        .ranges = ranges,
+        .count = n,
+        .connections = k,
+        .done = range_done,
+        .done_ctx = &rc,
+        .total = length,
+    };
+    lds_status st = lds__url_fetch_ranges(t->url, &f, c->err);
+    c->info.url_connections = f.connections_used;
+    free(ranges);
+    free(pending);
+    if (st != LDS_OK) {
+        *fallback = f.no_ranges;
+        return st;
+    }
+    c->chunks_verified = chunked;
+    c->info.payload_bytes = length;
+    c->info.read_threads = 1;
+    /* The Content-Length (header + payload, checked before renting) ends the body. */
+    src->raw_bytes += length;
+    src->out_bytes += length;
+    *received = length;
+    return LDS_OK;
+}
+
 static lds_status load_stream(load_ctx *c, lds__source *src, const transport *t)
 {
     c->base = t->has_size ? t->pos : 0;
@@ -925,9 +1077,17 @@ static lds_status load_stream(load_ctx *c, lds__source *src, const transport *t)
         c->info.huge_pages_fallback = pages == 2;
     }
     unsigned threads = read_threads_for(c, src, t, &b, length);
-    if (threads > 1)
+    unsigned connections = url_connections_for(c, src, t, &b, length);
+    bool fallback = false;
+    if (connections > 1)
+        st = read_ranges(c, src, t, &b, (size_t)length, connections, &received, &fallback);
+    else if (threads > 1)
         st = read_parallel(c, src, t, &b, (size_t)length, threads, &received, &hashed, &hash);
-    else
+    if (fallback) {
+        /* The server ignores ranges: the first response, as one stream. */
+        c->info.url_connections = 1;
+    }
+    if ((connections <= 1 && threads <= 1) || fallback)
         st = read_payload(c, src, &b, length, &received, &hashed, &hash);
     c->info.capacity_bytes = b.cap;
     c->info.stream_bytes = src->raw_bytes;
@@ -1262,6 +1422,8 @@ lds_status lds_load_url(const char *url, const lds_load_options *opts, lds_index
     src.url = u;
     st = load_stream(&c, &src, &t);
     lds__source_close(&src);
+    if (c.info.url_connections == 0 && c.info.read_threads > 0)
+        c.info.url_connections = 1;
     c.info.http_status = lds__url_status(u);
     c.info.resumes = lds__url_resumes(u);
     if (st != LDS_OK)

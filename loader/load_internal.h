@@ -111,6 +111,67 @@ const char *lds__url_shown(const lds__url *u);
 int lds__url_status(const lds__url *u);
 uint32_t lds__url_resumes(const lds__url *u);
 
+/* ==== parallel ranged fetch (loader/url.c, docs/adr/0041) ================== */
+
+/* Most concurrent transfers of one fetch (options.url_connections above it is taken as
+ * this). */
+#define LDS__URL_CONNECTIONS_MAX 16u
+/* The automatic rule (url_connections 0): LDS__URL_AUTO_CONNECTIONS transfers for a
+ * payload of LDS__URL_AUTO_MIN_BYTES and up, one below (docs/adr/0041 has the figures). */
+#define LDS__URL_AUTO_CONNECTIONS 4u
+#define LDS__URL_AUTO_MIN_BYTES ((uint64_t)16 << 20)
+/* Bytes per Range request: about a quarter of one connection's share, within these
+ * bounds (the lower one a power of two; a format 1.1 range is whole chunks). */
+#define LDS__URL_RANGE_MIN ((size_t)64 << 10)
+#define LDS__URL_RANGE_MAX ((size_t)8 << 20)
+
+/* Body bytes [offset, offset + length) of the URL's response. */
+typedef struct lds__url_range {
+    uint64_t offset;
+    uint64_t length;
+} lds__url_range;
+
+/* Called on the fetching thread when range `index` is complete in dst (every byte
+ * written, none to come); a failure written to `err` stops the fetch. */
+typedef lds_status (*lds__url_range_fn)(void *ctx, size_t index, lds_error *err);
+
+typedef struct lds__url_fetch {
+    unsigned char *dst;           /* body byte b lands at dst[b - dst_at] */
+    uint64_t dst_at;
+    const lds__url_range *ranges; /* disjoint, each inside the body and >= dst_at */
+    size_t count;                 /* fetched in this order, `connections` at a time */
+    unsigned connections;         /* 1..LDS__URL_CONNECTIONS_MAX (0 is taken as 1) */
+    lds__url_range_fn done;       /* NULL: none */
+    void *done_ctx;
+    uint64_t total; /* for options.progress: the bytes of all ranges */
+    /* results */
+    unsigned connections_used;
+    uint32_t resumes;  /* dropped ranges resumed (also added to lds__url_resumes) */
+    uint64_t received; /* body bytes written */
+    bool no_ranges;    /* a Range request was answered 200 with the same validator: the
+                          server ignores ranges (the status is LDS_E_UNSUPPORTED) */
+    /* internal */
+    lds_status failed;
+    lds_error *err;
+} lds__url_fetch;
+
+/* Whether the first response (status 200, its body not read past the spill) allows a
+ * ranged fetch: a Content-Length, Accept-Ranges: bytes, and a strong ETag or a
+ * Last-Modified to validate every range with (If-Range, and compared on each 206). */
+bool lds__url_ranges_ok(const lds__url *u);
+
+/* Fetches f->ranges of the URL's body with up to f->connections concurrent Range requests
+ * (libcurl multi, one transfer per range, each writing into its place in f->dst: no
+ * intermediate buffer), on the calling thread. The first response's transfer is left as
+ * it is (not read), so that a caller can still read it as one stream after no_ranges.
+ * Each 206 must carry the first response's validator, exactly the Content-Range and
+ * Content-Length asked and no Content-Encoding; a range dropped mid-body is asked again
+ * from its byte reached (If-Range; at most url.max_resumes times per range). cancel and
+ * the deadline are checked at least every 50 ms. One failure stops every transfer; its
+ * message names the range and the redacted URL. Every transfer has been removed and no
+ * callback runs once this returns, on every path. */
+lds_status lds__url_fetch_ranges(lds__url *u, lds__url_fetch *f, lds_error *err);
+
 /* lds__error_vfill (lds_common.h), with " (at byte OFFSET)" when `field` is
  * set and the status is not LDS_E_INVALID_ARG. */
 lds_status lds__load_fail(lds_error *err, lds_status status, const char *field, uint64_t offset,

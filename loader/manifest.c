@@ -82,7 +82,8 @@ void lds_manifest_verify_stats_init(lds_manifest_verify_stats *stats)
 
 static bool is_url(const char *s)
 {
-    return strncasecmp(s, "http://", 7) == 0 || strncasecmp(s, "https://", 8) == 0;
+    return strncasecmp(s, "http://", 7) == 0 || strncasecmp(s, "https://", 8) == 0 ||
+           strncasecmp(s, "s3://", 5) == 0;
 }
 
 /* Writes `s` (n bytes) into out[cap] for a message: control characters (C0, DEL,

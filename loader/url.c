@@ -228,6 +228,14 @@ struct lds__url {
     char shown[LDS__URL_SHOWN_MAX];
     char errbuf[CURL_ERROR_SIZE];
     bool https;
+    /* S3 (docs/adr/0042): requests signed with AWS Signature V4; an error response's body
+     * is read for its <Code> and <Message> instead of being dropped. */
+    bool s3;
+    char *token_header; /* "x-amz-security-token: ..." (AWS_SESSION_TOKEN), or NULL */
+    bool signed_v4;     /* requests are signed (every handle: see sigv4_options) */
+    bool error_body;    /* the response is an error whose body is being kept */
+    char errbody[2048];
+    size_t errbody_len;
 
     /* The response in progress (reset at each status line). */
     lds__http_headers h;
@@ -240,6 +248,7 @@ struct lds__url {
     uint64_t length;
     char v_etag[160];
     char v_last_modified[64];
+    bool accept_ranges; /* the first response said Accept-Ranges: bytes */
 
     uint64_t deadline_ns; /* lds__now_ns() past which the transfer stops; 0 = none */
     uint64_t received;    /* body bytes taken, across resumptions */
@@ -335,6 +344,7 @@ static lds_status check_response(lds__url *u)
         u->length = cl >= 0 ? (uint64_t)cl : 0;
         memcpy(u->v_etag, h->etag, sizeof u->v_etag);
         memcpy(u->v_last_modified, h->last_modified, sizeof u->v_last_modified);
+        u->accept_ranges = strcasecmp(h->accept_ranges, "bytes") == 0;
         return LDS_OK;
     }
     /* A resumption: the same file, from the byte reached. */
@@ -368,6 +378,23 @@ static size_t on_body(char *p, size_t size, size_t n, void *ctx)
 {
     lds__url *u = ctx;
     size_t len = size * n;
+    if (!u->body_started && u->s3) {
+        long code = 0;
+        curl_easy_getinfo(u->easy, CURLINFO_RESPONSE_CODE, &code);
+        if (code >= 400) {
+            u->status = code;
+            u->error_body = true;
+            u->body_started = true;
+        }
+    }
+    if (u->error_body) {
+        size_t room = sizeof u->errbody - 1 - u->errbody_len;
+        size_t take = len < room ? len : room;
+        memcpy(u->errbody + u->errbody_len, p, take);
+        u->errbody_len += take;
+        u->errbody[u->errbody_len] = '\0';
+        return len;
+    }
     if (!u->body_started) {
         lds_status st = check_response(u);
         if (st != LDS_OK) {
@@ -415,6 +442,36 @@ static size_t on_body(char *p, size_t size, size_t n, void *ctx)
     return len;
 }
 
+/* The request's own header fields (the session token of a signed S3 request), then
+ * `extra` (NULL: none; then an empty list is NULL too). NULL when out of memory. */
+static struct curl_slist *headers_with(const lds__url *u, const char *extra)
+{
+    struct curl_slist *l = NULL, *t;
+    if (u->signed_v4) {
+        /* Required by S3 on every SigV4 request, and not added by libcurl 7.88: the
+         * SHA-256 of the empty body of a GET (the hash libcurl signs for it). */
+        if ((l = curl_slist_append(NULL, "x-amz-content-sha256: "
+                                         "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991"
+                                         "b7852b855")) == NULL)
+            return NULL;
+    }
+    if (u->token_header != NULL) {
+        if ((t = curl_slist_append(l, u->token_header)) == NULL) {
+            curl_slist_free_all(l);
+            return NULL;
+        }
+        l = t;
+    }
+    if (extra != NULL) {
+        if ((t = curl_slist_append(l, extra)) == NULL) {
+            curl_slist_free_all(l);
+            return NULL;
+        }
+        l = t;
+    }
+    return l;
+}
+
 static lds_status set_options(lds__url *u, const char *url)
 {
     CURL *e = u->easy;
@@ -430,7 +487,7 @@ static lds_status set_options(lds__url *u, const char *url)
     SET(CURLOPT_REDIR_PROTOCOLS_STR, u->https ? "https" : "http,https");
     SET(CURLOPT_FOLLOWLOCATION, u->uo.max_redirects > 0 ? 1L : 0L);
     SET(CURLOPT_MAXREDIRS, (long)u->uo.max_redirects);
-    SET(CURLOPT_FAILONERROR, 1L);
+    SET(CURLOPT_FAILONERROR, u->s3 ? 0L : 1L);
     SET(CURLOPT_HTTP_CONTENT_DECODING, 0L);
     SET(CURLOPT_NOSIGNAL, 1L);
     SET(CURLOPT_ERRORBUFFER, u->errbuf);
@@ -469,6 +526,160 @@ static lds_status attach(lds__url *u, lds_error *err)
     return LDS_OK;
 }
 
+/* ==== S3 (docs/adr/0042) ==================================================== */
+
+/* An environment variable's value, NULL when unset or empty. */
+static const char *env(const char *name)
+{
+    const char *v = getenv(name);
+    return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+static const char *s3_region(void)
+{
+    const char *r = env("AWS_REGION");
+    if (r == NULL)
+        r = env("AWS_DEFAULT_REGION");
+    return r != NULL ? r : "us-east-1";
+}
+
+/* The endpoint of S3-compatible stores (path-style), NULL for AWS's own. */
+static const char *s3_endpoint(void)
+{
+    const char *e = env("AWS_ENDPOINT_URL_S3");
+    return e != NULL ? e : env("AWS_ENDPOINT_URL");
+}
+
+/* s3://BUCKET/KEY as the http(s) URL of the object, malloc'd: ENDPOINT/BUCKET/KEY with
+ * AWS_ENDPOINT_URL(_S3), else https://BUCKET.s3.REGION.amazonaws.com/KEY; the key
+ * percent-encoded but for its '/' and RFC 3986's unreserved characters. NULL, with `err`
+ * filled, when the URL names no bucket or no key, or out of memory. */
+static char *s3_http_url(const char *url, const char *shown, lds_error *err)
+{
+    const char *bucket = url + 5;
+    size_t blen = strcspn(bucket, "/?#");
+    if (blen == 0 || bucket[blen] != '/' || bucket[blen + 1] == '\0') {
+        lds__load_fail(err, LDS_E_INVALID_ARG, "url", 0, 0, NULL,
+                       "%s: an s3:// URL names a bucket and a key (s3://BUCKET/KEY)", shown);
+        return NULL;
+    }
+    for (size_t i = 0; i < blen; i++)
+        if (!isalnum((unsigned char)bucket[i]) && bucket[i] != '-' && bucket[i] != '.' &&
+            bucket[i] != '_') {
+            lds__load_fail(err, LDS_E_INVALID_ARG, "url", 0, 0, NULL,
+                           "%s: the bucket name has a character S3 does not allow", shown);
+            return NULL;
+        }
+    const char *key = bucket + blen + 1;
+    const char *endpoint = s3_endpoint();
+    const char *region = s3_region();
+    size_t elen = endpoint != NULL ? strlen(endpoint) : 0;
+    while (elen > 0 && endpoint[elen - 1] == '/')
+        elen--;
+    size_t cap = elen + strlen(region) + blen + 3 * strlen(key) + 64;
+    char *out = malloc(cap);
+    if (out == NULL) {
+        lds__load_fail(err, LDS_E_NOMEM, "url", 0, 0, NULL, "out of memory");
+        return NULL;
+    }
+    int n = endpoint != NULL
+                ? snprintf(out, cap, "%.*s/%.*s/", (int)elen, endpoint, (int)blen, bucket)
+                : snprintf(out, cap, "https://%.*s.s3.%s.amazonaws.com/", (int)blen, bucket,
+                           region);
+    size_t o = n > 0 ? (size_t)n : 0;
+    for (const char *k = key; *k != '\0'; k++) {
+        unsigned char c = (unsigned char)*k;
+        if (isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/')
+            out[o++] = (char)c;
+        else
+            o += (size_t)snprintf(out + o, cap - o, "%%%02X", c);
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* Whether an http(s) URL is an S3 object to sign: AWS's own host, or under the endpoint
+ * override; never a presigned URL (its query carries the signature). */
+static bool s3_host(const char *url)
+{
+    if (strstr(url, "X-Amz-Signature=") != NULL || strstr(url, "x-amz-signature=") != NULL)
+        return false;
+    const char *endpoint = s3_endpoint();
+    if (endpoint != NULL) {
+        size_t n = strlen(endpoint);
+        while (n > 0 && endpoint[n - 1] == '/')
+            n--;
+        if (n > 0 && strncasecmp(url, endpoint, n) == 0 &&
+            (url[n] == '/' || url[n] == '\0'))
+            return true;
+    }
+    const char *auth = strstr(url, "://");
+    if (auth == NULL)
+        return false;
+    auth += 3;
+    size_t alen = strcspn(auth, "/?#");
+    const char *at = memchr(auth, '@', alen);
+    if (at != NULL) {
+        alen -= (size_t)(at + 1 - auth);
+        auth = at + 1;
+    }
+    const char *colon = memchr(auth, ':', alen);
+    if (colon != NULL)
+        alen = (size_t)(colon - auth);
+    static const char aws[] = ".amazonaws.com";
+    return alen > sizeof aws - 1 && strncasecmp(auth + alen - (sizeof aws - 1), aws,
+                                                sizeof aws - 1) == 0;
+}
+
+/* The signing options of one handle. Set on each range's handle too: with libcurl 7.88
+ * a curl_easy_duphandle copy of a signing handle sends signatures S3 servers refuse
+ * (found with tests/http_fault_server.py's sigv4 mode). */
+static CURLcode sigv4_options(CURL *e)
+{
+    char sigv4[128];
+    snprintf(sigv4, sizeof sigv4, "aws:amz:%s:s3", s3_region());
+    CURLcode r = curl_easy_setopt(e, CURLOPT_AWS_SIGV4, sigv4);
+    if (r == CURLE_OK)
+        r = curl_easy_setopt(e, CURLOPT_NETRC, (long)CURL_NETRC_IGNORED);
+    if (r == CURLE_OK)
+        r = curl_easy_setopt(e, CURLOPT_USERNAME, env("AWS_ACCESS_KEY_ID"));
+    if (r == CURLE_OK)
+        r = curl_easy_setopt(e, CURLOPT_PASSWORD, env("AWS_SECRET_ACCESS_KEY"));
+    return r;
+}
+
+/* Signs every request of `u` with AWS Signature V4 (libcurl's CURLOPT_AWS_SIGV4, which
+ * adds x-amz-date; x-amz-content-sha256 is ours), the credentials from the environment;
+ * the session token as x-amz-security-token. Nothing when no key is set (an anonymous
+ * request, for public buckets). */
+static lds_status s3_sign(lds__url *u, lds_error *err)
+{
+    const char *id = env("AWS_ACCESS_KEY_ID");
+    const char *secret = env("AWS_SECRET_ACCESS_KEY");
+    const char *token = env("AWS_SESSION_TOKEN");
+    if (id == NULL || secret == NULL)
+        return LDS_OK;
+    CURLcode r = sigv4_options(u->easy);
+    if (r != CURLE_OK)
+        return url_fail(u, err, LDS_E_UNSUPPORTED, "url",
+                        "this libcurl cannot sign requests with AWS Signature V4 (7.75 or "
+                        "later needed): %s",
+                        curl_easy_strerror(r));
+    u->signed_v4 = true;
+    if (token != NULL) {
+        size_t n = strlen(token) + 32;
+        u->token_header = malloc(n);
+        if (u->token_header == NULL)
+            return url_fail(u, err, LDS_E_NOMEM, "url", "out of memory");
+        snprintf(u->token_header, n, "x-amz-security-token: %s", token);
+    }
+    u->headers = headers_with(u, NULL);
+    if (u->headers == NULL ||
+        curl_easy_setopt(u->easy, CURLOPT_HTTPHEADER, u->headers) != CURLE_OK)
+        return url_fail(u, err, LDS_E_NOMEM, "url", "out of memory");
+    return LDS_OK;
+}
+
 lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url **out,
                          lds_error *err)
 {
@@ -479,17 +690,34 @@ lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url
     lds_status st = url_options(opts, &uo, err);
     if (st != LDS_OK)
         return st;
-    bool https = scheme_is(url, "https");
-    if (!https && !scheme_is(url, "http"))
+    bool s3 = scheme_is(url, "s3");
+    char *object = NULL;
+    if (s3) {
+        if ((object = s3_http_url(url, shown, err)) == NULL)
+            return err != NULL ? err->status : LDS_E_INVALID_ARG;
+    }
+    const char *http_url = s3 ? object : url;
+    bool https = scheme_is(http_url, "https");
+    if (!https && !scheme_is(http_url, "http")) {
+        free(object);
         return lds__load_fail(err, LDS_E_INVALID_ARG, "url", 0, 0, NULL,
-                              "%s: not an http:// or https:// URL", shown);
+                              "%s: not an http://, https:// or s3:// URL%s", shown,
+                              s3 ? " (AWS_ENDPOINT_URL is not http:// or https://)" : "");
+    }
+    bool sign = s3 || s3_host(http_url);
     pthread_once(&curl_once, curl_init);
-    if (curl_init_result != CURLE_OK)
+    if (curl_init_result != CURLE_OK) {
+        free(object);
         return lds__load_fail(err, LDS_E_IO, "url", 0, 0, NULL, "libcurl failed to start: %s",
                               curl_easy_strerror(curl_init_result));
+    }
     lds__url *u = calloc(1, sizeof *u);
-    if (u == NULL)
+    if (u == NULL) {
+        free(object);
         return lds__load_fail(err, LDS_E_NOMEM, "url", 0, 0, NULL, "out of memory");
+    }
+    u->s3 = sign;
+    url = http_url;
     memcpy(u->shown, shown, sizeof shown);
     u->uo = uo;
     if (uo.timeout_ms != 0)
@@ -504,11 +732,16 @@ lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url
                               "cannot create the libcurl handles");
     }
     st = set_options(u, url);
+    free(object); /* libcurl keeps its own copy of the URL */
     if (st != LDS_OK) {
         lds__url_close(u);
         return lds__load_fail(err, st, "url", 0, 0, NULL,
                               "this libcurl lacks an option lodestar needs (it needs 7.85 or "
                               "later, with http and https)");
+    }
+    if (sign && (st = s3_sign(u, err)) != LDS_OK) {
+        lds__url_close(u);
+        return st;
     }
     st = attach(u, err);
     if (st != LDS_OK) {
@@ -528,6 +761,7 @@ void lds__url_close(lds__url *u)
     curl_easy_cleanup(u->easy);
     curl_multi_cleanup(u->multi);
     curl_slist_free_all(u->headers);
+    free(u->token_header);
     free(u->spill);
     free(u);
 }
@@ -569,7 +803,7 @@ static lds_status resume_or_fail(lds__url *u, lds_error *err)
     snprintf(if_range, sizeof if_range, "If-Range: %s",
              strong_etag(u->v_etag) ? u->v_etag : u->v_last_modified);
     curl_slist_free_all(u->headers);
-    u->headers = curl_slist_append(NULL, if_range);
+    u->headers = headers_with(u, if_range);
     if (u->headers == NULL)
         return url_fail(u, err, LDS_E_NOMEM, "http", "out of memory");
     CURLcode s = curl_easy_setopt(u->easy, CURLOPT_RANGE, range);
@@ -580,6 +814,37 @@ static lds_status resume_or_fail(lds__url *u, lds_error *err)
     u->resume_at = u->received;
     u->resumes++;
     return attach(u, err);
+}
+
+/* The text of <Tag>...</Tag> in an S3 error body, cut to cap (control bytes dropped). */
+static void xml_field(const char *body, const char *tag, char *out, size_t cap)
+{
+    char open[40], close[40];
+    snprintf(open, sizeof open, "<%s>", tag);
+    snprintf(close, sizeof close, "</%s>", tag);
+    out[0] = '\0';
+    const char *a = strstr(body, open);
+    if (a == NULL)
+        return;
+    a += strlen(open);
+    const char *b = strstr(a, close);
+    size_t n = b != NULL ? (size_t)(b - a) : strlen(a), o = 0;
+    for (size_t i = 0; i < n && o + 1 < cap; i++)
+        if ((unsigned char)a[i] >= 0x20 && a[i] != 0x7f)
+            out[o++] = a[i];
+    out[o] = '\0';
+}
+
+/* An S3 error response, named by the server's own Code and Message (never its other
+ * fields: a SignatureDoesNotMatch body echoes the access key id and the string signed). */
+static lds_status s3_error(lds__url *u, lds_error *err)
+{
+    char code[64], message[120];
+    xml_field(u->errbody, "Code", code, sizeof code);
+    xml_field(u->errbody, "Message", message, sizeof message);
+    return url_fail(u, err, LDS_E_IO, "http.status", "HTTP %ld%s%s%s%s after %llu bytes", u->status,
+                    code[0] ? " " : "", code, message[0] ? ": " : "", message,
+                    (unsigned long long)u->received);
 }
 
 static bool cancelled(const lds__url *u)
@@ -620,6 +885,10 @@ lds_status lds__url_read(lds__url *u, void *buf, size_t cap, size_t *got, lds_er
         }
         if (u->dst_len > 0)
             break;
+        if (u->done && u->error_body) {
+            st = s3_error(u, err);
+            break;
+        }
         if (u->done) {
             /* A response without a body byte (a 3xx not followed, an empty 200) is
              * checked at its end. */
@@ -701,6 +970,353 @@ uint32_t lds__url_resumes(const lds__url *u)
     return u == NULL ? 0 : u->resumes;
 }
 
+/* ==== Parallel ranged fetch (docs/adr/0041) ====================================== */
+
+/* One transfer of lds__url_fetch_ranges: a range of the body, written where it belongs. */
+typedef struct range_xfer {
+    lds__url *u;
+    lds__url_fetch *f;
+    CURL *easy;
+    bool attached;
+    struct curl_slist *headers;
+    size_t unit;       /* index into f->ranges */
+    uint64_t at;       /* next body byte this transfer writes */
+    uint64_t end;      /* one past the range's last byte */
+    uint32_t resumes;  /* of this range */
+    bool body_started; /* the response was checked at its first body byte */
+    lds__http_headers h;
+    char errbuf[CURL_ERROR_SIZE];
+} range_xfer;
+
+/* The fetch's one failure, first come: later ones are dropped (every transfer stops). */
+static lds_status range_fail(range_xfer *x, lds_status st, const char *field, const char *fmt,
+                             ...) __attribute__((format(printf, 4, 5)));
+
+static lds_status range_fail(range_xfer *x, lds_status st, const char *field, const char *fmt, ...)
+{
+    lds__url_fetch *f = x->f;
+    if (f->failed != LDS_OK)
+        return f->failed;
+    const lds__url_range *r = &f->ranges[x->unit];
+    char what[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    f->failed = lds__error_fill(f->err, st, field, x->at, false, 0, 0, NULL,
+                                "GET %s: range %llu-%llu: %s", x->u->shown,
+                                (unsigned long long)r->offset,
+                                (unsigned long long)(r->offset + r->length - 1), what);
+    return f->failed;
+}
+
+static size_t on_range_header(char *line, size_t size, size_t n, void *ctx)
+{
+    range_xfer *x = ctx;
+    size_t len = size * n;
+    (void)lds__http_header_line(&x->h, line, len);
+    return len;
+}
+
+/* A range's response, before its first body byte: 206, the first response's validator,
+ * exactly the bytes asked (Content-Range and Content-Length), no Content-Encoding. */
+static lds_status check_range_response(range_xfer *x)
+{
+    lds__url *u = x->u;
+    const lds__http_headers *h = &x->h;
+    long code = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    u->status = code;
+    if (code != 200 && code != 206)
+        return range_fail(x, LDS_E_IO, "http.status", "HTTP %ld to a Range request", code);
+    bool strong = strong_etag(u->v_etag);
+    bool same = strong ? strcmp(h->etag, u->v_etag) == 0
+                       : strcmp(h->last_modified, u->v_last_modified) == 0;
+    if (!same)
+        return range_fail(x, LDS_E_IO, strong ? "http.etag" : "http.last_modified",
+                          "the file changed on the server during the transfer (%s %s, then %s)",
+                          strong ? "ETag" : "Last-Modified",
+                          strong ? u->v_etag : u->v_last_modified,
+                          strong ? h->etag : h->last_modified);
+    if (code == 200) {
+        /* The same file, whole: the server ignores Range. The caller reads the first
+         * response as one stream instead. */
+        x->f->no_ranges = true;
+        return range_fail(x, LDS_E_UNSUPPORTED, "http.status",
+                          "HTTP 200 to a Range request: the server ignores ranges");
+    }
+    if (code != 206)
+        return range_fail(x, LDS_E_IO, "http.status", "HTTP %ld to a Range request", code);
+    if (h->content_encoding[0] != '\0' && strcasecmp(h->content_encoding, "identity") != 0)
+        return range_fail(x, LDS_E_UNSUPPORTED, "http.content_encoding",
+                          "the range is sent with Content-Encoding %s", h->content_encoding);
+    uint64_t first = 0, last = 0, total = 0;
+    bool total_known = false;
+    bool ok = lds__http_parse_content_range(h->content_range, &first, &last, &total, &total_known);
+    if (!ok || !total_known || first != x->at || last + 1 != x->end || total != u->length)
+        return range_fail(x, LDS_E_IO, "http.content_range",
+                          "Content-Range '%s' is not the bytes asked (%llu-%llu/%llu)",
+                          h->content_range, (unsigned long long)x->at,
+                          (unsigned long long)(x->end - 1), (unsigned long long)u->length);
+    curl_off_t cl = -1;
+    curl_easy_getinfo(x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+    if (cl < 0 || h->bad_content_length || (uint64_t)cl != x->end - x->at)
+        return range_fail(x, LDS_E_IO, "http.content_length",
+                          "Content-Length %lld for a range of %llu bytes", (long long)cl,
+                          (unsigned long long)(x->end - x->at));
+    return LDS_OK;
+}
+
+static size_t on_range_body(char *p, size_t size, size_t n, void *ctx)
+{
+    range_xfer *x = ctx;
+    size_t len = size * n;
+    if (x->f->failed != LDS_OK)
+        return 0;
+    if (!x->body_started) {
+        if (check_range_response(x) != LDS_OK)
+            return 0; /* libcurl ends the transfer (CURLE_WRITE_ERROR) */
+        x->body_started = true;
+    }
+    if (len > x->end - x->at) {
+        range_fail(x, LDS_E_IO, "http", "more bytes than the range holds");
+        return 0;
+    }
+    memcpy(x->f->dst + (x->at - x->f->dst_at), p, len);
+    x->at += len;
+    x->f->received += len;
+    return len;
+}
+
+/* Asks for x->at..x->end-1, If-Range the first response's validator. */
+static lds_status range_issue(range_xfer *x, CURLM *multi)
+{
+    char range[48], if_range[200];
+    snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)x->at,
+             (unsigned long long)(x->end - 1));
+    snprintf(if_range, sizeof if_range, "If-Range: %s",
+             strong_etag(x->u->v_etag) ? x->u->v_etag : x->u->v_last_modified);
+    curl_slist_free_all(x->headers);
+    x->headers = headers_with(x->u, if_range);
+    if (x->headers == NULL)
+        return range_fail(x, LDS_E_NOMEM, "http", "out of memory");
+    CURLcode s = curl_easy_setopt(x->easy, CURLOPT_RANGE, range);
+    if (s == CURLE_OK)
+        s = curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->headers);
+    if (s != CURLE_OK)
+        return range_fail(x, LDS_E_IO, "http", "libcurl: %s", curl_easy_strerror(s));
+    lds__http_headers_reset(&x->h);
+    x->body_started = false;
+    x->errbuf[0] = '\0';
+    CURLMcode mc = curl_multi_add_handle(multi, x->easy);
+    if (mc != CURLM_OK)
+        return range_fail(x, LDS_E_IO, "http", "libcurl: %s", curl_multi_strerror(mc));
+    x->attached = true;
+    return LDS_OK;
+}
+
+static lds_status range_start(range_xfer *x, CURLM *multi, size_t unit)
+{
+    const lds__url_range *r = &x->f->ranges[unit];
+    x->unit = unit;
+    x->at = r->offset;
+    x->end = r->offset + r->length;
+    x->resumes = 0;
+    return range_issue(x, multi);
+}
+
+/* A transfer ended: the range is complete, resumed from the byte reached, or the fetch
+ * fails naming it. */
+static lds_status range_ended(range_xfer *x, CURLM *multi, CURLcode r, bool *complete)
+{
+    lds__url *u = x->u;
+    *complete = false;
+    if (x->f->failed != LDS_OK)
+        return x->f->failed;
+    if (r == CURLE_OK && x->at == x->end) {
+        *complete = true;
+        return LDS_OK;
+    }
+    /* A response without a body byte (a 416, an error without a body) is checked now, so
+       that its status is named rather than retried as a drop. */
+    if (r == CURLE_OK && !x->body_started && check_range_response(x) != LDS_OK)
+        return x->f->failed;
+    long code = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (code != 0)
+        u->status = code;
+    const char *why = x->errbuf[0] != '\0' ? x->errbuf : curl_easy_strerror(r);
+    if (r == CURLE_HTTP_RETURNED_ERROR)
+        return range_fail(x, LDS_E_IO, "http.status", "HTTP %ld", code);
+    bool dropped = r == CURLE_OK || r == CURLE_PARTIAL_FILE || r == CURLE_RECV_ERROR ||
+                   r == CURLE_OPERATION_TIMEDOUT || r == CURLE_GOT_NOTHING ||
+                   r == CURLE_HTTP2_STREAM || r == CURLE_HTTP2;
+    if (!dropped || x->resumes >= u->uo.max_resumes)
+        return range_fail(x, LDS_E_IO, "http", "%s after %llu of its bytes%s",
+                          r == CURLE_OK ? "the response ended early" : why,
+                          (unsigned long long)(x->at - x->f->ranges[x->unit].offset),
+                          !dropped                 ? ""
+                          : u->uo.max_resumes == 0 ? " (resumption is off)"
+                                                   : " (resumptions exhausted)");
+    x->resumes++;
+    x->f->resumes++;
+    return range_issue(x, multi);
+}
+
+static void range_xfer_free(range_xfer *x, CURLM *multi)
+{
+    if (x->attached)
+        curl_multi_remove_handle(multi, x->easy);
+    x->attached = false;
+    if (x->easy != NULL)
+        curl_easy_cleanup(x->easy);
+    curl_slist_free_all(x->headers);
+}
+
+bool lds__url_ranges_ok(const lds__url *u)
+{
+    return u != NULL && u->have_first && u->have_length && u->status == 200 &&
+           u->accept_ranges && u->resumes == 0 &&
+           (strong_etag(u->v_etag) || u->v_last_modified[0] != '\0');
+}
+
+lds_status lds__url_fetch_ranges(lds__url *u, lds__url_fetch *f, lds_error *err)
+{
+    f->err = err;
+    f->failed = LDS_OK;
+    f->no_ranges = false;
+    f->received = 0;
+    f->resumes = 0;
+    f->connections_used = 0;
+    if (f->count == 0)
+        return LDS_OK;
+    unsigned k = f->connections == 0 ? 1 : f->connections;
+    if (k > LDS__URL_CONNECTIONS_MAX)
+        k = LDS__URL_CONNECTIONS_MAX;
+    if (k > f->count)
+        k = (unsigned)f->count;
+    range_xfer xs[LDS__URL_CONNECTIONS_MAX];
+    memset(xs, 0, sizeof xs);
+    CURLM *multi = curl_multi_init();
+    if (multi == NULL)
+        return url_fail(u, err, LDS_E_NOMEM, "http", "cannot create the libcurl handles");
+    lds_status st = LDS_OK;
+    size_t next = 0, complete = 0;
+    for (unsigned i = 0; i < k && st == LDS_OK; i++) {
+        range_xfer *x = &xs[i];
+        x->u = u;
+        x->f = f;
+        x->easy = curl_easy_duphandle(u->easy);
+        CURLcode r = x->easy == NULL ? CURLE_OUT_OF_MEMORY : CURLE_OK;
+#define SET(opt, val)                                                                              \
+    do {                                                                                           \
+        if (r == CURLE_OK)                                                                         \
+            r = curl_easy_setopt(x->easy, opt, val);                                               \
+    } while (0)
+        SET(CURLOPT_WRITEFUNCTION, on_range_body);
+        SET(CURLOPT_WRITEDATA, x);
+        SET(CURLOPT_HEADERFUNCTION, on_range_header);
+        SET(CURLOPT_HEADERDATA, x);
+        SET(CURLOPT_ERRORBUFFER, x->errbuf);
+        SET(CURLOPT_PRIVATE, (char *)x);
+#undef SET
+        if (r == CURLE_OK && u->signed_v4)
+            r = sigv4_options(x->easy);
+        if (r != CURLE_OK) {
+            st = url_fail(u, err, LDS_E_NOMEM, "http", "cannot create the libcurl handles");
+            break;
+        }
+        st = range_start(x, multi, next++);
+    }
+    f->connections_used = k;
+    /* cancel and progress (callbacks into the caller, Python's among them) are called once
+       a MiB has arrived or 50 ms have passed, not at every wake-up of the loop. */
+    uint64_t asked_at = 0, asked_ns = 0;
+    while (st == LDS_OK && f->failed == LDS_OK && complete < f->count) {
+        uint64_t now_ns = lds__now_ns();
+        bool ask = f->received - asked_at >= ((uint64_t)1 << 20) || asked_ns == 0 ||
+                   now_ns - asked_ns >= (uint64_t)LDS__URL_POLL_MS * 1000000u;
+        if (ask) {
+            asked_at = f->received;
+            asked_ns = now_ns;
+            if (u->opts->progress != NULL)
+                u->opts->progress(f->received, f->total, u->opts->callback_ctx);
+        }
+        if (ask && cancelled(u)) {
+            st = url_fail(u, err, LDS_E_CANCELLED, "http",
+                          "cancelled after %llu bytes, %zu of %zu ranges complete",
+                          (unsigned long long)f->received, complete, f->count);
+            break;
+        }
+        int wait_ms = LDS__URL_POLL_MS;
+        if (u->deadline_ns != 0) {
+            uint64_t now = lds__now_ns();
+            if (now >= u->deadline_ns) {
+                /* Name the range that is furthest behind. */
+                range_xfer *slow = NULL;
+                for (unsigned i = 0; i < k; i++)
+                    if (xs[i].attached &&
+                        (slow == NULL || xs[i].end - xs[i].at > slow->end - slow->at))
+                        slow = &xs[i];
+                if (slow != NULL)
+                    st = range_fail(slow, LDS_E_TIMEOUT, "http.timeout",
+                                    "deadline of %u ms passed with %llu of its bytes to come "
+                                    "(%llu of %llu bytes received)",
+                                    u->uo.timeout_ms, (unsigned long long)(slow->end - slow->at),
+                                    (unsigned long long)f->received,
+                                    (unsigned long long)u->length);
+                else
+                    st = url_fail(u, err, LDS_E_TIMEOUT, "http.timeout",
+                                  "deadline of %u ms passed", u->uo.timeout_ms);
+                break;
+            }
+            uint64_t left_ms = (u->deadline_ns - now + 999999u) / 1000000u;
+            if (left_ms < (uint64_t)wait_ms)
+                wait_ms = (int)left_ms;
+        }
+        int running = 0;
+        CURLMcode mc = curl_multi_perform(multi, &running);
+        if (mc != CURLM_OK) {
+            st = url_fail(u, err, LDS_E_IO, "http", "libcurl: %s", curl_multi_strerror(mc));
+            break;
+        }
+        int left = 0;
+        CURLMsg *m;
+        while (st == LDS_OK && (m = curl_multi_info_read(multi, &left)) != NULL) {
+            if (m->msg != CURLMSG_DONE)
+                continue;
+            range_xfer *x = NULL;
+            CURLcode r = m->data.result;
+            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+            curl_multi_remove_handle(multi, x->easy);
+            x->attached = false;
+            bool done = false;
+            st = range_ended(x, multi, r, &done);
+            if (st != LDS_OK || !done)
+                continue;
+            complete++;
+            if (f->done != NULL)
+                st = f->done(f->done_ctx, x->unit, err);
+            if (st == LDS_OK && f->failed == LDS_OK && next < f->count)
+                st = range_start(x, multi, next++);
+        }
+        if (st == LDS_OK && f->failed != LDS_OK)
+            st = f->failed;
+        if (st != LDS_OK)
+            break;
+        if (complete < f->count)
+            (void)curl_multi_poll(multi, NULL, 0, wait_ms, NULL);
+    }
+    /* Every transfer stops here; no callback runs after this. */
+    for (unsigned i = 0; i < k; i++)
+        range_xfer_free(&xs[i], multi);
+    curl_multi_cleanup(multi);
+    u->resumes += f->resumes;
+    if (st == LDS_OK && u->opts->progress != NULL)
+        u->opts->progress(f->received, f->total, u->opts->callback_ctx);
+    return st;
+}
+
 #else /* !LDS_HAVE_CURL */
 
 struct lds__url {
@@ -722,9 +1338,9 @@ lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url
         return st;
     char shown[LDS__URL_SHOWN_MAX];
     lds_url_redact(url, shown, sizeof shown);
-    if (!scheme_is(url, "https") && !scheme_is(url, "http"))
+    if (!scheme_is(url, "https") && !scheme_is(url, "http") && !scheme_is(url, "s3"))
         return lds__load_fail(err, LDS_E_INVALID_ARG, "url", 0, 0, NULL,
-                              "%s: not an http:// or https:// URL", shown);
+                              "%s: not an http://, https:// or s3:// URL", shown);
     return lds__load_fail(err, LDS_E_UNSUPPORTED, "url", 0, 0, NULL,
                           "%s: this liblodestar was built without libcurl (meson -Dcurl=disabled "
                           "or libcurl missing), so it cannot load from a URL",
@@ -768,6 +1384,19 @@ uint32_t lds__url_resumes(const lds__url *u)
 {
     (void)u;
     return 0;
+}
+
+bool lds__url_ranges_ok(const lds__url *u)
+{
+    (void)u;
+    return false;
+}
+
+lds_status lds__url_fetch_ranges(lds__url *u, lds__url_fetch *f, lds_error *err)
+{
+    (void)u;
+    (void)f;
+    return lds__load_fail(err, LDS_E_UNSUPPORTED, "url", 0, 0, NULL, "built without libcurl");
 }
 
 #endif

@@ -30,12 +30,34 @@ DIR as /MODE/NAME until it is killed. MODE says how the server behaves:
   redirect      a 302 to /plain/NAME
   auth          as plain behind Basic authentication (user "u", password "p w")
 
+Ranged fetch (several concurrent "bytes=A-B" requests after a first plain GET): in the
+modes below the first Range request of NAME that starts in the middle half of the file
+misbehaves (once); every other request is served as plain.
+
+  rdrop         closes after half of that range's bytes (its resumption is served)
+  rchange       that range's bytes with one flipped, under the same ETag
+  rlie          that range's Content-Range starts one byte later than asked
+  rslowone      that range sends one byte a second (only a deadline ends it)
+  rslow         every Range request sends 1 KiB and then nothing for 60 s
+  norange       Accept-Ranges: bytes, but every request gets 200 and the whole file
+
+S3 signing (docs/adr/0042):
+
+  sigv4         as plain, for requests signed with AWS Signature V4 (header form) by key
+                id AKIDFAULTSERVER with secret FAULTSERVERSECRET, region us-east-1, service
+                s3; an x-amz-security-token, when sent, must be FAULTSERVERTOKEN and signed.
+                Anything else is a 403 with an S3 error body (SignatureDoesNotMatch,
+                InvalidAccessKeyId, AccessDenied, InvalidToken), checked by the server's
+                own computation of the signature (the stdlib's hmac and hashlib)
+
 Each request is logged on stderr as "MODE NAME RANGE".
 """
 import base64
 import email.utils
 import gzip
 import hashlib
+import hmac
+import urllib.parse
 import http.server
 import os
 import socketserver
@@ -53,6 +75,56 @@ def first_time(key):
         n = SEEN.get(key, 0)
         SEEN[key] = n + 1
         return n == 0
+
+
+SIGV4_KEY_ID = "AKIDFAULTSERVER"
+SIGV4_SECRET = "FAULTSERVERSECRET"
+SIGV4_TOKEN = "FAULTSERVERTOKEN"
+
+
+def sigv4_refusal(handler):
+    """None when the request is signed right (AWS Signature V4, header form), else the S3
+    error code and message to answer with."""
+    auth = handler.headers.get("Authorization", "")
+    if not auth.startswith("AWS4-HMAC-SHA256 "):
+        return "AccessDenied", "Access Denied (the request is not signed)"
+    fields = {}
+    for part in auth[len("AWS4-HMAC-SHA256 "):].split(","):
+        k, _, v = part.strip().partition("=")
+        fields[k] = v
+    try:
+        key_id, date, region, service, term = fields["Credential"].split("/")
+        signed = fields["SignedHeaders"].split(";")
+        given = fields["Signature"]
+    except (KeyError, ValueError):
+        return "AuthorizationHeaderMalformed", "The authorization header is malformed"
+    if key_id != SIGV4_KEY_ID:
+        return "InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist"
+    token = handler.headers.get("x-amz-security-token")
+    if token is not None and (token != SIGV4_TOKEN or "x-amz-security-token" not in signed):
+        return "InvalidToken", "The provided token is malformed or otherwise invalid"
+    path, _, query = handler.path.partition("?")
+    pairs = sorted(urllib.parse.parse_qsl(query, keep_blank_values=True))
+    cquery = "&".join("%s=%s" % (urllib.parse.quote(k, safe="-_.~"),
+                                 urllib.parse.quote(v, safe="-_.~")) for k, v in pairs)
+    headers = "".join("%s:%s\n" % (h, " ".join((handler.headers.get(h) or "").split()))
+                      for h in signed)
+    payload = handler.headers.get("x-amz-content-sha256", hashlib.sha256(b"").hexdigest())
+    canonical = "\n".join([handler.command, path, cquery, headers, ";".join(signed), payload])
+    amz_date = handler.headers.get("x-amz-date", "")
+    scope = "/".join([date, region, service, term])
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope,
+                         hashlib.sha256(canonical.encode()).hexdigest()])
+    k = ("AWS4" + SIGV4_SECRET).encode()
+    for part in (date, region, service, term):
+        k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+    want = hmac.new(k, to_sign.encode(), hashlib.sha256).hexdigest()
+    if os.environ.get("SIGV4_DEBUG"):
+        sys.stderr.write("canonical request:\n%s\n" % canonical)
+    if not hmac.compare_digest(want, given) or region != "us-east-1" or service != "s3":
+        return ("SignatureDoesNotMatch", "The request signature we calculated does not match "
+                "the signature you provided. Check your key and signing method.")
+    return None
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -86,6 +158,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
         rng = self.headers.get("Range")
         sys.stderr.write("%s %s %s\n" % (mode, name, rng or "-"))
         sys.stderr.flush()
+        if mode == "sigv4":
+            refusal = sigv4_refusal(self)
+            if refusal is not None:
+                body = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s</Code>"
+                        "<Message>%s</Message><AWSAccessKeyId>%s</AWSAccessKeyId>"
+                        "<StringToSign>(echoed)</StringToSign></Error>" % (
+                            refusal[0], refusal[1], SIGV4_KEY_ID)).encode()
+                self.send_response(403)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.send_body(body)
+                return
+            mode = "plain"
         if mode == "loop":
             self.send_response(302)
             self.send_header("Location", self.path)
@@ -135,6 +221,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             etag = '"changed"'
         if mode == "drop-always":
             self.send_range(data, rng, etag, mtime, validators=True, cut=True)
+            return
+        if mode in ("rdrop", "rchange", "rlie", "rslowone", "rslow", "norange"):
+            fault = None
+            if rng and mode == "norange":
+                fault = "norange"
+            elif rng and mode == "rslow":
+                fault = "rslow"
+            elif (rng and rng.startswith("bytes=") and
+                  len(data) // 4 <= int(rng[6:].split("-")[0]) < len(data) * 3 // 4 and
+                  first_time((mode, name, "fault"))):
+                fault = mode
+            self.send_range(data, rng, etag, mtime, validators=True, fault=fault)
             return
         if mode in ("plain", "lm") or (mode == "drop-noval" and not fresh):
             self.send_range(data, rng, None if mode == "lm" else etag, mtime,
@@ -220,31 +318,51 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         self.send_error(404)
 
-    def send_range(self, data, rng, etag, mtime, validators, cut=False, ignore_if_range=False):
-        start = 0
-        if rng and rng.startswith("bytes=") and rng.endswith("-"):
-            start = int(rng[6:-1])
+    def send_range(self, data, rng, etag, mtime, validators, cut=False, ignore_if_range=False,
+                   fault=None):
+        start, end = 0, len(data)  # [start, end)
+        ranged = False
+        if rng and rng.startswith("bytes=") and fault != "norange":
+            a, _, b = rng[6:].partition("-")
+            start = int(a)
+            end = min(int(b) + 1, len(data)) if b else len(data)
+            ranged = True
         if_range = self.headers.get("If-Range")
         if not ignore_if_range and if_range is not None and if_range not in (etag, mtime):
-            start = 0  # the validator failed: the whole (changed) file
-        if start > 0 and start >= len(data):
+            start, end, ranged = 0, len(data), False  # the validator failed: the whole file
+        if ranged and (start >= len(data) or start >= end):
             self.send_response(416)
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        body = data[start:]
-        self.send_response(206 if start > 0 else 200)
+        body = data[start:end]
+        if fault == "rchange":
+            body = bytes([body[0] ^ 0x55]) + body[1:]
+        self.send_response(206 if ranged else 200)
         self.send_header("Content-Length", str(len(body)))
-        if start > 0:
-            self.send_header("Content-Range", "bytes %d-%d/%d" % (start, len(data) - 1, len(data)))
+        if ranged:
+            shown = start + 1 if fault == "rlie" else start
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (shown, end - 1, len(data)))
         self.send_header("Accept-Ranges", "bytes")
         if validators:
             if etag:
                 self.send_header("ETag", etag)
             self.send_header("Last-Modified", mtime)
         self.end_headers()
-        if cut:
+        if cut or fault == "rdrop":
             self.send_body(body, len(body) // 2)
+            self.drop()
+        elif fault == "rslowone":
+            try:
+                for i in range(len(body)):
+                    self.wfile.write(body[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(1.0)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+        elif fault == "rslow":
+            self.send_body(body, 1024)
+            time.sleep(60)
             self.drop()
         else:
             self.send_body(body)

@@ -75,6 +75,10 @@ def make_fixtures():
     payload = b[64:end]
     with open(os.path.join(SERVE, "unknown.ldsi"), "wb") as f:
         f.write(header + payload)
+    # The ranged-fetch cases: 768 KiB of vectors in 64 KiB chunks (format 1.1: 13 ranges,
+    # the chunk table first), and the same rows in format 1.0.
+    sh(CLIENT, "--write", os.path.join(SERVE, "ranged.ldsi"), "3000", "64", "65536")
+    sh(CLIENT, "--write", os.path.join(SERVE, "ranged10.ldsi"), "3000", "64", "4294967295")
 
 
 make_fixtures()
@@ -447,6 +451,131 @@ def fault_tests():
         check(p.returncode == 1 and "shards[1] (http://127.0.0.1:" in err and
               "checksum differs from the manifest's" in err, err)
 
+    # ---- the ranged fetch (issue 26 item 1, docs/adr/0041) ----
+
+    def test_ranged_fetch_equals_the_file():
+        # 13 chunks and the table: 14 ranges, so at most 14 connections of 16.
+        for k, used in (("2", "2"), ("4", "4"), ("8", "8"), ("16", "14"), ("99", "14")):
+            r = expect_ok("plain", "ranged.ldsi", "--connections", k)
+            check(r["connections"] == used and r["hashed_while_reading"] == "1", f"K={k}: {r}")
+            check(r["resumes"] == "0" and r["http_status"] == "206", f"K={k}: {r}")
+        r = expect_ok("plain", "ranged.ldsi", "--connections", "1")
+        check(r["connections"] == "1" and r["http_status"] == "200", str(r))
+        r = expect_ok("plain", "ranged10.ldsi", "--connections", "4")  # format 1.0
+        check(r["connections"] == "4" and r["verified"] == "1", str(r))
+        r = expect_ok("lm", "ranged.ldsi", "--connections", "4")  # Last-Modified only
+        check(r["connections"] == "4", str(r))
+        # Automatic: one stream below 16 MiB; a zstd body is always one stream.
+        check(expect_ok("plain", "ranged.ldsi")["connections"] == "1", "auto")
+        r = expect_ok("plain", "big.ldsi.zst", "--connections", "4")
+        check(r["connections"] == "1" and r["compressed"] == "1", str(r))
+
+    def test_ranged_drop_resumes_alone():
+        r = expect_ok("rdrop", "ranged.ldsi", "--connections", "4")
+        check(r["resumes"] == "1" and r["connections"] == "4", str(r))
+        r = expect_fail("rdrop", "ranged10.ldsi", "E_IO", "http",
+                        ["range ", "resumption is off"], "--connections", "4",
+                        "--resumes", "0")[0]
+        check(r["connections"] == "4", str(r))
+
+    def test_ranged_changed_bytes_caught_by_the_chunk_checksum():
+        # Same ETag, one byte flipped in one range: that chunk's checksum refuses it.
+        expect_fail("rchange", "ranged.ldsi", "E_CHECKSUM", "chunk",
+                    ["checksum of chunk", "stored", "computed"], "--connections", "4")
+        # Format 1.0: the payload checksum does.
+        expect_fail("rchange", "ranged10.ldsi", "E_CHECKSUM", "checksum", [],
+                    "--connections", "4")
+
+    def test_ranged_server_ignoring_ranges_falls_back_to_one_stream():
+        r = expect_ok("norange", "ranged.ldsi", "--connections", "4")
+        check(r["connections"] == "1" and r["http_status"] == "200", str(r))
+
+    def test_ranged_lying_content_range_refused():
+        expect_fail("rlie", "ranged.ldsi", "E_IO", "http.content_range",
+                    ["range ", "Content-Range 'bytes ", "is not the bytes asked"],
+                    "--connections", "4")
+
+    def test_ranged_cancel_while_8_transfers_run():
+        need_curl()
+        r, secs = client(server().url("rslow", "ranged.ldsi"), "--connections", "8",
+                         "--cancel-after", "1")
+        check(r["status"] == "E_CANCELLED" and "ranges complete" in r["message"], str(r))
+        check(r["connections"] == "8", str(r))
+        check(secs < 10, f"cancelled in {secs:.1f} s")
+        balanced(r, "rslow cancel")
+
+    def test_ranged_slow_range_hits_the_deadline():
+        r, secs = expect_fail("rslowone", "ranged.ldsi", "E_TIMEOUT", "http.timeout",
+                              ["range ", "deadline of 1500 ms passed"], "--connections", "4",
+                              "--timeout", "1500")
+        check(1.4 < secs < 10, f"stopped after {secs:.1f} s")
+
+    # ---- S3 signing against the fault server's own SigV4 check (issue 26 item 2) ----
+
+    def s3_env(**kw):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update(AWS_ACCESS_KEY_ID="AKIDFAULTSERVER", AWS_SECRET_ACCESS_KEY="FAULTSERVERSECRET",
+                   AWS_REGION="us-east-1",
+                   AWS_ENDPOINT_URL=f"http://127.0.0.1:{server().port}/sigv4")
+        env.update(kw)
+        return {k: v for k, v in env.items() if v is not None}
+
+    def s3_client(url, env, *opts):
+        p = subprocess.run([CLIENT, *opts, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=60, env=env)
+        out = dict(line.partition(" ")[::2] for line in p.stdout.decode().splitlines())
+        return out, p.stdout.decode() + p.stderr.decode()
+
+    def test_s3_signed_requests():
+        """s3://BUCKET/KEY through AWS_ENDPOINT_URL (path-style), signed with SigV4: the
+        server computes the signature itself, so a wrong secret is refused with its error;
+        ranges and the session token are signed too."""
+        need_curl()
+        ranged = path_of("ranged.ldsi")
+        for k in ("1", "4"):
+            for token in (None, "FAULTSERVERTOKEN"):
+                r, _ = s3_client("s3://bucket/ranged.ldsi", s3_env(AWS_SESSION_TOKEN=token),
+                                 "--file", ranged, "--connections", k)
+                check(r["status"] == "OK" and r["same"] == "1" and r["connections"] == k,
+                      f"K={k} token={token}: {r}")
+        # An https-style URL under the endpoint is signed as well.
+        url = f"http://127.0.0.1:{server().port}/sigv4/bucket/ranged.ldsi"
+        r, _ = s3_client(url, s3_env(), "--file", ranged)
+        check(r["status"] == "OK" and r["same"] == "1", str(r))
+        # ... but not without the endpoint override (another host: not S3).
+        r, _ = s3_client(url, s3_env(AWS_ENDPOINT_URL=None))
+        check(r["status"] == "E_IO" and "HTTP 403" in r["message"], str(r))
+        for env, code in ((s3_env(AWS_SECRET_ACCESS_KEY="wrong"), "SignatureDoesNotMatch"),
+                          (s3_env(AWS_ACCESS_KEY_ID="AKIDOTHER"), "InvalidAccessKeyId"),
+                          (s3_env(AWS_SESSION_TOKEN="stale"), "InvalidToken"),
+                          (s3_env(AWS_ACCESS_KEY_ID=None), "AccessDenied")):
+            r, _ = s3_client("s3://bucket/ranged.ldsi", env, "--connections", "4")
+            check(r["status"] == "E_IO" and r["field"] == "http.status" and
+                  f"HTTP 403 {code}: " in r["message"] and
+                  r["message"].startswith("GET s3://bucket/ranged.ldsi: "), f"{code}: {r}")
+            balanced(r, code)
+            print(f"     {code}: {r['message']}")
+        r, _ = s3_client("s3://bucket", s3_env())
+        check(r["status"] == "E_INVALID_ARG" and "s3://BUCKET/KEY" in r["message"], str(r))
+
+    def test_s3_credentials_never_shown():
+        need_curl()
+        secrets = ("AKIDFAULTSERVER", "FAULTSERVERSECRET", "FAULTSERVERTOKEN", "wrongsecret")
+        env = s3_env(AWS_SESSION_TOKEN="FAULTSERVERTOKEN")
+        bad = s3_env(AWS_SESSION_TOKEN="FAULTSERVERTOKEN", AWS_SECRET_ACCESS_KEY="wrongsecret")
+        runs = []
+        for e in (env, bad):
+            runs.append(s3_client("s3://bucket/ranged.ldsi", e, "--connections", "4")[1])
+            runs.append(s3_client("s3://bucket/missing.ldsi", e)[1])
+            for cmd in (["info"], ["info", "--json"], ["verify"], ["get", "--row", "0"]):
+                p = subprocess.run([LODESTAR, *cmd, "s3://bucket/ranged.ldsi"], env=e,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+                runs.append(p.stdout.decode() + p.stderr.decode())
+        check("status OK" in runs[0] and "HTTP 403 SignatureDoesNotMatch" in runs[6], runs)
+        for out in runs:
+            for word in secrets:
+                check(word not in out, f"{word} shown: {out}")
+
     return {k: v for k, v in locals().items() if k.startswith("test_")}
 
 
@@ -554,6 +683,14 @@ http {{
         check(r["status"] == "E_IO" and "an https URL stays https" in r["message"]
               and "after 0 bytes" in r["message"], str(r))
         print(f"     https to http: {r['message']}")
+
+    def test_nginx_ranged_fetch_equals_the_file():
+        for name in ("ranged.ldsi", "ranged10.ldsi"):
+            for k in ("1", "4", "8"):
+                r, _ = client(url(name), "--file", path_of(name), "--connections", k)
+                check(r["status"] == "OK" and r["same"] == "1" and r["connections"] == k,
+                      f"{name} K={k}: {r}")
+                balanced(r, name)
 
     def test_nginx_404():
         r, _ = client(url("missing.ldsi"))

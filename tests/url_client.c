@@ -5,11 +5,14 @@
  *
  *   url_client [--file PATH] [--max-payload N] [--low-speed S] [--resumes N]
  *              [--redirects N] [--cancel-after N] [--chunk N] [--userpwd U:P]
- *              [--ca-file PEM] [--live FILE] [--timeout MS] URL
+ *              [--ca-file PEM] [--live FILE] [--timeout MS] [--connections K] URL
  *
  * --file also loads PATH from disk and prints "same 1" when both indexes hold
  * the same rows, dim, payload bytes and verified checksum (XXH3-64 of every
  * payload byte). --cancel-after N cancels once N payload bytes have arrived.
+ * url_client --write PATH ROWS DIM CHUNK writes a test index instead (write_index).
+ * --connections K sets lds_load_options.url_connections (printed back as "connections",
+ * the count used).
  * --live FILE makes a live index serving FILE (generation 1), reloads it from
  * URL with lds_live_reload_url and prints "live_status", "live_generation" and
  * "live_rows" (what a pin sees afterwards), instead of the plain load.
@@ -79,8 +82,48 @@ static int live_reload(const char *file, const char *url, const lds_load_options
     return 0;
 }
 
+/* --write PATH ROWS DIM CHUNK: a pseudo-random f32 index with keys "w<row>", in format 1.1
+ * with CHUNK-byte chunks (LDS_CHUNKS_NONE for 1.0), for the ranged-fetch cases. */
+static int write_index(const char *path, uint64_t rows, uint32_t dim, uint32_t chunk)
+{
+    lds_writer_options wo;
+    lds_writer_options_default(&wo);
+    wo.dim = dim;
+    wo.with_keys = true;
+    wo.chunk_bytes = chunk;
+    lds_writer *w = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    float *vec = malloc((size_t)dim * sizeof *vec);
+    if (vec == NULL)
+        return 1;
+    lds_status st = lds_writer_open_path(path, &wo, &w, &err);
+    uint64_t x = 0x243F6A8885A308D3u;
+    for (uint64_t r = 0; st == LDS_OK && r < rows; r++) {
+        for (uint32_t d = 0; d < dim; d++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            vec[d] = (float)((double)(x >> 11) / 9007199254740992.0 - 0.5);
+        }
+        char key[32];
+        int kl = snprintf(key, sizeof key, "w%llu", (unsigned long long)r);
+        st = lds_writer_add_row(w, vec, dim, r, key, (size_t)kl, &err);
+    }
+    if (st == LDS_OK)
+        st = lds_writer_finish(w, &err);
+    lds_writer_free(w);
+    free(vec);
+    if (st != LDS_OK)
+        fprintf(stderr, "url_client: writing %s: %s\n", path, err.message);
+    return st == LDS_OK ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 6 && strcmp(argv[1], "--write") == 0)
+        return write_index(argv[2], strtoull(argv[3], NULL, 10), (uint32_t)strtoul(argv[4], NULL, 10),
+                           (uint32_t)strtoul(argv[5], NULL, 10));
     lds_load_options opts;
     lds_load_options_default(&opts);
     lds_url_options uo;
@@ -111,6 +154,8 @@ int main(int argc, char **argv)
             uo.max_redirects = (uint32_t)strtoul(v, NULL, 10);
         else if (strcmp(a, "--cancel-after") == 0)
             cc.after = strtoull(v, NULL, 10);
+        else if (strcmp(a, "--connections") == 0)
+            opts.url_connections = (uint32_t)strtoul(v, NULL, 10);
         else if (strcmp(a, "--chunk") == 0)
             opts.chunk_bytes = (size_t)strtoull(v, NULL, 10);
         else if (strcmp(a, "--ca-file") == 0)
@@ -150,6 +195,8 @@ int main(int argc, char **argv)
     printf("compressed %d\n", info.compressed ? 1 : 0);
     printf("http_status %d\n", info.http_status);
     printf("resumes %" PRIu32 "\n", info.resumes);
+    printf("connections %" PRIu32 "\n", info.url_connections);
+    printf("hashed_while_reading %d\n", info.hashed_while_reading ? 1 : 0);
     printf("payload_bytes %" PRIu64 "\n", info.payload_bytes);
     printf("capacity_bytes %" PRIu64 "\n", info.capacity_bytes);
     if (st == LDS_OK) {

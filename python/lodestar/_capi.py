@@ -45,7 +45,7 @@ class LoadOptions(_c.Structure):
                 ("ownership", I), ("use_mmap", B), ("populate", B), ("verify_checksum", B),
                 ("hash_while_reading", B), ("cancel", P), ("progress", P),
                 ("callback_ctx", P), ("chunk_bytes", SZ), ("hash_thread", B),
-                ("url", P), ("read_threads", U32)]
+                ("url", P), ("read_threads", U32), ("url_connections", U32)]
 
 
 class UrlOptions(_c.Structure):
@@ -65,7 +65,7 @@ class LoadInfo(_c.Structure):
                 ("huge_pages", B), ("huge_pages_fallback", B),
                 ("bytes_read", U64), ("bytes_shared", U64), ("bytes_copied", U64),
                 ("chunks_read", U32), ("chunks_shared", U32), ("chunks_copied", U32),
-                ("delta_fallback", B)]
+                ("delta_fallback", B), ("url_connections", U32)]
 
 
 class WriterOptions(_c.Structure):

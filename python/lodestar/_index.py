@@ -853,7 +853,8 @@ def _view_collected(index):
     return collected
 
 
-def _options(mmap, populate, verify, ownership, max_payload, read_threads=0):
+def _options(mmap, populate, verify, ownership, max_payload, read_threads=0,
+             url_connections=0):
     lib = library()
     opts = _capi.LoadOptions()
     lib.lds_load_options_default(ctypes.byref(opts))
@@ -872,6 +873,10 @@ def _options(mmap, populate, verify, ownership, max_payload, read_threads=0):
     if t < 0:
         raise ValueError("read_threads must be >= 0 (0: automatic), not %d" % t)
     opts.read_threads = min(t, 0xFFFFFFFF)
+    k = operator.index(url_connections)
+    if k < 0:
+        raise ValueError("url_connections must be >= 0 (0: automatic), not %d" % k)
+    opts.url_connections = min(k, 0xFFFFFFFF)
     return opts
 
 
@@ -910,10 +915,10 @@ def _readinto_callback(f, failure, call=None):
 
 
 def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, populate=False,
-         timeout=None, progress=None, read_threads=0):
+         timeout=None, progress=None, read_threads=0, url_connections=0):
     """Loads an index and returns an Index.
 
-    source: a path (str or os.PathLike); an "http://" or "https://" URL (str, loaded
+    source: a path (str or os.PathLike); an "http://", "https://" or "s3://" URL (str, loaded
     with lds_load_url: Content-Length cross-checked, dropped transfers resumed); a bytes-like object (the memory path, never
     pooled: a `bytes` object is borrowed, anything else is copied since it could change
     under the index); or a binary file object, read from its current position: through
@@ -931,11 +936,14 @@ def load(source, *, mmap=False, verify=True, ownership=None, max_payload=None, p
     stops the load within about 50 ms and raises KeyboardInterrupt, the rental returned
     (docs/adr/0034). read_threads: threads that read a regular file's payload in
     parallel (path or fd; 0, the default: automatic, see lds_load_options; 1: one reader).
+    url_connections: a URL only, concurrent Range requests that fetch the payload (0, the
+    default: automatic; 1: one stream; at most 16; docs/adr/0041).
     Raises lodestar.Error subclasses (TruncatedError, ChecksumError,
     IOError, ...), TypeError for a source of another kind.
     """
     lib = library()
-    opts = _options(mmap, populate, verify, ownership, max_payload, read_threads)
+    opts = _options(mmap, populate, verify, ownership, max_payload, read_threads,
+                    url_connections)
     uo = _interrupt.url_options(timeout)
     opts.url = ctypes.cast(ctypes.byref(uo), ctypes.c_void_p).value
     info = _capi.LoadInfo()
@@ -984,7 +992,7 @@ def explain_source(source, exc):
     """Raises `exc` (a BadMagicError or TruncatedError of loading `source`) with what
     the file is and what to do with it, when `source` is a path or bytes of a kind
     lds_import_sniff knows; returns (leaving the caller to raise) otherwise."""
-    if isinstance(source, str) and source.lower().startswith(("http://", "https://")):
+    if isinstance(source, str) and source.lower().startswith(("http://", "https://", "s3://")):
         return
     name = None
     try:
@@ -1035,7 +1043,7 @@ def from_source(source, mmap, info, borrow_bytes, *, path, url, fd, memory, call
     when borrow_bytes, else every memory source is copied. Returns (status, what to
     keep alive: the borrowed array, or None); an exception raised by a file object's
     read is raised again here."""
-    if isinstance(source, str) and source.lower().startswith(("http://", "https://")):
+    if isinstance(source, str) and source.lower().startswith(("http://", "https://", "s3://")):
         return url(_cstr(source, "url")), None
     if isinstance(source, (str, os.PathLike)):
         return path(_cstr(source, "path")), None

@@ -26,7 +26,7 @@ class Live:
     source, as reload() takes it. max_retired: how many retired generations may still be
     pinned (1 to 64; None = 2); a reload beyond it raises lodestar.LimitError (field
     "live.max_retired") at once and loads nothing. mmap, verify, ownership, max_payload,
-    populate, read_threads: as lodestar.load's, for every reload. delta: the default of
+    populate, read_threads, url_connections: as lodestar.load's, for every reload. delta: the default of
     reload()'s delta (True: a reload from a path or a file reads only the chunks that
     changed, see reload()).
 
@@ -52,7 +52,7 @@ class Live:
 
     def __init__(self, source=None, *, max_retired=None, max_retained_bytes=None,
                  mmap=False, verify=True, ownership=None, max_payload=None, populate=False,
-                 read_threads=0, delta=True):
+                 read_threads=0, url_connections=0, delta=True):
         lib = library()
         lo = _capi.LiveOptions()
         lib.lds_live_options_default(ctypes.byref(lo))
@@ -70,7 +70,8 @@ class Live:
                                  % max_retained_bytes)
         self._max_retained = max_retained_bytes
         self._mmap = bool(mmap)
-        self._opts = _options(mmap, populate, verify, ownership, max_payload, read_threads)
+        self._opts = _options(mmap, populate, verify, ownership, max_payload, read_threads,
+                              url_connections)
         self._h = None
         self._pool = None
         self._holds = 0  # pins held and calls in flight

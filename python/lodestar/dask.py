@@ -278,7 +278,7 @@ class DaskShards:
         self.timeout = timeout
         self.poll = poll
         m = os.fspath(manifest)
-        self.manifest_path = m if m.lower().startswith(("http://", "https://")) \
+        self.manifest_path = m if m.lower().startswith(("http://", "https://", "s3://")) \
             else os.path.abspath(m)
         self.manifest = read_manifest(self.manifest_path)
         self.epoch = 0

@@ -45,6 +45,7 @@ int main(void)
     FIELD(lds_load_options, hash_thread);
     FIELD(lds_load_options, url);
     FIELD(lds_load_options, read_threads);
+    FIELD(lds_load_options, url_connections);
 
     SIZE(lds_url_options);
     FIELD(lds_url_options, size);
@@ -84,6 +85,7 @@ int main(void)
     FIELD(lds_load_info, chunks_shared);
     FIELD(lds_load_info, chunks_copied);
     FIELD(lds_load_info, delta_fallback);
+    FIELD(lds_load_info, url_connections);
 
     SIZE(lds_writer_options);
     FIELD(lds_writer_options, size);
