@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Loading an index from a URL on loopback against loading it from the file (ADR 0019).
 
-usage: /usr/bin/python3 bench/load_url.py [--dry] [--index FILE] [--rounds N] [--rows N]
+usage: /usr/bin/python3 bench/compare/load_url.py [--dry] [--index FILE] [--rounds N] [--rows N]
 
 Serves the index's directory with nginx on 127.0.0.1 (Python's http.server when nginx
 is not installed; the output says which), then, in interleaved rounds (the order
@@ -34,7 +34,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOP = os.path.join(HERE, os.pardir)
+TOP = os.path.join(HERE, os.pardir, os.pardir)
 sys.path.insert(0, os.path.join(TOP, "python"))
 BUILD = os.environ.get("LODESTAR_BUILD", os.path.join(TOP, "build"))
 os.environ.setdefault("LODESTAR_LIB", os.path.join(BUILD, "liblodestar.so"))
@@ -126,7 +126,7 @@ def main():
                                    "file (scripts/adr-check.sh)")
     a = ap.parse_args()
     if not os.access(GNU_TIME, os.X_OK):
-        raise SystemExit("bench/load_url.py needs GNU time (apt-get install time)")
+        raise SystemExit("bench/compare/load_url.py needs GNU time (apt-get install time)")
     rounds = 2 if a.dry else a.rounds
     cli = os.path.join(BUILD, "cli", "lodestar")
     work = tempfile.mkdtemp(prefix="lodestar-load-url-")
