@@ -298,7 +298,7 @@ static lds_status set_err(lds_error *err, lds_status st, const char *field, cons
     e.size = err->size;
     e.status = st;
     e.field = field;
-    snprintf(e.message, sizeof e.message, "%s", msg);
+    snprintf(e.message, sizeof e.message, "%.*s", (int)sizeof e.message - 1, msg); /* cut to fit */
     memcpy(err, &e, err->size);
     return st;
 }
