@@ -149,6 +149,10 @@ int bench_interleave(bench_alt *alts, size_t n, int warmup, int iters);
 const char *bench_machine_line(void);
 const char *bench_allocator_name(void);    /* "glibc", "jemalloc", "mimalloc" */
 const char *bench_allocator_version(void); /* "2.36", "5.3.0-0-g...", "209" */
+const char *bench_cpu_model(void);         /* lscpu's model name, "AMD EPYC" */
+const char *bench_kernel(void);            /* "Linux 6.18.44-fc-v1045" */
+const char *bench_host_facts(void);         /* "hypervisor kvm | THP madvise, defrag madvise | DAMON off, swap none" */
+const char *bench_build_type(void);        /* meson's buildtype of lodestar-bench, "release" */
 
 /* Defaults resolved against --dry. */
 int bench_iters(const bench_opts *o, int normal);

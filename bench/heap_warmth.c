@@ -3,7 +3,7 @@
  * first load against the same load in a process that has already loaded (and
  * freed) the index a few times, each in its own process. The parent runs the
  * children interleaved (fresh, warm, fresh, warm, ...) and collects the time
- * and page faults each child measured around its last load. bench/heap-warmth.sh
+ * and page faults each child measured around its last load. bench/env/heap-warmth.sh
  * adds hyperfine's view of the whole processes.
  *
  * Child mode: --mode child --loads N --index FILE: loads (and frees) FILE N

@@ -5,7 +5,7 @@
  * process (one load per process) and warm (repeated loads in one process, the first
  * dropped): bare read() into a pre-touched buffer (the floor), the pooled verified load
  * with 1..T readers and huge pages on/off, the mapped verified load, and numpy.load
- * (bench/load_numpy.py). Each row: wall time, CPU time, page faults, peak RSS, and the
+ * (bench/compare/load_numpy.py). Each row: wall time, CPU time, page faults, peak RSS, and the
  * median as a ratio to the floor and to numpy.load. With --mode cold, a cold-cache table
  * too: before each sample the file's pages are dropped from the page cache with
  * posix_fadvise(POSIX_FADV_DONTNEED) (that file only, so other users of the machine keep
@@ -246,7 +246,7 @@ static int run_child(const bench_opts *o, const alt *a, const char *path, int re
     snprintf(mode, sizeof mode, "child:%s", a->kind);
     const char *script = getenv("LDS_BENCH_NUMPY_SCRIPT");
     if (script == NULL)
-        script = "bench/load_numpy.py";
+        script = "bench/compare/load_numpy.py";
     pid_t pid = fork();
     if (pid < 0)
         return -1;
@@ -361,7 +361,7 @@ static bool numpy_available(void)
 {
     const char *script = getenv("LDS_BENCH_NUMPY_SCRIPT");
     if (script == NULL)
-        script = "bench/load_numpy.py";
+        script = "bench/compare/load_numpy.py";
     return access(script, R_OK) == 0 &&
            system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;
 }
@@ -576,7 +576,7 @@ int bench_load_scale(const bench_opts *o)
     }
     if (!numpy)
         bench_note(rep, "numpy.load rows skipped: /usr/bin/python3 with numpy, or "
-                        "bench/load_numpy.py (run from the repository's top), not found");
+                        "bench/compare/load_numpy.py (run from the repository's top), not found");
     int frc = bench_report_finish(rep);
     bench_report_free(rep);
     return rc != 0 ? 1 : frc;

@@ -102,7 +102,7 @@ static const subcommand subcommands[] = {
      "same vectors; timed interleaved, each in a fresh process (one load) and warm (loads\n"
      "repeated in one process, the first dropped): bare read() into a pre-touched buffer (the\n"
      "floor), the pooled verified load with 1..T readers (huge pages on, and off at 1 and T),\n"
-     "automatic, with keys, the mapped verified load and numpy.load (bench/load_numpy.py, run\n"
+     "automatic, with keys, the mapped verified load and numpy.load (bench/compare/load_numpy.py, run\n"
      "from the repository's top); warm, also T readers hashing 1 MiB pieces as read (ADR\n"
      "0040). Rows rotate each round. Wall time, CPU time and the kernel's share of it, page\n"
      "faults, peak RSS, and the median as a ratio to the floor and to numpy.load.\n"
@@ -128,7 +128,7 @@ static const subcommand subcommands[] = {
     {"heap-warmth", bench_heap_warmth,
      "diagnostic: a fresh process's first load vs a warmed process's (see heap-warmth.sh)",
      "a fresh process's first load against a warmed process's, each load in its own child\n"
-     "process, with and without huge pages (see bench/heap-warmth.sh for hyperfine).\n"
+     "process, with and without huge pages (see bench/env/heap-warmth.sh for hyperfine).\n"
      "\noptions:\n"
      "  --loads N          loads before the measured one in a warmed process (default 6)\n"
      "  --index FILE, --rows N --dim N, --dir DIR   as for load\n"

@@ -60,15 +60,15 @@ CORE=(
 
 # The lab: the benchmarks' peers and tools, and the slow suite (--lab).
 LAB_PACKAGES=(
-    nginx-light time                       # test_url.py --nginx; bench/load_url.py (GNU time)
-    python3-cffi                           # bench/python_binding.py
+    nginx-light time                       # test_url.py --nginx; bench/compare/load_url.py (GNU time)
+    python3-cffi                           # bench/compare/python_binding.py
     python3-distributed python3-dask       # lodestar.dask and its LocalCluster test (suite slow)
-    python3-faiss libopenblas0-pthread     # bench/compare_faiss.py (faiss, numpy's sgemm)
+    python3-faiss libopenblas0-pthread     # bench/compare/compare_faiss.py (faiss, numpy's sgemm)
     hyperfine gnuplot-nox                  # lodestar-bench: whole-process runs, --plot
     libjemalloc2 libmimalloc2.0            # pool-cost-allocators.sh, live-allocators.sh preload each
     liburcu-dev libck-dev                  # lodestar-bench pin-cost compares lds_live pins with them
     spin                                   # slow suite: the pool protocol's model check
-    python3-gensim                         # similar --positive/--negative test; bench/compare_pack.py
+    python3-gensim                         # similar --positive/--negative test; bench/compare/compare_pack.py
     libmimalloc-dev libgoogle-perftools-dev # rent-return: mimalloc heap API and tcmalloc rows
     valgrind binutils                      # scripts/pool-warm-count.sh: callgrind, objdump
     # h-python (issue 28): torch.from_dlpack(index) test (skipped without it; ~170 MB)

@@ -85,7 +85,7 @@ The API at a glance (each name's own docstring has the details):
   next call places that worker's shards on the workers present and loads them there.
   Tested on a `LocalCluster` of 2 worker processes on 127.0.0.1 (meson test
   python-dask): exact equality, a rolling reload under query load, a worker killed
-  mid-query, shards over HTTP. Figures: `bench/compare_sharded.py`.
+  mid-query, shards over HTTP. Figures: `bench/compare/compare_sharded.py`.
 
 The names numpy, faiss, gensim and torch users know (gensim's scores within 1e-5 of gensim
 4.2's on the sample, tests/python/test_gensim.py; faiss's in test_faiss.py):

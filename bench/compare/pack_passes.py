@@ -4,7 +4,7 @@ same array as .npy (docs/adr/0023). Whole `lodestar pack` processes, alternative
 interleaved round by round (A B C D, A B C D, ...), so a slow spell of the shared machine
 hits each alike; each row's median, min and max are over the rounds.
 
-usage: bench/pack_passes.py [--rounds N] [--dry] [--json FILE] [-h]
+usage: bench/compare/pack_passes.py [--rounds N] [--dry] [--json FILE] [-h]
 Run from the repository's top after building build/; needs numpy (and h5py for the HDF5
 rows, skipped without it). Input: the GloVe sample, data/glove-100d-20k.txt.zst (20,000 x
 100). --dry: 500 rows, 1 round. --json FILE: the rows as JSON ("ROW", unit seconds) for
@@ -21,7 +21,7 @@ import numpy as np
 
 from benchlib import cpu_model, loadavg, write_summary
 
-TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir)
+TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir)
 BUILD = os.environ.get("LODESTAR_BUILD", os.path.join(TOP, "build"))
 LODESTAR = os.path.join(BUILD, "cli", "lodestar")
 

@@ -2,7 +2,7 @@
 """Expansion ratios (decoded bytes / compressed bytes) of embedding files and of bombs under
 gzip -9, xz -1 and zstd -3: the evidence for the importer's 4096:1 cap (docs/adr/0018).
 
-usage: bench/compression_ratios.py [--dry] [--json FILE] [-h]
+usage: bench/compare/compression_ratios.py [--dry] [--json FILE] [-h]
 Run from the repository's top; needs numpy and the zstd program. --dry: the first 500
 lines of the GloVe sample and 1 MiB bombs (for tests/test_bench_map.py). --json FILE: the
 ratios also as JSON rows named "INPUT @ CODER" (scripts/adr-check.sh).

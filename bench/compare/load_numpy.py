@@ -5,7 +5,7 @@ Prints one line per load: wall ms, CPU ms (user + system), minor page faults, pe
 (ru_maxrss: the interpreter and numpy included, about 30 MiB here), system CPU ms, as the
 bench's own children do. The array is dropped before the next load.
 
-usage: /usr/bin/python3 bench/load_numpy.py FILE.npy [REPS]
+usage: /usr/bin/python3 bench/compare/load_numpy.py FILE.npy [REPS]
 """
 import resource
 import sys

@@ -4,13 +4,13 @@
 # faults per reload, query p99 outside and during reloads, peak RSS over the payload, wrong
 # results; and what pooling buys (malloc reload time / pooled-adopt reload time).
 #
-# usage: bench/live-allocators.sh [live options, e.g. --dry, --index .cache/glove/glove-100d.ldsi]
+# usage: bench/env/live-allocators.sh [live options, e.g. --dry, --index .cache/glove/glove-100d.ldsi]
 # env:   LODESTAR_BUILD (default build), OUT (directory for the raw JSON and text, default a new
 #        temporary one)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-build=${LODESTAR_BUILD:-$here/../build}
+build=${LODESTAR_BUILD:-$here/../../build}
 bench=$build/bench/lodestar-bench
 out=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/live-allocators.XXXXXX")}
 python=${PYTHON:-python3}
@@ -25,7 +25,7 @@ if [[ ! -x $bench ]]; then
     exit 2
 fi
 
-# shellcheck source=bench/allocators.sh
+# shellcheck source=bench/env/allocators.sh
 . "$here/allocators.sh"
 
 args=("$@")

@@ -21,7 +21,7 @@ machine disturbs far less than the wall time. Then what the total is made of:
 - dask S/W at batch 1: a single query, where that overhead is everything.
 The answers of every contender are checked equal to the single index's first.
 
-usage: /usr/bin/python3 bench/compare_sharded.py [--dry] [--rounds N] [--rows N] [--dim D]
+usage: /usr/bin/python3 bench/compare/compare_sharded.py [--dry] [--rounds N] [--rows N] [--dim D]
        [--batch B] [--k K] [--build DIR] [--json FILE]
 Needs Debian python3-distributed (scripts/deps.sh); without it, says so and exits 0.
 """
@@ -35,7 +35,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, os.pardir))
+ROOT = os.path.abspath(os.path.join(HERE, os.pardir, os.pardir))
 # --build DIR, else $LODESTAR_BUILD (what tests/test_bench_map.py and adr-check hand every
 # entry), else build/.
 BUILD = os.path.join(ROOT, sys.argv[sys.argv.index("--build") + 1]
@@ -156,7 +156,7 @@ def main():
     k = args.k
     ncpu = os.cpu_count() or 1
 
-    print("# compare_sharded: %s" % " ".join(["bench/compare_sharded.py"] + sys.argv[1:]))
+    print("# compare_sharded: %s" % " ".join(["bench/compare/compare_sharded.py"] + sys.argv[1:]))
     print("# machine: %s" % machine())
     print("# index %d x %d f32 cosine (%.1f MiB), batch %d queries, k %d, %d rounds; "
           "the machine is shared: interleaved rounds, medians" %

@@ -28,7 +28,7 @@ The vectors: --index FILE.ldsi (e.g. .cache/glove/glove-100d.ldsi from
 scripts/fetch-glove.sh) uses that index's vectors and keys; otherwise random rows of the
 GloVe shape, 341,479 x 100, keys w0, w1, ... (--rows, --dim to change it).
 
-usage: /usr/bin/python3 bench/compare_numpy.py [--dry] [--index FILE] [--rows N] [--dim N]
+usage: /usr/bin/python3 bench/compare/compare_numpy.py [--dry] [--index FILE] [--rows N] [--dim N]
        [--rounds N] [--queries N] [--dir DIR] [--json FILE]
   --json FILE  also write the load rows' per-round samples (ms) as JSON (scripts/adr-check.sh)
 env:   LODESTAR_LIB (default build/liblodestar.so) when the package is not installed.
@@ -42,8 +42,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, os.pardir, "python"))
-os.environ.setdefault("LODESTAR_LIB", os.path.join(HERE, os.pardir, "build", "liblodestar.so"))
+sys.path.insert(0, os.path.join(HERE, os.pardir, os.pardir, "python"))
+os.environ.setdefault("LODESTAR_LIB", os.path.join(HERE, os.pardir, os.pardir, "build", "liblodestar.so"))
 
 import numpy as np  # noqa: E402
 
@@ -117,7 +117,7 @@ def prepare(args):
         files["ldsi"] = args.index
     elif not os.path.exists(files["ldsi"]):
         lodestar.write(files["ldsi"], v, keys=keys, metric=metric,
-                       metadata={"source": "bench/compare_numpy.py"})
+                       metadata={"source": "bench/compare/compare_numpy.py"})
     if not os.path.exists(files["npy"]):
         np.save(files["npy"], v)
     if faiss and not os.path.exists(files["faiss"]):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What making Python loads interruptible costs, and how fast Ctrl-C stops one (ADR 0034).
 
-usage: python3 bench/interrupt_cost.py [--dry] [--rounds N] [--mib M] [--json FILE]
+usage: python3 bench/compare/interrupt_cost.py [--dry] [--rounds N] [--mib M] [--json FILE]
 
 Table "python load": one index of M MiB (default 256; --dry 8) loaded by path, interleaved
 round by round: "load, no hooks" calls lds_load_path through ctypes with no cancel or
@@ -24,7 +24,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 if not os.environ.get("PYTHONPATH"):
     sys.path.insert(0, os.path.join(ROOT, "python"))

@@ -7,12 +7,12 @@
 #   a load in a warmed process    = (t(11 loads) - t(1 load)) / 10
 # The file is read before timing (hyperfine --warmup), so the page cache is warm for all.
 #
-# usage: bench/heap-warmth.sh [--dry] [--index FILE]
+# usage: bench/env/heap-warmth.sh [--dry] [--index FILE]
 # env:   LODESTAR_BUILD (default build), TMPDIR (where the reference index is written)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-build=${LODESTAR_BUILD:-$here/../build}
+build=${LODESTAR_BUILD:-$here/../../build}
 bench=$build/bench/lodestar-bench
 python=${PYTHON:-python3}
 dry=
@@ -21,7 +21,7 @@ while [[ $# -gt 0 ]]; do
     case $1 in
     --dry) dry=--dry ;;
     --index) index=$2; shift ;;
-    *) echo "usage: bench/heap-warmth.sh [--dry] [--index FILE]" >&2; exit 2 ;;
+    *) echo "usage: bench/env/heap-warmth.sh [--dry] [--index FILE]" >&2; exit 2 ;;
     esac
     shift
 done

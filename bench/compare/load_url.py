@@ -2,7 +2,7 @@
 """Loading an index from a URL on loopback against loading it from the file (ADR 0019,
 0041).
 
-usage: /usr/bin/python3 bench/load_url.py [--dry] [--index FILE] [--rounds N] [--rows N]
+usage: /usr/bin/python3 bench/compare/load_url.py [--dry] [--index FILE] [--rounds N] [--rows N]
            [--connections 1,2,4,8] [--generate-mib N] [--scratch DIR] [--no-processes]
 
 Serves the index's directory with nginx on 127.0.0.1 (Python's http.server when nginx
@@ -43,7 +43,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOP = os.path.join(HERE, os.pardir)
+TOP = os.path.join(HERE, os.pardir, os.pardir)
 sys.path.insert(0, os.path.join(TOP, "python"))
 BUILD = os.environ.get("LODESTAR_BUILD", os.path.join(TOP, "build"))
 os.environ.setdefault("LODESTAR_LIB", os.path.join(BUILD, "liblodestar.so"))
@@ -175,7 +175,7 @@ def main():
                                    "file (scripts/adr-check.sh)")
     a = ap.parse_args()
     if not os.access(GNU_TIME, os.X_OK):
-        raise SystemExit("bench/load_url.py needs GNU time (apt-get install time)")
+        raise SystemExit("bench/compare/load_url.py needs GNU time (apt-get install time)")
     rounds = 2 if a.dry else a.rounds
     ks = [int(k) for k in a.connections.split(",")]
     gen_mib = a.generate_mib if a.generate_mib is not None else (0 if a.dry else 1024)

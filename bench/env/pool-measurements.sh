@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Re-runs the pool's measurements and writes them into docs/measurements/, one command for all:
 #   rent-return.txt             build/bench/lodestar-bench rent-return --json rent-return.json
-#   rent-return-allocators.txt  bench/pool-cost-allocators.sh rent-return (glibc, mimalloc,
+#   rent-return-allocators.txt  bench/env/pool-cost-allocators.sh rent-return (glibc, mimalloc,
 #                               jemalloc, tcmalloc by LD_PRELOAD; mimalloc's heap API and
 #                               tc_malloc rows in every process)
 #   contention.txt              build/bench/lodestar-bench contention --json contention.json
@@ -10,7 +10,7 @@
 # type, the machine (lscpu model name, cpus) and the load average when it started; the runs
 # already in the file stay below it verbatim (decision records quote their lines).
 #
-# usage: bench/pool-measurements.sh [--dry] [--only rent-return,contention,...]
+# usage: bench/env/pool-measurements.sh [--dry] [--only rent-return,contention,...]
 #   --dry   quick settings (every command gets --dry); prints the runs, writes no file
 #   --only  a comma list of the four names above (without .txt)
 # env:   LODESTAR_BUILD (default build; a release build, -Dbuildtype=release), DEST (default
@@ -18,7 +18,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/.." && pwd)
+top=$(cd "$here/../.." && pwd)
 build=${LODESTAR_BUILD:-$top/build}
 bench=$build/bench/lodestar-bench
 dest=${DEST:-$top/docs/measurements}
@@ -80,7 +80,7 @@ one() {
     local f=$tmp/$name.txt rc=0
     {
         echo "\$ $*${extra[*]:+ ${extra[*]}}"
-        echo "# written by bench/pool-measurements.sh (which re-runs all four files in one command)"
+        echo "# written by bench/env/pool-measurements.sh (which re-runs all four files in one command)"
         echo "# build: ${buildtype:-unknown} build in ${build#"$top"/} (${compiler:-compiler unknown}) of $commit; run $(date -u +%Y-%m-%dT%H:%MZ) from the repository top"
         echo "# machine: lscpu model name: ${model:-unknown}; $(nproc) cpus usable (nproc), $(getconf _NPROCESSORS_ONLN) online"
         echo "# load average at start: $(cat /proc/loadavg)"
@@ -99,7 +99,7 @@ for n in "${names[@]}"; do
     case $n in
     rent-return) one "$n" "$bench" rent-return --json "$json/rent-return.json" ;;
     rent-return-allocators) one "$n" env LODESTAR_BUILD="$build" OUT="$json/allocators" \
-        bench/pool-cost-allocators.sh rent-return ;;
+        bench/env/pool-cost-allocators.sh rent-return ;;
     contention) one "$n" "$bench" contention --json "$json/contention.json" ;;
     capacity) one "$n" "$bench" capacity --json "$json/capacity.json" ;;
     esac

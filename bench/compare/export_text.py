@@ -6,7 +6,7 @@ round by round; with --old BINARY another lodestar build's glove export joins th
 (before/after). Each row's samples are the child's CPU time (user + system, from
 getrusage), less noisy than wall time on a shared machine; wall time is printed beside.
 
-usage: bench/export_text.py [--rounds N] [--old BINARY] [--dry] [--json FILE] [-h]
+usage: bench/compare/export_text.py [--rounds N] [--old BINARY] [--dry] [--json FILE] [-h]
 Run from the repository's top after building build/. Input: data/glove-100d-20k.txt.zst
 (20,000 x 100, 2,000,000 numbers) packed once. --dry: 500 rows, 1 round. --json FILE: the
 rows as JSON ("ROW", unit seconds) for scripts/adr-check.sh. env: LODESTAR_BUILD (default
@@ -22,7 +22,7 @@ import time
 
 from benchlib import cpu_model, loadavg, write_summary
 
-TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir)
+TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir)
 BUILD = os.environ.get("LODESTAR_BUILD", os.path.join(TOP, "build"))
 LODESTAR = os.path.join(BUILD, "cli", "lodestar")
 

@@ -8,7 +8,7 @@
 # the candidate is faster; for a throughput such as Mpairs/s, above 1), with the machine
 # line. The workflow of seed 003 for a performance change.
 #
-# usage: scripts/bench-compare.sh [--rounds N] [--opts "OPTIONS"] [--keep DIR]
+# usage: bench/env/bench-compare.sh [--rounds N] [--opts "OPTIONS"] [--keep DIR]
 #                                 BASE CANDIDATE [SUBCOMMAND...]
 #   BASE, CANDIDATE  commits (anything git rev-parse takes: a38f270, main, HEAD~1)
 #   SUBCOMMAND       bench-map.json row names of lodestar-bench commands (default: every
@@ -19,7 +19,7 @@
 #                    directory, removed at the end)
 # Exit status: 0 when every run succeeded, 1 when a build or run failed, 2 on a usage error.
 set -eu
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 
 usage() {
     sed -n 's/^# \{0,1\}//; /^usage:/,/^Exit status/p' "$0"

@@ -1,4 +1,4 @@
-# Sourced (not run) by bench/pool-cost-allocators.sh and bench/live-allocators.sh: the one copy
+# Sourced (not run) by bench/env/pool-cost-allocators.sh and bench/env/live-allocators.sh: the one copy
 # of "run this lodestar-bench command under each allocator", glibc as it is, glibc with a fixed
 # mmap threshold, and jemalloc, mimalloc and tcmalloc by LD_PRELOAD of Debian's shared objects.
 #

@@ -3,7 +3,7 @@
 format allows: docs/format.md MF17), at two sizes interleaved, to show the work is linear in
 the entries (docs/adr/0033): before, each entry loaded its shard again.
 
-usage: bench/manifest_verify.py [--dry] [--rounds N] [--lodestar PATH] [--json FILE] [-h]
+usage: bench/compare/manifest_verify.py [--dry] [--rounds N] [--lodestar PATH] [--json FILE] [-h]
 
 Run from the repository's top with the build in build/ (or $LODESTAR_BUILD). Sizes: 10,000 and 100,000 entries
 (--dry: 100 and 1,000, 2 rounds); each round runs both, smaller first. Prints ms per run

@@ -7,7 +7,7 @@ one query's exact search (lds_index_search, 10 nearest of ROWS x DIM f32 rows), 
 lds_index_key of a row. Prints per-call median, min and max (ns) per binding and the
 ratio cffi / ctypes of the medians. The index is written by the package itself.
 
-usage: /usr/bin/python3 bench/python_binding.py [--dry] [--rounds N] [--rows N] [--dim N]
+usage: /usr/bin/python3 bench/compare/python_binding.py [--dry] [--rounds N] [--rows N] [--dim N]
                                                 [--json FILE]
   --json FILE  also write the samples (ns per call, per round) as JSON: one row per call and
                binding, in a table named after the call (scripts/adr-check.sh reads it)
@@ -25,8 +25,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, os.pardir, "python"))
-os.environ.setdefault("LODESTAR_LIB", os.path.join(HERE, os.pardir, "build", "liblodestar.so"))
+sys.path.insert(0, os.path.join(HERE, os.pardir, os.pardir, "python"))
+os.environ.setdefault("LODESTAR_LIB", os.path.join(HERE, os.pardir, os.pardir, "build", "liblodestar.so"))
 
 import numpy as np  # noqa: E402
 

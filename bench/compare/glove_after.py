@@ -19,7 +19,7 @@ columns say which of them a slow load paid; "elsewhere" (median, max) is the res
 CPU less run-queue wait, time the thread neither ran nor waited for a guest CPU (the host's
 steal and its own faults, or blocking) (docs/measurements/glove-after-allocations.md).
 
-usage: /usr/bin/python3 bench/glove_after.py [--rounds N] [--index F] [--dir D] [--dry]
+usage: /usr/bin/python3 bench/compare/glove_after.py [--rounds N] [--index F] [--dir D] [--dry]
 (the .npy and the faiss index are written once into --dir from the index's vectors)
 Needs python3-numpy; python3-faiss for the faiss step (skipped, and said, without it).
 """
@@ -32,7 +32,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.join(HERE, os.pardir)
+ROOT = os.path.join(HERE, os.pardir, os.pardir)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 os.environ.setdefault("LODESTAR_LIB", os.path.join(ROOT, "build", "liblodestar.so"))
 

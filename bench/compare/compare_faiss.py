@@ -20,7 +20,7 @@ tests/test_glove_slow.sh) when present, else 341,479 x 100 generated.
 The machine is shared (2 vCPUs, other builds running): timings are noisy;
 the rounds are interleaved so every contender sees the same noise.
 
-usage: /usr/bin/python3 bench/compare_faiss.py [--dry] [--rounds N] [--threads T] [--index F]
+usage: /usr/bin/python3 bench/compare/compare_faiss.py [--dry] [--rounds N] [--threads T] [--index F]
 (it re-executes itself without OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE, which may be set
 on these machines and slow OpenBLAS: unset in the comparison's own process only)
 Needs Debian python3-faiss, python3-numpy, libopenblas0-pthread (scripts/deps.sh).
@@ -36,7 +36,7 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.join(HERE, os.pardir)
+ROOT = os.path.join(HERE, os.pardir, os.pardir)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 # The package in a checkout has no bundled library: the build's (as compare_numpy.py does).
 os.environ.setdefault("LODESTAR_LIB", os.path.join(ROOT, "build", "liblodestar.so"))

@@ -6,7 +6,7 @@ machine can run its whole life at about twice the time of another (the vCPU's ne
 address layout), so one process per build says little: the per-round ratio pool/malloc
 within each process is the figure, and its spread over processes says how far it holds.
 
-usage: bench/pool_builds.py [--build NAME=DIR ...] [--allocator LIST] [--processes N]
+usage: bench/compare/pool_builds.py [--build NAME=DIR ...] [--allocator LIST] [--processes N]
                             [--size LIST] [--iterations N] [--dry] [--json FILE]
   --build NAME=DIR  a build folder (with bench/lodestar-bench); repeatable; default
                     new=$LODESTAR_BUILD (else build)
@@ -85,7 +85,7 @@ def parse_args(argv):
             print("pool_builds: unknown allocator %r" % a, file=sys.stderr)
             sys.exit(2)
     if not opts["builds"]:
-        top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         opts["builds"] = [("new", os.environ.get("LODESTAR_BUILD", os.path.join(top, "build")))]
     if opts["dry"]:
         opts.update(processes=1, size="64,4K", iterations=3)

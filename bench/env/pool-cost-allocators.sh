@@ -12,14 +12,14 @@
 #   API, tc_malloc/tc_free), each median with min-max, and the pool's ratio to each.
 # Every allocator's version is printed in the header.
 #
-# usage: bench/pool-cost-allocators.sh [rent-return] [options of that subcommand, e.g. --dry,
+# usage: bench/env/pool-cost-allocators.sh [rent-return] [options of that subcommand, e.g. --dry,
 #        --size 64,1K,4K,1M, --iterations 9]
 # env:   LODESTAR_BUILD (default build), MMAP_THRESHOLD (default 131072, glibc's static
 #        default), OUT (directory for the raw JSON and text, default a new temporary one)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-build=${LODESTAR_BUILD:-$here/../build}
+build=${LODESTAR_BUILD:-$here/../../build}
 bench=$build/bench/lodestar-bench
 threshold=${MMAP_THRESHOLD:-131072}
 out=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/pool-cost-allocators.XXXXXX")}
@@ -34,7 +34,7 @@ if [[ ! -x $bench ]]; then
     echo "pool-cost-allocators: $bench not found (build first, or set LODESTAR_BUILD)" >&2
     exit 2
 fi
-# shellcheck source=bench/allocators.sh
+# shellcheck source=bench/env/allocators.sh
 . "$here/allocators.sh"
 
 mode=pool-cost

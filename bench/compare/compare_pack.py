@@ -31,7 +31,7 @@ float32, twice; pack rounds once) and, with --old, whether both packs wrote the 
 The machine is named (lscpu model name) with the load average before and after: on a shared
 machine times are noisy, which is why the rounds are interleaved and min/max shown.
 
-usage: /usr/bin/python3 bench/compare_pack.py [--dry] [--rounds N] [--bin-rows N]
+usage: /usr/bin/python3 bench/compare/compare_pack.py [--dry] [--rounds N] [--bin-rows N]
        [--old PATH] [--dir DIR] [--json FILE]
   --json FILE  also write the rows (name: alternative, table: input, samples in seconds) for
                scripts/adr-check.sh
@@ -48,7 +48,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.join(HERE, os.pardir)
+ROOT = os.path.join(HERE, os.pardir, os.pardir)
 BUILD = os.environ.get("LODESTAR_BUILD", os.path.join(ROOT, "build"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 os.environ.setdefault("LODESTAR_LIB", os.path.join(BUILD, "liblodestar.so"))
