@@ -101,9 +101,8 @@ struct live_bench {
     /* generation -> step it loaded; written before the reload that makes it, read by the
      * readers after they pin it (the swap orders the two) */
     int gen_step[MAX_GEN];
-    /* DELTA HOOK: the delta reload (docs/adr/0047) is asked for the timed reloads when this
-     * is set; the interleaved full reloads never ask for it. The option is passed in
-     * reload_once; --delta on|off sets this once the delta branch is merged. */
+    /* The timed reloads are delta reloads (docs/adr/0047) when this is set (--delta on, the
+     * default); the interleaved full reloads never are. */
     bool delta;
     lds_live *live;
     _Atomic bool stop;
@@ -255,6 +254,7 @@ static int step_path(live_bench *lb, const char *base_path, const char *dir, con
 static int make_pattern(live_bench *lb, const bench_opts *o)
 {
     lb->pattern = o->changed_pct > 0 || o->clustered_pct > 0 || o->appended_pct > 0;
+    lb->delta = o->delta == 0;
     lb->appended =
         o->appended_pct > 0 ? (uint64_t)((double)lb->rows0 * o->appended_pct / 100.0 + 0.5) : 0;
     if (o->appended_pct > 0 && lb->appended == 0)
@@ -476,12 +476,9 @@ static lds_status reload_once(live_bench *lb, enum strat s, int step, bool delta
     lo.ownership = s == S_COPY ? LDS_OWN_COPY : LDS_OWN_ADOPT;
     lo.use_mmap = s == S_MAPPED;
     lo.progress = sample_rss;
-    /* DELTA HOOK: pass `delta` to the reload here (the delta branch's option of
-     * lds_load_options / lds_live_reload_*); until then every reload is a full one. */
-    (void)delta;
     lds_error err;
     lds_error_init(&err);
-    lds_status st = lds_live_reload_path(lb->live, path, &lo, NULL, NULL, &err);
+    lds_status st = lds_live_reload_path_delta(lb->live, path, delta, &lo, NULL, NULL, &err);
     if (st != LDS_OK)
         fprintf(stderr, "live: reload %s: %s\n", path, err.message);
     return st;

@@ -151,6 +151,8 @@ static const subcommand subcommands[] = {
      "  --appended PCT     ... PCT of rows appended at the end (none of the three: every\n"
      "                     element changes); with any, a full reload of the same file is\n"
      "                     timed after each (full_reload_ms)\n"
+     "  --delta on|off     timed reloads as delta reloads (docs/adr/0047; default on, as\n"
+     "                     lds_live_reload_path); the interleaved full reloads never are\n"
      "  --strategy LIST    strategies to run, comma-separated (default: all)\n"
      "  --threads N        query threads (default: cores - 1, at least 1)\n"
      "  --cycles N         reloads per strategy (default 12)\n"
@@ -454,6 +456,9 @@ int main(int argc, char **argv)
             double pct = strtod(v, &end);
             bad = end == v || *end != '\0' || !(pct > 0 && pct <= 100);
             *(a[2] == 'a' ? &o.appended_pct : a[3] == 'h' ? &o.changed_pct : &o.clustered_pct) = pct;
+        } else if (strcmp(a, "--delta") == 0) {
+            bad = strcmp(v, "on") != 0 && strcmp(v, "off") != 0;
+            o.delta = strcmp(v, "off") == 0;
         } else if (strcmp(a, "--consumer") == 0) {
             o.consumer = v;
             bad = !bench_pool_cost_key(true, v);
