@@ -160,8 +160,10 @@ static int one_call(const build *b, const char *mode, const char *path, const un
 
 int main(int argc, char **argv)
 {
-    if (argc != 6 || (strcmp(argv[4], "parse") != 0 && strcmp(argv[4], "table") != 0 &&
-                      strcmp(argv[4], "load") != 0) || atoi(argv[5]) < 1) {
+    if (argc != 6 ||
+        (strcmp(argv[4], "parse") != 0 && strcmp(argv[4], "table") != 0 &&
+         strcmp(argv[4], "load") != 0) ||
+        atoi(argv[5]) < 1) {
         fprintf(stderr, "usage: lodestar-ab-builds OLD/liblodestar.so NEW/liblodestar.so INDEX "
                         "parse|table|load ITERATIONS\n");
         return 2;

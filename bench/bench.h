@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "lodestar.h"
 
 #define BENCH_MAX_SIZES 64
 
@@ -171,6 +172,11 @@ int bench_reference_index(const char *dir, uint64_t rows, uint32_t dim, bool unk
    the growable path can load it from a stream that does not know its length). */
 int bench_unknown_length_copy(const char *src, const char *dir, char *out, size_t cap);
 /* The directory for generated files: --dir, else $TMPDIR or /tmp. */
+/* The plain-allocation baseline of the reload benchmarks (live, reload): reads the index at
+   `path` into one malloc()ed buffer with read() and parses it in place, the checksum verified;
+   the index frees the buffer. LDS_OK or the first failing status (LDS_E_IO for open/read). */
+lds_status bench_load_malloc(const char *path, lds_index **out);
+
 const char *bench_work_dir(const bench_opts *o);
 
 /* ---- other pools (other_pools.c), for rent-return --allocator ---- */

@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <gnu/libc-version.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -443,4 +444,58 @@ const char *bench_work_dir(const bench_opts *o)
         return o->work_dir;
     const char *t = getenv("TMPDIR");
     return t && *t ? t : "/tmp";
+}
+
+/* ---- the plain-allocation baseline ------------------------------------ */
+
+static void release_free(void *p)
+{
+    free(p);
+}
+
+static int read_full(int fd, void *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        size_t want = n - got > LDS_DEFAULT_CHUNK_BYTES ? LDS_DEFAULT_CHUNK_BYTES : n - got;
+        ssize_t r = read(fd, (unsigned char *)buf + got, want);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+lds_status bench_load_malloc(const char *path, lds_index **out)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return LDS_E_IO;
+    unsigned char head[LDS_HEADER_SIZE];
+    lds_header h;
+    lds_status st = LDS_E_IO;
+    void *payload = NULL;
+    if (read_full(fd, head, sizeof head) != 0)
+        goto done;
+    if ((st = lds_header_decode(head, sizeof head, &h, NULL)) != LDS_OK)
+        goto done;
+    st = LDS_E_NOMEM;
+    if (!(payload = malloc(h.payload_length ? h.payload_length : 1)))
+        goto done;
+    st = LDS_E_IO;
+    if (read_full(fd, payload, h.payload_length) != 0)
+        goto done;
+    lds_parse_options po;
+    lds_parse_options_default(&po);
+    po.release = release_free;
+    po.release_ctx = payload;
+    po.header = &h; /* format 1.1: the chunk table */
+    if ((st = lds_index_from_payload(payload, h.payload_length, &po, out, NULL)) == LDS_OK)
+        payload = NULL; /* the index owns it now */
+done:
+    free(payload);
+    close(fd);
+    return st;
 }

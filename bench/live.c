@@ -396,26 +396,6 @@ static uint64_t thread_minflt(void)
     return (uint64_t)ru.ru_minflt;
 }
 
-static void release_free(void *p)
-{
-    free(p);
-}
-
-static int read_full(int fd, void *buf, size_t n)
-{
-    size_t got = 0;
-    while (got < n) {
-        size_t want = n - got > LDS_DEFAULT_CHUNK_BYTES ? LDS_DEFAULT_CHUNK_BYTES : n - got;
-        ssize_t r = read(fd, (unsigned char *)buf + got, want);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        got += (size_t)r;
-    }
-    return 0;
-}
-
 static uint64_t g_rss_peak; /* reloader thread only */
 
 static void sample_rss(uint64_t done, uint64_t total, void *ctx)
@@ -430,38 +410,13 @@ static void sample_rss(uint64_t done, uint64_t total, void *ctx)
 
 static lds_status reload_malloc(live_bench *lb, const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return LDS_E_IO;
-    unsigned char head[LDS_HEADER_SIZE];
-    lds_header h;
-    lds_status st = LDS_E_IO;
-    void *payload = NULL;
     lds_index *idx = NULL;
-    if (read_full(fd, head, sizeof head) != 0)
-        goto done;
-    if ((st = lds_header_decode(head, sizeof head, &h, NULL)) != LDS_OK)
-        goto done;
-    st = LDS_E_NOMEM;
-    if (!(payload = malloc(h.payload_length ? h.payload_length : 1)))
-        goto done;
-    st = LDS_E_IO;
-    if (read_full(fd, payload, h.payload_length) != 0)
-        goto done;
-    lds_parse_options po;
-    lds_parse_options_default(&po);
-    po.release = release_free;
-    po.release_ctx = payload;
-    po.header = &h; /* format 1.1: the chunk table */
-    if ((st = lds_index_from_payload(payload, h.payload_length, &po, &idx, NULL)) != LDS_OK)
-        goto done;
-    payload = NULL; /* the index owns it */
+    lds_status st = bench_load_malloc(path, &idx);
+    if (st != LDS_OK)
+        return st;
     sample_rss(1, 1, NULL);
     if ((st = lds_live_install_take(lb->live, idx, NULL, NULL)) != LDS_OK)
         lds_index_free(idx);
-done:
-    free(payload);
-    close(fd);
     return st;
 }
 

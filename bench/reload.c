@@ -28,61 +28,6 @@ typedef struct rl_ctx {
     lds_index *current;
 } rl_ctx;
 
-static void release_free(void *p)
-{
-    free(p);
-}
-
-static int read_full(int fd, void *buf, size_t n)
-{
-    size_t got = 0;
-    while (got < n) {
-        size_t want = n - got > LDS_DEFAULT_CHUNK_BYTES ? LDS_DEFAULT_CHUNK_BYTES : n - got;
-        ssize_t r = read(fd, (unsigned char *)buf + got, want);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        got += (size_t)r;
-    }
-    return 0;
-}
-
-static lds_status load_malloc(const char *path, lds_index **out)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return LDS_E_IO;
-    unsigned char head[LDS_HEADER_SIZE];
-    lds_header h;
-    lds_status st = LDS_E_IO;
-    void *payload = NULL;
-    if (read_full(fd, head, sizeof head) != 0)
-        goto done;
-    st = lds_header_decode(head, sizeof head, &h, NULL);
-    if (st != LDS_OK)
-        goto done;
-    st = LDS_E_NOMEM;
-    payload = malloc(h.payload_length ? h.payload_length : 1);
-    if (!payload)
-        goto done;
-    st = LDS_E_IO;
-    if (read_full(fd, payload, h.payload_length) != 0)
-        goto done;
-    lds_parse_options po;
-    lds_parse_options_default(&po);
-    po.release = release_free;
-    po.release_ctx = payload;
-    po.header = &h; /* format 1.1: the chunk table */
-    st = lds_index_from_payload(payload, h.payload_length, &po, out, NULL);
-    if (st == LDS_OK)
-        payload = NULL; /* the index owns it now */
-done:
-    free(payload);
-    close(fd);
-    return st;
-}
-
 static int run(void *p, uint64_t ops, uint64_t *elapsed)
 {
     rl_ctx *c = p;
@@ -91,7 +36,7 @@ static int run(void *p, uint64_t ops, uint64_t *elapsed)
     lds_index *next = NULL;
     lds_status st;
     if (c->kind == R_MALLOC) {
-        st = load_malloc(c->path, &next);
+        st = bench_load_malloc(c->path, &next);
     } else {
         lds_load_options lo;
         lds_load_options_default(&lo);

@@ -751,4 +751,3 @@ int bench_report_finish(bench_report *rep)
         rc = -1;
     return rc;
 }
-
