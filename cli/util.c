@@ -4,6 +4,7 @@
 #include "format_f32.h"
 #endif
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -278,14 +279,57 @@ static void put_escaped(FILE *f, const char *s, size_t len, bool backslash)
     }
 }
 
+/* Where a URL-looking token ("scheme:/...") starts at s[i]: at the start or after a space,
+   quote or '(' (so "a:/b" inside a word is not one); its length up to the next white space,
+   quote, or ": " (a message's "URL: reason"), else 0. */
+static size_t url_token(const char *s, size_t len, size_t i)
+{
+    if (i > 0 && !strchr(" \t\"'(", s[i - 1]))
+        return 0;
+    size_t k = i;
+    if (k >= len || !((s[k] >= 'a' && s[k] <= 'z') || (s[k] >= 'A' && s[k] <= 'Z')))
+        return 0;
+    while (k < len && (isalnum((unsigned char)s[k]) || s[k] == '+' || s[k] == '.' || s[k] == '-'))
+        k++;
+    if (k + 1 >= len || s[k] != ':' || s[k + 1] != '/')
+        return 0;
+    while (k < len && s[k] != ' ' && s[k] != '\t' && s[k] != '\n' && s[k] != '"' && s[k] != '\'' &&
+           !(s[k] == ':' && k + 1 < len && s[k + 1] == ' '))
+        k++;
+    return k - i;
+}
+
+/* put_escaped, with every URL-looking token written through lds_url_redact: a password or a
+   signed query's token in an argument echoed by any message (a mistyped URL taken for a
+   path: "cannot open http:/u:pw@h/x") is never printed. */
+static void put_redacted(FILE *f, const char *s, size_t len, bool backslash)
+{
+    size_t from = 0;
+    for (size_t i = 0; i < len; i++) {
+        size_t n = url_token(s, len, i);
+        if (n == 0)
+            continue;
+        put_escaped(f, s + from, i - from, backslash);
+        char url[2048], shown[2048];
+        size_t m = n < sizeof url - 1 ? n : sizeof url - 1;
+        memcpy(url, s + i, m);
+        url[m] = '\0';
+        lds_url_redact(url, shown, sizeof shown);
+        put_escaped(f, shown, strlen(shown), backslash);
+        i += n - 1;
+        from = i + 1;
+    }
+    put_escaped(f, s + from, len - from, backslash);
+}
+
 void cli_put_escaped(FILE *f, const char *s, size_t len)
 {
-    put_escaped(f, s, len, true);
+    put_redacted(f, s, len, true);
 }
 
 void cli_put_message(FILE *f, const char *s, size_t len)
 {
-    put_escaped(f, s, len, false);
+    put_redacted(f, s, len, false);
 }
 
 static bool is_url(const char *s)

@@ -439,17 +439,21 @@ LDS_API bool lds_url_supported(void);
  * Writes `url` without its secrets into `buf` of `cap` bytes, NUL-terminated,
  * cut if it does not fit: the "user:password@" part of the authority is
  * removed (also when a raw '/', '?' or '#' in the password ends the authority
- * early: "u:SEC/RET@h"), and the value of every query or fragment parameter
+ * early: "u:SEC/RET@h", and when the scheme has one slash too few or many:
+ * "http:/u:pw@h"), and the value of every query or fragment parameter
  * named X-Amz-Signature, X-Amz-Credential, X-Amz-Security-Token, Signature,
  * AWSAccessKeyId, X-Goog-Signature, X-Goog-Credential, access_token, id_token,
- * refresh_token, client_secret, sig, token, api_key, apikey, key or password
- * (names matched case-insensitively after percent-decoding) is replaced by
- * "REDACTED" (AWS SigV4 and SigV2 presigned URLs, Google Cloud Storage signed
- * URLs, OAuth 2.0 tokens in a query or fragment, RFC 6750 section 2.3 and RFC
- * 6749 section 4.2.2, Azure SAS signatures, API keys). A secret under another
- * name is shown. Returns `buf`.
- * Anything that is not a URL is copied unchanged. Never fails; `url` NULL is
- * written as "(null)". Thread-safe.
+ * refresh_token, client_secret, sig, token, api_key, apikey, key, password,
+ * pass, pwd, code, Policy or Key-Pair-Id, or whose name holds one of the words
+ * secret, token, passw, signature, credential, auth, session, apikey, api_key,
+ * api-key or jwt (names matched case-insensitively after percent-decoding; a
+ * name of 128 bytes or more too) is replaced by "REDACTED" (AWS SigV4 and
+ * SigV2 presigned URLs, Google Cloud Storage and CloudFront signed URLs, OAuth
+ * 2.0 tokens and codes in a query or fragment, RFC 6750 section 2.3 and RFC
+ * 6749 sections 4.1.2 and 4.2.2, Azure SAS signatures, API keys). A secret
+ * under another name is shown. Returns `buf`.
+ * Anything that is not a URL ("scheme:/...") is copied unchanged. Never fails;
+ * `url` NULL is written as "(null)". Thread-safe.
  */
 LDS_API char *lds_url_redact(const char *url, char *buf, size_t cap);
 

@@ -60,7 +60,30 @@ static const char *const secret_params[] = {
     "apikey",
     "key",
     "password",
+    "pass",
+    "pwd",
+    "code",        /* an OAuth 2.0 authorization code (RFC 6749 section 4.1.2) */
+    "Policy",      /* CloudFront signed URLs: Policy, Signature, Key-Pair-Id */
+    "Key-Pair-Id",
 };
+
+/* Words that make any parameter name holding them (any case) a credential's: a name nobody
+ * listed above (secret, auth, Authorization, jwt, x-api-key, session, my_token...) is
+ * redacted by what it says it is rather than shown. */
+static const char *const secret_words[] = {
+    "secret", "token", "passw", "signature", "credential", "auth", "session", "apikey",
+    "api_key", "api-key", "jwt",
+};
+
+/* Whether `word` occurs in d[0, n), any case. */
+static bool has_word(const char *d, size_t n, const char *word)
+{
+    size_t w = strlen(word);
+    for (size_t i = 0; i + w <= n; i++)
+        if (strncasecmp(d + i, word, w) == 0)
+            return true;
+    return false;
+}
 
 static int hex_value(char c)
 {
@@ -74,11 +97,11 @@ static int hex_value(char c)
  * X-Amz-Signature to a server) names a credential. */
 static bool secret_param(const char *name, size_t n)
 {
-    char d[32];
+    char d[128];
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (k == sizeof d)
-            return false; /* longer than every name in the list */
+            return true; /* a name of 128 bytes or more: its value is hidden, to be safe */
         int hi, lo;
         if (name[i] == '%' && i + 2 < n && (hi = hex_value(name[i + 1])) >= 0 &&
             (lo = hex_value(name[i + 2])) >= 0) {
@@ -90,6 +113,9 @@ static bool secret_param(const char *name, size_t n)
     }
     for (size_t i = 0; i < sizeof secret_params / sizeof secret_params[0]; i++)
         if (strlen(secret_params[i]) == k && strncasecmp(d, secret_params[i], k) == 0)
+            return true;
+    for (size_t i = 0; i < sizeof secret_words / sizeof secret_words[0]; i++)
+        if (has_word(d, k, secret_words[i]))
             return true;
     return false;
 }
@@ -127,13 +153,19 @@ char *lds_url_redact(const char *url, char *buf, size_t cap)
         url = "(null)";
     size_t len = 0;
     const char *p = url;
-    const char *auth = strstr(url, "://");
+    /* The authority follows "scheme:" and its slashes: "://" as a URL has it, or one slash
+       too few or many, as a mistyped argument has it ("http:/user:pw@h/x" must not show pw
+       either). Without a scheme and a slash it is not a URL: copied as is. */
+    size_t sl = strspn(url, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-");
+    const char *auth = NULL;
+    if (sl > 0 && url[sl] == ':' && url[sl + 1] == '/' &&
+        ((url[0] >= 'a' && url[0] <= 'z') || (url[0] >= 'A' && url[0] <= 'Z')))
+        auth = url + sl + 1 + strspn(url + sl + 1, "/");
     if (auth == NULL) {
         put(buf, cap, &len, url, strlen(url));
         buf[len] = '\0';
         return buf;
     }
-    auth += 3;
     /* The authority ends at the first '/', '?' or '#'; its last '@' ends user:password. */
     size_t alen = strcspn(auth, "/?#");
     const char *at = NULL;

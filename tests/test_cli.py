@@ -538,6 +538,21 @@ def rechunk(b, cb):
     return out
 
 
+def test_secrets_in_arguments_never_printed():
+    """A URL's password and a signed query's token, in an argument of any command, even one
+    that takes files only (pack, diff) or a mistyped URL taken for a path (http:/...), are
+    never printed (found by a tester: pack and diff echoed them)."""
+    for url in ("http://user:hunter2SECRET@127.0.0.1:9/x.ldsi?token=secret2TOK&n=1",
+                "http:/user:hunter2SECRET@127.0.0.1:9/x.ldsi?X-Amz-Signature=secret2TOK"):
+        for args in (("pack", url, os.path.join(WORK, "never.ldsi")), ("diff", url, INDEX),
+                     ("diff", INDEX, url), ("info", url), ("verify", url)):
+            rc, out, err = run(*args)
+            check(rc != 0, f"{args}: exit {rc}")
+            check("hunter2SECRET" not in out + err and "secret2TOK" not in out + err,
+                  f"{args} printed a secret: {out}{err}")
+            check("127.0.0.1" in err, f"{args}: the message still names the host: {err}")
+
+
 def test_diff():
     """lodestar diff against hand-counted chunks: 400 words of 8 f32 (32-byte rows, so
     row r is payload bytes 32 r..32 r + 31, in chunk 32 r // 1024 of 1 KiB chunks); word

@@ -2005,9 +2005,19 @@ static void test_url_redact_query_secrets(void **state)
         snprintf(want, sizeof want, "http://h/x?%s=REDACTED", names[i]);
         assert_string_equal(lds_url_redact(url, b, sizeof b), want);
     }
-    /* Names that only contain a secret's name, and a value without '=', stay. */
+    /* A name holding a credential's word is one (tokens, my_token); "sig" and "key" only
+       as whole names; a parameter without '=' has no value to hide. */
     assert_string_equal(lds_url_redact("http://h/x?mysig=1&tokens=2&token&sig=", b, sizeof b),
-                        "http://h/x?mysig=1&tokens=2&token&sig=REDACTED");
+                        "http://h/x?mysig=1&tokens=REDACTED&token&sig=REDACTED");
+    /* Found by a tester: names outside the old list were shown (issue 26 item 4). */
+    assert_string_equal(
+        lds_url_redact("http://h/x?secret=S1&auth=A&Authorization=A1&jwt=J1&x-api-key=K4&pwd=P3"
+                       "&pass=P2&session=S3&code=C1&Policy=P1&Key-Pair-Id=K&monkey=1&n=2",
+                       b, sizeof b),
+        "http://h/x?secret=REDACTED&auth=REDACTED&Authorization=REDACTED&jwt=REDACTED"
+        "&x-api-key=REDACTED&pwd=REDACTED&pass=REDACTED&session=REDACTED&code=REDACTED"
+        "&Policy=REDACTED&Key-Pair-Id=REDACTED&monkey=1&n=2");
+    assert_null(strstr(b, "S1"));
     /* A secret in the path is not a parameter; one in the fragment is (an OAuth implicit
        grant's access_token travels there). */
     assert_string_equal(lds_url_redact("http://h/token=1#sig=2", b, sizeof b),
@@ -2026,6 +2036,11 @@ static void test_url_redact_query_secrets(void **state)
         {"http://h/x.ldsi#access_token=FRAG&x=1", "http://h/x.ldsi#access_token=REDACTED&x=1"},
         {"http://user:SEC/RETPW@host/x.ldsi", "http://host/x.ldsi"},
         {"http://h:8080/a@b", "http://h:8080/a@b"},
+        /* a mistyped scheme (one slash) still hides the password (found by a tester) */
+        {"http:/user:pw@h/x?token=T", "http:/h/x?token=REDACTED"},
+        {"s3:///u:pw@b/k", "s3:///b/k"},
+        {"C:/data/x.ldsi", "C:/data/x.ldsi"},
+        {"relative/a:b@c", "relative/a:b@c"},
     };
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
         assert_string_equal(lds_url_redact(more[i].in, b, sizeof b), more[i].out);
