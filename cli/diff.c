@@ -39,6 +39,7 @@ typedef struct dfile {
     bool chunked;
     unsigned char *table; /* 8 x chunk_count bytes, checked */
     const char *why;      /* why it cannot take part in a delta; NULL: it can */
+    bool compressed;      /* a zstd frame: no header to read before decompressing */
 } dfile;
 
 static uint64_t ld64(const unsigned char *b)
@@ -76,6 +77,7 @@ static int open_dfile(dfile *f)
         rc = cli_failf("%s: cannot read its %d-byte header", f->path, LDS_HEADER_SIZE);
     } else if (hb[0] == 0x28 && hb[1] == 0xB5 && hb[2] == 0x2F && hb[3] == 0xFD) {
         f->why = "is compressed (zstd)";
+        f->compressed = true;
     } else {
         lds_status st = lds_header_decode(hb, sizeof hb, &f->h, &err);
         if (st != LDS_OK) {
@@ -238,16 +240,21 @@ int cli_diff(int argc, char **argv)
     if (jo) {
         json_object_object_add(jo, "chunk_bytes", json_object_new_int64(b.h.chunk_bytes));
         json_object_object_add(jo, "chunks", json_object_new_int64((int64_t)b.h.chunk_count));
-        json_object_object_add(jo, "payload_bytes", json_object_new_int64((int64_t)payload));
+        /* a zstd NEW: its payload length is known only once decompressed (null, not 0) */
+        json_object_object_add(jo, "payload_bytes",
+                               b.compressed ? NULL : json_object_new_int64((int64_t)payload));
         json_object_object_add(jo, "delta", json_object_new_boolean(!why));
         if (why)
             json_object_object_add(jo, "why", json_object_new_string(why));
         json_object_object_add(jo, "read", jr);
         json_object_object_add(jo, "chunks_read", json_object_new_int64((int64_t)chunks_read));
-        json_object_object_add(jo, "bytes_read", json_object_new_int64((int64_t)total_read));
+        json_object_object_add(jo, "bytes_read",
+                               b.compressed ? NULL : json_object_new_int64((int64_t)total_read));
         json_object_object_add(jo, "bytes_copied", json_object_new_int64((int64_t)copied));
         puts(json_object_to_json_string_ext(jo, JSON_C_TO_STRING_PLAIN));
         json_object_put(jo);
+    } else if (why && b.compressed) {
+        printf("no delta: %s; a reload reads and decompresses all of NEW\n", why);
     } else if (why) {
         printf("no delta: %s; a reload reads all %" PRIu64 " payload bytes of NEW\n", why,
                payload);

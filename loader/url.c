@@ -520,6 +520,10 @@ static lds_status set_options(lds__url *u, const char *url)
     SET(CURLOPT_FOLLOWLOCATION, u->uo.max_redirects > 0 ? 1L : 0L);
     SET(CURLOPT_MAXREDIRS, (long)u->uo.max_redirects);
     SET(CURLOPT_FAILONERROR, u->s3 ? 0L : 1L);
+    /* An S3 key is a name, not a path: "a/../b" is its own object, sent as written (libcurl
+       would otherwise collapse dot segments and fetch another key, outside the bucket). */
+    if (u->s3)
+        SET(CURLOPT_PATH_AS_IS, 1L);
     SET(CURLOPT_HTTP_CONTENT_DECODING, 0L);
     SET(CURLOPT_NOSIGNAL, 1L);
     SET(CURLOPT_ERRORBUFFER, u->errbuf);

@@ -553,6 +553,23 @@ def test_secrets_in_arguments_never_printed():
             check("127.0.0.1" in err, f"{args}: the message still names the host: {err}")
 
 
+def test_diff_against_a_compressed_new_says_unknown():
+    """A zstd NEW has no header before decompression: diff says a reload reads all of it,
+    and --json gives payload_bytes and bytes_read null, not 0 (found by a tester)."""
+    if shutil.which("zstd") is None:
+        return
+    z = os.path.join(WORK, "tiny-diff.ldsi.zst")
+    subprocess.run(["zstd", "-qf", INDEX, "-o", z], check=True)
+    rc, out, err = run("diff", INDEX, z)
+    expect(rc, out, err, 0)
+    check("reads and decompresses all of NEW" in out and " 0 payload bytes" not in out, out)
+    rc, out, err = run("diff", INDEX, z, "--json")
+    expect(rc, out, err, 0)
+    doc = json.loads(out)
+    check(doc["payload_bytes"] is None and doc["bytes_read"] is None and doc["delta"] is False,
+          out)
+
+
 def test_diff():
     """lodestar diff against hand-counted chunks: 400 words of 8 f32 (32-byte rows, so
     row r is payload bytes 32 r..32 r + 31, in chunk 32 r // 1024 of 1 KiB chunks); word

@@ -730,9 +730,40 @@ def test_without_curl_a_url_is_unsupported():
         skip("built with libcurl")
 
 
+def test_s3_key_sent_as_written():
+    """An S3 key is a name: s3://b/../x.ldsi asks for the object "../x.ldsi" of bucket b,
+    never for /x.ldsi outside it (libcurl collapsed the dot segments; found by a tester)."""
+    need_curl()
+    import socket
+    import threading
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    seen = []
+
+    def answer():
+        c, _ = srv.accept()
+        seen.append(c.recv(65536).decode(errors="replace").split("\r\n")[0])
+        c.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+        c.close()
+
+    t = threading.Thread(target=answer)
+    t.start()
+    env = dict(os.environ, AWS_ENDPOINT_URL="http://127.0.0.1:%d" % srv.getsockname()[1],
+               AWS_ACCESS_KEY_ID="AKIDTEST", AWS_SECRET_ACCESS_KEY="SECRETTEST")
+    p = subprocess.run([CLIENT, "s3://bucket/../x.ldsi"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60, env=env)
+    t.join(timeout=30)
+    srv.close()
+    check(seen == ["GET /bucket/../x.ldsi HTTP/1.1"], f"request line {seen}")
+    check(b"SECRETTEST" not in p.stdout + p.stderr, "the secret was printed")
+
+
 if __name__ == "__main__":
     tests = nginx_tests() if NGINX_MODE else fault_tests()
     tests["test_without_curl_a_url_is_unsupported"] = test_without_curl_a_url_is_unsupported
+    if not NGINX_MODE:
+        tests["test_s3_key_sent_as_written"] = test_s3_key_sent_as_written
     try:
         rc = run_tests(tests, WORK)
     finally:
