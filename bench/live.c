@@ -480,8 +480,11 @@ static double pct(double *v, size_t n, double p)
     if (n == 0)
         return 0;
     qsort(v, n, sizeof *v, cmp_d);
-    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
-    return v[i];
+    /* interpolated between the two nearest ranks: the median of an even count is the mean
+       of the middle two (rounding to a rank gave the larger, the max of two samples) */
+    double at = p * (double)(n - 1);
+    size_t lo = (size_t)at, hi = lo + 1 < n ? lo + 1 : lo;
+    return v[lo] + (v[hi] - v[lo]) * (at - (double)lo);
 }
 
 static bool g_trace; /* LODESTAR_BENCH_LIVE_TRACE set: RSS at each step on stderr */
