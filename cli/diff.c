@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -66,9 +67,25 @@ static int read_at(int fd, void *buf, size_t n, uint64_t off)
 
 static int open_dfile(dfile *f)
 {
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO: no wait */
     if (fd < 0)
         return cli_failf("cannot open %s: %s", f->path, strerror(errno));
+    /* diff reads the header and the chunk table at their offsets: a regular file only
+       (a directory, a pipe or a device said as such, not as a short header) */
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return cli_failf("%s: %s", f->path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return cli_failf("%s: %s", f->path,
+                         S_ISDIR(sb.st_mode)
+                             ? "is a directory, not an index file"
+                             : "is not a regular file (diff reads the header and the chunk "
+                               "table at their offsets: save a pipe's index to a file first)");
+    }
     unsigned char hb[LDS_HEADER_SIZE];
     int rc = CLI_OK;
     lds_error err;

@@ -570,6 +570,17 @@ def test_diff_against_a_compressed_new_says_unknown():
           out)
 
 
+def test_diff_names_a_directory_and_a_pipe():
+    """diff reads at offsets: a directory and a pipe are said as such, not as a short header
+    (found by a tester)."""
+    rc, out, err = run("diff", WORK, INDEX)
+    expect(rc, out, err, 1)
+    check("is a directory" in err, err)
+    r = subprocess.run(f"cat {INDEX} | {LODESTAR} diff /dev/stdin {INDEX}", shell=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    check(r.returncode == 1 and b"is not a regular file" in r.stderr, r.stderr.decode())
+
+
 def test_diff():
     """lodestar diff against hand-counted chunks: 400 words of 8 f32 (32-byte rows, so
     row r is payload bytes 32 r..32 r + 31, in chunk 32 r // 1024 of 1 KiB chunks); word
