@@ -686,15 +686,24 @@ static CURLcode sigv4_options(CURL *e)
 
 /* Signs every request of `u` with AWS Signature V4 (libcurl's CURLOPT_AWS_SIGV4, which
  * adds x-amz-date; x-amz-content-sha256 is ours), the credentials from the environment;
- * the session token as x-amz-security-token. Nothing when no key is set (an anonymous
- * request, for public buckets). */
+ * the session token as x-amz-security-token. Nothing when neither the key id nor the
+ * secret is set (an anonymous request, for public buckets); LDS_E_INVALID_ARG when only one
+ * of them is. */
 static lds_status s3_sign(lds__url *u, lds_error *err)
 {
     const char *id = env("AWS_ACCESS_KEY_ID");
     const char *secret = env("AWS_SECRET_ACCESS_KEY");
     const char *token = env("AWS_SESSION_TOKEN");
-    if (id == NULL || secret == NULL)
+    if (id == NULL && secret == NULL)
         return LDS_OK;
+    /* Half a credential is a mistake, not a wish for an anonymous request: sending the
+       request unsigned would hide it behind the server's "access denied". */
+    if (id == NULL || secret == NULL)
+        return url_fail(u, err, LDS_E_INVALID_ARG,
+                        id == NULL ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
+                        "%s is set but %s is not: cannot sign the request",
+                        id == NULL ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID",
+                        id == NULL ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY");
     CURLcode r = sigv4_options(u->easy);
     if (r != CURLE_OK)
         return url_fail(u, err, LDS_E_UNSUPPORTED, "url",

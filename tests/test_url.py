@@ -136,6 +136,14 @@ def server():
     return SERVER
 
 
+def client_env(url, env, timeout=60):
+    """client() with its own environment."""
+    p = subprocess.run([CLIENT, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=timeout, env=env)
+    check(p.returncode == 0, f"url_client exit {p.returncode}: {p.stderr.decode()}")
+    return dict(line.partition(" ")[::2] for line in p.stdout.decode().splitlines()), p
+
+
 def need_curl():
     global SUPPORTED
     if SUPPORTED is None:
@@ -548,13 +556,17 @@ def fault_tests():
         for env, code in ((s3_env(AWS_SECRET_ACCESS_KEY="wrong"), "SignatureDoesNotMatch"),
                           (s3_env(AWS_ACCESS_KEY_ID="AKIDOTHER"), "InvalidAccessKeyId"),
                           (s3_env(AWS_SESSION_TOKEN="stale"), "InvalidToken"),
-                          (s3_env(AWS_ACCESS_KEY_ID=None), "AccessDenied")):
+                          (s3_env(AWS_ACCESS_KEY_ID=None, AWS_SECRET_ACCESS_KEY=None),
+                           "AccessDenied")):
             r, _ = s3_client("s3://bucket/ranged.ldsi", env, "--connections", "4")
             check(r["status"] == "E_IO" and r["field"] == "http.status" and
                   f"HTTP 403 {code}: " in r["message"] and
                   r["message"].startswith("GET s3://bucket/ranged.ldsi: "), f"{code}: {r}")
             balanced(r, code)
             print(f"     {code}: {r['message']}")
+        # Half a credential: refused before any request, naming the missing half.
+        r, _ = s3_client("s3://bucket/ranged.ldsi", s3_env(AWS_ACCESS_KEY_ID=None))
+        check(r["status"] == "E_INVALID_ARG" and r["field"] == "AWS_ACCESS_KEY_ID", str(r))
         r, _ = s3_client("s3://bucket", s3_env())
         check(r["status"] == "E_INVALID_ARG" and "s3://BUCKET/KEY" in r["message"], str(r))
 
@@ -757,6 +769,11 @@ def test_s3_key_sent_as_written():
     srv.close()
     check(seen == ["GET /bucket/../x.ldsi HTTP/1.1"], f"request line {seen}")
     check(b"SECRETTEST" not in p.stdout + p.stderr, "the secret was printed")
+    # Half a credential is refused before any request, naming what is missing (a tester
+    # found the key id alone silently ignored: the request went unsigned).
+    env.pop("AWS_SECRET_ACCESS_KEY")
+    r, _ = client_env("s3://bucket/x.ldsi", env)
+    check(r["status"] == "E_INVALID_ARG" and "AWS_SECRET_ACCESS_KEY" in r["message"], str(r))
 
 
 if __name__ == "__main__":
