@@ -108,9 +108,13 @@ typedef struct lds_live_options {
      *  LDS_LIVE_MAX_RETIRED_LIMIT; 0 = LDS_LIVE_DEFAULT_MAX_RETIRED. A reload
      *  beyond it is refused (LDS_E_LIMIT), see the rules at the top. */
     uint32_t max_retired;
-    /** false (default): lds_live_reload_path and lds_live_reload_fd are delta reloads
-     *  (lds_live_reload_path_delta with delta = true); true: they load in full. */
-    bool no_delta;
+    /** true: lds_live_reload_path and lds_live_reload_fd are delta reloads
+     *  (lds_live_reload_path_delta with delta = true); false (default): they load and
+     *  verify in full. Opt-in because a delta reload verifies what it serves, not the
+     *  file: a chunk damaged on disk whose table entry equals a serving chunk's is
+     *  copied, never read, and the reload succeeds where a full one refuses the file
+     *  (docs/adr/0047). */
+    bool delta;
 } lds_live_options;
 
 /** Smallest lds_live_options.size accepted: the struct as first shipped. */
@@ -213,14 +217,15 @@ LDS_API void lds_live_unpin(lds_live *live, lds_pin *pin);
  * (successful or failed), not the refused ones.
  */
 
-/** Reloads from the file at `path` (lds_load_path): a delta reload unless the live
- *  index was created with no_delta (lds_live_reload_path_delta). */
+/** Reloads from the file at `path` (lds_load_path): a delta reload when the live index
+ *  was created with lds_live_options.delta (lds_live_reload_path_delta), else in full. */
 LDS_API lds_status lds_live_reload_path(lds_live *live, const char *path,
                                         const lds_load_options *opts, uint64_t *generation,
                                         lds_load_info *info, lds_error *err);
 
 /** Reloads from `fd` at its current position (lds_load_fd); the fd stays open. A delta
- *  reload unless the live index was created with no_delta (lds_live_reload_fd_delta). */
+ *  reload when the live index was created with lds_live_options.delta
+ *  (lds_live_reload_fd_delta), else in full. */
 LDS_API lds_status lds_live_reload_fd(lds_live *live, int fd, const lds_load_options *opts,
                                       uint64_t *generation, lds_load_info *info, lds_error *err);
 

@@ -361,7 +361,7 @@ lds_status lds_live_create(const lds_live_options *opts, lds_live **out, lds_err
     atomic_init(&live->current, NULL);
     atomic_init(&live->recs, NULL);
     live->max_retired = o.max_retired;
-    live->delta = !o.no_delta;
+    live->delta = o.delta;
     live->last_status = LDS_OK;
     lds_load_info_init(&live->last_load);
     if (pthread_mutex_init(&live->mtx, NULL) != 0) {

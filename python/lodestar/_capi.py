@@ -102,7 +102,7 @@ class PoolOptions(_c.Structure):
 
 class LiveOptions(_c.Structure):
     """lds_live_options."""
-    _fields_ = [("size", SZ), ("max_retired", U32), ("no_delta", B)]
+    _fields_ = [("size", SZ), ("max_retired", U32), ("delta", B)]
 
 
 class Pin(_c.Structure):

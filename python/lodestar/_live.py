@@ -27,8 +27,8 @@ class Live:
     pinned (1 to 64; None = 2); a reload beyond it raises lodestar.LimitError (field
     "live.max_retired") at once and loads nothing. mmap, verify, ownership, max_payload,
     populate, read_threads, url_connections: as lodestar.load's, for every reload. delta: the default of
-    reload()'s delta (True: a reload from a path or a file reads only the chunks that
-    changed, see reload()).
+    reload()'s delta (False, the default: reloads load and verify in full; True: a reload
+    from a path or a file reads only the chunks that changed, see reload()).
 
     Pool: generations are loaded from a private pool without thread caches, as
     lodestar_live.h advises (a generation is freed by the thread that releases its
@@ -52,11 +52,11 @@ class Live:
 
     def __init__(self, source=None, *, max_retired=None, max_retained_bytes=None,
                  mmap=False, verify=True, ownership=None, max_payload=None, populate=False,
-                 read_threads=0, url_connections=0, delta=True):
+                 read_threads=0, url_connections=0, delta=False):
         lib = library()
         lo = _capi.LiveOptions()
         lib.lds_live_options_default(ctypes.byref(lo))
-        lo.no_delta = not delta
+        lo.delta = bool(delta)
         if max_retired is not None:
             m = operator.index(max_retired)
             if m < 1:

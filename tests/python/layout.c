@@ -125,7 +125,7 @@ int main(void)
     SIZE(lds_live_options);
     FIELD(lds_live_options, size);
     FIELD(lds_live_options, max_retired);
-    FIELD(lds_live_options, no_delta);
+    FIELD(lds_live_options, delta);
 
     SIZE(lds_pin);
     FIELD(lds_pin, index);

@@ -307,7 +307,7 @@ def test_delta_reload(tmp_path):
     pa, pb = str(tmp_path / "a.ldsi"), str(tmp_path / "b.ldsi")
     lodestar.write(pa, a, chunk_bytes=1024)
     lodestar.write(pb, b, chunk_bytes=1024)
-    with lodestar.Live(pa) as live:
+    with lodestar.Live(pa, delta=True) as live:
         first = live.stats()
         assert first["last_load"]["delta_fallback"] is True
         assert "no format 1.1 payload" in first["delta_fallback_reason"]
