@@ -33,6 +33,7 @@ build/liblodestar.so) when the package is not installed.
 import argparse
 import json
 import os
+import pwd
 import random
 import shutil
 import socket
@@ -79,8 +80,11 @@ def start_server(root, work):
         os.makedirs(os.path.join(prefix, "tmp"))
         conf = os.path.join(prefix, "nginx.conf")
         with open(conf, "w") as f:
+            # The workers run as the invoking user: as root nginx would otherwise drop them to
+            # "nobody", who cannot enter a private (0700) work folder (HTTP 403).
+            user = ("user %s;\n" % pwd.getpwuid(os.geteuid()).pw_name) if os.geteuid() == 0 else ""
             f.write(f"""daemon off;
-master_process on;
+{user}master_process on;
 worker_processes {os.cpu_count()};
 error_log {prefix}/error.log;
 pid {prefix}/nginx.pid;
