@@ -44,7 +44,7 @@ typedef struct bench_opts {
        all = every element of every row changes): --changed (in place, at random),
        --clustered (in place, runs of >= 64 rows), --appended (rows added at the end) */
     double changed_pct, clustered_pct, appended_pct;
-    int delta; /* live --delta: 0 = on (the default, as lds_live_reload_path), 1 = off */
+    int delta; /* live --delta: 0 = on (this bench's default), 1 = off */
     bool acquire;                  /* --acquire: pool-cost prices acquisition only */
     bool retouch;                  /* --retouch: pool-cost re-touches a retained buffer */
     int processes;                 /* --processes N: pool-cost re-run in N fresh processes */
