@@ -175,6 +175,11 @@ def find_row(doc, row, table):
     if not hits:
         raise ConditionError("no row %r%s in the output" % (
             row, "" if table is None else " in a table titled '...%s...'" % table))
+    if len(hits) > 1 and table is not None:
+        # "batch 100 k 10" is in "batch 100 k 100" too: a title equal to TABLE is the one meant
+        exact = [r for r in hits if r.get("table", "") == table]
+        if len(exact) == 1:
+            hits = exact
     if len(hits) > 1:
         raise ConditionError("row %r matches %d rows; name the table with ' @ TABLE'"
                              % (row, len(hits)))
