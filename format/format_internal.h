@@ -92,6 +92,13 @@ static inline uint64_t lds__align64(uint64_t x)
     return (x + 63u) & ~(uint64_t)63u;
 }
 
+/* x rounded up to a multiple of `a`, a power of two (64, or a chunk size of a
+   CHUNK_ALIGNED file: format.md §4.4); x is a payload offset, far below 2^64 - a. */
+static inline uint64_t lds__align_up(uint64_t x, uint64_t a)
+{
+    return (x + a - 1) & ~(a - 1);
+}
+
 /* Tests only: called by the parser at named points ("keys.offset checked": the key
    offsets are validated, the keys not yet read), to change the payload underneath. */
 extern void (*lds__parse_test_hook)(const char *where);
