@@ -40,9 +40,9 @@ enum {
     P_COUNT
 };
 static const char *const p_names[P_COUNT] = {
-    "full",           "changed 1%",  "clustered 1%", "appended 1%",
-    "keys edited 1%", "key longer",  "row deleted",  "metadata edited",
-    "clustered 1% no re-hash"};
+    "full",        "changed 1%",      "clustered 1%",
+    "appended 1%", "keys edited 1%",  "key longer",
+    "row deleted", "metadata edited", "clustered 1% no re-hash"};
 /* the file each alternative reloads */
 static const int p_file[P_COUNT] = {P_FULL,       P_CHANGED, P_CLUSTERED, P_APPENDED, P_KEYS_SAME,
                                     P_KEY_LONGER, P_DELETED, P_META,      P_CLUSTERED};
@@ -92,9 +92,9 @@ static int write_gen(const char *path, uint32_t dim, uint32_t chunk, lds_layout 
         uint64_t r = i >= g->deleted ? i + 1 : i;
         row_of(r, g->changed && g->changed[r] ? 1 : 0, dim, v);
         char key[32];
-        int kl = snprintf(key, sizeof key, "%s-%010llu%s",
-                          g->rekeyed && g->rekeyed[r] ? "DOC" : "doc", (unsigned long long)r,
-                          r == g->longer ? "+" : "");
+        int kl =
+            snprintf(key, sizeof key, "%s-%010llu%s", g->rekeyed && g->rekeyed[r] ? "DOC" : "doc",
+                     (unsigned long long)r, r == g->longer ? "+" : "");
         st = lds_writer_add_row(w, v, dim, 1000000 + r, key, (size_t)kl, &err);
     }
     if (st == LDS_OK)

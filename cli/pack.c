@@ -306,8 +306,8 @@ static int parse_pack_options(int argc, char **argv, lds_import_options *opts)
         case OPT_CHUNK_BYTES: {
             uint64_t cb = 0;
             if (!cli_parse_size(optarg, &cb) ||
-                (cb != 0 && (cb < LDS_MIN_CHUNK_BYTES || cb > LDS_MAX_CHUNK_BYTES ||
-                             (cb & (cb - 1)) != 0)))
+                (cb != 0 &&
+                 (cb < LDS_MIN_CHUNK_BYTES || cb > LDS_MAX_CHUNK_BYTES || (cb & (cb - 1)) != 0)))
                 return cli_usage_error(prog,
                                        "--chunk-bytes wants 0 or a power of two from 1K to 1G "
                                        "(4K, 64K), not '%s'",

@@ -125,8 +125,9 @@ struct lds_index {
     unsigned key_width;
     size_t row_bytes;
     uint64_t payload_length;
-    uint32_t chunk_bytes;  /* format 1.1: the chunk size; 0 for 1.0 */
-    uint64_t chunk_count;  /* format 1.1: chunks in the table */
+    uint32_t chunk_bytes; /* format 1.1: the chunk size; 0 for 1.0 */
+    uint64_t chunk_count; /* format 1.1: chunks in the table */
+    bool chunk_aligned;   /* format 1.2: sections on chunk boundaries (CHUNK_ALIGNED) */
     uint64_t checksum;
     bool checksum_verified;
 

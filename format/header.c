@@ -73,8 +73,8 @@ lds_status lds_header_decode(const void *bytes, size_t n, lds_header *out, lds_e
     LDS__FAIL_IF(unknown, err, LDS_E_UNSUPPORTED, "header.flags", 12,
                  "%08x sets must-understand bits this library does not know", (unsigned)out->flags);
     /* A1: sections aligned to chunks need chunks (format.md §4.4). */
-    LDS__FAIL_IF((out->flags & LDS_HEADER_CHUNK_ALIGNED) && !(out->flags & LDS_HEADER_CHUNKED),
-                 err, LDS_E_BAD_VALUE, "header.flags", 12,
+    LDS__FAIL_IF((out->flags & LDS_HEADER_CHUNK_ALIGNED) && !(out->flags & LDS_HEADER_CHUNKED), err,
+                 LDS_E_BAD_VALUE, "header.flags", 12,
                  "%08x sets CHUNK_ALIGNED (bit 1) without CHUNKED (bit 0)", (unsigned)out->flags);
     /* H6: zero reserved bytes are what lets a later minor give them a meaning that
        an older reader cannot silently misread. */

@@ -852,6 +852,7 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
     idx->payload_length = length;
     idx->chunk_bytes = chunked ? hd->chunk_bytes : 0;
     idx->chunk_count = chunked ? hd->chunk_count : 0;
+    idx->chunk_aligned = ps.align > 64;
     idx->checksum = stored;
     idx->checksum_verified = verified;
     /* A copy owes the caller nothing: its payload can be released at once. */

@@ -220,7 +220,7 @@ static uint64_t section_align(const lds_writer *w)
     if (w->o.layout == LDS_LAYOUT_CHUNK_ALIGNED)
         return w->chunk_bytes;
     return w->payload >= (uint64_t)LDS_LAYOUT_AUTO_MIN_CHUNKS * w->chunk_bytes ? w->chunk_bytes
-                                                                                : 64;
+                                                                               : 64;
 }
 
 /* Frees everything; a path writer that did not finish removes its temporary

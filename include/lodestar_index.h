@@ -337,6 +337,9 @@ LDS_API uint64_t lds_index_checksum(const lds_index *idx);
 LDS_API uint32_t lds_index_chunk_bytes(const lds_index *idx);
 /** Format 1.1: number of chunks in the chunk table; 0 for a 1.0 index. */
 LDS_API uint64_t lds_index_chunk_count(const lds_index *idx);
+/** Whether the file lays its sections, and its key bytes, on chunk boundaries (format 1.2,
+    header flag LDS_HEADER_CHUNK_ALIGNED, format.md §4.4). false for 1.0 and 1.1 files. */
+LDS_API bool lds_index_chunk_aligned(const lds_index *idx);
 /** Whether the parser compared the checksum: true exactly when verify_checksum was
     set (by hashing, or against a precomputed hash); a precomputed hash given with
     verify_checksum false is ignored and this is false. */

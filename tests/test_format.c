@@ -172,7 +172,7 @@ typedef struct spec {
     const char *model;
     const float *data; /* NULL: generated */
     float scale;
-    uint32_t chunk; /* 0: format 1.0 (the layout most tests take apart); else 1.1 chunks */
+    uint32_t chunk;    /* 0: format 1.0 (the layout most tests take apart); else 1.1 chunks */
     lds_layout layout; /* with chunk: LDS_LAYOUT_AUTO (0), _PACKED or _CHUNK_ALIGNED (1.2) */
 } spec;
 
