@@ -1,11 +1,15 @@
 /*
- * delta: delta reloads of a live index against full reloads (docs/adr/0047, 0048). For
- * each chunk size (--size LIST, default 4 KiB, 64 KiB and 4 MiB), a generated index of
- * --rows x --dim f32 rows with ids (base), and three new builds of it: 1% of rows changed
- * in place at random, 1% changed in runs of 64 consecutive rows (clustered), 1% of rows
- * appended. Interleaved per round: a full reload of the base (delta off), then for each
- * pattern the base reloaded (untimed) and the pattern's file delta-reloaded (timed). Rows
- * report ms per reload, bytes and chunks read, and bytes read as a share of the payload.
+ * delta: delta reloads of a live index against full reloads (docs/adr/0047, 0048, 0052).
+ * For each chunk size (--size LIST, default 4 KiB, 64 KiB and 4 MiB) and each section
+ * layout (packed: sections at multiples of 64; aligned: on chunk boundaries, format 1.2),
+ * a generated index of --rows x --dim f32 rows with ids and 14-byte keys (base), and new
+ * builds of it: 1% of rows changed in place at random, 1% changed in runs of 64
+ * consecutive rows (clustered), 1% of rows appended, 1% of keys changed to keys of the
+ * same length, one key (the middle row's) made one byte longer, the middle row deleted,
+ * one metadata value changed (same length). Interleaved per round: a full reload of the
+ * base (delta off), then for each pattern the base reloaded (untimed) and the pattern's
+ * file delta-reloaded (timed). Rows report ms per reload, bytes and chunks read, and
+ * bytes read as a share of the payload.
  * Page cache warm (every file read once first); the live index's pool keeps its rentals.
  */
 #include "bench.h"
@@ -23,12 +27,26 @@
 /* loader/load.c: false skips the re-hash of copied chunks (this benchmark prices it). */
 extern bool lds__delta_rehash;
 
-enum { P_FULL, P_CHANGED, P_CLUSTERED, P_APPENDED, P_CLUSTERED_TRUST, P_COUNT };
-static const char *const p_names[P_COUNT] = {"full", "changed 1%", "clustered 1%",
-                                             "appended 1%", "clustered 1% no re-hash"};
+enum {
+    P_FULL,
+    P_CHANGED,
+    P_CLUSTERED,
+    P_APPENDED,
+    P_KEYS_SAME,
+    P_KEY_LONGER,
+    P_DELETED,
+    P_META,
+    P_CLUSTERED_TRUST,
+    P_COUNT
+};
+static const char *const p_names[P_COUNT] = {
+    "full",        "changed 1%",      "clustered 1%",
+    "appended 1%", "keys edited 1%",  "key longer",
+    "row deleted", "metadata edited", "clustered 1% no re-hash"};
 /* the file each alternative reloads */
-static const int p_file[P_COUNT] = {P_FULL, P_CHANGED, P_CLUSTERED, P_APPENDED, P_CLUSTERED};
-#define P_FILES 4
+static const int p_file[P_COUNT] = {P_FULL,       P_CHANGED, P_CLUSTERED, P_APPENDED, P_KEYS_SAME,
+                                    P_KEY_LONGER, P_DELETED, P_META,      P_CLUSTERED};
+#define P_FILES 8
 
 /* Element values of row r at version v: a mixed hash (no two rows alike). */
 static void row_of(uint64_t r, unsigned v, uint32_t dim, float *out)
@@ -42,22 +60,42 @@ static void row_of(uint64_t r, unsigned v, uint32_t dim, float *out)
     }
 }
 
-static int write_gen(const char *path, uint64_t rows, uint32_t dim, uint32_t chunk,
-                     const unsigned char *changed)
+/* One build: its rows (base row r, or r + 1 from `deleted` on), the rows whose vector
+   changed (`changed`, NULL: none) or whose key changed to one of the same length
+   (`rekeyed`), the row whose key grows a byte (`longer`, UINT64_MAX: none), and the
+   metadata "source" value. */
+typedef struct gen_spec {
+    uint64_t rows;
+    const unsigned char *changed, *rekeyed;
+    uint64_t longer, deleted;
+    const char *source;
+} gen_spec;
+
+static int write_gen(const char *path, uint32_t dim, uint32_t chunk, lds_layout layout,
+                     const gen_spec *g)
 {
     lds_writer_options wo;
     lds_writer_options_default(&wo);
     wo.dim = dim;
     wo.with_ids = true;
+    wo.with_keys = true;
     wo.chunk_bytes = chunk;
+    wo.layout = layout;
     lds_writer *w = NULL;
     lds_error err;
     lds_error_init(&err);
     float *v = malloc((size_t)dim * sizeof *v);
     lds_status st = v ? lds_writer_open_path(path, &wo, &w, &err) : LDS_E_NOMEM;
-    for (uint64_t r = 0; st == LDS_OK && r < rows; r++) {
-        row_of(r, changed && changed[r] ? 1 : 0, dim, v);
-        st = lds_writer_add_row(w, v, dim, 1000000 + r, NULL, 0, &err);
+    if (st == LDS_OK)
+        st = lds_writer_set_meta(w, "source", g->source, &err);
+    for (uint64_t i = 0; st == LDS_OK && i < g->rows; i++) {
+        uint64_t r = i >= g->deleted ? i + 1 : i;
+        row_of(r, g->changed && g->changed[r] ? 1 : 0, dim, v);
+        char key[32];
+        int kl =
+            snprintf(key, sizeof key, "%s-%010llu%s", g->rekeyed && g->rekeyed[r] ? "DOC" : "doc",
+                     (unsigned long long)r, r == g->longer ? "+" : "");
+        st = lds_writer_add_row(w, v, dim, 1000000 + r, key, (size_t)kl, &err);
     }
     if (st == LDS_OK)
         st = lds_writer_finish(w, &err);
@@ -231,19 +269,33 @@ int bench_delta(const bench_opts *o)
         return -1;
     char buf[512];
     snprintf(buf, sizeof buf,
-             "%llu rows x %u f32 (%u-byte rows) with ids; changed: 1%% of rows at random; "
-             "clustered: 1%% in runs of 64 rows; appended: 1%% more rows at the end",
+             "%llu rows x %u f32 (%u-byte rows) with ids and 14-byte keys; changed: 1%% of "
+             "rows at random; clustered: 1%% in runs of 64 rows; appended: 1%% more rows at "
+             "the end; keys edited: 1%% of keys at random, same length; key longer: the "
+             "middle row's key one byte longer; row deleted: the middle row; metadata "
+             "edited: one value, same length; tables: sections packed (64) or aligned to "
+             "chunks (format 1.2)",
              (unsigned long long)rows, dim, dim * 4);
     bench_param(rep, "index", buf);
     bench_param(rep, "order",
                 "per round: full reload of the base, then per pattern the base reloaded "
                 "(untimed) and the pattern's file delta-reloaded (timed); page cache warm");
     unsigned char *chg[P_FILES] = {0};
-    uint64_t rows_of[P_FILES] = {rows, rows, rows, rows + rows / 100};
+    uint64_t rows_of[P_FILES] = {rows, rows, rows, rows + rows / 100, rows, rows, rows - 1, rows};
     chg[P_CHANGED] = calloc(rows, 1);
     chg[P_CLUSTERED] = calloc(rows, 1);
     if (!chg[P_CHANGED] || !chg[P_CLUSTERED])
         return -1;
+    gen_spec spec[P_FILES];
+    for (int p = 0; p < P_FILES; p++)
+        spec[p] = (gen_spec){.rows = rows_of[p], .longer = UINT64_MAX, .deleted = UINT64_MAX,
+                             .source = "build 1"};
+    spec[P_CHANGED].changed = chg[P_CHANGED];
+    spec[P_CLUSTERED].changed = chg[P_CLUSTERED];
+    spec[P_KEYS_SAME].rekeyed = chg[P_CHANGED];
+    spec[P_KEY_LONGER].longer = rows / 2;
+    spec[P_DELETED].deleted = rows / 2;
+    spec[P_META].source = "build 2";
     uint64_t s = 0x2545F4914F6CDD1Dull;
     for (uint64_t n = 0; n < rows / 100;) {
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
@@ -264,12 +316,14 @@ int bench_delta(const bench_opts *o)
     }
     int rc = 0;
     const char *dir = bench_work_dir(o);
-    for (size_t si = 0; si < n_sizes && rc == 0; si++) {
+    for (size_t ti = 0; ti < 2 * n_sizes && rc == 0; ti++) {
+        size_t si = ti / 2;
+        lds_layout layout = ti % 2 ? LDS_LAYOUT_CHUNK_ALIGNED : LDS_LAYOUT_PACKED;
         uint32_t chunk = (uint32_t)sizes[si];
         char path[P_FILES][4200], title[128], human[32];
         for (int p = 0; p < P_FILES && rc == 0; p++) {
             snprintf(path[p], sizeof path[p], "%s/lodestar-bench-delta-%d-%u.ldsi", dir, p, chunk);
-            rc = write_gen(path[p], rows_of[p], dim, chunk, chg[p]);
+            rc = write_gen(path[p], dim, chunk, layout, &spec[p]);
             warm(path[p]);
         }
         lds_pool *pool = NULL;
@@ -278,11 +332,15 @@ int bench_delta(const bench_opts *o)
         lds_pool_options_default(&po);
         po.thread_cache_count = 0;
         po.max_retained_bytes =
-            4 * lds_pool_class_capacity((size_t)(rows_of[P_APPENDED] * (dim * 4 + 8) * 11 / 10));
+            4 * lds_pool_class_capacity((size_t)(rows_of[P_APPENDED] * (dim * 4 + 26) * 11 / 10));
         if (rc == 0 && (lds_pool_create(&po, &pool) != LDS_OK ||
                         lds_live_create(NULL, &live, NULL) != LDS_OK))
             rc = -1;
-        snprintf(title, sizeof title, "chunk %s", bench_fmt_bytes((double)chunk, human, sizeof human));
+        /* the packed tables keep the titles they had before the aligned layout (the
+           Holds-if lines of ADRs 0047 and 0048 name them) */
+        snprintf(title, sizeof title, "chunk %s%s",
+                 bench_fmt_bytes((double)chunk, human, sizeof human),
+                 layout == LDS_LAYOUT_PACKED ? "" : " aligned");
         bench_table(rep, title, true);
         dl_ctx ctx[P_COUNT];
         bench_alt alts[P_COUNT];

@@ -160,14 +160,17 @@ static const subcommand subcommands[] = {
      "  --json FILE        rows with p50_us, p99_us, p99_during_reload_us, reload_ms, ...\n"
      "typical run time: under a minute (a few minutes with GloVe)\n"},
     {"delta", bench_delta,
-     "delta reloads of a live index (1% changed, clustered, appended) against a full reload, "
-     "per chunk size",
-     "per chunk size, a generated index with ids and three new builds of it (1% of rows\n"
-     "changed at random, 1% in runs of 64 rows, 1% appended); interleaved: a full reload of\n"
-     "the base, and each build delta-reloaded over the base (docs/adr/0047, 0048). Rows: ms\n"
+     "delta reloads of a live index (1% changed, clustered, appended, key edits, a deletion) "
+     "against a full reload, per chunk size and section layout",
+     "per chunk size and section layout (packed; aligned to chunks, format 1.2), a generated\n"
+     "index with ids and keys and new builds of it (1% of rows changed at random, 1% in runs\n"
+     "of 64 rows, 1% appended, 1% of keys edited to the same length, one key one byte\n"
+     "longer, the middle row deleted, one metadata value edited); interleaved: a full\n"
+     "reload of the base, and each build delta-reloaded over the base (docs/adr/0047, 0048,\n"
+     "0052). Rows: ms\n"
      "per reload, bytes and chunks read, read_pct of the payload, over_full (time ratio).\n"
      "\noptions:\n"
-     "  --rows N, --dim N  the generated index (default 1000000 x 128: 520 MB)\n"
+     "  --rows N, --dim N  the generated index (default 1000000 x 128: 540 MB)\n"
      "  --size LIST        chunk sizes (default 4K, 64K, 4M)\n"
      "  --iterations N     measured rounds (default 5), --warmup N, --dir DIR, --json FILE\n"
      "typical run time: about a minute per chunk size at the default size\n"},

@@ -130,8 +130,9 @@ static void print_info_text(const char *file, const lds_index *idx, const lds_lo
     printf("checksum:   xxh3-64 %016" PRIx64 " %s\n", lds_index_checksum(idx),
            lds_index_checksum_verified(idx) ? "(verified)" : "(not verified)");
     if (lds_index_chunk_count(idx) > 0)
-        printf("chunks:     %" PRIu64 " of %" PRIu32 " bytes (format 1.1, each %s)\n",
+        printf("chunks:     %" PRIu64 " of %" PRIu32 " bytes (format %s, each %s)\n",
                lds_index_chunk_count(idx), lds_index_chunk_bytes(idx),
+               lds_index_chunk_aligned(idx) ? "1.2, sections on chunk boundaries" : "1.1",
                lds_index_checksum_verified(idx) ? "verified" : "not verified");
     else
         printf("chunks:     none (format 1.0, one checksum)\n");
@@ -205,7 +206,9 @@ static int print_info_json(const char *file, const lds_index *idx, const lds_loa
     json_object_object_add(chunks, "count", json_object_new_uint64(lds_index_chunk_count(idx)));
     json_object_object_add(o, "chunks", chunks);
     json_object_object_add(o, "format",
-                           json_object_new_string(lds_index_chunk_count(idx) > 0 ? "1.1" : "1.0"));
+                           json_object_new_string(lds_index_chunk_aligned(idx)     ? "1.2"
+                                                  : lds_index_chunk_count(idx) > 0 ? "1.1"
+                                                                                   : "1.0"));
 
     json_object *load = json_object_new_object();
     json_object_object_add(load, "path", json_object_new_string(lds_load_path_name(info->path)));

@@ -60,6 +60,15 @@ static const char pack_usage[] =
     "  --normalize    L2-normalize every row before storing it\n"
     "  --model NAME   metadata \"model\"\n"
     "  --source TEXT  metadata \"source\": where the vectors came from\n"
+    "  --chunk-bytes SIZE\n"
+    "                 the chunk table's chunk size: a power of two from 1K to 1G\n"
+    "                 (default 4K: delta reloads read whole chunks, docs/adr/0048),\n"
+    "                 or 0 for format 1.0 (one payload checksum, no chunk table)\n"
+    "  --layout auto|packed|chunks\n"
+    "                 where the sections after the vectors start: on chunk\n"
+    "                 boundaries (format 1.2), so that appended rows change only\n"
+    "                 the sections' tails; auto (default) does so when the vectors\n"
+    "                 fill at least 256 chunks; packed: multiples of 64 (1.1)\n"
     "  --quiet        no progress line (shown on a terminal for work over a second)\n"
     "  -h, --help     print this help\n"
     "\n"
@@ -200,7 +209,9 @@ static int parse_pack_options(int argc, char **argv, lds_import_options *opts)
         OPT_MAX_IDLE,
         OPT_DIM,
         OPT_IDS,
-        OPT_DATASET
+        OPT_DATASET,
+        OPT_CHUNK_BYTES,
+        OPT_LAYOUT
     };
     static const struct option longopts[] = {
         {"format", required_argument, NULL, OPT_FORMAT},
@@ -218,6 +229,8 @@ static int parse_pack_options(int argc, char **argv, lds_import_options *opts)
         {"dim", required_argument, NULL, OPT_DIM},
         {"ids", required_argument, NULL, OPT_IDS},
         {"dataset", required_argument, NULL, OPT_DATASET},
+        {"chunk-bytes", required_argument, NULL, OPT_CHUNK_BYTES},
+        {"layout", required_argument, NULL, OPT_LAYOUT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -288,6 +301,29 @@ static int parse_pack_options(int argc, char **argv, lds_import_options *opts)
         case OPT_MAX_DECODED:
             if (!cli_parse_size(optarg, &opts->max_decoded_bytes))
                 return cli_usage_error(prog, "--max-decoded wants a size (64G, 100M), not '%s'",
+                                       optarg);
+            break;
+        case OPT_CHUNK_BYTES: {
+            uint64_t cb = 0;
+            if (!cli_parse_size(optarg, &cb) ||
+                (cb != 0 &&
+                 (cb < LDS_MIN_CHUNK_BYTES || cb > LDS_MAX_CHUNK_BYTES || (cb & (cb - 1)) != 0)))
+                return cli_usage_error(prog,
+                                       "--chunk-bytes wants 0 or a power of two from 1K to 1G "
+                                       "(4K, 64K), not '%s'",
+                                       optarg);
+            opts->chunk_bytes = cb == 0 ? LDS_CHUNKS_NONE : (uint32_t)cb;
+            break;
+        }
+        case OPT_LAYOUT:
+            if (strcmp(optarg, "auto") == 0)
+                opts->layout = LDS_LAYOUT_AUTO;
+            else if (strcmp(optarg, "packed") == 0)
+                opts->layout = LDS_LAYOUT_PACKED;
+            else if (strcmp(optarg, "chunks") == 0)
+                opts->layout = LDS_LAYOUT_CHUNK_ALIGNED;
+            else
+                return cli_usage_error(prog, "--layout is auto, packed or chunks, not '%s'",
                                        optarg);
             break;
         case OPT_MAX_IDLE:

@@ -92,6 +92,13 @@ static inline uint64_t lds__align64(uint64_t x)
     return (x + 63u) & ~(uint64_t)63u;
 }
 
+/* x rounded up to a multiple of `a`, a power of two (64, or a chunk size of a
+   CHUNK_ALIGNED file: format.md §4.4); x is a payload offset, far below 2^64 - a. */
+static inline uint64_t lds__align_up(uint64_t x, uint64_t a)
+{
+    return (x + a - 1) & ~(a - 1);
+}
+
 /* Tests only: called by the parser at named points ("keys.offset checked": the key
    offsets are validated, the keys not yet read), to change the payload underneath. */
 extern void (*lds__parse_test_hook)(const char *where);
@@ -118,8 +125,9 @@ struct lds_index {
     unsigned key_width;
     size_t row_bytes;
     uint64_t payload_length;
-    uint32_t chunk_bytes;  /* format 1.1: the chunk size; 0 for 1.0 */
-    uint64_t chunk_count;  /* format 1.1: chunks in the table */
+    uint32_t chunk_bytes; /* format 1.1: the chunk size; 0 for 1.0 */
+    uint64_t chunk_count; /* format 1.1: chunks in the table */
+    bool chunk_aligned;   /* format 1.2: sections on chunk boundaries (CHUNK_ALIGNED) */
     uint64_t checksum;
     bool checksum_verified;
 

@@ -62,7 +62,8 @@ lds_status lds_header_decode(const void *bytes, size_t n, lds_header *out, lds_e
                  LDS_FORMAT_MAJOR);
     /* H5: a later minor that sets a bit we do not know is most likely a newer
        writer, so the message says what to do before it says what is wrong. */
-    uint32_t unknown = out->flags & LDS__MUST_UNDERSTAND & ~(uint32_t)LDS_HEADER_CHUNKED;
+    uint32_t unknown = out->flags & LDS__MUST_UNDERSTAND &
+                       ~(uint32_t)(LDS_HEADER_CHUNKED | LDS_HEADER_CHUNK_ALIGNED);
     LDS__FAIL_IF_MSG(unknown && out->minor > LDS_FORMAT_MINOR, err, LDS_E_UNSUPPORTED,
                      "header.flags", 12,
                      "format 1.%u: upgrade lodestar (header.flags %08x sets must-understand "
@@ -71,6 +72,10 @@ lds_status lds_header_decode(const void *bytes, size_t n, lds_header *out, lds_e
     /* H5 */
     LDS__FAIL_IF(unknown, err, LDS_E_UNSUPPORTED, "header.flags", 12,
                  "%08x sets must-understand bits this library does not know", (unsigned)out->flags);
+    /* A1: sections aligned to chunks need chunks (format.md §4.4). */
+    LDS__FAIL_IF((out->flags & LDS_HEADER_CHUNK_ALIGNED) && !(out->flags & LDS_HEADER_CHUNKED), err,
+                 LDS_E_BAD_VALUE, "header.flags", 12,
+                 "%08x sets CHUNK_ALIGNED (bit 1) without CHUNKED (bit 0)", (unsigned)out->flags);
     /* H6: zero reserved bytes are what lets a later minor give them a meaning that
        an older reader cannot silently misread. */
     bool chunked = (out->flags & LDS_HEADER_CHUNKED) != 0;

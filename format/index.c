@@ -74,6 +74,11 @@ uint64_t lds_index_chunk_count(const lds_index *idx)
     return idx ? idx->chunk_count : 0;
 }
 
+bool lds_index_chunk_aligned(const lds_index *idx)
+{
+    return idx && idx->chunk_aligned;
+}
+
 const void *lds_index_row(const lds_index *idx, uint64_t row)
 {
     if (!idx || row >= idx->rows)

@@ -34,6 +34,8 @@ typedef struct parser {
     uint16_t metric;     /* table.metric, read once */
     uint32_t scale_bits; /* table.i8_scale, read once */
     bool copy_offsets;   /* lds_parse_options.copy_key_offsets */
+    uint64_t align;      /* where sections start: 64, or chunk_bytes (CHUNK_ALIGNED, §4.4) */
+    uint64_t keys_gap;   /* CHUNK_ALIGNED: zero bytes between the key offsets and bytes */
     section vectors, ids, keys, meta;
 } parser;
 
@@ -241,7 +243,7 @@ static lds_status check_entry(parser *ps, uint32_t i, uint64_t E, uint64_t *prev
     LDS__FAIL_IF_MSG(off > T, err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
                      "section[%u].offset: %llu is past the section area end %llu", (unsigned)i,
                      (unsigned long long)off, (unsigned long long)T);
-    uint64_t expected = lds__align64(prev_end);
+    uint64_t expected = lds__align_up(prev_end, ps->align);
     /* S5 */
     LDS__FAIL_IF_MSG(i == 0 && off != 0, err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
                      "section[0].offset: %llu, the vectors must start at payload offset 0",
@@ -254,9 +256,9 @@ static lds_status check_entry(parser *ps, uint32_t i, uint64_t E, uint64_t *prev
     /* S5 */
     LDS__FAIL_IF_MSG(off != expected, err, LDS_E_BAD_SECTION, "section.offset", AT(ps, E + 8),
                      "section[%u].offset: %llu must be %llu, the end of section[%u] rounded "
-                     "up to 64 (no unexplained bytes)",
+                     "up to %llu (no unexplained bytes)",
                      (unsigned)i, (unsigned long long)off, (unsigned long long)expected,
-                     (unsigned)(i - 1));
+                     (unsigned)(i - 1), (unsigned long long)ps->align);
     /* S6 */
     LDS__FAIL_IF_MSG(len > T - off, err, LDS_E_BAD_SECTION, "section.length", AT(ps, E + 16),
                      "section[%u].length: %llu runs past the section area end %llu (the "
@@ -264,7 +266,11 @@ static lds_status check_entry(parser *ps, uint32_t i, uint64_t E, uint64_t *prev
                      (unsigned)i, (unsigned long long)len, (unsigned long long)T,
                      (unsigned long long)off);
     uint64_t end = off + len;
-    uint64_t pad_end = lds__align64(end); /* <= T: T is a multiple of 64 */
+    /* The padding runs to the next section's start, or to the table after the last
+       section (at align64 of its end, S8): a chunk-aligned rounding may pass T. */
+    uint64_t pad_end = lds__align_up(end, ps->align);
+    if (pad_end > T)
+        pad_end = T; /* align64(end) <= T: T is a multiple of 64 */
     /* S7 */
     for (uint64_t b = end; b < pad_end; b++)
         LDS__FAIL_IF_MSG(p[b] != 0, err, LDS_E_BAD_SECTION, "section.padding", AT(ps, b),
@@ -377,8 +383,24 @@ static lds_status check_keys(parser *ps, lds_index *idx)
         offs_len > s->length, ps->err, LDS_E_BAD_SECTION, "section.length", AT(ps, s->entry + 16),
         "section[%u].length: %llu, fewer than the %llu bytes of %llu key offsets", s->i,
         (unsigned long long)s->length, (unsigned long long)offs_len, (unsigned long long)n);
+    /* K8: in a CHUNK_ALIGNED file the key bytes start on the chunk boundary at or
+       after the offsets' end (format.md §4.4), the bytes between them zero. */
+    uint64_t offs_end = s->offset + offs_len; /* <= T: K2 */
+    uint64_t gap = lds__align_up(offs_end, ps->align == 64 ? 1 : ps->align) - offs_end;
+    LDS__FAIL_IF_MSG(gap > s->length - offs_len, ps->err, LDS_E_BAD_SECTION, "section.length",
+                     AT(ps, s->entry + 16),
+                     "section[%u].length: %llu ends before the key bytes, which start at the "
+                     "chunk boundary %llu after the %llu bytes of key offsets",
+                     s->i, (unsigned long long)s->length, (unsigned long long)(offs_end + gap),
+                     (unsigned long long)offs_len);
+    for (uint64_t b = offs_end; b < offs_end + gap; b++)
+        LDS__FAIL_IF_MSG(ps->p[b] != 0, ps->err, LDS_E_BAD_SECTION, "keys.padding", AT(ps, b),
+                         "keys.padding: byte %02x between the key offsets and the key bytes, "
+                         "padding must be zero",
+                         ps->p[b]);
+    ps->keys_gap = gap;
     const uint8_t *offs = ps->p + s->offset;
-    const uint8_t *bytes = offs + offs_len;
+    const uint8_t *bytes = offs + offs_len + gap;
     if (ps->copy_offsets) {
         /* Validate a copy and keep only the copy (idx->owned until the caller moves it),
            so a payload rewritten underneath cannot change an offset after its check. */
@@ -390,8 +412,8 @@ static lds_status check_keys(parser *ps, lds_index *idx)
         idx->owned = copy;
         offs = copy;
     }
-    uint64_t blen = s->length - offs_len;
-    uint64_t bytes_at = s->offset + offs_len;
+    uint64_t blen = s->length - offs_len - gap;
+    uint64_t bytes_at = s->offset + offs_len + gap;
     /* The loop that names the first fault runs only when there is one. */
     bool ok = offsets_ok(offs, w, ps->rows, blen, ps->limits.max_key_bytes);
     uint64_t prev = 0;
@@ -665,6 +687,7 @@ static lds_status check_payload(parser *ps, const lds_parse_options *o, uint64_t
     const lds_header *hd = o->header;
     bool chunked = lds_header_chunked(hd);
     *verified = false;
+    ps->align = chunked && (hd->flags & LDS_HEADER_CHUNK_ALIGNED) ? hd->chunk_bytes : 64;
     if (chunked) {
         /* Format 1.1 (format.md §2.5): the chunks cover the 1.0 payload [0, D), the
            table fills [D, L); the header's geometry passed C1-C4 when it was decoded. */
@@ -758,7 +781,7 @@ static lds_status index_place(const parser *ps, const lds_parse_options *o, lds_
     idx->ids = ps->ids.present ? base + ps->ids.offset : NULL;
     if (ps->keys.present) {
         idx->key_offsets = offs_copy ? offs_copy : base + ps->keys.offset;
-        idx->key_bytes = base + ps->keys.offset + offs_len;
+        idx->key_bytes = base + ps->keys.offset + offs_len + ps->keys_gap;
     }
     return LDS_OK;
 }
@@ -829,6 +852,7 @@ lds_status lds_index_from_payload(const void *payload, size_t length, const lds_
     idx->payload_length = length;
     idx->chunk_bytes = chunked ? hd->chunk_bytes : 0;
     idx->chunk_count = chunked ? hd->chunk_count : 0;
+    idx->chunk_aligned = ps.align > 64;
     idx->checksum = stored;
     idx->checksum_verified = verified;
     /* A copy owes the caller nothing: its payload can be released at once. */

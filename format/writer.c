@@ -43,6 +43,7 @@ struct lds_writer {
     /* Format 1.1 (format.md §2.5): the chunk being hashed and the hashes of those
        before it; chunk_bytes 0 writes 1.0. */
     uint32_t chunk_bytes;
+    uint64_t align; /* where sections after the vectors start: 64 or chunk_bytes (§4.4) */
     XXH3_state_t *chash;
     uint64_t chunk_fill;
     uint64_t *chunks;
@@ -187,12 +188,39 @@ static bool put_payload(lds_writer *w, const void *data, size_t n)
     return chunk_feed(w, (const uint8_t *)data, n) && put(w, data, n);
 }
 
-/* Zeros up to the next multiple of 64 (format.md §4.1: sections start aligned,
-   which S5 and S7 check and a mapped reader relies on). */
+/* Zeros up to the next multiple of `a` (format.md §4.1: sections start at multiples
+   of 64, or of the chunk size in a CHUNK_ALIGNED file, §4.4; S5 and S7 check it and a
+   mapped reader relies on it). */
+static bool pad_to(lds_writer *w, uint64_t a)
+{
+    static const uint8_t zeros[4096];
+    uint64_t n = lds__align_up(w->payload, a) - w->payload;
+    while (n > 0) {
+        size_t k = n < sizeof zeros ? (size_t)n : sizeof zeros;
+        if (!put_payload(w, zeros, k))
+            return false;
+        n -= k;
+    }
+    return true;
+}
+
 static bool pad64(lds_writer *w)
 {
-    static const uint8_t zeros[64];
-    return put_payload(w, zeros, (size_t)(lds__align64(w->payload) - w->payload));
+    return pad_to(w, 64);
+}
+
+/* Where the sections after the vectors start (format.md §4.4): on chunk boundaries
+   when the file will be chunked (a seekable output) and the layout asks for it, or
+   LDS_LAYOUT_AUTO finds the vectors at least LDS_LAYOUT_AUTO_MIN_CHUNKS chunks long;
+   else at multiples of 64. Decided at finish, when the vectors' length is known. */
+static uint64_t section_align(const lds_writer *w)
+{
+    if (!w->chunk_bytes || !w->seekable || w->o.layout == LDS_LAYOUT_PACKED)
+        return 64;
+    if (w->o.layout == LDS_LAYOUT_CHUNK_ALIGNED)
+        return w->chunk_bytes;
+    return w->payload >= (uint64_t)LDS_LAYOUT_AUTO_MIN_CHUNKS * w->chunk_bytes ? w->chunk_bytes
+                                                                               : 64;
 }
 
 /* Frees everything; a path writer that did not finish removes its temporary
@@ -278,6 +306,12 @@ static lds_status writer_new(const lds_writer_options *in, lds_writer **out, lds
                    "from %u to %u",
                    (unsigned)o.chunk_bytes, (unsigned)LDS_MIN_CHUNK_BYTES,
                    (unsigned)LDS_MAX_CHUNK_BYTES);
+    WRITER_FAIL_IF(o.layout != LDS_LAYOUT_AUTO && o.layout != LDS_LAYOUT_PACKED &&
+                       o.layout != LDS_LAYOUT_CHUNK_ALIGNED,
+                   err, LDS_E_INVALID_ARG, "lds_writer_options.layout",
+                   "layout %d is not LDS_LAYOUT_AUTO, LDS_LAYOUT_PACKED or "
+                   "LDS_LAYOUT_CHUNK_ALIGNED",
+                   (int)o.layout);
     lds_writer *w = (lds_writer *)calloc(1, sizeof *w);
     WRITER_FAIL_IF(!w, err, LDS_E_NOMEM, NULL, "no memory");
     w->o = o;
@@ -905,15 +939,16 @@ static unsigned write_sections(lds_writer *w, section_out sec[4], uint32_t *flag
     sec[ns].kind = LDS__KIND_VECTORS;
     sec[ns].offset = 0;
     sec[ns++].length = w->payload;
+    uint64_t a = w->align = section_align(w);
     *what = "writing padding";
-    if (!pad64(w))
+    if (!pad_to(w, a))
         return 0;
     if (w->o.with_ids) {
         flags |= LDS__TF_HAS_IDS;
         sec[ns].kind = LDS__KIND_IDS;
         sec[ns].offset = w->payload;
         *what = "writing the ids";
-        if (!put_u64s(w, w->ids, w->rows, 8) || !pad64(w))
+        if (!put_u64s(w, w->ids, w->rows, 8) || !pad_to(w, a))
             return 0;
         sec[ns].length = w->rows * 8;
         ns++;
@@ -927,12 +962,15 @@ static unsigned write_sections(lds_writer *w, section_out sec[4], uint32_t *flag
         sec[ns].kind = LDS__KIND_KEYS;
         sec[ns].offset = w->payload;
         *what = "writing the keys";
-        if (!put_u64s(w, w->koffs, w->rows + 1, width) || !put_payload(w, w->kbytes, w->kb_len))
+        /* CHUNK_ALIGNED: the key bytes start on a chunk boundary too (rule K8), so
+           offsets growing by an append move them by whole chunks. */
+        if (!put_u64s(w, w->koffs, w->rows + 1, width) || !pad_to(w, a == 64 ? 1 : a) ||
+            !put_payload(w, w->kbytes, w->kb_len))
             return 0;
         sec[ns].length = w->payload - sec[ns].offset;
         ns++;
         *what = "writing padding";
-        if (!pad64(w))
+        if (!pad_to(w, a))
             return 0;
     }
     if (w->o.normalize)
@@ -1004,8 +1042,8 @@ static lds_status write_tail(lds_writer *w, lds_header *h, lds_error *err)
         /* The checksum is covered by the last chunk (C4: chunks cover [0, D)). */
         if (!chunk_feed(w, sum, sizeof sum) || (w->chunk_fill > 0 && !chunk_close(w)))
             return io_fail(w, err, "hashing the chunks");
-        h->minor = 1;
-        h->flags = LDS_HEADER_CHUNKED;
+        h->minor = w->align > 64 ? 2 : 1;
+        h->flags = LDS_HEADER_CHUNKED | (w->align > 64 ? LDS_HEADER_CHUNK_ALIGNED : 0);
         h->chunk_bytes = w->chunk_bytes;
         h->chunk_table_offset = w->payload;
         h->chunk_count = w->n_chunks;

@@ -98,6 +98,8 @@ lds_status lds__imp_sink_open(lds__imp_sink *s, uint32_t dim, bool with_keys, ld
     wo.with_ids = s->ids != NULL;
     wo.with_keys = with_keys;
     wo.unique_keys = with_keys;
+    wo.chunk_bytes = s->opts->chunk_bytes;
+    wo.layout = s->opts->layout;
     s->dim = dim;
     s->with_keys = with_keys;
     if (s->scan || s->dup_scan) {

@@ -258,6 +258,14 @@ typedef struct lds_import_options {
      * a shorter struct get the default.
      */
     uint64_t max_idle_bytes;
+    /**
+     * The output's chunk table and layout, as lds_writer_options.chunk_bytes and
+     * lds_writer_options.layout say (0, the defaults: 4 KiB chunks, LDS_LAYOUT_AUTO);
+     * a bad value is the writer's LDS_E_INVALID_ARG before a row is read. Added after
+     * `max_idle_bytes`: callers built against a shorter struct get the defaults.
+     */
+    uint32_t chunk_bytes;
+    uint32_t layout; /**< an lds_layout value (lodestar_index.h) */
 } lds_import_options;
 
 /** Smallest lds_import_options.size accepted: the struct as first shipped. */

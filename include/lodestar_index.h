@@ -42,14 +42,21 @@ extern "C" {
 #define LDS_MAGIC "\x89LDS\r\n\x1a\n"
 /** The format major version this library reads and writes. */
 #define LDS_FORMAT_MAJOR 1
-/** The format minor version this library writes by default (it reads 1.0 and 1.1, and
-    any later minor that sets no must-understand header flag it does not know). */
-#define LDS_FORMAT_MINOR 1
+/** The latest format minor version this library reads and writes (it reads 1.0 to 1.2,
+    and any later minor that sets no must-understand header flag it does not know); it
+    writes 1.2 or 1.1 by default (lds_writer_options.layout), 1.0 when asked or to a pipe. */
+#define LDS_FORMAT_MINOR 2
 
 /** Header flag bit 0, CHUNKED (format 1.1, format.md §2.5): the payload ends in a chunk
     table and header bytes 24..55 describe it. A must-understand bit: a 1.0 reader refuses
     the file at header.flags (rule H5) before it reads a payload byte. */
 #define LDS_HEADER_CHUNKED 0x1u
+/** Header flag bit 1, CHUNK_ALIGNED (format 1.2, format.md §4.4): with LDS_HEADER_CHUNKED
+    only; every section after the vectors, and the key bytes within the keys section,
+    start on a chunk boundary (a multiple of chunk_bytes), the gaps zero. A must-understand
+    bit: a 1.1 reader refuses the file at header.flags with "format 1.2: upgrade lodestar"
+    (rule H5) before it reads a payload byte. */
+#define LDS_HEADER_CHUNK_ALIGNED 0x2u
 /** Smallest and largest chunk size a 1.1 file may declare (rule C1): powers of two. */
 #define LDS_MIN_CHUNK_BYTES ((uint32_t)1 << 10)
 #define LDS_MAX_CHUNK_BYTES ((uint32_t)1 << 30)
@@ -64,7 +71,8 @@ extern "C" {
  * format.md §6.
  * - major, minor: format version; the decoder refuses a major other than 1.
  * - flags: header flags; bits 0-15 must be understood (1.1 defines bit 0,
- *   LDS_HEADER_CHUNKED; any other set one is refused), bits 16-31 may be ignored.
+ *   LDS_HEADER_CHUNKED, 1.2 bit 1, LDS_HEADER_CHUNK_ALIGNED, which needs bit 0; any
+ *   other set one is refused), bits 16-31 may be ignored.
  * - payload_length: declared bytes after the header, or LDS_LENGTH_UNKNOWN.
  *   It comes from an untrusted source: check it against your own limit.
  * - chunk_*: zero unless flags has LDS_HEADER_CHUNKED (format 1.1, §2.5). Then the
@@ -94,7 +102,8 @@ typedef struct lds_header {
  * yields); the header check value at bytes 56..63 (LDS_E_HEADER_CHECK); the
  * major version (LDS_E_VERSION); unknown must-understand flag bits
  * (LDS_E_UNSUPPORTED; when the header's minor is above LDS_FORMAT_MINOR the
- * message begins "format 1.M: upgrade lodestar"); reserved bytes zero: 24..55
+ * message begins "format 1.M: upgrade lodestar"); LDS_HEADER_CHUNK_ALIGNED only
+ * with LDS_HEADER_CHUNKED (rule A1, LDS_E_BAD_VALUE at header.flags); reserved bytes zero: 24..55
  * without LDS_HEADER_CHUNKED, 52..55 with it (LDS_E_BAD_VALUE); with
  * LDS_HEADER_CHUNKED, rules C1-C4 of format.md §6: the chunk size
  * (LDS_E_BAD_VALUE), a known payload length (LDS_E_BAD_VALUE), the chunk count
@@ -328,6 +337,9 @@ LDS_API uint64_t lds_index_checksum(const lds_index *idx);
 LDS_API uint32_t lds_index_chunk_bytes(const lds_index *idx);
 /** Format 1.1: number of chunks in the chunk table; 0 for a 1.0 index. */
 LDS_API uint64_t lds_index_chunk_count(const lds_index *idx);
+/** Whether the file lays its sections, and its key bytes, on chunk boundaries (format 1.2,
+    header flag LDS_HEADER_CHUNK_ALIGNED, format.md §4.4). false for 1.0 and 1.1 files. */
+LDS_API bool lds_index_chunk_aligned(const lds_index *idx);
 /** Whether the parser compared the checksum: true exactly when verify_checksum was
     set (by hashing, or against a precomputed hash); a precomputed hash given with
     verify_checksum false is ignored and this is false. */
@@ -606,7 +618,26 @@ typedef struct lds_writer lds_writer;
  *   A writer whose output cannot seek back (a pipe) writes 1.0 whatever this
  *   says, since a 1.1 header names the chunk table's hash (format.md §2.5).
  *   Added after i8_scale: an older, shorter struct gets the default.
+ * - layout: where the sections after the vectors start (format.md §4.4, ADR 0052).
+ *   LDS_LAYOUT_AUTO (0, the default): on chunk boundaries (format 1.2) when the file is
+ *   chunked and its vectors section is at least LDS_LAYOUT_AUTO_MIN_CHUNKS chunks long,
+ *   else packed; LDS_LAYOUT_PACKED: at multiples of 64 (format 1.1 or 1.0);
+ *   LDS_LAYOUT_CHUNK_ALIGNED: on chunk boundaries whatever the size. Without a chunk
+ *   table (chunk_bytes LDS_CHUNKS_NONE, or an output that cannot seek back) the
+ *   layout is packed whatever this says. Any other value is LDS_E_INVALID_ARG naming
+ *   "lds_writer_options.layout". Added after chunk_bytes.
  */
+typedef enum lds_layout {
+    LDS_LAYOUT_AUTO = 0,
+    LDS_LAYOUT_PACKED = 1,
+    LDS_LAYOUT_CHUNK_ALIGNED = 2
+} lds_layout;
+
+/** LDS_LAYOUT_AUTO aligns sections to chunks when the vectors fill at least this many
+    chunks (1 MiB at 4 KiB chunks): the padding, at most 4 chunks, is then at most 1.6%
+    of the payload (ADR 0052). */
+#define LDS_LAYOUT_AUTO_MIN_CHUNKS 256u
+
 typedef struct lds_writer_options {
     size_t size;
     uint32_t dim;
@@ -618,6 +649,7 @@ typedef struct lds_writer_options {
     bool unique_keys;
     float i8_scale;
     uint32_t chunk_bytes;
+    lds_layout layout;
 } lds_writer_options;
 
 /** Smallest lds_writer_options.size accepted (see "Struct sizes" in lodestar.h): the

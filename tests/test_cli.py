@@ -649,6 +649,63 @@ def test_diff():
     expect(rc, out, err, 2)
 
 
+def test_diff_of_an_append_reads_only_the_tails():
+    """Format 1.2 (docs/format.md 4.4): sections on chunk boundaries, so rows appended
+    change only each section's last chunk. 512 words "w0000000".. of 4 f32 (16-byte rows),
+    ids, 1 KiB chunks; 64 words appended (one chunk of rows). Hand-computed payload
+    offsets, old: vectors 0..8192 (chunks 0-7), ids 8192..12288 (8-11), keys from 12288
+    (513 u32 offsets: 12-14), key bytes 15360..19456 (15-18), metadata and table (19).
+    New: vectors chunks 0-8 (8 = the new rows), ids 9216..13824 (9-12 = old 8-11, 13 new),
+    offsets from 14336 (14-15 = old 12-13, 16 new), key bytes 17408..22016 (17-20 = old
+    15-18, 21 new), metadata and table (22). Read: 8, 13, 16, 21-22. Packed (1.1), the
+    same append moves the key bytes by 1536 bytes, not a whole chunk: all read."""
+    def build(rows, layout):
+        src = os.path.join(WORK, f"append-{rows}.glove.txt")
+        ids = os.path.join(WORK, f"append-{rows}.ids")
+        with open(src, "w") as f:
+            f.write("".join(f"w{i:07d} " + " ".join(str((i * 7 + j * 3) % 11 - 5) for j in range(4))
+                            + "\n" for i in range(rows)))
+        with open(ids, "w") as f:
+            f.write("".join(f"{1000 + i}\n" for i in range(rows)))
+        dst = os.path.join(WORK, f"append-{rows}-{layout}.ldsi")
+        pack(src, dst, "--ids", ids, "--chunk-bytes", "1K", "--layout", layout)
+        with open(dst, "rb") as f:
+            b = f.read()
+        return dst, b
+    old, ob = build(512, "chunks")
+    new, nb = build(576, "chunks")
+    check(struct.unpack_from("<HI", nb, 10) == (2, 3), "minor 2, CHUNKED | CHUNK_ALIGNED")
+    rc, out, err = run("info", "--json", new)
+    expect(rc, out, err, 0)
+    check(json.loads(out)["format"] == "1.2", out)
+    rc, out, err = run("info", new)
+    check("(format 1.2, sections on chunk boundaries, each verified)" in out, out)
+    check(covered_length(ob) // 1024 == 19, covered_length(ob))
+    d = covered_length(nb)
+    check(d // 1024 == 22, d)
+    rc, out, err = run("diff", "--json", old, new)
+    expect(rc, out, err, 0)
+    j = json.loads(out)
+    check(j["delta"] is True and j["chunks"] == 23, out)
+    check(j["read"] == [[8, 8, 8192, 9216], [13, 13, 13312, 14336], [16, 16, 16384, 17408],
+                        [21, 22, 21504, d]], out)
+    # the same rows packed (1.1): the ids move by one whole chunk (64 rows x 16 bytes) and
+    # are copied, the keys by 1536 bytes and are read from their first chunk on
+    pold, _ = build(512, "packed")
+    pnew, pb = build(576, "packed")
+    check(struct.unpack_from("<HI", pb, 10) == (1, 1), "minor 1, CHUNKED")
+    rc, out, err = run("diff", "--json", pold, pnew)
+    expect(rc, out, err, 0)
+    p = json.loads(out)
+    check(p["chunks_read"] >= j["chunks_read"] + 4, (p["chunks_read"], j["chunks_read"]))
+    # a bad --chunk-bytes or --layout is a usage error
+    for bad in (("--chunk-bytes", "3000"), ("--chunk-bytes", "512"), ("--layout", "tight")):
+        rc, out, err = run("pack", os.path.join(WORK, "append-512.glove.txt"),
+                           os.path.join(WORK, "never.ldsi"), "--format", "glove", *bad)
+        expect(rc, out, err, 2)
+        check(bad[0] in err, err)
+
+
 def patched_copy(name, offset, new_bytes):
     """A copy of INDEX with bytes at file offset `offset` replaced, checksum rewritten."""
     with open(INDEX, "rb") as f:

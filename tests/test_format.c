@@ -172,7 +172,8 @@ typedef struct spec {
     const char *model;
     const float *data; /* NULL: generated */
     float scale;
-    uint32_t chunk; /* 0: format 1.0 (the layout most tests take apart); else 1.1 chunks */
+    uint32_t chunk;    /* 0: format 1.0 (the layout most tests take apart); else 1.1 chunks */
+    lds_layout layout; /* with chunk: LDS_LAYOUT_AUTO (0), _PACKED or _CHUNK_ALIGNED (1.2) */
 } spec;
 
 static bytes build(const spec *s)
@@ -184,6 +185,7 @@ static bytes build(const spec *s)
     lds_writer_options o;
     lds_writer_options_default(&o);
     o.chunk_bytes = s->chunk ? s->chunk : LDS_CHUNKS_NONE;
+    o.layout = s->layout;
     o.dim = s->dim;
     o.dtype = s->dtype ? s->dtype : LDS_DTYPE_F32;
     o.metric = s->metric ? s->metric : LDS_METRIC_COSINE;
@@ -593,7 +595,7 @@ static void test_header_refusals(void **state)
     lds_header_encode(&h, b);
     expect_header(b, 64, LDS_E_VERSION, "header.major", 8);
     h.major = 1;
-    h.flags = 2; /* bit 0 is CHUNKED since 1.1 */
+    h.flags = 4; /* bit 0 is CHUNKED since 1.1, bit 1 CHUNK_ALIGNED since 1.2 */
     lds_header_encode(&h, b);
     expect_header(b, 64, LDS_E_UNSUPPORTED, "header.flags", 12);
     h.flags = 0;
@@ -685,14 +687,28 @@ static void test_chunk_header_rules(void **state)
     expect_header(b, 64, LDS_E_BAD_VALUE, "header.reserved", 52);
     /* A later minor with a must-understand bit this library lacks: "upgrade". */
     x = chunked_header(5000, 1024);
-    x.minor = 2;
-    x.flags |= 0x2;
+    x.minor = 3;
+    x.flags |= 0x4;
     lds_header_encode(&x, b);
     lds_error err;
     lds_error_init(&err);
     assert_int_equal(lds_header_decode(b, 64, &d, &err), LDS_E_UNSUPPORTED);
     assert_string_equal(err.field, "header.flags");
-    assert_non_null(strstr(err.message, "format 1.2: upgrade lodestar"));
+    assert_non_null(strstr(err.message, "format 1.3: upgrade lodestar"));
+    /* A1: CHUNK_ALIGNED (1.2) needs CHUNKED. */
+    memset(&x, 0, sizeof x);
+    x.major = 1;
+    x.minor = 2;
+    x.flags = LDS_HEADER_CHUNK_ALIGNED;
+    x.payload_length = 5000;
+    lds_header_encode(&x, b);
+    expect_header(b, 64, LDS_E_BAD_VALUE, "header.flags", 12);
+    x = chunked_header(5000, 1024);
+    x.minor = 2;
+    x.flags |= LDS_HEADER_CHUNK_ALIGNED;
+    lds_header_encode(&x, b);
+    assert_int_equal(lds_header_decode(b, 64, &d, NULL), LDS_OK);
+    assert_true(d.flags == (LDS_HEADER_CHUNKED | LDS_HEADER_CHUNK_ALIGNED));
 }
 
 /* Rows of dim 64 f32 with keys and ids, enough for several 1 KiB chunks. */
@@ -773,6 +789,224 @@ static void test_chunked_and_unchunked_give_the_same_index(void **state)
     assert_int_not_equal(lds_index_from_payload(f11.p + 64, f11.n - 64, NULL, &c, NULL), LDS_OK);
     free(f10.p);
     free(f11.p);
+}
+
+/* ---- format 1.2: sections on chunk boundaries (format.md §4.4) ---- */
+
+/* Rewrites a chunked file's chunk hashes, table hash and header check after a test
+   changed bytes of [0, D), so that the rule under test, not C6, refuses it. */
+static void reseal_chunked(bytes *f)
+{
+    lds_header h;
+    assert_int_equal(lds_header_decode(f->p, f->n, &h, NULL), LDS_OK);
+    uint8_t *pl = f->p + LDS_HEADER_SIZE;
+    for (uint64_t k = 0; k < h.chunk_count; k++) {
+        uint64_t a, e;
+        assert_int_equal(lds_chunk_range(&h, k, &a, &e), LDS_OK);
+        lds__st64(pl + h.chunk_table_offset + 8 * k, XXH3_64bits(pl + a, e - a));
+    }
+    h.chunk_table_hash = XXH3_64bits(pl + h.chunk_table_offset, 8 * h.chunk_count);
+    lds_header_encode(&h, f->p);
+}
+
+static bytes build_layout(uint64_t rows, uint32_t dim, lds_layout layout, bool keys)
+{
+    spec s = {.dim = dim,
+              .rows = rows,
+              .ids = true,
+              .keys = keys,
+              .unique = keys,
+              .model = "aligned",
+              .data = rows <= 40 && dim == 64 ? chunk_data() : NULL,
+              .chunk = 1024,
+              .layout = layout};
+    return build(&s);
+}
+
+/* Payload offset of section entry i's field at `off` (0 kind, 8 offset, 16 length) in
+   a chunked file. */
+static uint64_t entry_field(const bytes *f, unsigned i, unsigned off)
+{
+    lds_header h;
+    assert_int_equal(lds_header_decode(f->p, f->n, &h, NULL), LDS_OK);
+    const uint8_t *pl = f->p + LDS_HEADER_SIZE;
+    uint64_t T = lds__ld64(pl + h.chunk_table_offset - 40);
+    return T + 32 + 24 * (uint64_t)i + off;
+}
+
+static uint64_t entry_u64(const bytes *f, unsigned i, unsigned off)
+{
+    return lds__ld64(f->p + LDS_HEADER_SIZE + entry_field(f, i, off));
+}
+
+static void expect_file_refused(const bytes *f, lds_status st, const char *field, uint64_t at)
+{
+    lds_index *idx = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(parse_file(f, NULL, &idx, &err), st);
+    assert_null(idx);
+    assert_string_equal(err.field, field);
+    assert_int_equal(err.offset, at);
+}
+
+static void test_aligned_layout_round_trips(void **state)
+{
+    (void)state;
+    /* 0, 1 and 40 rows of dim 64 (256-byte rows) with ids and keys, 1 KiB chunks. */
+    const uint64_t rows_list[] = {0, 1, 40};
+    for (size_t t = 0; t < 3; t++) {
+        uint64_t rows = rows_list[t];
+        bytes fa = build_layout(rows, 64, LDS_LAYOUT_CHUNK_ALIGNED, true);
+        bytes fp = build_layout(rows, 64, LDS_LAYOUT_PACKED, true);
+        lds_header ha, hp;
+        assert_int_equal(lds_header_decode(fa.p, fa.n, &ha, NULL), LDS_OK);
+        assert_int_equal(lds_header_decode(fp.p, fp.n, &hp, NULL), LDS_OK);
+        assert_int_equal(ha.minor, 2);
+        assert_true(ha.flags == (LDS_HEADER_CHUNKED | LDS_HEADER_CHUNK_ALIGNED));
+        assert_int_equal(hp.minor, 1);
+        assert_true(hp.flags == LDS_HEADER_CHUNKED);
+        /* every section after the vectors on a chunk boundary; the key bytes too:
+           (rows + 1) u32 offsets, then zeros to the next boundary */
+        for (unsigned i = 1; i < 4; i++)
+            assert_int_equal(entry_u64(&fa, i, 8) % 1024, 0);
+        uint64_t koff = entry_u64(&fa, 2, 8), klen = entry_u64(&fa, 2, 16);
+        uint64_t kbytes_at = (koff + 4 * (rows + 1) + 1023) / 1024 * 1024;
+        assert_true(kbytes_at - koff <= klen);
+        const uint8_t *pa = fa.p + LDS_HEADER_SIZE;
+        for (uint64_t b = koff + 4 * (rows + 1); b < kbytes_at; b++)
+            assert_int_equal(pa[b], 0);
+        if (rows > 0)
+            assert_memory_equal(pa + kbytes_at, "k0", 2);
+        lds_index *a = NULL, *p = NULL;
+        assert_int_equal(parse_file(&fa, NULL, &a, NULL), LDS_OK);
+        assert_int_equal(parse_file(&fp, NULL, &p, NULL), LDS_OK);
+        assert_int_equal(lds_index_rows(a), rows);
+        for (uint64_t r = 0; r < rows; r++) {
+            assert_memory_equal(lds_index_row(a, r), lds_index_row(p, r), 64 * 4);
+            uint64_t ia, ip;
+            assert_int_equal(lds_index_id(a, r, &ia), LDS_OK);
+            assert_int_equal(lds_index_id(p, r, &ip), LDS_OK);
+            assert_true(ia == ip);
+            const char *ka, *kp;
+            size_t la, lp;
+            assert_int_equal(lds_index_key(a, r, &ka, &la), LDS_OK);
+            assert_int_equal(lds_index_key(p, r, &kp, &lp), LDS_OK);
+            assert_int_equal(la, lp);
+            assert_memory_equal(ka, kp, la);
+            uint64_t row;
+            assert_int_equal(lds_index_find_key(a, kp, lp, &row), LDS_OK);
+            assert_int_equal(row, r);
+        }
+        assert_string_equal(lds_index_meta(a, "model"), "aligned");
+        assert_int_equal(lds_index_check_keys(a, NULL), LDS_OK);
+        /* a copy of the payload reads the same keys */
+        lds_parse_options po;
+        lds_parse_options_default(&po);
+        po.copy = true;
+        lds_index *c = NULL;
+        assert_int_equal(parse_file(&fa, &po, &c, NULL), LDS_OK);
+        if (rows > 0) {
+            const char *kc;
+            size_t lc;
+            assert_int_equal(lds_index_key(c, rows - 1, &kc, &lc), LDS_OK);
+            char want[32];
+            snprintf(want, sizeof want, "k%llu", (unsigned long long)(rows - 1));
+            assert_int_equal(lc, strlen(want));
+            assert_memory_equal(kc, want, lc);
+        }
+        lds_index_free(a);
+        lds_index_free(p);
+        lds_index_free(c);
+        free(fa.p);
+        free(fp.p);
+    }
+}
+
+/* LDS_LAYOUT_AUTO aligns once the vectors fill LDS_LAYOUT_AUTO_MIN_CHUNKS chunks. */
+static void test_auto_layout_threshold(void **state)
+{
+    (void)state;
+    /* dim 64 f32: 4 rows per 1 KiB chunk */
+    uint64_t at = LDS_LAYOUT_AUTO_MIN_CHUNKS * 4;
+    bytes below = build_layout(at - 1, 64, LDS_LAYOUT_AUTO, false);
+    bytes above = build_layout(at, 64, LDS_LAYOUT_AUTO, false);
+    lds_header hb, ha;
+    assert_int_equal(lds_header_decode(below.p, below.n, &hb, NULL), LDS_OK);
+    assert_int_equal(lds_header_decode(above.p, above.n, &ha, NULL), LDS_OK);
+    assert_int_equal(hb.minor, 1);
+    assert_false(hb.flags & LDS_HEADER_CHUNK_ALIGNED);
+    assert_int_equal(ha.minor, 2);
+    assert_true(ha.flags & LDS_HEADER_CHUNK_ALIGNED);
+    lds_index *idx = NULL;
+    assert_int_equal(parse_file(&above, NULL, &idx, NULL), LDS_OK);
+    lds_index_free(idx);
+    /* without a chunk table there is no aligned layout, whatever was asked */
+    spec s = {.dim = 4, .rows = 3, .ids = true, .layout = LDS_LAYOUT_CHUNK_ALIGNED};
+    bytes f10 = build(&s);
+    lds_header h10;
+    assert_int_equal(lds_header_decode(f10.p, f10.n, &h10, NULL), LDS_OK);
+    assert_int_equal(h10.minor, 0);
+    assert_int_equal(h10.flags, 0);
+    free(f10.p);
+    free(below.p);
+    free(above.p);
+    /* a layout the writer does not know */
+    lds_writer_options o;
+    lds_writer_options_default(&o);
+    o.dim = 4;
+    o.layout = (lds_layout)7;
+    lds_writer *w = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    FILE *f = tmpfile();
+    assert_int_equal(lds_writer_open_file(f, &o, &w, &err), LDS_E_INVALID_ARG);
+    assert_string_equal(err.field, "lds_writer_options.layout");
+    assert_null(w);
+    fclose(f);
+}
+
+static void test_aligned_layout_refusals(void **state)
+{
+    (void)state;
+    /* 40 rows of 256 bytes: vectors 0..10240 (10 chunks), ids 10240..10560 then zeros
+       to 11264, keys from 11264: 41 u32 offsets, zeros to 12288, key bytes. */
+    bytes f = build_layout(40, 64, LDS_LAYOUT_CHUNK_ALIGNED, true);
+    assert_int_equal(entry_u64(&f, 1, 8), 10240);
+    assert_int_equal(entry_u64(&f, 2, 8), 11264);
+    bytes g = {malloc(f.n), f.n};
+    /* S7: a non-zero byte in the padding after the ids, which runs to the chunk boundary */
+    memcpy(g.p, f.p, f.n);
+    g.p[64 + 11000] = 1;
+    reseal_chunked(&g);
+    expect_file_refused(&g, LDS_E_BAD_SECTION, "section.padding", 64 + 11000);
+    /* K8: a non-zero byte between the key offsets and the key bytes */
+    memcpy(g.p, f.p, f.n);
+    g.p[64 + 11264 + 164 + 100] = 0x20;
+    reseal_chunked(&g);
+    expect_file_refused(&g, LDS_E_BAD_SECTION, "keys.padding", 64 + 11264 + 164 + 100);
+    /* S5: the ids where the packed rule would put them (align64 of the vectors' end is
+       10240 too, so move them one 64-byte step on) */
+    memcpy(g.p, f.p, f.n);
+    lds__st64(g.p + 64 + entry_field(&g, 1, 8), 10240 + 64);
+    reseal_chunked(&g);
+    expect_file_refused(&g, LDS_E_BAD_SECTION, "section.offset", 64 + entry_field(&g, 1, 8));
+    /* S5: the keys at the 64-aligned end of the ids (10560), as in a packed file */
+    memcpy(g.p, f.p, f.n);
+    lds__st64(g.p + 64 + entry_field(&g, 2, 8), 10560);
+    reseal_chunked(&g);
+    expect_file_refused(&g, LDS_E_BAD_SECTION, "section.offset", 64 + entry_field(&g, 2, 8));
+    /* The same bytes under a 1.1 header (CHUNK_ALIGNED cleared): the sections are not
+       where the packed rule puts them. */
+    memcpy(g.p, f.p, f.n);
+    lds_header h;
+    assert_int_equal(lds_header_decode(g.p, g.n, &h, NULL), LDS_OK);
+    h.flags = LDS_HEADER_CHUNKED;
+    h.minor = 1;
+    lds_header_encode(&h, g.p);
+    expect_file_refused(&g, LDS_E_BAD_SECTION, "section.offset", 64 + entry_field(&g, 2, 8));
+    free(g.p);
+    free(f.p);
 }
 
 typedef struct bad_list {
@@ -3226,6 +3460,9 @@ int main(void)
         cmocka_unit_test(test_utf8_validator),
         cmocka_unit_test(test_header_round_trip),
         cmocka_unit_test(test_header_refusals),
+        cmocka_unit_test(test_aligned_layout_round_trips),
+        cmocka_unit_test(test_auto_layout_threshold),
+        cmocka_unit_test(test_aligned_layout_refusals),
         cmocka_unit_test(test_chunk_header_rules),
         cmocka_unit_test(test_chunked_and_unchunked_give_the_same_index),
         cmocka_unit_test(test_a_flipped_byte_names_its_chunk),

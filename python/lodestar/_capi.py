@@ -72,7 +72,7 @@ class WriterOptions(_c.Structure):
     """lds_writer_options."""
     _fields_ = [("size", SZ), ("dim", U32), ("dtype", I), ("metric", I), ("normalize", B),
                 ("with_ids", B), ("with_keys", B), ("unique_keys", B), ("i8_scale", _c.c_float),
-                ("chunk_bytes", U32)]
+                ("chunk_bytes", U32), ("layout", I)]
 
 
 class Hit(_c.Structure):

@@ -22,7 +22,8 @@ def _code(kind, name):
 
 
 def write(path, vectors, *, keys=None, ids=None, dtype="f32", metric="cosine",
-          normalize=False, metadata=None, i8_scale=None, progress=None, chunk_bytes=None):
+          normalize=False, metadata=None, i8_scale=None, progress=None, chunk_bytes=None,
+          layout="auto"):
     """Writes an index of `vectors` to `path`, atomically (a temporary file in the same
     folder, renamed over `path` once complete, as lds_writer_open_path does).
 
@@ -41,6 +42,10 @@ def write(path, vectors, *, keys=None, ids=None, dtype="f32", metric="cosine",
     chunk_bytes: None for the writer's default chunk table (format 1.1, 4 KiB chunks);
     a power of two from 1024 to 2**30 for chunks of that size (smaller chunks make delta
     reloads read less: docs/adr/0048); 0 for format 1.0 (no chunk table).
+    layout: where the sections after the vectors start (docs/format.md 4.4, ADR 0052):
+    "auto" (on chunk boundaries, format 1.2, when the vectors fill at least 256 chunks;
+    packed below), "packed" (multiples of 64, format 1.1) or "chunks" (on chunk
+    boundaries whatever the size). Without a chunk table (chunk_bytes=0) it is packed.
     Raises TypeError / ValueError for bad arguments, lodestar.Error subclasses for what
     the writer refuses (BadValueError for a NaN or a value the dtype cannot hold),
     before anything appears at `path`.
@@ -69,6 +74,10 @@ def write(path, vectors, *, keys=None, ids=None, dtype="f32", metric="cosine",
             raise ValueError("chunk_bytes must be 0 or a power of two from 1024 to 2**30, "
                              "not %d" % c)
         opts.chunk_bytes = c if c else 0xFFFFFFFF  # LDS_CHUNKS_NONE
+    layouts = {"auto": 0, "packed": 1, "chunks": 2}  # lds_layout
+    if layout not in layouts:
+        raise ValueError("unknown layout %r (one of auto, packed, chunks)" % (layout,))
+    opts.layout = layouts[layout]
     if i8_scale is not None:
         if dtype != "i8":
             raise ValueError("i8_scale applies to dtype 'i8' only")

@@ -302,10 +302,15 @@ static void index_cases(void)
     st32(c + 12, 1);
     fix(c, n);
     put("header-flag-bit0-no-chunk-fields", LDS_E_BAD_VALUE, "ldsi", c, n);
+    /* Bit 1 is CHUNK_ALIGNED since 1.2: without CHUNKED it is refused (A1). */
     memcpy(c, b, n);
     st32(c + 12, 2);
     fix(c, n);
-    put("header-flag-bit1", LDS_E_UNSUPPORTED, "ldsi", c, n);
+    put("header-flag-bit1-no-chunked", LDS_E_BAD_VALUE, "ldsi", c, n);
+    memcpy(c, b, n);
+    st32(c + 12, 4);
+    fix(c, n);
+    put("header-flag-bit2", LDS_E_UNSUPPORTED, "ldsi", c, n);
     memcpy(c, b, n);
     st32(c + 12, 1u << 16);
     fix(c, n);
@@ -578,10 +583,11 @@ static void chunk_cases(void)
     put("chunk-count-short", LDS_E_BAD_SECTION, "ldsi", c, n);
     /* A later minor with a must-understand bit this library lacks (H5: "upgrade"). */
     memcpy(c, b, n);
-    st16(c + 10, 2);
-    st32(c + 12, 3);
+    st16(c + 10, 3);
+    st32(c + 12, 5);
     st64(c + 56, XXH3_64bits(c, 56));
-    put("format-1.2-must-understand", LDS_E_UNSUPPORTED, "ldsi", c, n);
+    put("format-1.3-must-understand", LDS_E_UNSUPPORTED, "ldsi", c, n);
+
     /* C5: a flipped table byte (first, inside, last), and the header's table hash. */
     const size_t tat[] = {0, 8 * 5 + 3, 8 * (size_t)cn - 1};
     for (size_t i = 0; i < sizeof tat / sizeof tat[0]; i++) {

@@ -37,7 +37,8 @@ typedef struct spec {
     lds_dtype dtype;
     lds_metric metric;
     bool ids, keys, unique, normalize, meta;
-    uint32_t chunk; /* 0: format 1.0 (the seeds before 1.1 keep their bytes); else 1.1 */
+    uint32_t chunk;    /* 0: format 1.0 (the seeds before 1.1 keep their bytes); else 1.1 */
+    lds_layout layout; /* LDS_LAYOUT_CHUNK_ALIGNED: format 1.2 (sections on chunk boundaries) */
 } spec;
 
 /* Writes the index of `s` and returns the whole file in *out (malloc'd). */
@@ -55,6 +56,7 @@ static size_t make_index(const spec *s, uint8_t **out)
     wo.unique_keys = s->unique;
     wo.normalize = s->normalize;
     wo.chunk_bytes = s->chunk ? s->chunk : LDS_CHUNKS_NONE;
+    wo.layout = s->layout;
     lds_writer *w;
     lds_error err;
     lds_error_init(&err);
@@ -96,10 +98,18 @@ static void chunk_seeds(void)
 {
     static const spec specs[] = {
         {"chunked-f32-all", 40, 16, LDS_DTYPE_F32, LDS_METRIC_DOT, true, true, true, false, true,
-         1024},
-        {"chunked-one", 2, 4, LDS_DTYPE_F16, LDS_METRIC_L2, false, true, false, false, false, 1024},
+         1024, LDS_LAYOUT_AUTO},
+        {"chunked-one", 2, 4, LDS_DTYPE_F16, LDS_METRIC_L2, false, true, false, false, false, 1024,
+         LDS_LAYOUT_AUTO},
         {"chunked-empty", 0, 4, LDS_DTYPE_F32, LDS_METRIC_COSINE, false, false, false, false, false,
-         1024},
+         1024, LDS_LAYOUT_AUTO},
+        /* format 1.2: every section and the key bytes on a 1 KiB boundary, zero between */
+        {"aligned-f32-all", 40, 16, LDS_DTYPE_F32, LDS_METRIC_DOT, true, true, true, false, true,
+         1024, LDS_LAYOUT_CHUNK_ALIGNED},
+        {"aligned-one", 1, 4, LDS_DTYPE_F16, LDS_METRIC_L2, true, true, false, false, false, 1024,
+         LDS_LAYOUT_CHUNK_ALIGNED},
+        {"aligned-empty", 0, 4, LDS_DTYPE_F32, LDS_METRIC_COSINE, false, true, false, false, false,
+         1024, LDS_LAYOUT_CHUNK_ALIGNED},
     };
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         uint8_t *b;
@@ -120,13 +130,20 @@ static void chunk_seeds(void)
 static void index_seeds(void)
 {
     static const spec specs[] = {
-        {"f32-plain", 3, 4, LDS_DTYPE_F32, LDS_METRIC_COSINE, false, false, false, false, false, 0},
-        {"f32-all", 4, 4, LDS_DTYPE_F32, LDS_METRIC_DOT, true, true, true, false, true, 0},
-        {"f16-keys", 5, 3, LDS_DTYPE_F16, LDS_METRIC_L2, false, true, false, false, false, 0},
-        {"bf16-ids", 3, 8, LDS_DTYPE_BF16, LDS_METRIC_COSINE, true, false, false, true, false, 0},
-        {"i8-unique", 6, 2, LDS_DTYPE_I8, LDS_METRIC_COSINE, false, true, true, true, true, 0},
-        {"empty", 0, 4, LDS_DTYPE_F32, LDS_METRIC_COSINE, false, false, false, false, false, 0},
-        {"empty-keys", 0, 1, LDS_DTYPE_F32, LDS_METRIC_L2, true, true, true, false, true, 0},
+        {"f32-plain", 3, 4, LDS_DTYPE_F32, LDS_METRIC_COSINE, false, false, false, false, false, 0,
+         LDS_LAYOUT_AUTO},
+        {"f32-all", 4, 4, LDS_DTYPE_F32, LDS_METRIC_DOT, true, true, true, false, true, 0,
+         LDS_LAYOUT_AUTO},
+        {"f16-keys", 5, 3, LDS_DTYPE_F16, LDS_METRIC_L2, false, true, false, false, false, 0,
+         LDS_LAYOUT_AUTO},
+        {"bf16-ids", 3, 8, LDS_DTYPE_BF16, LDS_METRIC_COSINE, true, false, false, true, false, 0,
+         LDS_LAYOUT_AUTO},
+        {"i8-unique", 6, 2, LDS_DTYPE_I8, LDS_METRIC_COSINE, false, true, true, true, true, 0,
+         LDS_LAYOUT_AUTO},
+        {"empty", 0, 4, LDS_DTYPE_F32, LDS_METRIC_COSINE, false, false, false, false, false, 0,
+         LDS_LAYOUT_AUTO},
+        {"empty-keys", 0, 1, LDS_DTYPE_F32, LDS_METRIC_L2, true, true, true, false, true, 0,
+         LDS_LAYOUT_AUTO},
     };
     const uint8_t zero = 0, one = 1;
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {

@@ -98,6 +98,7 @@ int main(void)
     FIELD(lds_writer_options, unique_keys);
     FIELD(lds_writer_options, i8_scale);
     FIELD(lds_writer_options, chunk_bytes);
+    FIELD(lds_writer_options, layout);
 
     SIZE(lds_hit);
     FIELD(lds_hit, row);
