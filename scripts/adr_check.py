@@ -49,6 +49,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -69,6 +70,14 @@ FIELDS_SPECIAL = ("median", "min", "max", "faults")
 
 class ConditionError(ValueError):
     pass
+
+
+class Stopped(Exception):
+    """SIGTERM (e.g. `timeout`'s) during the runs: the verdicts so far are printed."""
+
+
+def _on_sigterm(signum, frame):
+    raise Stopped()
 
 
 def parse_condition(line):
@@ -403,61 +412,69 @@ def main(argv=None):
             cache[key][0].append(doc)
             cache[key][1] += secs
 
-    # Pass 1: every record's command once, in record order (a command several records name
-    # runs once for all of them). state[num] = (cond, key) or an error text.
+    stopped_by = None
     state = {}
-    for num, fname, title, line, count, status in records:
-        superseded = status.startswith("superseded")
-        if line is None or (superseded and not a.superseded and not a.list and not a.dry):
-            continue
-        try:
-            cond = parse_condition(line)
-            if cond["name"] not in bmap:
-                raise ConditionError("%r is not a name in bench-map.json" % cond["name"])
-            key = (cond["name"], tuple(cond["options"]))
-            if a.list:
-                argv_ = command_for(bmap[cond["name"]], cond, build, os.path.join(
-                    workdir, "%s-%s.json" % (num, cond["name"])), a.dry)
-                state[num] = " ".join(shlex.quote(t) for t in argv_)
-                continue
-            if key not in cache:
-                run_once(key, num, cond, True)
-            evaluate(cond, cache[key][0])  # a missing row is an error now, not in pass 2
-            state[num] = (cond, key)
-        except (ConditionError, OSError, ValueError) as e:
-            state[num] = "cannot evaluate: %s" % e
-
-    # Pass 2: the undecided ones again, the one whose command has had the fewest seconds
-    # first, while its bound and the check's budget allow (a run is expected to take as
-    # long as its command's runs did on average).
     stopped = {}
-    while not a.dry and not a.list:
-        undecided = []
-        for num, st in state.items():
-            if isinstance(st, tuple):
-                cond, key = st
-                try:
-                    if evaluate(cond, cache[key][0])[3] == "too noisy to say":
-                        undecided.append((cache[key][1], num, cond, key))
-                except ConditionError:
-                    pass
-        pick = None
-        for secs, num, cond, key in sorted(undecided, key=lambda u: (u[0], u[1])):
-            per_run = secs / len(cache[key][0])
-            if secs >= a.bound:
-                stopped[num] = "bound of %g s reached" % a.bound
-            elif time.monotonic() - start + per_run > a.budget:
-                stopped[num] = "the check's budget of %g s spent" % a.budget
-            elif pick is None:
-                pick = (num, cond, key)
-        if pick is None:
-            break
-        num, cond, key = pick
-        stopped.pop(num, None)
-        try:
-            run_once(key, num, cond, False)
-        except (ConditionError, OSError, ValueError) as e:
-            state[num] = "cannot evaluate: %s" % e
+    old_term = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        # Pass 1: every record's command once, in record order (a command several records name
+        # runs once for all of them). state[num] = (cond, key) or an error text.
+        for num, fname, title, line, count, status in records:
+            superseded = status.startswith("superseded")
+            if line is None or (superseded and not a.superseded and not a.list and not a.dry):
+                continue
+            try:
+                cond = parse_condition(line)
+                if cond["name"] not in bmap:
+                    raise ConditionError("%r is not a name in bench-map.json" % cond["name"])
+                key = (cond["name"], tuple(cond["options"]))
+                if a.list:
+                    argv_ = command_for(bmap[cond["name"]], cond, build, os.path.join(
+                        workdir, "%s-%s.json" % (num, cond["name"])), a.dry)
+                    state[num] = " ".join(shlex.quote(t) for t in argv_)
+                    continue
+                if key not in cache:
+                    run_once(key, num, cond, True)
+                evaluate(cond, cache[key][0])  # a missing row is an error now, not in pass 2
+                state[num] = (cond, key)
+            except (ConditionError, OSError, ValueError) as e:
+                state[num] = "cannot evaluate: %s" % e
+
+        # Pass 2: the undecided ones again, the one whose command has had the fewest seconds
+        # first, while its bound and the check's budget allow (a run is expected to take as
+        # long as its command's runs did on average).
+        while not a.dry and not a.list:
+            undecided = []
+            for num, st in state.items():
+                if isinstance(st, tuple):
+                    cond, key = st
+                    try:
+                        if evaluate(cond, cache[key][0])[3] == "too noisy to say":
+                            undecided.append((cache[key][1], num, cond, key))
+                    except ConditionError:
+                        pass
+            pick = None
+            for secs, num, cond, key in sorted(undecided, key=lambda u: (u[0], u[1])):
+                per_run = secs / len(cache[key][0])
+                if secs >= a.bound:
+                    stopped[num] = "bound of %g s reached" % a.bound
+                elif time.monotonic() - start + per_run > a.budget:
+                    stopped[num] = "the check's budget of %g s spent" % a.budget
+                elif pick is None:
+                    pick = (num, cond, key)
+            if pick is None:
+                break
+            num, cond, key = pick
+            stopped.pop(num, None)
+            try:
+                run_once(key, num, cond, False)
+            except (ConditionError, OSError, ValueError) as e:
+                state[num] = "cannot evaluate: %s" % e
+
+    except Stopped:
+        stopped_by = "SIGTERM after %.0f s" % (time.monotonic() - start)
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
 
     for num, fname, title, line, count, status in records:
         superseded = status.startswith("superseded")
@@ -475,6 +492,8 @@ def main(argv=None):
             print()
             continue
         st = state.get(num)
+        if st is None and stopped_by:
+            st = "not run: the check was stopped by %s" % stopped_by
         if a.list:
             print("      runs: %s" % st if not st.startswith("cannot") else "      " + st)
             print()
@@ -519,6 +538,8 @@ def main(argv=None):
         print("%d of %d decisions hold on this machine (%d too noisy to say; %.0f s; bounds: "
               "%d s of runs a condition, %d s in all)" % (
                   held, total + broken, noisy, time.monotonic() - start, a.bound, a.budget))
+    if stopped_by:
+        print("stopped by %s: later runs not made" % stopped_by)
     if skipped:
         print("superseded, not run: %s" % ", ".join(skipped))
     if old_total:
