@@ -494,6 +494,13 @@ def main(argv=None):
         st = state.get(num)
         if st is None and stopped_by:
             st = "not run: the check was stopped by %s" % stopped_by
+            try:  # its command may have run for an earlier record
+                cond = parse_condition(line)
+                key = (cond["name"], tuple(cond["options"]))
+                if key in cache:
+                    st = (cond, key)
+            except ConditionError:
+                pass
         if a.list:
             print("      runs: %s" % st if not st.startswith("cannot") else "      " + st)
             print()
