@@ -132,10 +132,11 @@ typedef struct lds_load_options {
     /** Called once after the header, before the payload's buffer is rented (a load
      *  cancelled then rents nothing), and before each chunk is read (never during a
      *  read); returning true stops the load with LDS_E_CANCELLED, every rental
-     *  returned first. NULL (default) = never cancelled. A blocking
-     *  fd cannot be cancelled while read() blocks in it (the check comes when the
-     *  read returns); an O_NONBLOCK fd with no data is polled every 100 ms and
-     *  cancel is called each time. */
+     *  returned first. NULL (default) = never cancelled. While a read from a
+     *  pipe, socket or terminal fd (blocking or O_NONBLOCK) waits for data, cancel
+     *  is called at least every 100 ms (the fd is polled; a regular file's reads
+     *  do not wait), so a flag set by another thread stops the load without a
+     *  signal. */
     bool (*cancel)(void *ctx);
     /** Called after each chunk with the payload bytes received so far and the
      *  declared payload length (LDS_LENGTH_UNKNOWN on the growable path).

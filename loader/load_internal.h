@@ -46,6 +46,8 @@ typedef struct lds__source {
     lds__url *url;
 
     const lds_load_options *opts; /* for cancellation while retrying EINTR */
+    int fd_waits; /* LDS__SRC_FD: 0 not asked yet, 1 a regular file or block device, 2 a
+                     pipe, socket or terminal (a read may wait: cancel is asked while it does) */
     bool raw_eof;                 /* the transport has reported its end */
     uint64_t raw_bytes;           /* bytes taken from the transport */
     uint64_t out_bytes;           /* bytes handed out of the logical stream */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "load_internal.h"
@@ -44,6 +45,23 @@ static bool cancelled(const lds__source *src)
            src->opts->cancel(src->opts->callback_ctx);
 }
 
+/* How long a read from a pipe or socket waits before cancel is asked again (ADR 0055): a
+ * cancel hook answered by another thread, or a SIGINT handled after cancel's last answer
+ * but before read() blocked (or taken by another thread), gets no EINTR in this thread. */
+#define LDS__FD_CANCEL_WAIT_MS 100
+
+/* Whether a read of src's fd may wait for data (a pipe, socket or terminal), asked once. */
+static bool fd_may_wait(lds__source *src)
+{
+    if (src->fd_waits == 0) {
+        struct stat st;
+        src->fd_waits = fstat(src->fd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode))
+                            ? 1
+                            : 2;
+    }
+    return src->fd_waits == 2;
+}
+
 /* One read from the transport itself, retrying interruptions (EINTR, or an
  * lds_read_fn's LDS_READ_RETRY) until a byte, the end or an error comes. */
 static lds_status transport_read(lds__source *src, void *buf, size_t cap, size_t *got,
@@ -53,6 +71,13 @@ static lds_status transport_read(lds__source *src, void *buf, size_t cap, size_t
     for (;;) {
         switch (src->kind) {
         case LDS__SRC_FD: {
+            if (src->opts != NULL && src->opts->cancel != NULL && fd_may_wait(src)) {
+                /* Wait for data at most LDS__FD_CANCEL_WAIT_MS, then ask cancel again. */
+                struct pollfd p = {.fd = src->fd, .events = POLLIN};
+                int r = poll(&p, 1, LDS__FD_CANCEL_WAIT_MS);
+                if (r == 0 || (r < 0 && errno == EINTR))
+                    break;
+            }
             ssize_t n = read(src->fd, buf, cap);
             if (n >= 0) {
                 *got = (size_t)n;

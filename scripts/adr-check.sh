@@ -20,7 +20,8 @@
 #   --list       print each condition and the command it would run; run nothing
 #   --keep DIR   keep every command's JSON and text output in DIR
 #   --bound S    repeat a too-noisy condition until S seconds of its runs (default 90)
-#   --budget S   stop repeating once the check has run S seconds (default 540)
+#   --budget S   start no repeat that would end past S seconds of the whole check (default
+#                570: every command runs once, then undecided ones again, fewest seconds first)
 #   --superseded also run superseded records (reported, not counted)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)

@@ -14,11 +14,15 @@ of the row (as in the JSON: vs_bare_read, ratio_to_1_thread, ...). OP is one of 
 
 The verdict: the condition is tested on every round's value (or on the one value a FIELD
 gives). "holds" when the median value satisfies it and at least 3 rounds in 4 do; "flips"
-when the median does not and at most 1 round in 4 does; otherwise "too noisy to say". A
+when the median does not and at most 1 round in 4 does; otherwise "too noisy to say". Every
+record's command runs once first (a command several records name, once for all). Then a
 condition that is too noisy to say has its command run again, as a new process, and the rounds
-of every run pooled, until the verdict is decided or the condition's time bound (--bound,
-default 90 s of its commands) or the whole check's budget (--budget, default 540 s) is spent;
-the line says how many runs and seconds it took and when the bound stopped it.
+of every run pooled, the undecided condition whose command has had the fewest seconds first,
+until the verdict is decided or the condition's time bound (--bound, default 90 s of its
+commands) is reached or the next run (expected to take its runs' average) would end past the
+whole check's budget (--budget, default 570 s, so that the check ends within 10 minutes with
+the start-up); the line says how many runs and seconds it took and when a bound stopped it.
+The verdicts are printed after the last run.
 
 A superseded record (status "superseded by NNNN") is listed with its condition but not run
 and not counted: the record that amends it carries the decision now (--superseded runs them
@@ -35,7 +39,7 @@ usage: adr_check.py [--build DIR] [--source-root DIR] [--dry] [--only NNNN[,NNNN
   --keep DIR    keep each command's JSON and text output in DIR
   --strict      exit 1 if a condition cannot be evaluated (a command failed, a row is missing)
   --bound S     repeat a too-noisy condition's command until S seconds of its runs (90)
-  --budget S    stop repeating once the whole check has run S seconds (540)
+  --budget S    start no repeat that would end past S seconds of the whole check (570)
   --superseded  also run superseded records' conditions (reported, not counted)
 Exit status 0 whatever the verdicts (it informs, it is not a test), 2 on a usage error.
 Called by scripts/adr-check.sh, which builds a release build first.
@@ -45,6 +49,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -65,6 +70,14 @@ FIELDS_SPECIAL = ("median", "min", "max", "faults")
 
 class ConditionError(ValueError):
     pass
+
+
+class Stopped(Exception):
+    """SIGTERM (e.g. `timeout`'s) during the runs: the verdicts so far are printed."""
+
+
+def _on_sigterm(signum, frame):
+    raise Stopped()
 
 
 def parse_condition(line):
@@ -349,7 +362,7 @@ def main(argv=None):
     ap.add_argument("--keep")
     ap.add_argument("--strict", action="store_true")
     ap.add_argument("--bound", type=float, default=90.0)
-    ap.add_argument("--budget", type=float, default=540.0)
+    ap.add_argument("--budget", type=float, default=570.0)
     ap.add_argument("--superseded", action="store_true")
     try:
         a = ap.parse_args(argv)
@@ -381,9 +394,88 @@ def main(argv=None):
     print("decision records checked on this machine%s" % (" (dry: rows only)" if a.dry else ""))
     print("load average: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
     if not a.dry and not a.list:
-        print("a too-noisy condition is run again until decided, at most %d s of its runs; "
-              "the whole check stops repeating after %d s" % (a.bound, a.budget))
+        print("every condition's command runs once; then a too-noisy condition is run again "
+              "(the one with the fewest seconds so far first) until decided, at most %d s of "
+              "its runs, and no run is started that would end past %d s for the whole check"
+              % (a.bound, a.budget))
     print()
+
+    def run_once(key, num, cond, first):
+        jpath = os.path.join(workdir, "%s-%s%s.json" % (
+            num, cond["name"], "" if first else "-run%d" % (len(cache[key][0]) + 1)))
+        argv_ = command_for(bmap[cond["name"]], cond, build, jpath, a.dry)
+        doc, secs = run_command(argv_, root, env, jpath, max(a.bound * 4, 300))
+        if first:
+            cache[key] = [[doc], secs]
+            docs.append(doc)
+        else:
+            cache[key][0].append(doc)
+            cache[key][1] += secs
+
+    stopped_by = None
+    state = {}
+    stopped = {}
+    old_term = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        # Pass 1: every record's command once, in record order (a command several records name
+        # runs once for all of them). state[num] = (cond, key) or an error text.
+        for num, fname, title, line, count, status in records:
+            superseded = status.startswith("superseded")
+            if line is None or (superseded and not a.superseded and not a.list and not a.dry):
+                continue
+            try:
+                cond = parse_condition(line)
+                if cond["name"] not in bmap:
+                    raise ConditionError("%r is not a name in bench-map.json" % cond["name"])
+                key = (cond["name"], tuple(cond["options"]))
+                if a.list:
+                    argv_ = command_for(bmap[cond["name"]], cond, build, os.path.join(
+                        workdir, "%s-%s.json" % (num, cond["name"])), a.dry)
+                    state[num] = " ".join(shlex.quote(t) for t in argv_)
+                    continue
+                if key not in cache:
+                    run_once(key, num, cond, True)
+                evaluate(cond, cache[key][0])  # a missing row is an error now, not in pass 2
+                state[num] = (cond, key)
+            except (ConditionError, OSError, ValueError) as e:
+                state[num] = "cannot evaluate: %s" % e
+
+        # Pass 2: the undecided ones again, the one whose command has had the fewest seconds
+        # first, while its bound and the check's budget allow (a run is expected to take as
+        # long as its command's runs did on average).
+        while not a.dry and not a.list:
+            undecided = []
+            for num, st in state.items():
+                if isinstance(st, tuple):
+                    cond, key = st
+                    try:
+                        if evaluate(cond, cache[key][0])[3] == "too noisy to say":
+                            undecided.append((cache[key][1], num, cond, key))
+                    except ConditionError:
+                        pass
+            pick = None
+            for secs, num, cond, key in sorted(undecided, key=lambda u: (u[0], u[1])):
+                per_run = secs / len(cache[key][0])
+                if secs >= a.bound:
+                    stopped[num] = "bound of %g s reached" % a.bound
+                elif time.monotonic() - start + per_run > a.budget:
+                    stopped[num] = "the check's budget of %g s spent" % a.budget
+                elif pick is None:
+                    pick = (num, cond, key)
+            if pick is None:
+                break
+            num, cond, key = pick
+            stopped.pop(num, None)
+            try:
+                run_once(key, num, cond, False)
+            except (ConditionError, OSError, ValueError) as e:
+                state[num] = "cannot evaluate: %s" % e
+
+    except Stopped:
+        stopped_by = "SIGTERM after %.0f s" % (time.monotonic() - start)
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+
     for num, fname, title, line, count, status in records:
         superseded = status.startswith("superseded")
         print("%s  %s" % (num, title))
@@ -399,39 +491,29 @@ def main(argv=None):
             skipped.append(num)
             print()
             continue
+        st = state.get(num)
+        if st is None and stopped_by:
+            st = "not run: the check was stopped by %s" % stopped_by
+            try:  # its command may have run for an earlier record
+                cond = parse_condition(line)
+                key = (cond["name"], tuple(cond["options"]))
+                if key in cache:
+                    st = (cond, key)
+            except ConditionError:
+                pass
+        if a.list:
+            print("      runs: %s" % st if not st.startswith("cannot") else "      " + st)
+            print()
+            continue
+        if not isinstance(st, tuple):
+            print("      %s" % st)
+            broken += 1
+            print()
+            continue
+        cond, key = st
         try:
-            cond = parse_condition(line)
-            if cond["name"] not in bmap:
-                raise ConditionError("%r is not a name in bench-map.json" % cond["name"])
-            key = (cond["name"], tuple(cond["options"]))
-            argv_ = command_for(bmap[cond["name"]], cond, build,
-                                os.path.join(workdir, "%s-%s.json" % (num, cond["name"])), a.dry)
-            if a.list:
-                print("      runs: %s" % " ".join(shlex.quote(t) for t in argv_))
-                print()
-                continue
-            if key not in cache:
-                jpath = os.path.join(workdir, "%s-%s.json" % (num, cond["name"]))
-                doc, secs = run_command(argv_, root, env, jpath, max(a.bound * 4, 300))
-                cache[key] = [[doc], secs]
-                docs.append(doc)
             med, lo, hi, verdict, rounds = evaluate(cond, cache[key][0])
-            stopped = ""
-            while verdict == "too noisy to say" and not a.dry:
-                if cache[key][1] >= a.bound:
-                    stopped = "bound of %d s reached" % a.bound
-                    break
-                if time.monotonic() - start >= a.budget:
-                    stopped = "the check's budget of %d s spent" % a.budget
-                    break
-                jpath = os.path.join(workdir, "%s-%s-run%d.json" % (
-                    num, cond["name"], len(cache[key][0]) + 1))
-                argv_ = command_for(bmap[cond["name"]], cond, build, jpath, a.dry)
-                doc, secs = run_command(argv_, root, env, jpath, max(a.bound * 4, 300))
-                cache[key][0].append(doc)
-                cache[key][1] += secs
-                med, lo, hi, verdict, rounds = evaluate(cond, cache[key][0])
-        except (ConditionError, OSError, ValueError) as e:
+        except ConditionError as e:  # a row a repeat's output lacked
             print("      cannot evaluate: %s" % e)
             broken += 1
             print()
@@ -448,7 +530,8 @@ def main(argv=None):
             fmt(med), fmt(lo), fmt(hi), rounds, "round" if rounds == 1 else "rounds", runs,
             "run" if runs == 1 else "runs", cache[key][1],
             verdict if not a.dry else "evaluable (dry run: no verdict)",
-            " (%s)" % stopped if stopped else ""))
+            " (%s)" % stopped[num] if verdict == "too noisy to say" and num in stopped
+            else ""))
         if superseded:
             print("      (%s: reported, not counted)" % status)
         print()
@@ -459,8 +542,11 @@ def main(argv=None):
         print("%d of %d conditions evaluable (dry run)" % (total + old_total,
                                                         total + old_total + broken))
     else:
-        print("%d of %d decisions hold on this machine (%d too noisy to say; %.0f s)" % (
-            held, total + broken, noisy, time.monotonic() - start))
+        print("%d of %d decisions hold on this machine (%d too noisy to say; %.0f s; bounds: "
+              "%d s of runs a condition, %d s in all)" % (
+                  held, total + broken, noisy, time.monotonic() - start, a.bound, a.budget))
+    if stopped_by:
+        print("stopped by %s: later runs not made" % stopped_by)
     if skipped:
         print("superseded, not run: %s" % ", ".join(skipped))
     if old_total:

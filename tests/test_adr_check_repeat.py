@@ -7,6 +7,8 @@ Python script writing adr-check's JSON shape. Checks that:
   rounds ("holds", 2 runs);
 - a condition that stays noisy stops when its runs reach --bound, and the line says so;
 - a superseded record is listed, not run and not counted, and --superseded runs it;
+- every command runs once whatever the budget, and no repeat starts that would end past
+  --budget (the 10-minute bound of issue 30: repeats come after the first pass);
 - the summary line counts only current records and the machine line names THP and DAMON.
 
 usage: test_adr_check_repeat.py SOURCE_ROOT
@@ -90,6 +92,18 @@ def main():
                             "0003", "--superseded"])
         check("superseded, run and not counted: 1 of 1 hold" in buf.getvalue(),
               "--superseded runs it, counted apart")
+        for m in ("settles", "noisy"):
+            os.unlink(os.path.join(tmp, "calls-" + m))
+        buf = io.StringIO()
+        with redirect_stdout(buf):
+            adr_check.main(["--source-root", tmp, "--build", tmp, "--bound", "30", "--budget",
+                            "0.5"])
+        out = buf.getvalue()
+        calls = {m: int(open(os.path.join(tmp, "calls-" + m)).read())
+                 for m in ("settles", "noisy")}
+        check(calls == {"settles": 1, "noisy": 1}
+              and out.count("too noisy to say (the check's budget of 0.5 s spent)") == 2,
+              "a budget the first pass has spent: each command once, no repeat (%s)" % calls)
     print("FAILED" if fails else "all ok")
     return 1 if fails else 0
 

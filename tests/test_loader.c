@@ -1417,6 +1417,88 @@ static void test_precancelled_load_rents_nothing(void **state)
     free(b.p);
 }
 
+/* A cancel that comes while a read from a silent pipe waits, with nothing to interrupt the
+   read: a flag set by another thread, or a SIGINT handled after cancel's last answer but before
+   read() blocked. The load asks cancel again at least every 100 ms and stops (ADR 0055); before,
+   it waited for the writer (here: a watchdog closing the pipe after 3 s, then TRUNCATED). */
+typedef struct late_cancel {
+    struct timespec t0;
+    unsigned calls;
+} late_cancel;
+
+static double ms_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static bool cancel_after_200_ms(void *ctx)
+{
+    late_cancel *l = ctx;
+    l->calls++;
+    return ms_since(&l->t0) >= 200;
+}
+
+typedef struct pipe_watchdog {
+    int fd;
+    _Atomic int done;
+    bool closed;
+} pipe_watchdog;
+
+static void *close_pipe_after_3_s(void *arg)
+{
+    pipe_watchdog *w = arg;
+    for (int i = 0; i < 60 && !w->done; i++)
+        usleep(50 * 1000);
+    if (!w->done) {
+        close(w->fd);
+        w->closed = true;
+    }
+    return NULL;
+}
+
+static void test_cancel_while_a_pipe_read_waits(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 1000, .dim = 32};
+    bytes b = make_index(&c);
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    size_t first = LDS_HEADER_SIZE + 32768; /* the header and some payload, then silence */
+    assert_true(b.n > first + 4096);
+    assert_int_equal(write(p[1], b.p, first), (ssize_t)first);
+    lds_pool *pool = sentinel_pool();
+    lds_load_options o = opts_for(pool);
+    late_cancel l = {0};
+    clock_gettime(CLOCK_MONOTONIC, &l.t0);
+    o.cancel = cancel_after_200_ms;
+    o.callback_ctx = &l;
+    pipe_watchdog w = {.fd = p[1]};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, close_pipe_after_3_s, &w), 0);
+    lds_index *idx = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    lds_status st = lds_load_fd(p[0], &o, &idx, NULL, &err);
+    double ms = ms_since(&l.t0);
+    w.done = 1;
+    pthread_join(th, NULL);
+    if (!w.closed)
+        close(p[1]);
+    close(p[0]);
+    print_message("load from a silent pipe: status %d after %.0f ms, %u cancel calls\n", (int)st,
+                  ms, l.calls);
+    assert_int_equal(st, LDS_E_CANCELLED);
+    assert_null(idx);
+    assert_true(ms < 2000);
+    assert_true(l.calls >= 2);
+    assert_int_equal(pool_stats(pool).rents, 1); /* the payload's rental, returned */
+    assert_pool_clear(pool);
+    lds_pool_free(pool);
+    free(b.p);
+}
+
 /* The ordering of a cancellation, not only its end: the read callback (the consumer of the
    loader's buffer) is held at a gate after its first chunk; the test requests the cancel and
    sees that the load has not returned, that the rental is still out and that nothing has
@@ -2114,6 +2196,7 @@ int main(void)
         cmocka_unit_test(test_memory_path_never_touches_the_pool),
         cmocka_unit_test(test_cancel_returns_the_rental),
         cmocka_unit_test(test_precancelled_load_rents_nothing),
+        cmocka_unit_test(test_cancel_while_a_pipe_read_waits),
         cmocka_unit_test(test_cancel_ordering_at_a_gate),
         cmocka_unit_test(test_hash_thread),
         cmocka_unit_test(test_chunked_file_every_path),

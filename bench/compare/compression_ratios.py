@@ -2,10 +2,12 @@
 """Expansion ratios (decoded bytes / compressed bytes) of embedding files and of bombs under
 gzip -9, xz -1 and zstd -3: the evidence for the importer's 4096:1 cap (docs/adr/0018).
 
-usage: bench/compare/compression_ratios.py [--dry] [--json FILE] [-h]
+usage: bench/compare/compression_ratios.py [--dry] [--inputs LIST] [--json FILE] [-h]
 Run from the repository's top; needs numpy and the zstd program. --dry: the first 500
-lines of the GloVe sample and 1 MiB bombs (for tests/test_bench_map.py). --json FILE: the
-ratios also as JSON rows named "INPUT @ CODER" (scripts/adr-check.sh).
+lines of the GloVe sample and 1 MiB bombs (for tests/test_bench_map.py). --inputs: only
+these of glove,f32,f64,i8,zeros,newlines (default all; ADR 0055: the conditions of 0018 and
+0036 need glove and newlines). --json FILE: the ratios also as JSON rows named "INPUT @
+CODER" (scripts/adr-check.sh).
 """
 import gzip
 import io
@@ -24,12 +26,23 @@ def main():
         print(__doc__.strip())
         return 0
     dry = "--dry" in sys.argv
+    keys = ["glove", "f32", "f64", "i8", "zeros", "newlines"]
+    want = keys
+    if "--inputs" in sys.argv:
+        i = sys.argv.index("--inputs")
+        want = sys.argv[i + 1].split(",") if i + 1 < len(sys.argv) else []
+        if not want or any(k not in keys for k in want):
+            print("compression_ratios.py: --inputs takes a list of %s" % ",".join(keys),
+                  file=sys.stderr)
+            return 2
     text = subprocess.run(["zstd", "-q", "-d", "-c", "data/glove-100d-20k.txt.zst"],
                           stdout=subprocess.PIPE, check=True).stdout
     if dry:
         text = b"".join(text.splitlines(keepends=True)[:500])
-    a = np.array([[float(x) for x in line.split(" ")[1:]] for line in text.decode().splitlines()],
-                 dtype=np.float32)
+    a = None
+    if any(k in want for k in ("f32", "f64", "i8")):
+        a = np.array([[float(x) for x in line.split(" ")[1:]]
+                      for line in text.decode().splitlines()], dtype=np.float32)
 
     def npy(x):
         b = io.BytesIO()
@@ -41,9 +54,11 @@ def main():
                               check=True).stdout
 
     bomb = (1 if dry else 64) << 20
-    rows = [("GloVe 20k text", text), ("npy f32", npy(a)), ("npy f64", npy(a.astype(np.float64))),
-            ("npy i8 (x*40)", npy(np.rint(a * 40).clip(-127, 127).astype(np.int8))),
-            ("zeros", bytes(bomb)), ("newlines", b"\n" * bomb)]
+    make = {"glove": ("GloVe 20k text", lambda: text), "f32": ("npy f32", lambda: npy(a)),
+            "f64": ("npy f64", lambda: npy(a.astype(np.float64))),
+            "i8": ("npy i8 (x*40)", lambda: npy(np.rint(a * 40).clip(-127, 127).astype(np.int8))),
+            "zeros": ("zeros", lambda: bytes(bomb)), "newlines": ("newlines", lambda: b"\n" * bomb)}
+    rows = [(make[k][0], make[k][1]()) for k in keys if k in want]
     # The bombs' names carry no size (the bytes column has it: 64 MiB, 1 MiB with --dry), so
     # a record's condition names the same row in a full run and a dry one (ADR 0036).
     print(f"{'input':24s} {'bytes':>10s} {'gzip -9':>9s} {'xz -1':>9s} {'zstd -3':>9s}")

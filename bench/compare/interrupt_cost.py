@@ -40,6 +40,11 @@ from benchlib import cpu_model, loadavg, write_summary  # noqa: E402
 
 CHILD = r'''
 import os, signal, sys, threading, time
+# A program whose Ctrl-C is live, whatever this child inherited: a shell without job
+# control starts a background job (`cmd &`, CI scripts) with SIGINT ignored, the
+# ignored disposition survives exec, Python then installs no handler, and the signal
+# below would do nothing (the load would wait on the silent pipe for ever).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import lodestar
 kind, arg = sys.argv[1], sys.argv[2]
 if kind == "pipe":
@@ -75,11 +80,19 @@ def bare_load(path):
     lib.lds_index_free(h)
 
 
-def latency(kind, arg):
+def latency(kind, arg, timeout=60):
+    """ms from the child's SIGINT to its KeyboardInterrupt, loading `arg` (kind "pipe": the
+    first 32,832 bytes of the index file `arg` through a pipe that then goes silent; "url":
+    the URL `arg`). Raises RuntimeError when the child raised nothing or ran past
+    `timeout` seconds (it then never stopped: the signal was lost or not acted on)."""
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(lodestar.__file__)),
                LODESTAR_LIB=_capi.library_path())
-    p = subprocess.run([sys.executable, "-c", CHILD, kind, arg], capture_output=True,
-                       text=True, timeout=60, env=env)
+    try:
+        p = subprocess.run([sys.executable, "-c", CHILD, kind, arg], capture_output=True,
+                           text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as e:
+        raise RuntimeError("%s: the child did not stop within %d s of starting (SIGINT at "
+                           "0.3 s); its stderr: %s" % (kind, timeout, (e.stderr or b"")[-400:].decode(errors="replace")))
     out = p.stdout.strip()
     if p.returncode != 0 or out == "none":
         raise RuntimeError("%s: no KeyboardInterrupt: %s %s" % (kind, out, p.stderr))

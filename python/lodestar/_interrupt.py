@@ -5,9 +5,10 @@ A C call made through ctypes runs with the GIL released, so Python's own SIGINT 
 slow URL or a pipe could run for hours. Call arms the call's lds_load_options.cancel and
 .progress hooks (CANCEL_FN, PROGRESS_FN) and, in the main thread while the SIGINT handler
 is Python's default one, replaces that handler for the duration of the call with one that
-only records the signal. The C side calls cancel before each chunk and at least every
-50 ms while it waits for a URL (a read() blocked on a pipe returns EINTR and cancel is
-called); ctypes runs the callback in the main thread, where the recorded handler runs
+only records the signal. The C side calls cancel before each chunk, at least every
+50 ms while it waits for a URL and every 100 ms while it waits on a pipe or socket (so a
+SIGINT taken by another thread, or handled just after cancel's last answer, still stops
+it); ctypes runs the callback in the main thread, where the recorded handler runs
 first, so cancel answers true, the load stops with LDS_E_CANCELLED after returning its
 rental, and Call raises KeyboardInterrupt (docs/adr/0034). Other threads, and a program
 that installed its own SIGINT handler, keep their behaviour (progress still works).
