@@ -282,10 +282,39 @@ LDS_API lds_status lds_live_reload_memory(lds_live *live, const void *bytes, siz
     cross-checked before anything is rented, resumption, opts->url for the
     transfer's settings). A server that fails, lies about the length or drops
     the connection for good leaves the current generation serving.
-    LDS_E_UNSUPPORTED when the library was built without libcurl. */
+    LDS_E_UNSUPPORTED when the library was built without libcurl. A delta
+    reload (lds_live_reload_url_delta) when the live index was created with
+    lds_live_options.delta. */
 LDS_API lds_status lds_live_reload_url(lds_live *live, const char *url,
                                        const lds_load_options *opts, uint64_t *generation,
                                        lds_load_info *info, lds_error *err);
+
+/**
+ * lds_live_reload_url with a delta (docs/adr/0053): with `delta` true and a
+ * format 1.1 file, only the chunks the current generation does not hold are
+ * fetched. The header is asked with a Range request, then the chunk table
+ * (checked against the header); chunks matched as lds_live_reload_path_delta
+ * matches them are copied from the current generation and hashed again; the
+ * others are fetched as Range requests of runs of adjacent chunks
+ * (opts->url_connections at a time; 0: 4), written straight into the rental and
+ * verified against the new table as each completes. Every request carries
+ * If-Range with the header response's ETag (else Last-Modified) and every
+ * answer must carry it: a file replaced on the server during the reload fails
+ * it (LDS_E_IO, field "http.etag"), as a chunk whose bytes are not the table's
+ * does (LDS_E_CHECKSUM, field "chunk"); the current generation keeps serving
+ * and the rental is returned. lds_load_info.bytes_read counts the body bytes
+ * transferred (header, table and ranges), bytes_copied and chunks_* as for a
+ * path delta. Falls back to the full lds_load_url (delta_fallback set, the
+ * reason in lds_live_stats.delta_fallback_reason, with credentials redacted)
+ * when: no generation is current or it keeps no 1.1 payload; verify_checksum
+ * is off; the server answers the header's Range with 200 (no ranges) or gives
+ * no validator; the file is zstd, format 1.0, of another chunk size, or its
+ * length disagrees with its header. `delta` false: lds_load_url in full.
+ * Same statuses, ownership and thread rules as lds_live_reload_url.
+ */
+LDS_API lds_status lds_live_reload_url_delta(lds_live *live, const char *url, bool delta,
+                                             const lds_load_options *opts, uint64_t *generation,
+                                             lds_load_info *info, lds_error *err);
 
 /** Reloads from a user read callback (lds_load_callback). */
 LDS_API lds_status lds_live_reload_callback(lds_live *live, lds_read_fn read, void *ctx,

@@ -827,12 +827,47 @@ lds_status lds_live_reload_memory(lds_live *live, const void *bytes, size_t n, b
     RELOAD_WITH(lds_load_memory(bytes, n, copy, opts, &idx, inf, err));
 }
 
-lds_status lds_live_reload_url(lds_live *live, const char *url, const lds_load_options *opts,
-                               uint64_t *generation, lds_load_info *info, lds_error *err)
+/* load_delta_or_full for a URL (docs/adr/0053): the same fallback rules and bookkeeping. */
+static lds_status load_url_delta_or_full(lds_live *live, const char *url, bool delta,
+                                         const lds_load_options *opts, lds_index **idx,
+                                         lds_load_info *inf, lds_error *err)
+{
+    char why[sizeof live->delta_why] = "";
+    if (delta) {
+        lv_gen *cur = atomic_load(&live->current);
+        bool fallback = false;
+        lds_status st = lds__load_delta_url(url, opts, cur && cur->has_base ? &cur->base : NULL,
+                                            idx, inf, err, &fallback, why, sizeof why);
+        if (!fallback) {
+            pthread_mutex_lock(&live->mtx);
+            live->delta_why[0] = '\0';
+            pthread_mutex_unlock(&live->mtx);
+            return st;
+        }
+    }
+    lds_status st = lds_load_url(url, opts, idx, inf, err);
+    if (delta && inf->size >= offsetof(lds_load_info, delta_fallback) + sizeof inf->delta_fallback)
+        inf->delta_fallback = true;
+    pthread_mutex_lock(&live->mtx);
+    memcpy(live->delta_why, why, sizeof why);
+    pthread_mutex_unlock(&live->mtx);
+    return st;
+}
+
+lds_status lds_live_reload_url_delta(lds_live *live, const char *url, bool delta,
+                                     const lds_load_options *opts, uint64_t *generation,
+                                     lds_load_info *info, lds_error *err)
 {
     if (!live || !url)
         return set_err(err, LDS_E_INVALID_ARG, "url", "reload: live or url is NULL");
-    RELOAD_WITH(lds_load_url(url, opts, &idx, inf, err));
+    RELOAD_WITH(load_url_delta_or_full(live, url, delta, opts, &idx, inf, err));
+}
+
+lds_status lds_live_reload_url(lds_live *live, const char *url, const lds_load_options *opts,
+                               uint64_t *generation, lds_load_info *info, lds_error *err)
+{
+    return lds_live_reload_url_delta(live, url, live ? live->delta : false, opts, generation,
+                                     info, err);
 }
 
 lds_status lds_live_reload_callback(lds_live *live, lds_read_fn read, void *ctx,

@@ -39,6 +39,20 @@ lds_status lds__load_delta(const char *path, int fd, const lds_load_options *opt
                            const lds__delta_base *base, lds_index **out, lds_load_info *info,
                            lds_error *err, bool *fallback, char *why, size_t why_n);
 
+/* lds__load_delta over HTTP(S) or s3:// (docs/adr/0053): the header is fetched with a
+ * Range request, then the chunk table; chunks of `base` whose XXH3-64 and length match
+ * the new table are copied (and hashed again), the others are fetched as coalesced Range
+ * requests (options.url_connections at a time, 0: LDS__URL_AUTO_CONNECTIONS) and verified
+ * as each completes; every request carries If-Range and every answer must carry the
+ * header's validator (a file replaced meanwhile is refused: LDS_E_IO, field http.etag).
+ * Falls back (as lds__load_delta: *fallback, `why`, nothing rented, LDS_OK) when base is
+ * NULL, verification is off, the server does not answer the header's Range with a 206
+ * and a validator, or the file is zstd, format 1.0, of another chunk size, or its length
+ * disagrees with its header. info.bytes_read counts the body bytes transferred. */
+lds_status lds__load_delta_url(const char *url, const lds_load_options *opts,
+                               const lds__delta_base *base, lds_index **out, lds_load_info *info,
+                               lds_error *err, bool *fallback, char *why, size_t why_n);
+
 /* Benchmarks only (lodestar-bench delta): false skips hashing each copied chunk again
  * (it is then trusted on its XXH3-64 and length match alone), to price the re-hash. */
 extern bool lds__delta_rehash;

@@ -1781,3 +1781,261 @@ lds_status lds__load_delta(const char *path, int fd, const lds_load_options *opt
         return LDS_OK; /* nothing rented, nothing written: the caller's full load reports */
     return finish(&c, st, info);
 }
+
+/* ==== delta loads over HTTP(S) (docs/adr/0053) ============================ */
+
+/* A delta over HTTP: the ranges of the chunks fetched, each verified as it completes. */
+typedef struct delta_url_check {
+    load_ctx *c;
+    const lds_header *h;
+    const unsigned char *table; /* the new chunk table, checked against h */
+    const unsigned char *payload;
+    const lds__url_range *ranges; /* whole chunks each */
+} delta_url_check;
+
+static lds_status delta_url_done(void *ctx, size_t unit, lds_error *err)
+{
+    delta_url_check *dc = ctx;
+    const lds_header *h = dc->h;
+    uint64_t s0 = dc->ranges[unit].offset - LDS_HEADER_SIZE;
+    uint64_t e0 = s0 + dc->ranges[unit].length;
+    for (uint64_t k = s0 / h->chunk_bytes; k < h->chunk_count; k++) {
+        uint64_t s, e;
+        if (lds_chunk_range(h, k, &s, &e) != LDS_OK || s >= e0)
+            break;
+        if (lds__xxh3(dc->payload + s, (size_t)(e - s)) != lds__ld64_le(dc->table + k * 8))
+            return lds_chunk_verify(h, dc->table, k, dc->payload + s, (size_t)(e - s), err);
+    }
+    return LDS_OK;
+}
+
+/* Reads the first response's bytes (the head asked for) into hb; *got how many came. */
+static lds_status delta_url_head(lds__url *u, unsigned char *hb, size_t n, size_t *got,
+                                 lds_error *err)
+{
+    *got = 0;
+    for (;;) {
+        size_t r = 0;
+        lds_status st = lds__url_read(u, hb + *got, n - *got, &r, err);
+        if (st != LDS_OK)
+            return st;
+        *got += r;
+        if (r == 0 || *got == n)
+            return LDS_OK;
+    }
+}
+
+/* The delta load proper from an opened URL whose first request asked for the header only
+ * (lds__url_open_head); *fallback (nothing rented) when it cannot be used. */
+static lds_status load_delta_url(load_ctx *c, lds__url *u, const lds__delta_base *b,
+                                 bool *fallback, char *why, size_t why_n)
+{
+#define FALL_BACK(...)                                                                             \
+    do {                                                                                           \
+        delta_why(why, why_n, __VA_ARGS__);                                                        \
+        *fallback = true;                                                                          \
+        return LDS_OK;                                                                             \
+    } while (0)
+    if (b == NULL || b->payload == NULL)
+        FALL_BACK("the current generation keeps no format 1.1 payload to reuse");
+    if (!c->o.verify_checksum)
+        FALL_BACK("verify_checksum is off: chunks are matched by their verified checksums");
+    unsigned char hb[LDS_HEADER_SIZE];
+    size_t got = 0;
+    lds_error herr;
+    lds_error_init(&herr);
+    if (delta_url_head(u, hb, sizeof hb, &got, &herr) != LDS_OK)
+        FALL_BACK("the header's Range request failed: %s", herr.message);
+    if (!lds__url_head_partial(u))
+        FALL_BACK("the server answered the header's Range request with HTTP %d and the whole "
+                  "file: it does not serve ranges",
+                  lds__url_status(u));
+    if (!lds__url_ranges_ok(u))
+        FALL_BACK("the response carries no strong ETag or Last-Modified to validate ranges by");
+    if (lds__is_zstd(hb, got))
+        FALL_BACK("the file is compressed (zstd)");
+    lds_header h;
+    if (got != sizeof hb || lds_header_decode(hb, got, &h, &herr) != LDS_OK)
+        FALL_BACK("the header does not decode (the full load reports it)");
+    if (!lds_header_chunked(&h))
+        FALL_BACK("format 1.0: the file has no chunk table");
+    if (h.chunk_bytes != b->chunk_bytes)
+        FALL_BACK("the chunk size changed (%lu bytes, the current generation's %lu)",
+                  (unsigned long)h.chunk_bytes, (unsigned long)b->chunk_bytes);
+    uint64_t total = 0;
+    if (!lds__url_length(u, &total) || total < LDS_HEADER_SIZE ||
+        total - LDS_HEADER_SIZE != h.payload_length || h.payload_length > SIZE_MAX ||
+        h.payload_length > c->o.max_payload_bytes)
+        FALL_BACK("the file's length (Content-Range) or the payload limit disagrees with the "
+                  "header (the full load reports it)");
+    c->delta = true;
+    c->base = 0;
+    c->hdr = h;
+    c->info.declared_bytes = h.payload_length;
+    c->info.path = LDS_LOAD_POOLED;
+    if (cancelled(c))
+        return lds__load_fail(c->err, LDS_E_CANCELLED, "payload", LDS_HEADER_SIZE, 0, NULL,
+                              "cancelled before the payload was fetched");
+    size_t length = (size_t)h.payload_length;
+    size_t table_n = (size_t)h.chunk_count * 8;
+    unsigned char *table = malloc(table_n + 1);
+    int64_t *from = malloc((size_t)h.chunk_count * sizeof *from + 1);
+    /* At most one range per chunk (runs of chunks split at LDS__URL_RANGE_MAX). */
+    lds__url_range *ranges = malloc((size_t)h.chunk_count * sizeof *ranges + 1);
+    if (table == NULL || from == NULL || ranges == NULL) {
+        free(table);
+        free(from);
+        free(ranges);
+        return lds__load_fail(c->err, LDS_E_NOMEM, "chunk_table", LDS_HEADER_SIZE, 0, NULL,
+                              "cannot allocate the %zu-byte chunk table", table_n);
+    }
+    uint64_t sent = LDS_HEADER_SIZE;
+    lds__url_range tr = {.offset = LDS_HEADER_SIZE + h.chunk_table_offset, .length = table_n};
+    lds__url_fetch tf = {.dst = table, .dst_at = tr.offset, .ranges = &tr, .count = 1,
+                         .connections = 1, .total = table_n};
+    lds_status st = lds__url_fetch_ranges(u, &tf, c->err);
+    sent += tf.received;
+    if (st != LDS_OK && tf.no_ranges) {
+        free(table);
+        free(from);
+        free(ranges);
+        c->delta = false;
+        FALL_BACK("the server answered the chunk table's Range request with the whole file");
+    }
+    if (st == LDS_OK) {
+        st = lds_chunk_table_check(&h, table, table_n, c->err);
+        if (st != LDS_OK)
+            lds__error_rebase(c->err, 0);
+    }
+    uint64_t unmatched = 0;
+    if (st == LDS_OK)
+        st = delta_match(c, &h, table, b, from, &unmatched);
+    payload_buf pb = {0};
+    lds_pool *pool = c->o.pool != NULL ? c->o.pool : lds_pool_shared();
+    if (st == LDS_OK) {
+        lds_lease lease;
+        st = lds_pool_rent(pool, length, &lease);
+        if (st == LDS_OK) {
+            pb.ptr = lease.ptr;
+            pb.cap = lease.capacity;
+            pb.h = (hold){.kind = HOLD_LEASE, .pool = pool, .lease = lease};
+            int pages = lds__pool_lease_pages(pool, &lease);
+            c->info.huge_pages = pages == 1;
+            c->info.huge_pages_fallback = pages == 2;
+        } else {
+            st = lds__load_fail(c->err, st, "payload", LDS_HEADER_SIZE, 0, NULL,
+                                "the pool refused a rental of %zu bytes: %s", length,
+                                lds_strerror(st));
+        }
+    }
+    /* The chunks held: copied from the current generation and hashed again (a copy that
+       is not the bytes the new table names is fetched instead, as a changed chunk). */
+    uint64_t cb = h.chunk_bytes, copy_b = 0, copy_k = 0, fetch_b = 0, fetch_k = 0;
+    size_t n = 0;
+    for (uint64_t k = 0; st == LDS_OK && k < h.chunk_count; k++) {
+        if (from[k] < 0)
+            continue;
+        uint64_t s, e;
+        lds_chunk_range(&h, k, &s, &e);
+        unsigned char *q = pb.ptr + s;
+        memcpy(q, b->payload + (uint64_t)from[k] * cb, (size_t)(e - s));
+        if (lds__delta_copy_hook != NULL)
+            lds__delta_copy_hook(k, q, (size_t)(e - s));
+        if (lds__delta_rehash && lds__xxh3(q, (size_t)(e - s)) != lds__ld64_le(table + k * 8)) {
+            from[k] = -1;
+            continue;
+        }
+        copy_b += e - s;
+        copy_k++;
+    }
+    /* The others: runs of adjacent chunks, one Range request each (at most
+       LDS__URL_RANGE_MAX bytes, whole chunks). */
+    for (uint64_t k = 0; st == LDS_OK && k < h.chunk_count;) {
+        if (from[k] >= 0) {
+            k++;
+            continue;
+        }
+        uint64_t s, e, k2 = k + 1;
+        lds_chunk_range(&h, k, &s, &e);
+        for (uint64_t s2, e2; k2 < h.chunk_count && from[k2] < 0 &&
+                              lds_chunk_range(&h, k2, &s2, &e2) == LDS_OK &&
+                              e2 - s <= LDS__URL_RANGE_MAX;
+             k2++)
+            e = e2;
+        ranges[n].offset = LDS_HEADER_SIZE + s;
+        ranges[n].length = e - s;
+        n++;
+        fetch_b += e - s;
+        fetch_k += k2 - k;
+        k = k2;
+    }
+    if (st == LDS_OK && cancelled(c))
+        st = lds__load_fail(c->err, LDS_E_CANCELLED, "payload", LDS_HEADER_SIZE, 0, NULL,
+                            "cancelled before the changed chunks were fetched");
+    if (st == LDS_OK && n > 0) {
+        unsigned k = c->o.url_connections == 0 ? LDS__URL_AUTO_CONNECTIONS
+                     : c->o.url_connections > LDS__URL_CONNECTIONS_MAX ? LDS__URL_CONNECTIONS_MAX
+                                                                        : c->o.url_connections;
+        delta_url_check dc = {.c = c, .h = &h, .table = table, .payload = pb.ptr,
+                              .ranges = ranges};
+        lds__url_fetch f = {.dst = pb.ptr, .dst_at = LDS_HEADER_SIZE, .ranges = ranges,
+                            .count = n, .connections = k, .done = delta_url_done,
+                            .done_ctx = &dc, .total = fetch_b};
+        st = lds__url_fetch_ranges(u, &f, c->err);
+        sent += f.received;
+        c->info.url_connections = f.connections_used;
+    }
+    if (st == LDS_OK)
+        memcpy(pb.ptr + h.chunk_table_offset, table, table_n);
+    c->info.capacity_bytes = pb.cap;
+    c->info.bytes_read = sent; /* transferred: the header, the table and the ranges */
+    c->info.bytes_copied = copy_b;
+    c->info.chunks_read = (uint32_t)fetch_k;
+    c->info.chunks_copied = (uint32_t)copy_k;
+    c->info.stream_bytes = sent;
+    c->info.read_threads = 1;
+    free(table);
+    free(from);
+    free(ranges);
+    if (st != LDS_OK) {
+        hold_release(&pb.h);
+        return st;
+    }
+    c->info.payload_bytes = length;
+    c->chunks_verified = true;
+    return parse(c, pb.ptr, length, &pb.h, false, 0);
+#undef FALL_BACK
+}
+
+lds_status lds__load_delta_url(const char *url, const lds_load_options *opts,
+                               const lds__delta_base *base, lds_index **out, lds_load_info *info,
+                               lds_error *err, bool *fallback, char *why, size_t why_n)
+{
+    *fallback = false;
+    if (why != NULL && why_n > 0)
+        why[0] = '\0';
+    load_ctx c;
+    lds_status st = begin(&c, opts, out, info, err);
+    if (st == LDS_OK && url == NULL)
+        st = lds__load_fail(err, LDS_E_INVALID_ARG, "url", 0, 0, NULL, "the URL is NULL");
+    if (st != LDS_OK)
+        return finish(&c, st, info);
+    if (base == NULL || base->payload == NULL) {
+        delta_why(why, why_n, "the current generation keeps no format 1.1 payload to reuse");
+        *fallback = true;
+        return LDS_OK;
+    }
+    lds__url *u = NULL;
+    st = lds__url_open_head(url, &c.o, LDS_HEADER_SIZE, &u, err);
+    if (st != LDS_OK)
+        return finish(&c, st, info); /* a bad URL or no libcurl: the full load says the same */
+    st = load_delta_url(&c, u, base, fallback, why, why_n);
+    c.info.http_status = lds__url_status(u);
+    c.info.resumes = lds__url_resumes(u);
+    if (st != LDS_OK)
+        name_the_url(err, st, lds__url_shown(u));
+    lds__url_close(u);
+    if (*fallback)
+        return LDS_OK;
+    return finish(&c, st, info);
+}

@@ -95,6 +95,18 @@ lds_status lds__source_expect_end(lds__source *src, lds_error *err);
 lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url **out,
                          lds_error *err);
 
+/* lds__url_open whose first request asks for the body's bytes 0..head_bytes-1 only
+ * (Range; head_bytes 0 is taken as 1). A 206 to it gives the whole body's length from
+ * its Content-Range (lds__url_length), its validator, and lds__url_head_partial true;
+ * lds__url_read then returns those bytes and ends. A server that ignores the Range
+ * answers 200 with the whole body (head_partial false), read as lds__url_open's. A
+ * head dropped mid-body is not resumed. */
+lds_status lds__url_open_head(const char *url, const lds_load_options *opts, uint64_t head_bytes,
+                              lds__url **out, lds_error *err);
+
+/* Whether the first response was a 206 to lds__url_open_head's Range request. */
+bool lds__url_head_partial(const lds__url *u);
+
 /* Ends the transfer and frees everything; NULL is accepted. */
 void lds__url_close(lds__url *u);
 

@@ -281,6 +281,10 @@ struct lds__url {
     char v_etag[160];
     char v_last_modified[64];
     bool accept_ranges; /* the first response said Accept-Ranges: bytes */
+    /* lds__url_open_head: the first request asks for bytes 0..head_bytes-1 only; a 206
+     * to it (head_partial) gives the whole length from its Content-Range. */
+    uint64_t head_bytes;
+    bool head_partial;
 
     uint64_t deadline_ns; /* lds__now_ns() past which the transfer stops; 0 = none */
     uint64_t received;    /* body bytes taken, across resumptions */
@@ -366,6 +370,26 @@ static lds_status check_response(lds__url *u)
         return url_fail(u, u->err, LDS_E_IO, "http.content_length",
                         "the Content-Length fields are malformed or disagree (libcurl took %lld)",
                         (long long)cl);
+    if (!u->have_first && u->head_bytes > 0 && code == 206) {
+        uint64_t first = 0, last = 0, total = 0;
+        bool total_known = false;
+        bool ok =
+            lds__http_parse_content_range(h->content_range, &first, &last, &total, &total_known);
+        uint64_t want = total < u->head_bytes ? total : u->head_bytes;
+        if (!ok || !total_known || first != 0 || last + 1 != want ||
+            (cl >= 0 && (uint64_t)cl != want))
+            return url_fail(u, u->err, LDS_E_IO, "http.content_range",
+                            "Content-Range '%s' is not the first %llu bytes asked",
+                            h->content_range, (unsigned long long)u->head_bytes);
+        u->have_first = true;
+        u->head_partial = true;
+        u->have_length = true;
+        u->length = total;
+        memcpy(u->v_etag, h->etag, sizeof u->v_etag);
+        memcpy(u->v_last_modified, h->last_modified, sizeof u->v_last_modified);
+        u->accept_ranges = true; /* a 206 is the proof */
+        return LDS_OK;
+    }
     if (!u->have_first) {
         if (code < 200 || code > 299 || code == 206)
             return url_fail(u, u->err, LDS_E_IO, "http.status",
@@ -725,8 +749,8 @@ static lds_status s3_sign(lds__url *u, lds_error *err)
     return LDS_OK;
 }
 
-lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url **out,
-                         lds_error *err)
+static lds_status url_open(const char *url, const lds_load_options *opts, uint64_t head_bytes,
+                           lds__url **out, lds_error *err)
 {
     *out = NULL;
     char shown[LDS__URL_SHOWN_MAX];
@@ -788,6 +812,15 @@ lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url
         lds__url_close(u);
         return st;
     }
+    if (head_bytes > 0) {
+        char range[48];
+        snprintf(range, sizeof range, "0-%llu", (unsigned long long)(head_bytes - 1));
+        u->head_bytes = head_bytes;
+        if (curl_easy_setopt(u->easy, CURLOPT_RANGE, range) != CURLE_OK) {
+            lds__url_close(u);
+            return lds__load_fail(err, LDS_E_NOMEM, "url", 0, 0, NULL, "out of memory");
+        }
+    }
     st = attach(u, err);
     if (st != LDS_OK) {
         lds__url_close(u);
@@ -795,6 +828,23 @@ lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url
     }
     *out = u;
     return LDS_OK;
+}
+
+lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url **out,
+                         lds_error *err)
+{
+    return url_open(url, opts, 0, out, err);
+}
+
+lds_status lds__url_open_head(const char *url, const lds_load_options *opts, uint64_t head_bytes,
+                              lds__url **out, lds_error *err)
+{
+    return url_open(url, opts, head_bytes > 0 ? head_bytes : 1, out, err);
+}
+
+bool lds__url_head_partial(const lds__url *u)
+{
+    return u != NULL && u->head_partial;
 }
 
 void lds__url_close(lds__url *u)
@@ -834,7 +884,8 @@ static lds_status resume_or_fail(lds__url *u, lds_error *err)
                    r == CURLE_OPERATION_TIMEDOUT || r == CURLE_GOT_NOTHING ||
                    r == CURLE_HTTP2_STREAM || r == CURLE_HTTP2;
     bool validator = strong_etag(u->v_etag) || u->v_last_modified[0] != '\0';
-    if (!dropped || u->received == 0 || !validator || u->resumes >= u->uo.max_resumes)
+    if (!dropped || u->received == 0 || !validator || u->resumes >= u->uo.max_resumes ||
+        u->head_bytes > 0) /* a head is asked again whole by the caller's full load */
         return url_fail(u, err, LDS_E_IO, "http", "%s after %llu bytes%s", why,
                         (unsigned long long)u->received,
                         !dropped || u->received == 0 ? ""
@@ -1220,7 +1271,7 @@ static void range_xfer_free(range_xfer *x, CURLM *multi)
 
 bool lds__url_ranges_ok(const lds__url *u)
 {
-    return u != NULL && u->have_first && u->have_length && u->status == 200 &&
+    return u != NULL && u->have_first && u->have_length && (u->status == 200 || u->head_partial) &&
            u->accept_ranges && u->resumes == 0 &&
            (strong_etag(u->v_etag) || u->v_last_modified[0] != '\0');
 }
@@ -1390,6 +1441,19 @@ lds_status lds__url_open(const char *url, const lds_load_options *opts, lds__url
                           "%s: this liblodestar was built without libcurl (meson -Dcurl=disabled "
                           "or libcurl missing), so it cannot load from a URL",
                           shown);
+}
+
+lds_status lds__url_open_head(const char *url, const lds_load_options *opts, uint64_t head_bytes,
+                              lds__url **out, lds_error *err)
+{
+    (void)head_bytes;
+    return lds__url_open(url, opts, out, err);
+}
+
+bool lds__url_head_partial(const lds__url *u)
+{
+    (void)u;
+    return false;
 }
 
 void lds__url_close(lds__url *u)

@@ -41,6 +41,15 @@ misbehaves (once); every other request is served as plain.
   rslow         every Range request sends 1 KiB and then nothing for 60 s
   norange       Accept-Ranges: bytes, but every request gets 200 and the whole file
 
+Delta reloads over HTTP (docs/adr/0053):
+
+  rreplace      as plain for the first two Range requests of NAME (a delta's header and
+                chunk table); from the third on the file is "replaced": another ETag, so
+                If-Range fails and the whole new file comes back with 200
+
+GET /sent/NAME answers the body bytes sent so far for NAME in every mode (text, a decimal
+count; not counted itself), for the tests that count what a delta transfers.
+
 S3 signing (docs/adr/0042):
 
   sigv4         as plain, for requests signed with AWS Signature V4 (header form) by key
@@ -68,6 +77,21 @@ import time
 ROOT = None
 SEEN = {}
 SEEN_LOCK = threading.Lock()
+
+
+SENT = {}
+
+
+def count_sent(name, n):
+    with SEEN_LOCK:
+        SENT[name] = SENT.get(name, 0) + n
+
+
+def nth_time(key):
+    with SEEN_LOCK:
+        n = SEEN.get(key, 0)
+        SEEN[key] = n + 1
+        return n
 
 
 def first_time(key):
@@ -135,7 +159,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def send_body(self, data, limit=None):
         try:
-            self.wfile.write(data if limit is None else data[:limit])
+            out = data if limit is None else data[:limit]
+            count_sent(getattr(self, "sent_name", ""), len(out))
+            self.wfile.write(out)
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             pass
@@ -155,6 +181,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_error(404)
             return
         mode, name = parts[1], parts[2]
+        if mode == "sent":
+            with SEEN_LOCK:
+                body = str(SENT.get(name, 0)).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self.sent_name = name
         rng = self.headers.get("Range")
         sys.stderr.write("%s %s %s\n" % (mode, name, rng or "-"))
         sys.stderr.flush()
@@ -222,6 +257,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if mode == "drop-always":
             self.send_range(data, rng, etag, mtime, validators=True, cut=True)
             return
+        if mode == "rreplace":
+            if rng and nth_time((mode, name, "range")) >= 2:
+                etag = '"replaced"'
+            mode = "plain"
         if mode in ("rdrop", "rchange", "rlie", "rslowone", "rslow", "norange"):
             fault = None
             if rng and mode == "norange":

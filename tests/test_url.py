@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lds_testrun import check, run_tests, skip  # noqa: E402
@@ -79,6 +80,12 @@ def make_fixtures():
     # the chunk table first), and the same rows in format 1.0.
     sh(CLIENT, "--write", os.path.join(SERVE, "ranged.ldsi"), "3000", "64", "65536")
     sh(CLIENT, "--write", os.path.join(SERVE, "ranged10.ldsi"), "3000", "64", "4294967295")
+    # The delta cases (docs/adr/0053): a base in 4 KiB chunks, and files with row 1500 (in
+    # the middle half of the file) changed, one name per case (the server counts by name).
+    sh(CLIENT, "--write", os.path.join(SERVE, "dbase.ldsi"), "3000", "64", "4096")
+    for name in ("dnew", "dnew-k1", "dcorrupt", "dreplace", "dnorange", "dsecret"):
+        sh(CLIENT, "--write", os.path.join(SERVE, name + ".ldsi"), "3000", "64", "4096", "1500")
+    sh(CLIENT, "--write", os.path.join(SERVE, "dchunk.ldsi"), "3000", "64", "8192", "1500")
 
 
 make_fixtures()
@@ -517,6 +524,76 @@ def fault_tests():
                               ["range ", "deadline of 1500 ms passed"], "--connections", "4",
                               "--timeout", "1500")
         check(1.4 < secs < 10, f"stopped after {secs:.1f} s")
+
+    # ---- delta reloads over HTTP (issue 26 item 3, docs/adr/0053) ----
+
+    def sent(name):
+        with urllib.request.urlopen(server().url("sent", name), timeout=10) as r:
+            return int(r.read())
+
+    def delta_reload(mode, name, *opts):
+        need_curl()
+        r, _ = client(server().url(mode, name), "--live", path_of("dbase.ldsi"), "--delta",
+                      "--file", path_of(name), *opts)
+        balanced(r, f"delta {mode}/{name}")
+        return r
+
+    def test_delta_over_http_fetches_only_the_changed_chunk():
+        """One row changed: the header, the table, that row's 4 KiB chunk and the last
+        chunk (the payload's trailing checksum differs too) cross the wire (the server's
+        own count), every other chunk is copied, and the new generation holds the file's
+        rows exactly."""
+        for name, k in (("dnew.ldsi", "4"), ("dnew-k1.ldsi", "1")):
+            r = delta_reload("plain", name, "--connections", k)
+            check(r["live_status"] == "OK" and r["live_generation"] == "2", str(r))
+            check(r["delta_fallback"] == "0" and r["delta_why"] == "", str(r))
+            check(r["same"] == "1", f"the delta's generation differs from the file: {r}")
+            check(r["chunks_read"] == "2", str(r))
+            payload = int(r["payload_bytes"])
+            table = (payload // 4096 + 1) * 8
+            check(int(r["chunks_copied"]) + 2 == -(-(payload - table) // 4096), str(r))
+            check(int(r["bytes_read"]) == sent(name), f"{r} vs the server's {sent(name)}")
+            # header + table + two chunks, nothing of the rest
+            check(int(r["bytes_read"]) <= 64 + table + 2 * 4096, str(r))
+            check(int(r["bytes_read"]) < payload // 50, str(r))
+
+    def test_delta_over_http_corrupt_chunk_keeps_the_old_generation():
+        # rchange flips a byte of the range in the middle half: the changed chunk's.
+        r = delta_reload("rchange", "dcorrupt.ldsi")
+        check(r["live_status"] == "E_CHECKSUM" and r["field"] == "chunk", str(r))
+        check("checksum of chunk" in r["message"] and "127.0.0.1" in r["message"], str(r))
+        check(r["live_generation"] == "1", str(r))
+
+    def test_delta_over_http_file_replaced_midway_is_refused():
+        # The header and the table come from one file, the chunk's range from another.
+        r = delta_reload("rreplace", "dreplace.ldsi")
+        check(r["live_status"] == "E_IO" and r["field"] == "http.etag", str(r))
+        check("changed on the server" in r["message"], str(r))
+        check(r["live_generation"] == "1", str(r))
+
+    def test_delta_over_http_falls_back():
+        """A server ignoring ranges, format 1.0, another chunk size: a full load, with
+        the reason; the result is the file all the same."""
+        for mode, name, words in (("norange", "dnorange.ldsi", "does not serve ranges"),
+                                  ("plain", "ranged10.ldsi", "format 1.0"),
+                                  ("plain", "dchunk.ldsi", "chunk size changed")):
+            r = delta_reload(mode, name)
+            check(r["live_status"] == "OK" and r["live_generation"] == "2", str(r))
+            check(r["delta_fallback"] == "1" and words in r["delta_why"], str(r))
+            check(r["same"] == "1", str(r))
+        # Asked in full: no delta, no fallback.
+        r, _ = client(server().url("plain", "dnew.ldsi"), "--live", path_of("dbase.ldsi"))
+        check(r["live_status"] == "OK" and r["delta_fallback"] == "0", str(r))
+
+    def test_delta_over_http_secrets_never_shown():
+        need_curl()
+        url = server().url("rreplace", "dsecret.ldsi").replace(
+            "http://", "http://user:hunter2@") + "?X-Amz-Signature=deadbeefcafe&token=s3cr3t"
+        r, _ = client(url, "--live", path_of("dbase.ldsi"), "--delta")
+        out = json.dumps(r)
+        check(r["live_status"] != "OK", str(r))
+        for secret in ("hunter2", "deadbeefcafe", "s3cr3t"):
+            check(secret not in out, f"{secret} shown: {out}")
 
     # ---- S3 signing against the fault server's own SigV4 check (issue 26 item 2) ----
 

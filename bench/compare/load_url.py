@@ -4,6 +4,7 @@
 
 usage: /usr/bin/python3 bench/compare/load_url.py [--dry] [--index FILE] [--rounds N] [--rows N]
            [--connections 1,2,4,8] [--generate-mib N] [--scratch DIR] [--no-processes]
+           [--no-delta | --only-delta] [--delta-rounds N] [--delta-connections 1,4]
 
 Serves the index's directory with nginx on 127.0.0.1 (Python's http.server when nginx
 is not installed; the output says which; nginx with one worker process per CPU, as an
@@ -19,7 +20,11 @@ object store serves each connection from its own backend), then, in interleaved 
 --generate-mib N (default 1024 when not --dry): also a generated index of about N MiB
 (random f32 rows of 1024 dimensions, no keys, format 1.1), written with the package into
 --scratch DIR (default a temporary folder) and deleted at the end; its table follows
-GloVe's.
+GloVe's. With it (unless --no-delta), the delta rows (docs/adr/0053): the same index with
+1% of its rows changed, at random and in runs of 64 rows, reloaded into a live index
+serving the generated one as a delta over HTTP (K of --delta-connections) and in full
+from the same URL, interleaved; time and the bytes transferred (% of the payload).
+--only-delta: those rows only.
 
 Prints median/min/max wall time per alternative, the ratios of medians to the file,
 and, for the processes, minor page faults and peak RSS (wait4, so the curl+lodestar
@@ -141,12 +146,57 @@ def machine():
     return cpu
 
 
-def generate(path, mib):
-    """About `mib` MiB of random f32 rows of 1024 dimensions, in blocks (bounded memory)."""
+def generate(path, mib, delta_paths=None):
+    """About `mib` MiB of random f32 rows of 1024 dimensions, in blocks (bounded memory).
+    delta_paths {pattern: path}: also the same index with 1% of its rows changed, "random"
+    (rows drawn uniformly) or "runs of 64" (runs of 64 adjacent rows at random places)."""
     import numpy as np
     rows = max(1, (mib << 20) // 4096)
     rng = np.random.default_rng(11)
-    lodestar.write(path, rng.standard_normal((rows, 1024), dtype=np.float32), metric="dot")
+    x = rng.standard_normal((rows, 1024), dtype=np.float32)
+    lodestar.write(path, x, metric="dot")
+    for pattern, out in (delta_paths or {}).items():
+        n = max(1, rows // 100)
+        if pattern == "random":
+            changed = rng.choice(rows, size=n, replace=False)
+        else:
+            starts = rng.choice(max(1, rows // 64), size=max(1, n // 64), replace=False) * 64
+            changed = (starts[:, None] + np.arange(64)[None, :]).ravel()
+            changed = changed[changed < rows]
+        saved = x[changed].copy()
+        x[changed] += 1.0
+        lodestar.write(out, x, metric="dot")
+        x[changed] = saved
+    return rows
+
+
+def delta_rows(base, base_url, urls, rounds, ks):
+    """A live index serving `base` (rented, delta on) reloaded from each URL of `urls`
+    ({pattern: URL}, the same index with 1% of its rows changed) as a delta over HTTP, and
+    in full from the same URL, interleaved (the order rotates each round); before each timed
+    reload the live index is set back to `base` from the file (untimed). Returns
+    {name: [(seconds, bytes transferred)]}."""
+    names = []
+    for pattern in urls:
+        names += [(pattern, "delta", k) for k in ks] + [(pattern, "full", ks[-1])]
+    out = {n: [] for n in names}
+    with lodestar.Live(base, delta=True) as live:
+        for r in range(rounds):
+            order = names[r % len(names):] + names[:r % len(names)]
+            for n in order:
+                pattern, how, k = n
+                live.reload(base, delta=True)
+                live._opts.url_connections = k
+                t0 = time.perf_counter()
+                live.reload(urls[pattern], delta=(how == "delta"))
+                secs = time.perf_counter() - t0
+                info = live.last_reload()
+                if how == "delta" and info.get("delta_fallback"):
+                    raise SystemExit("the delta over HTTP fell back: %s"
+                                     % live.stats().get("delta_fallback_reason"))
+                out[n].append((secs, info["bytes_read"] if how == "delta"
+                               else info["payload_bytes"] + 64))
+    return out
 
 
 def inprocess(index, url, ks, rounds):
@@ -177,6 +227,14 @@ def main():
     ap.add_argument("--no-processes", action="store_true")
     ap.add_argument("--json", help="also write the rows' per-round samples (ms) as JSON to this "
                                    "file (scripts/adr-check.sh)")
+    ap.add_argument("--no-delta", action="store_true",
+                    help="no delta rows (they need the generated index)")
+    ap.add_argument("--only-delta", action="store_true",
+                    help="only the delta rows (and the index loads they need)")
+    ap.add_argument("--delta-rounds", type=int, default=0,
+                    help="rounds of the delta rows (default: --rounds)")
+    ap.add_argument("--delta-connections", default="4",
+                    help="K of the delta reloads (the full reload takes the last)")
     a = ap.parse_args()
     if not os.access(GNU_TIME, os.X_OK):
         raise SystemExit("bench/compare/load_url.py needs GNU time (apt-get install time)")
@@ -207,10 +265,15 @@ def main():
         os.chmod(work, 0o755)
         indexes = [os.path.abspath(index)]
         os.symlink(indexes[0], os.path.join(serve, "a.ldsi"))
+        deltas = {}
         if gen_mib > 0:
             big = os.path.join(serve, "generated.ldsi")
-            generate(big, gen_mib)
-            os.chmod(big, 0o644)
+            if not a.no_delta:
+                deltas = {p: os.path.join(serve, "generated-%s.ldsi" % p.replace(" ", "-"))
+                          for p in ("random", "runs of 64")}
+            generate(big, gen_mib, deltas)
+            for p in [big, *deltas.values()]:
+                os.chmod(p, 0o644)
             indexes.append(big)
         srv, port, server_name = start_server(serve, work)
         urls = [f"http://127.0.0.1:{port}/{os.path.basename(i) if i.startswith(serve) else 'a.ldsi'}"
@@ -219,8 +282,17 @@ def main():
         curl = shutil.which("curl")
         results = []
         procs = {}
+        delta_res = {}
         try:
+            if deltas:
+                delta_res = delta_rows(indexes[-1], urls[-1],
+                                       {p: f"http://127.0.0.1:{port}/{os.path.basename(d)}"
+                                        for p, d in deltas.items()},
+                                       a.delta_rounds if a.delta_rounds else rounds,
+                                       [int(k) for k in a.delta_connections.split(",")])
             for i, (index, url) in enumerate(zip(indexes, urls)):
+                if a.only_delta:
+                    break
                 results.append(inprocess(index, url, ks, rounds))
                 if i > 0 or a.no_processes:
                     continue
@@ -260,6 +332,29 @@ def main():
                              "bytes": size, "name": name, "unit": "ms",
                              "median": m * 1e3, "min": lo * 1e3, "max": hi * 1e3,
                              "samples": [x * 1e3 for x in xs]})
+        if delta_res:
+            size = os.path.getsize(indexes[-1])
+            print(f"delta reload over HTTP of the generated index ({size} bytes), 1% of its "
+                  f"rows changed, against a full reload from the same URL (live.reload; ms: "
+                  f"median min max, ratio of medians to the full reload; bytes transferred "
+                  f"per reload, % of the payload)")
+            for pattern in dict.fromkeys(p for p, _, _ in delta_res):
+                full = [v for (p, how, _), v in delta_res.items() if p == pattern and
+                        how == "full"][0]
+                base = statistics.median(x[0] for x in full)
+                for (p, how, k), xs in delta_res.items():
+                    if p != pattern:
+                        continue
+                    m, lo, hi = summary([x[0] for x in xs])
+                    sent = statistics.median(x[1] for x in xs)
+                    name = f"{pattern}: {how} K={k}"
+                    print(f"  {name:28s} {m * 1e3:9.2f} {lo * 1e3:9.2f} {hi * 1e3:9.2f}"
+                          f"  x{m / base:.2f}  sent {sent:12.0f}  {100 * sent / size:6.2f}%")
+                    rows.append({"table": "delta reload over HTTP, generated index",
+                                 "name": name, "unit": "ms", "median": m * 1e3,
+                                 "min": lo * 1e3, "max": hi * 1e3,
+                                 "samples": [x[0] * 1e3 for x in xs],
+                                 "bytes_sent": sent, "percent_of_payload": 100 * sent / size})
         if procs:
             print("whole processes, first index (ms: median min max, ratio; minor faults and "
                   "peak RSS KiB, medians)")

@@ -244,6 +244,7 @@ SIGNATURES = {
     "lds_live_reload_fd": (I, [P, I, P, _PU64, P, P]),
     "lds_live_reload_path_delta": (I, [P, S, B, P, _PU64, P, P]),
     "lds_live_reload_fd_delta": (I, [P, I, B, P, _PU64, P, P]),
+    "lds_live_reload_url_delta": (I, [P, S, B, P, _PU64, P, P]),
     "lds_live_reload_memory": (I, [P, P, SZ, B, P, _PU64, P, P]),
     "lds_live_reload_callback": (I, [P, READ_FN, P, P, _PU64, P, P]),
     "lds_live_stats_init": (None, [P]),

@@ -221,14 +221,18 @@ class Live:
         timeout, progress, and Ctrl-C: as lodestar.load's (KeyboardInterrupt with nothing
         changed and the rental returned; a Ctrl-C that comes once the new generation was
         swapped in is raised as KeyboardInterrupt too, the new generation serving).
-        delta: True reads from a path or a file object (a regular file, uncompressed,
+        delta: True reads from a path, a URL or a file object (a regular file, uncompressed,
         format 1.1, the current generation's chunk size) only the chunks whose checksum
         matches no chunk of the current generation, copying the others from it, and
         verifies every chunk as a full load does (lds_live_reload_path_delta,
         docs/adr/0047); when that cannot be done the reload is a full one and
         stats()["last_load"]["delta_fallback"] is true, with the reason in
         stats()["delta_fallback_reason"]. False: a full reload. None: the Live's delta
-        option. Other sources (bytes, URLs, streams) always reload in full. The bytes
+        option. From an http(s):// or s3:// URL of a format 1.1 file, delta fetches
+        only the chunks the current generation does not hold, as Range requests
+        (lds_live_reload_url_delta, docs/adr/0053; a server without ranges, a zstd or
+        format 1.0 file falls back as above); bytes_read is then the bytes transferred.
+        Other sources (bytes, streams) always reload in full. The bytes
         read and copied are in stats()["last_load"] (bytes_read, bytes_copied,
         chunks_read, chunks_copied) and in last_reload()."""
         lib = library()
@@ -252,7 +256,8 @@ class Live:
                     path=lambda p: (lib.lds_live_reload_path(h, p, *tail) if delta is None
                                     else lib.lds_live_reload_path_delta(h, p, bool(delta),
                                                                         *tail)),
-                    url=lambda u: lib.lds_live_reload_url(h, u, *tail),
+                    url=lambda u: (lib.lds_live_reload_url(h, u, *tail) if delta is None
+                                   else lib.lds_live_reload_url_delta(h, u, bool(delta), *tail)),
                     fd=lambda fd: (lib.lds_live_reload_fd(h, fd, *tail) if delta is None
                                    else lib.lds_live_reload_fd_delta(h, fd, bool(delta), *tail)),
                     memory=lambda address, n, copy: lib.lds_live_reload_memory(

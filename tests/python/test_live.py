@@ -335,3 +335,52 @@ def test_delta_reload(tmp_path):
         assert live.last_reload()["bytes_copied"] == 0
         live.reload(pa, delta=True)
         assert live.last_reload()["chunks_read"] == 2
+
+
+def test_delta_reload_over_http(tmp_path):
+    """Live.reload(URL, delta=True) against tests/http_fault_server.py (plain: ranges and
+    ETag): only the changed chunks cross the wire (the server's own count equals
+    bytes_read), the index equals the file's; its "norange" mode falls back to a full
+    load with the reason; delta=False reloads the URL in full."""
+    import os
+    import subprocess
+    import urllib.request
+
+    if not _capi.library().lds_url_supported():
+        pytest.skip("built without libcurl")
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((256, 16)).astype(np.float32)
+    b = a.copy()
+    b[100] += 1.0
+    pa, pb = str(tmp_path / "a.ldsi"), str(tmp_path / "b.ldsi")
+    lodestar.write(pa, a, chunk_bytes=1024)
+    lodestar.write(pb, b, chunk_bytes=1024)
+    server = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                          "http_fault_server.py")
+    p = subprocess.Popen([sys.executable, server, str(tmp_path)], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    try:
+        port = int(p.stdout.readline().split()[1])
+        url = "http://127.0.0.1:%d/%%s/b.ldsi" % port
+        with lodestar.Live(pa, delta=True) as live:
+            live.reload(url % "plain")
+            info = live.last_reload()
+            assert info["delta_fallback"] is False and info["chunks_read"] == 2, info
+            with urllib.request.urlopen("http://127.0.0.1:%d/sent/b.ldsi" % port) as r:
+                assert int(r.read()) == info["bytes_read"]
+            assert info["bytes_read"] < info["payload_bytes"] // 4
+            with live.pin() as index:
+                assert np.array_equal(index.vectors, b)
+            live.reload(pa)
+            live.reload(url % "norange")
+            assert live.last_reload()["delta_fallback"] is True
+            assert "does not serve ranges" in live.stats()["delta_fallback_reason"]
+            live.reload(pa)
+            live.reload(url % "plain", delta=False)
+            info = live.last_reload()
+            assert info["delta_fallback"] is False and info["bytes_copied"] == 0
+            with live.pin() as index:
+                assert np.array_equal(index.vectors, b)
+    finally:
+        p.kill()
+        p.wait()
