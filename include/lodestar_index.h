@@ -563,11 +563,13 @@ LDS_API lds_status lds_index_search_batch(const lds_index *idx, const float *que
                                           lds_hit *hits, size_t *n_hits, lds_error *err);
 
 /**
- * The search kernels this CPU runs, in the order the automatic choice tries
- * them (the first is the one searches use unless LDS_SEARCH_KERNEL or
- * lds_search_options.kernel names another): "avx512vnni", "avx512", "avx2",
- * "generic" as built and supported ("avx512vnni" is "avx512" with vpdpwssd
- * for i8, ADR 0043; both give the same bits). Writes up to `cap` static names to `names` (NULL with
+ * The search kernels this CPU runs, in the order "avx512vnni", "avx512", "avx2",
+ * "generic" as built and supported. Unless LDS_SEARCH_KERNEL or
+ * lds_search_options.kernel names one, searches use the fastest of the SIMD
+ * ones in a probe timed once per process at its first search (about 2 ms),
+ * chosen apart for i8 under dot and cosine and for every other search
+ * (ADR 0054); every SIMD kernel gives the same bits ("avx512vnni" is "avx512" with vpdpwssd
+ * for i8, ADR 0043). Writes up to `cap` static names to `names` (NULL with
  * cap 0 to count) and returns how many there are. Thread-safe.
  */
 LDS_API size_t lds_search_kernels(const char **names, size_t cap);

@@ -5,7 +5,10 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ==== kernel choice ====================================================== */
@@ -66,16 +69,13 @@ bool lds__search_kernel_runs(size_t i)
     return true;
 }
 
-static _Atomic(const lds__kernel *) current_kernel;
+/* The kernel in use per class of search: [0] float (f32, f16, bf16 and i8
+   under l2: the f32 chain), [1] native i8 (i8 under dot and cosine, ADR 0043).
+   auto_kernel holds what the probe chose, for lds__search_kernel_force(NULL). */
+static _Atomic(const lds__kernel *) current_kernel[2];
+static const lds__kernel *auto_kernel[2];
+static double probe_cost_ms;
 static pthread_once_t kernel_once = PTHREAD_ONCE_INIT;
-
-static const lds__kernel *best_kernel(void)
-{
-    for (size_t i = 0; i < KERNEL_COUNT; i++)
-        if (lds__search_kernel_runs(i))
-            return kernel_list[i];
-    return &lds__kernel_generic;
-}
 
 static const lds__kernel *kernel_named(const char *name)
 {
@@ -85,10 +85,151 @@ static const lds__kernel *kernel_named(const char *name)
     return NULL;
 }
 
+static double thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* The probe's work, in cache (ADR 0054): PROBE_DIM x LDS__PANEL generated rows
+   (f32, or i8 for the native class), one query alone 8 times (the single-query
+   path) and a micro-tile of 6 queries 4 times (the batch path). */
+#define PROBE_DIM    100
+#define PROBE_Q      6
+#define PROBE_ROUNDS 7
+
+typedef struct probe_data {
+    float rows[LDS__PANEL * PROBE_DIM];
+    int8_t rows_i8[LDS__PANEL * PROBE_DIM];
+    float q[PROBE_Q * PROBE_DIM];
+    int32_t qi[PROBE_Q * LDS__I8_PAIRS(PROBE_DIM)];
+    double qc[PROBE_Q];
+    float thr[PROBE_Q];
+    float out[PROBE_Q * LDS__PANEL];
+    uint64_t mask[PROBE_Q];
+    float panel[LDS__PANEL * (PROBE_DIM + 4)] __attribute__((aligned(64)));
+} probe_data;
+
+static void probe_fill(probe_data *p)
+{
+    uint32_t x = 0x9E3779B9u; /* xorshift: the same data in every process */
+    for (size_t i = 0; i < LDS__PANEL * PROBE_DIM; i++) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        p->rows[i] = (float)((int32_t)(x % 2001u) - 1000) / 1000.0f;
+        p->rows_i8[i] = (int8_t)((int32_t)(x % 255u) - 127);
+    }
+    for (size_t i = 0; i < PROBE_Q * PROBE_DIM; i++) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        p->q[i] = (float)((int32_t)(x % 2001u) - 1000) / 1000.0f;
+    }
+    for (size_t j = 0; j < PROBE_Q; j++) {
+        p->qc[j] = lds__i8_quantize(p->q + j * PROBE_DIM, PROBE_DIM,
+                                    p->qi + j * LDS__I8_PAIRS(PROBE_DIM)) / 127.0;
+        p->thr[j] = INFINITY; /* scores only: no candidate, as in most blocks of a scan */
+    }
+}
+
+static double probe_once(const lds__kernel *k, bool native_i8, probe_data *p)
+{
+    lds__block_args a = {
+        .q = p->q,
+        .qstride = PROBE_DIM,
+        .rows = native_i8 ? (const uint8_t *)p->rows_i8 : (const uint8_t *)p->rows,
+        .row_bytes = native_i8 ? PROBE_DIM : PROBE_DIM * sizeof(float),
+        .nr = LDS__PANEL,
+        .dim = PROBE_DIM,
+        .dtype = native_i8 ? LDS_DTYPE_I8 : LDS_DTYPE_F32,
+        .scale = 1.0f / 127.0f,
+        .thr = p->thr,
+        .out = p->out,
+        .mask = p->mask,
+        .panel = p->panel,
+        .qi = native_i8 ? p->qi : NULL,
+        .qistride = LDS__I8_PAIRS(PROBE_DIM),
+        .qc = native_i8 ? p->qc : NULL,
+    };
+    double t0 = thread_cpu_ns();
+    a.nq = 1;
+    for (int r = 0; r < 8; r++)
+        k->block(&a);
+    a.nq = PROBE_Q;
+    for (int r = 0; r < 4; r++)
+        k->block(&a);
+    return thread_cpu_ns() - t0;
+}
+
+/* The fastest of the fused (SIMD) kernels this CPU runs for one class, by the
+   least thread CPU time of PROBE_ROUNDS interleaved rounds; generic only where no
+   SIMD kernel runs. times[i] gets kernel i's least time in ns (0: not probed). */
+static const lds__kernel *probe_class(bool native_i8, probe_data *p, double *times)
+{
+    for (size_t i = 0; i < KERNEL_COUNT; i++)
+        times[i] = 0.0;
+    for (int round = 0; round < PROBE_ROUNDS; round++)
+        for (size_t n = 0; n < KERNEL_COUNT; n++) {
+            size_t i = (n + (size_t)round) % KERNEL_COUNT; /* rotate the order */
+            if (!kernel_list[i]->fused || !lds__search_kernel_runs(i))
+                continue;
+            double ns = probe_once(kernel_list[i], native_i8, p);
+            if (times[i] == 0.0 || ns < times[i])
+                times[i] = ns;
+        }
+    const lds__kernel *best = &lds__kernel_generic;
+    double best_ns = 0.0;
+    for (size_t i = 0; i < KERNEL_COUNT; i++)
+        if (times[i] > 0.0 && (best_ns == 0.0 || times[i] < best_ns))
+            best = kernel_list[i], best_ns = times[i];
+    return best;
+}
+
+double lds__search_kernel_probe(bool native_i8, double *times, size_t cap)
+{
+    probe_data *p = (probe_data *)aligned_alloc(64, sizeof(probe_data));
+    if (!p)
+        return -1.0;
+    probe_fill(p);
+    double t[KERNEL_COUNT];
+    const lds__kernel *k = probe_class(native_i8, p, t);
+    free(p);
+    for (size_t i = 0; i < cap && i < KERNEL_COUNT; i++)
+        times[i] = t[i];
+    for (size_t i = 0; i < KERNEL_COUNT; i++)
+        if (kernel_list[i] == k)
+            return (double)i;
+    return -1.0;
+}
+
+double lds__search_probe_cost_ms(void)
+{
+    return probe_cost_ms;
+}
+
 /* The environment is read once: LDS_SEARCH_KERNEL names a kernel; an unknown
-   or unrunnable name warns once on stderr and the automatic choice applies. */
+   or unrunnable name warns once on stderr and the automatic choice applies.
+   The automatic choice is measured here, once per process (ADR 0054). */
 static void kernel_init(void)
 {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    probe_data *p = (probe_data *)aligned_alloc(64, sizeof(probe_data));
+    double times[KERNEL_COUNT];
+    for (int c = 0; c < 2; c++) {
+        auto_kernel[c] = NULL;
+        if (p) {
+            if (c == 0)
+                probe_fill(p);
+            auto_kernel[c] = probe_class(c == 1, p, times);
+        }
+        if (!auto_kernel[c]) /* no memory for the probe: the first kernel that runs */
+            for (size_t i = KERNEL_COUNT; i-- > 0;)
+                if (lds__search_kernel_runs(i))
+                    auto_kernel[c] = kernel_list[i];
+    }
+    free(p);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    probe_cost_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+
     const lds__kernel *k = NULL;
     const char *env = getenv("LDS_SEARCH_KERNEL");
     if (env && *env) {
@@ -101,13 +242,19 @@ static void kernel_init(void)
             fprintf(stderr, "); using the automatic choice\n");
         }
     }
-    atomic_store(&current_kernel, k ? k : best_kernel());
+    for (int c = 0; c < 2; c++)
+        atomic_store(&current_kernel[c], k ? k : auto_kernel[c]);
+}
+
+const lds__kernel *lds__search_kernel_for(bool native_i8)
+{
+    pthread_once(&kernel_once, kernel_init);
+    return atomic_load_explicit(&current_kernel[native_i8], memory_order_relaxed);
 }
 
 const lds__kernel *lds__search_kernel(void)
 {
-    pthread_once(&kernel_once, kernel_init);
-    return atomic_load_explicit(&current_kernel, memory_order_relaxed);
+    return lds__search_kernel_for(false);
 }
 
 size_t lds_search_kernels(const char **names, size_t cap)
@@ -125,10 +272,11 @@ size_t lds_search_kernels(const char **names, size_t cap)
 bool lds__search_kernel_force(const char *name)
 {
     pthread_once(&kernel_once, kernel_init);
-    const lds__kernel *k = name ? kernel_named(name) : best_kernel();
-    if (!k)
+    const lds__kernel *k = name ? kernel_named(name) : NULL;
+    if (name && !k)
         return false;
-    atomic_store(&current_kernel, k);
+    for (int c = 0; c < 2; c++)
+        atomic_store(&current_kernel[c], k ? k : auto_kernel[c]);
     return true;
 }
 
@@ -444,7 +592,9 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
                              "query %zu is zero, which has no cosine similarity", j);
         }
     }
-    const lds__kernel *kern = lds__search_kernel();
+    const lds__kernel *kern =
+        lds__search_kernel_for(idx->dtype == LDS_DTYPE_I8 && idx->metric != LDS_METRIC_L2 &&
+                               lds__i8_qmax((uint32_t)dim) > 0);
     if (opts && opts->size >= offsetof(lds_search_options, kernel) + sizeof(const char *) &&
         o.kernel && *o.kernel && !(kern = kernel_named(o.kernel)))
         return lds__fail(err, LDS_E_UNSUPPORTED, "lds_search_options.kernel", 0,

@@ -112,7 +112,22 @@ bool lds__search_kernel_runs(size_t i);
    environment variable LDS_SEARCH_KERNEL, read once, does the same. */
 bool lds__search_kernel_force(const char *name);
 
-/* The kernel searches use now. */
+/* The kernel searches use now: for the f32 chain (f32, f16, bf16, i8 under l2),
+   and lds__search_kernel_for(true) for native i8 (i8 under dot and cosine). The
+   automatic choice is measured once per process at first use (ADR 0054): the
+   fused kernel this CPU runs with the least thread CPU time on a probe in cache
+   (lds__search_kernel_probe), per class; LDS_SEARCH_KERNEL or
+   lds__search_kernel_force override it. Thread-safe. */
 const lds__kernel *lds__search_kernel(void);
+const lds__kernel *lds__search_kernel_for(bool native_i8);
+
+/* Runs the dispatcher's probe again for one class (native i8 or the f32 chain):
+   times[i] (i < cap) gets kernel i's least thread CPU time in ns over the probe's
+   rounds (0 for a kernel not probed: generic, or one this CPU lacks). Returns the
+   index of the fastest kernel, or -1 without memory. For tests and benchmarks. */
+double lds__search_kernel_probe(bool native_i8, double *times, size_t cap);
+
+/* Wall milliseconds the first-use probe took in this process (0 before it ran). */
+double lds__search_probe_cost_ms(void);
 
 #endif
