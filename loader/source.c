@@ -45,7 +45,7 @@ static bool cancelled(const lds__source *src)
            src->opts->cancel(src->opts->callback_ctx);
 }
 
-/* How long a read from a pipe or socket waits before cancel is asked again (ADR 0055): a
+/* How long a read from a pipe or socket waits before cancel is asked again (ADR 0051): a
  * cancel hook answered by another thread, or a SIGINT handled after cancel's last answer
  * but before read() blocked (or taken by another thread), gets no EINTR in this thread. */
 #define LDS__FD_CANCEL_WAIT_MS 100

@@ -1419,7 +1419,7 @@ static void test_precancelled_load_rents_nothing(void **state)
 
 /* A cancel that comes while a read from a silent pipe waits, with nothing to interrupt the
    read: a flag set by another thread, or a SIGINT handled after cancel's last answer but before
-   read() blocked. The load asks cancel again at least every 100 ms and stops (ADR 0055); before,
+   read() blocked. The load asks cancel again at least every 100 ms and stops (ADR 0051); before,
    it waited for the writer (here: a watchdog closing the pipe after 3 s, then TRUNCATED). */
 typedef struct late_cancel {
     struct timespec t0;

@@ -5,7 +5,7 @@ gzip -9, xz -1 and zstd -3: the evidence for the importer's 4096:1 cap (docs/adr
 usage: bench/compare/compression_ratios.py [--dry] [--inputs LIST] [--json FILE] [-h]
 Run from the repository's top; needs numpy and the zstd program. --dry: the first 500
 lines of the GloVe sample and 1 MiB bombs (for tests/test_bench_map.py). --inputs: only
-these of glove,f32,f64,i8,zeros,newlines (default all; ADR 0055: the conditions of 0018 and
+these of glove,f32,f64,i8,zeros,newlines (default all; ADR 0051: the conditions of 0018 and
 0036 need glove and newlines). --json FILE: the ratios also as JSON rows named "INPUT @
 CODER" (scripts/adr-check.sh).
 """
