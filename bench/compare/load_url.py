@@ -13,7 +13,9 @@ object store serves each connection from its own backend), then, in interleaved 
 
   in one process (the ctypes package): lodestar.load(URL, url_connections=K) for each K
   of --connections vs lodestar.load(FILE), all read into the pool with the checksum
-  verified (format 1.1: every chunk);
+  verified (format 1.1: every chunk), each row with the CPU time per load (medians) of
+  this process (getrusage, every thread) and of the server's processes (/proc/PID/stat);
+  on a machine where server and loader share the CPUs, their sum bounds what K can give;
   as whole processes (the first index only; --no-processes: none): `lodestar info URL`,
   `lodestar info FILE`, and `curl -s -o TMP URL && lodestar info TMP`.
 
@@ -40,6 +42,7 @@ import json
 import os
 import pwd
 import random
+import resource
 import shutil
 import socket
 import statistics
@@ -199,19 +202,49 @@ def delta_rows(base, base_url, urls, rounds, ks):
     return out
 
 
-def inprocess(index, url, ks, rounds):
-    """{name: [seconds]} for the file and each K, interleaved, order rotating."""
+def server_cpu(master):
+    """(user, system) seconds used so far by the server's worker processes (the children of
+    its master, from /proc/PID/stat), 0 where /proc is absent."""
+    tick = os.sysconf("SC_CLK_TCK")
+    user = system = 0
+    try:
+        pids = [d for d in os.listdir("/proc") if d.isdigit()]
+    except OSError:
+        return 0.0, 0.0
+    for pid in pids:
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # After the command: state ppid ...; utime and stime are fields 14 and 15 (1-based).
+        if int(fields[1]) == master or int(pid) == master:
+            user += int(fields[11])
+            system += int(fields[12])
+    return user / tick, system / tick
+
+
+def inprocess(index, url, ks, rounds, master):
+    """{name: [(seconds, loader user s, loader system s, server user s, server system s)]}
+    for the file and each K, interleaved, order rotating; the loader's CPU is this whole
+    process's (every thread), the server's is its worker processes'."""
     names = ["file"] + ["K=%d" % k for k in ks]
     out = {n: [] for n in names}
     for r in range(rounds):
         order = names[r % len(names):] + names[:r % len(names)]
         for n in order:
             k = None if n == "file" else int(n[2:])
+            s0 = server_cpu(master)
+            r0 = resource.getrusage(resource.RUSAGE_SELF)
             t0 = time.perf_counter()
             with (lodestar.load(index) if k is None else
                   lodestar.load(url, url_connections=k)) as ix:
                 assert ix.checksum_verified
-            out[n].append(time.perf_counter() - t0)
+            secs = time.perf_counter() - t0
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
+            s1 = server_cpu(master)
+            out[n].append((secs, r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime,
+                           s1[0] - s0[0], s1[1] - s0[1]))
     return out
 
 
@@ -293,7 +326,7 @@ def main():
             for i, (index, url) in enumerate(zip(indexes, urls)):
                 if a.only_delta:
                     break
-                results.append(inprocess(index, url, ks, rounds))
+                results.append(inprocess(index, url, ks, rounds, srv.pid))
                 if i > 0 or a.no_processes:
                     continue
                 procs = {"info URL": [], "info FILE": []}
@@ -319,19 +352,26 @@ def main():
             size = os.path.getsize(index)
             print(f"index {index if index != indexes[-1] or gen_mib == 0 else 'generated'} "
                   f"({size} bytes): in one process (ms: median min max, ratio of medians to "
-                  f"the file)")
-            base = statistics.median(res["file"])
-            for k, xs in res.items():
+                  f"the file; CPU ms per load, medians: the loading process's user+system, "
+                  f"the server's workers' user+system)")
+            base = statistics.median(x[0] for x in res["file"])
+            for k, samples in res.items():
+                xs = [x[0] for x in samples]
+                cpu_ms = [statistics.median(x[i] for x in samples) * 1e3 for i in range(1, 5)]
                 m, lo, hi = summary(xs)
                 name = "lodestar.load(FILE)" if k == "file" else f"lodestar.load(URL, {k})"
                 print(f"  {name:28s} {m * 1e3:9.2f} {lo * 1e3:9.2f} {hi * 1e3:9.2f}"
-                      f"  x{m / base:.2f}")
+                      f"  x{m / base:.2f}  cpu loader {cpu_ms[0]:6.0f}+{cpu_ms[1]:6.0f}"
+                      f"  server {cpu_ms[2]:6.0f}+{cpu_ms[3]:6.0f}")
                 rows.append({"table": "in one process, %s index" % ("first" if n == 0
                                                                       else "generated"),
                              "index": os.path.basename(index),
                              "bytes": size, "name": name, "unit": "ms",
                              "median": m * 1e3, "min": lo * 1e3, "max": hi * 1e3,
-                             "samples": [x * 1e3 for x in xs]})
+                             "samples": [x * 1e3 for x in xs],
+                             "cpu_ms_medians": dict(zip(
+                                 ("loader_user", "loader_system", "server_user",
+                                  "server_system"), cpu_ms))})
         if delta_res:
             size = os.path.getsize(indexes[-1])
             print(f"delta reload over HTTP of the generated index ({size} bytes), 1% of its "
