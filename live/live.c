@@ -25,6 +25,7 @@
 
 #include "../pool/pool_internal.h"
 #include "../loader/delta_internal.h"
+#include "../format/format_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -718,6 +719,13 @@ static const lds_load_options *with_own_pool(lds_live *live, const lds_load_opti
 static lds_status reload_end(lds_live *live, lds_status st, lv_gen *g, const lds_load_info *info,
                              uint64_t *generation, bool own_pool)
 {
+    /* The key table before the swap, here on the reloader, when the serving generation has
+     * one (docs/adr/0050): else the first lookup would build it under its pin, for seconds
+     * at millions of keys, and keep the retired generation (and the standby) from the next
+     * reload. The current generation cannot be swapped out meanwhile (reload mutex). */
+    lv_gen *cur = atomic_load(&live->current);
+    if (st == LDS_OK && cur)
+        lds__index_keys_from(g->index, cur->index);
     pthread_mutex_lock(&live->mtx);
     if (info) {
         live->last_status = st;
