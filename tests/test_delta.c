@@ -23,6 +23,7 @@
 
 #include "lodestar.h"
 #include "../loader/delta_internal.h"
+#include "../format/format_internal.h"
 
 #define ROWS  4096
 #define DIM   32 /* 128-byte rows: 32 per 4 KiB chunk */
@@ -265,6 +266,76 @@ static void test_delta_appended_rows(void **state)
     assert_same_as_full(live, pb, pool);
     assert_int_equal(lds_live_close(live, NULL), LDS_OK);
     lds_pool_free(pool);
+}
+
+static lds_live *new_delta_live(void);
+
+/* As write_gen, all rows at version 0, with the key "k<row>" on every row. */
+static const char *write_keyed(const char *name, uint64_t rows)
+{
+    const char *path = tmp_path(name);
+    lds_writer_options wo;
+    lds_writer_options_default(&wo);
+    wo.dim = DIM;
+    wo.with_keys = true;
+    wo.chunk_bytes = CHUNK;
+    lds_writer *w = NULL;
+    assert_int_equal(lds_writer_open_path(path, &wo, &w, NULL), LDS_OK);
+    float v[DIM];
+    char key[24];
+    for (uint64_t r = 0; r < rows; r++) {
+        for (uint32_t d = 0; d < DIM; d++)
+            v[d] = value_of(0, r, d);
+        int n = snprintf(key, sizeof key, "k%llu", (unsigned long long)r);
+        assert_int_equal(lds_writer_add_row(w, v, DIM, 0, key, (size_t)n, NULL), LDS_OK);
+    }
+    assert_int_equal(lds_writer_finish(w, NULL), LDS_OK);
+    lds_writer_free(w);
+    return path;
+}
+
+/* Finds every key of rows [0, rows) in the pinned generation when `lookup`; then the
+ * inserts into its key table so far (0: not built). */
+static uint64_t key_table_of(lds_live *live, uint64_t rows, bool lookup)
+{
+    lds_pin pin;
+    assert_int_equal(lds_live_pin(live, &pin), LDS_OK);
+    lds__probe_stats s;
+    for (uint64_t r = 0; lookup && r < rows; r++) {
+        char key[24];
+        int n = snprintf(key, sizeof key, "k%llu", (unsigned long long)r);
+        uint64_t row = UINT64_MAX;
+        assert_int_equal(lds_index_find_key(pin.index, key, (size_t)n, &row), LDS_OK);
+        assert_int_equal(row, r);
+    }
+    lds__index_key_probe_stats(pin.index, &s);
+    lds_live_unpin(live, &pin);
+    return s.inserts;
+}
+
+/* docs/adr/0050: once the serving generation has its key table, a reload gives the new
+ * one its table before the swap (a copy plus the appended rows, delta or full reload), so
+ * no reader builds it under its pin; while no key was looked up, it stays lazy. Before,
+ * every new generation's table was built by its first lookup. */
+static void test_reload_hands_on_key_table(void **state)
+{
+    (void)state;
+    const char *pa = write_keyed("ka.ldsi", ROWS);
+    const char *pb = write_keyed("kb.ldsi", ROWS + 64);
+    lds_live *live = new_delta_live();
+    lds_load_options o = opts_for(NULL, 2);
+    assert_int_equal(lds_live_reload_path(live, pa, &o, NULL, NULL, NULL), LDS_OK);
+    assert_int_equal(key_table_of(live, ROWS, false), 0);
+    assert_int_equal(lds_live_reload_path(live, pa, &o, NULL, NULL, NULL), LDS_OK);
+    assert_int_equal(key_table_of(live, ROWS, false), 0); /* nobody looked: still lazy */
+    assert_int_equal(key_table_of(live, ROWS, true), ROWS);
+    assert_int_equal(lds_live_reload_path(live, pb, &o, NULL, NULL, NULL), LDS_OK); /* delta */
+    assert_int_equal(key_table_of(live, ROWS + 64, false), ROWS + 64);
+    assert_int_equal(key_table_of(live, ROWS + 64, true), ROWS + 64);
+    assert_int_equal(lds_live_reload_path_delta(live, pa, false, &o, NULL, NULL, NULL), LDS_OK);
+    assert_int_equal(key_table_of(live, ROWS, false), ROWS); /* fewer rows: built */
+    assert_int_equal(key_table_of(live, ROWS, true), ROWS);
+    assert_int_equal(lds_live_close(live, NULL), LDS_OK);
 }
 
 /* The default is a full reload: a file damaged on disk in a chunk equal to a serving one
@@ -760,6 +831,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_delta_equals_full_load),
         cmocka_unit_test(test_delta_appended_rows),
+        cmocka_unit_test(test_reload_hands_on_key_table),
         cmocka_unit_test(test_delta_is_opt_in),
         cmocka_unit_test(test_delta_copy_that_differs_is_read),
         cmocka_unit_test(test_delta_corrupt_chunk_keeps_serving),
