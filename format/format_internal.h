@@ -164,6 +164,23 @@ void lds__writer_key_probe_stats(const lds_writer *w, lds__probe_stats *out);
    holds the key already (the importer names its input line). */
 uint64_t lds__writer_dup_row(const lds_writer *w);
 
+/* What lds__index_keys_from did. */
+enum {
+    LDS__KEYS_LAZY = 0, /* nothing: prev never built its table, an index has no keys, or no
+                           memory (the table is built at the first lookup, as before) */
+    LDS__KEYS_CLONED,   /* prev's table copied, the rows after prev's inserted */
+    LDS__KEYS_BUILT,    /* built from every row */
+    LDS__KEYS_HAD,      /* idx had its table already */
+};
+/* Gives `idx` its key table now, before any reader sees it, when `prev` (the generation
+   `idx` replaces) has built one (docs/adr/0050): if rows [0, prev->rows) of `idx` hold
+   prev's keys byte for byte (offsets and key bytes) and the table keeps its capacity, a
+   copy of prev's table plus the rows after; else a full build. Lookups and K7 then behave
+   exactly as after a lazy build. Returns an LDS__KEYS_* value; LDS__KEYS_LAZY also when
+   the slots cannot be had (no error: the first lookup builds it). `prev` is only read and
+   may be looked up in concurrently; no other thread may use `idx` meanwhile. */
+int lds__index_keys_from(lds_index *idx, const lds_index *prev);
+
 /* Bytes [offset of row's key, end) of `row` (the index has keys). */
 static inline void lds__index_key_span(const struct lds_index *idx, uint64_t row, uint64_t *start,
                                        uint64_t *end)

@@ -144,15 +144,12 @@ static bool key_query_eq(const void *ctx, uint64_t row)
     return b - a == q->len && memcmp(q->idx->key_bytes + a, q->key, q->len) == 0;
 }
 
-/* The key table and K7, rows in order (the lowest row keeps a repeated key).
-   Keys are hashed AHEAD rows before they are inserted and their slots
-   prefetched, so the cache misses of consecutive rows overlap. The hash is
-   keyed (ADR 0010): keys chosen offline cannot crowd one part of the table. */
-static lds_status build_key_table(lds_index *idx)
+/* Inserts the keys of rows [from, idx->rows) into the key table `t`, rows in order, and
+   checks K7 on the way: *state goes from 1 to 2 at the first repeat under KEYS_UNIQUE (the
+   lowest row keeps a repeated key). Keys are hashed AHEAD rows before they are inserted and
+   their slots prefetched, so the cache misses of consecutive rows overlap. */
+static void insert_keys(lds_index *idx, lds__hashtab *t, uint64_t from, int *state)
 {
-    lds__hashtab *t = &idx->keys;
-    if (lds__hashtab_init(t, idx->rows, idx->rows) != LDS_OK)
-        return LDS_E_NOMEM;
     const lds__hashkey *hk = t->hk;
     const uint8_t *bytes = idx->key_bytes;
     uint64_t blen = idx->key_width == 4 ? lds__ld32(idx->key_offsets + idx->rows * 4)
@@ -160,16 +157,15 @@ static lds_status build_key_table(lds_index *idx)
     key_query q = {idx, NULL, 0};
     enum { AHEAD = 32 };
     uint64_t ahead[AHEAD];
-    int state = 1;
-    for (uint64_t i = 0; i < idx->rows + AHEAD; i++) {
-        if (i >= AHEAD) {
+    for (uint64_t i = from; i < idx->rows + AHEAD; i++) {
+        if (i >= from + AHEAD) {
             uint64_t row = i - AHEAD, ka, kb;
             lds__index_key_span(idx, row, &ka, &kb);
             q.key = (const char *)bytes + ka;
             q.len = (size_t)(kb - ka);
             uint64_t o = lds__hashtab_insert(t, ahead[i % AHEAD], row, key_query_eq, &q);
-            if (o != UINT64_MAX && state == 1 && (idx->flags & LDS__TF_KEYS_UNIQUE)) {
-                state = 2;
+            if (o != UINT64_MAX && *state == 1 && (idx->flags & LDS__TF_KEYS_UNIQUE)) {
+                *state = 2;
                 idx->key_dup = row;
                 idx->key_dup_of = o;
             }
@@ -185,8 +181,73 @@ static lds_status build_key_table(lds_index *idx)
             lds__hashtab_prefetch(t, h);
         }
     }
+}
+
+/* The key table and K7 of every row. The hash is keyed (ADR 0010): keys chosen offline
+   cannot crowd one part of the table. Called with key_lock held and key_state 0. */
+static lds_status build_key_table(lds_index *idx)
+{
+    if (lds__hashtab_init(&idx->keys, idx->rows, idx->rows) != LDS_OK)
+        return LDS_E_NOMEM;
+    int state = 1;
+    insert_keys(idx, &idx->keys, 0, &state);
     atomic_store_explicit(&idx->key_state, state, memory_order_release);
     return LDS_OK;
+}
+
+/* True if rows [0, prev->rows) of `idx` have the keys of `prev`, byte for byte: the same
+   offsets (same width) and the same key bytes. */
+static bool keys_extend(const lds_index *idx, const lds_index *prev)
+{
+    if (idx->rows < prev->rows || idx->key_width != prev->key_width ||
+        (idx->flags & LDS__TF_KEYS_UNIQUE) != (prev->flags & LDS__TF_KEYS_UNIQUE))
+        return false;
+    size_t w = idx->key_width;
+    if (memcmp(idx->key_offsets, prev->key_offsets, (size_t)(prev->rows + 1) * w) != 0)
+        return false;
+    uint64_t end = w == 4 ? lds__ld32(prev->key_offsets + prev->rows * 4)
+                          : lds__ld64(prev->key_offsets + prev->rows * 8);
+    return memcmp(idx->key_bytes, prev->key_bytes, (size_t)end) == 0;
+}
+
+int lds__index_keys_from(lds_index *idx, const lds_index *prev)
+{
+    if (!idx || !prev || !idx->key_offsets || !prev->key_offsets)
+        return LDS__KEYS_LAZY;
+    int pstate = atomic_load_explicit(&((lds_index *)prev)->key_state, memory_order_acquire);
+    if (pstate == 0)
+        return LDS__KEYS_LAZY; /* nobody looked a key up: neither will we */
+    int how = LDS__KEYS_LAZY;
+    pthread_mutex_lock(&idx->key_lock);
+    if (atomic_load_explicit(&idx->key_state, memory_order_relaxed) != 0) {
+        how = LDS__KEYS_HAD;
+    } else if (keys_extend(idx, prev) &&
+               lds__table_capacity(idx->rows) == prev->keys.mask + 1 &&
+               lds__hashtab_init(&idx->keys, idx->rows, idx->rows) == LDS_OK) {
+        if (idx->keys.row_bits != prev->keys.row_bits) {
+            lds__hashtab_free(&idx->keys);
+        } else {
+            /* prev's table: the same process key, so the same slots a build would fill for
+               rows [0, prev->rows); then the appended rows, K7 carried on. prev's table is
+               only read (lookups may run on it meanwhile). */
+            uint64_t *slots = idx->keys.slots;
+            idx->keys = prev->keys;
+            idx->keys.slots = slots;
+            memcpy(slots, prev->keys.slots, (size_t)(prev->keys.mask + 1) * sizeof *slots);
+            int state = pstate;
+            if (state == 2) {
+                idx->key_dup = prev->key_dup;
+                idx->key_dup_of = prev->key_dup_of;
+            }
+            insert_keys(idx, &idx->keys, prev->rows, &state);
+            atomic_store_explicit(&idx->key_state, state, memory_order_release);
+            how = LDS__KEYS_CLONED;
+        }
+    }
+    if (how == LDS__KEYS_LAZY && build_key_table(idx) == LDS_OK)
+        how = LDS__KEYS_BUILT;
+    pthread_mutex_unlock(&idx->key_lock);
+    return how;
 }
 
 /* Builds the key table once (thread-safe); LDS_E_DUP_KEY if K7 fails. */

@@ -391,7 +391,9 @@ LDS_API lds_status lds_index_key(const lds_index *idx, uint64_t row, const char 
  * (row and a hash tag) per table entry, with a power-of-two table of at least
  * 2 x rows entries (16 to 32 bytes per row), freed with the index. For
  * example, the 341,479 GloVe words take an 8 MiB table and about 5 ms, most of
- * it cache misses into the table. A lookup is one hash plus an expected O(1)
+ * it cache misses into the table. A generation a live index swaps in has its
+ * table already when the one it replaces had built one (the reloader builds or
+ * copies it before the swap; lodestar_live.h). A lookup is one hash plus an expected O(1)
  * probes whatever the keys (they cannot be chosen to collide: the hash key is
  * drawn per process); a probe reads another key only when its tag matches.
  * LDS_E_NOT_FOUND if absent, LDS_E_UNSUPPORTED if the index has no keys,

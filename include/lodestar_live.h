@@ -245,6 +245,17 @@ LDS_API lds_status lds_live_reload_fd(lds_live *live, int fd, const lds_load_opt
  * reload and keeps serving. lds_load_info reports bytes_read (the chunks read
  * plus the table), bytes_copied, chunks_read and chunks_copied.
  *
+ * The standby (docs/adr/0050): once a delta reload was asked (or with
+ * lds_live_options.delta), a generation of the live index's own pool that is
+ * freed (retired, its last pin gone) keeps its buffer as the standby, with its
+ * chunk table, instead of returning it to the pool; nobody else can rent or see
+ * it. A delta reload whose opts name no pool writes the new generation into the
+ * standby when it is large enough: chunks the standby holds at their own offset
+ * with the same XXH3-64 and length (verified when its generation loaded) are
+ * kept with no work (bytes_shared, chunks_shared), the others copied or read as
+ * above. A failed delta returns the standby to the pool (its contents unknown);
+ * any other reload, lds_live_close and lds_live_free return it first.
+ *
  * A delta cannot be used (delta_fallback is set in `info`, the reason is kept
  * in lds_live_stats.delta_fallback_reason, and the reload runs as a full one,
  * with the full load's statuses) when: no generation is current, or the

@@ -226,7 +226,9 @@ typedef struct lds_load_info {
        they reached the new generation. A full load reads everything: bytes_read =
        payload_bytes, the others 0. */
     uint64_t bytes_read;    /* read from the source */
-    uint64_t bytes_shared;  /* pages shared with the previous generation, not copied */
+    uint64_t bytes_shared;  /* kept in place: a live index's standby buffer (the generation
+                               before the serving one, docs/adr/0050) already held them at
+                               their offset, so they were neither copied nor read */
     uint64_t bytes_copied;  /* copied from the previous generation's buffer */
     uint32_t chunks_read, chunks_shared, chunks_copied;
     bool delta_fallback;    /* a delta reload was asked and could not be used: full load */

@@ -25,6 +25,7 @@
 
 #include "../pool/pool_internal.h"
 #include "../loader/delta_internal.h"
+#include "../format/format_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -79,6 +80,11 @@ struct lds_live {
      * caches off, never aged, room for (2 + max_retired) buffers of a class; between
      * reloads it keeps one spare buffer of the current generation's class. */
     lds_pool *pool;
+    /* The standby (docs/adr/0050): the buffer of the last generation freed, with its chunk
+     * table, kept out of the pool for the next delta reload to write into; under mtx, taken
+     * out whole by the reloader. Only once a delta reload was asked (`standby_on`). */
+    lds__delta_standby standby;
+    _Atomic bool standby_on;
     struct lds_live *next_live; /* registry of live indexes, for thread exit */
 };
 
@@ -281,14 +287,45 @@ static lv_gen *collect_locked(lds_live *live)
     return dead;
 }
 
-static void free_list(lv_gen *dead)
+/* Returns a standby's rental to its pool unless a load took it; empties *sb. */
+static void standby_return(lds__delta_standby *sb)
+{
+    if (sb->lease.ptr != NULL && !sb->taken)
+        (void)lds_pool_return(sb->pool, &sb->lease, 0);
+    memset(sb, 0, sizeof *sb);
+}
+
+/* Frees a generation nobody pins; with `keep`, a generation whose payload is a verified
+ * rental of the live's own pool becomes the standby instead (its rental is kept, the
+ * rest of its index freed), and the older standby goes back to the pool. Any thread. */
+static void gen_retire_free(lds_live *live, lv_gen *g, bool keep)
+{
+    lds__delta_standby sb = {0};
+    if (keep && atomic_load(&live->standby_on) && g->own_pool && g->has_base && g->base.verified &&
+        lds__index_take_lease(g->index, &sb.pool, &sb.lease)) {
+        sb.has_table = g->base.payload == (const unsigned char *)sb.lease.ptr;
+        sb.held = g->base;
+        pthread_mutex_lock(&live->mtx);
+        lds__delta_standby older = live->standby;
+        live->standby = sb;
+        pthread_mutex_unlock(&live->mtx);
+        standby_return(&older);
+        free(g);
+        return;
+    }
+    gen_free(g);
+}
+
+static void free_list_in(lds_live *live, lv_gen *dead, bool keep)
 {
     while (dead) {
         lv_gen *next = dead->next;
-        gen_free(dead);
+        gen_retire_free(live, dead, keep);
         dead = next;
     }
 }
+
+
 
 LV_COLD static void collect(lds_live *live)
 {
@@ -296,7 +333,7 @@ LV_COLD static void collect(lds_live *live)
     lv_gen *dead = collect_locked(live);
     pthread_mutex_unlock(&live->mtx);
     /* Freed outside the mutex: returning a rental or unmapping takes its time. */
-    free_list(dead);
+    free_list_in(live, dead, true);
 }
 
 /* ==== create, free ======================================================= */
@@ -362,6 +399,7 @@ lds_status lds_live_create(const lds_live_options *opts, lds_live **out, lds_err
     atomic_init(&live->recs, NULL);
     live->max_retired = o.max_retired;
     live->delta = o.delta;
+    atomic_init(&live->standby_on, o.delta);
     live->last_status = LDS_OK;
     lds_load_info_init(&live->last_load);
     if (pthread_mutex_init(&live->mtx, NULL) != 0) {
@@ -445,7 +483,8 @@ static void live_destroy(lds_live *live)
         if (tls_cache[i].live_id == live->id)
             tls_cache[i] = (lv_tls_entry){0, NULL};
     gen_free(atomic_load(&live->current));
-    free_list(live->retired);
+    free_list_in(live, live->retired, false);
+    standby_return(&live->standby);
     for (lv_rec *r = atomic_load(&live->recs); r;) {
         lv_rec *next = r->next;
         free(r);
@@ -565,7 +604,7 @@ void lds_live_unpin(lds_live *live, lds_pin *pin)
     g->counted_pins--;
     lv_gen *dead = atomic_load(&live->current) != g ? collect_locked(live) : NULL;
     pthread_mutex_unlock(&live->mtx);
-    free_list(dead);
+    free_list_in(live, dead, true);
 }
 
 /* ==== reloads ============================================================ */
@@ -630,6 +669,10 @@ static void keep_one_spare(lds_live *live, bool at_end)
 {
     lv_gen *cur = atomic_load(&live->current);
     uint32_t keep = cur ? 1u : 0u;
+    pthread_mutex_lock(&live->mtx);
+    if (live->standby.lease.ptr != NULL)
+        keep = 0; /* the standby is the next reload's buffer */
+    pthread_mutex_unlock(&live->mtx);
     if (at_end) {
         pthread_mutex_lock(&live->mtx);
         for (lv_gen *g = live->retired; g && keep; g = g->next)
@@ -638,6 +681,17 @@ static void keep_one_spare(lds_live *live, bool at_end)
         pthread_mutex_unlock(&live->mtx);
     }
     lds__pool_keep_spares(live->pool, cur ? cur->bytes : 0, keep);
+}
+
+/* Before a reload that will not write into the standby: its rental goes back to the pool
+ * (where the reload may rent it warm) and its table is forgotten. Reloader only. */
+static void standby_drop(lds_live *live)
+{
+    pthread_mutex_lock(&live->mtx);
+    lds__delta_standby sb = live->standby;
+    memset(&live->standby, 0, sizeof live->standby);
+    pthread_mutex_unlock(&live->mtx);
+    standby_return(&sb);
 }
 
 /* `opts` with the live index's own pool when it names none (the default, NULL, is the
@@ -665,6 +719,13 @@ static const lds_load_options *with_own_pool(lds_live *live, const lds_load_opti
 static lds_status reload_end(lds_live *live, lds_status st, lv_gen *g, const lds_load_info *info,
                              uint64_t *generation, bool own_pool)
 {
+    /* The key table before the swap, here on the reloader, when the serving generation has
+     * one (docs/adr/0050): else the first lookup would build it under its pin, for seconds
+     * at millions of keys, and keep the retired generation (and the standby) from the next
+     * reload. The current generation cannot be swapped out meanwhile (reload mutex). */
+    lv_gen *cur = atomic_load(&live->current);
+    if (st == LDS_OK && cur)
+        lds__index_keys_from(g->index, cur->index);
     pthread_mutex_lock(&live->mtx);
     if (info) {
         live->last_status = st;
@@ -700,7 +761,7 @@ static lds_status reload_end(lds_live *live, lds_status st, lv_gen *g, const lds
         pthread_mutex_unlock(&live->mtx);
     }
     /* Freed before the next reload may start, so that the trim below sees its buffer. */
-    free_list(dead);
+    free_list_in(live, dead, true);
     if (own_pool)
         keep_one_spare(live, true);
     pthread_mutex_unlock(&live->reload_mtx);
@@ -731,13 +792,16 @@ static lds_status load_end(lds_live *live, lds_status st, lds_index *idx, const 
 /* The body every lds_live_reload_* shares: refuse a concurrent or over-bound reload,
  * give `opts` the live index's own pool if it names none, run LOAD (a loader call on
  * `opts` that fills `idx` and `inf`), then swap in or report. */
-#define RELOAD_WITH(LOAD)                                                                          \
+#define RELOAD_WITH(LOAD) RELOAD_WITH_STANDBY(LOAD, false)
+#define RELOAD_WITH_STANDBY(LOAD, USES_STANDBY)                                                    \
     do {                                                                                           \
         lds_status st_ = reload_begin(live, err);                                                  \
         if (st_ != LDS_OK)                                                                         \
             return st_;                                                                            \
         lds_load_options own_opts_;                                                                \
         bool own_;                                                                                 \
+        if (!(USES_STANDBY))                                                                       \
+            standby_drop(live);                                                                    \
         opts = with_own_pool(live, opts, &own_opts_, &own_);                                       \
         lds_load_info local_;                                                                      \
         lds_load_info *inf = LOAD_INFO(info, local_);                                              \
@@ -758,8 +822,18 @@ static lds_status load_delta_or_full(lds_live *live, const char *path, int fd, b
     if (delta) {
         lv_gen *cur = atomic_load(&live->current);
         bool fallback = false;
-        lds_status st = lds__load_delta(path, fd, opts, cur && cur->has_base ? &cur->base : NULL,
-                                        idx, inf, err, &fallback, why, sizeof why);
+        /* The standby is the reloader's alone from here: no reader can see it. */
+        lds__delta_standby sb;
+        atomic_store(&live->standby_on, true);
+        pthread_mutex_lock(&live->mtx);
+        sb = live->standby;
+        memset(&live->standby, 0, sizeof live->standby);
+        pthread_mutex_unlock(&live->mtx);
+        lds_status st = lds__load_delta_into(path, fd, opts,
+                                             cur && cur->has_base ? &cur->base : NULL, &sb, idx,
+                                             inf, err, &fallback, why, sizeof why);
+        standby_return(&sb); /* unless the load took it: then it is the new index's, or the
+                                pool's again after a failure (its contents unknown) */
         if (!fallback) {
             pthread_mutex_lock(&live->mtx);
             live->delta_why[0] = '\0';
@@ -782,7 +856,7 @@ lds_status lds_live_reload_path_delta(lds_live *live, const char *path, bool del
 {
     if (!live || !path)
         return set_err(err, LDS_E_INVALID_ARG, "path", "reload: live or path is NULL");
-    RELOAD_WITH(load_delta_or_full(live, path, -1, delta, opts, &idx, inf, err));
+    RELOAD_WITH_STANDBY(load_delta_or_full(live, path, -1, delta, opts, &idx, inf, err), delta);
 }
 
 lds_status lds_live_reload_fd_delta(lds_live *live, int fd, bool delta,
@@ -793,7 +867,7 @@ lds_status lds_live_reload_fd_delta(lds_live *live, int fd, bool delta,
         return set_err(err, LDS_E_INVALID_ARG, "live", "reload: live is NULL");
     if (fd < 0)
         RELOAD_WITH(lds_load_fd(fd, opts, &idx, inf, err)); /* its own LDS_E_INVALID_ARG */
-    RELOAD_WITH(load_delta_or_full(live, NULL, fd, delta, opts, &idx, inf, err));
+    RELOAD_WITH_STANDBY(load_delta_or_full(live, NULL, fd, delta, opts, &idx, inf, err), delta);
 }
 
 lds_status lds_live_reload_path(lds_live *live, const char *path, const lds_load_options *opts,

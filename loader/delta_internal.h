@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "lodestar_load.h"
+#include "lodestar_pool.h"
 
 /* The previous payload a delta load reuses from: a whole format 1.1 payload (chunk table
  * included, at payload + table_offset) that stays valid and unchanged for the whole load.
@@ -23,6 +24,29 @@ typedef struct lds__delta_base {
     uint32_t chunk_bytes;
     bool verified; /* its chunks were verified against its table when it was loaded */
 } lds__delta_base;
+
+/* A standby (docs/adr/0050): a rental of the live index's own pool that held a generation
+ * nobody pins any more, kept by the live index instead of returned, with what it holds.
+ * Nobody else can rent or see it, so its bytes are those verified when that generation
+ * loaded. A delta load may write the new generation into it: chunks the standby already
+ * holds at the same offset (same XXH3-64 and length) are kept, not copied nor read. */
+typedef struct lds__delta_standby {
+    lds_pool *pool;      /* the pool `lease` is from */
+    lds_lease lease;     /* lease.ptr == NULL: no standby */
+    bool has_table;      /* `held` describes the bytes at lease.ptr (payload at 0) */
+    lds__delta_base held;
+    bool taken;          /* set by lds__load_delta when it took the lease (the new index, or
+                            on failure the pool, has it now: the caller must not return it) */
+} lds__delta_standby;
+
+/* Benchmarks and the live option delta_rehash_kept: true hashes each kept chunk again
+ * (an XXH3 pass over the kept bytes) and reads any that does not match. */
+extern bool lds__delta_rehash_kept;
+
+/* Takes the pool rental out of an index that adopted one (a pooled load, LDS_OWN_ADOPT)
+ * and frees the index without returning it: *pool and *lease then own the rental. false,
+ * with the index untouched, when the index holds no rental. */
+bool lds__index_take_lease(lds_index *idx, lds_pool **pool, lds_lease *lease);
 
 /* Fills *out from an index whose payload stays where the loader put it (LDS_OWN_ADOPT of
  * a rental, a mapping or borrowed memory) and that has a chunk table; false otherwise
@@ -53,6 +77,15 @@ lds_status lds__load_delta_url(const char *url, const lds_load_options *opts,
                                const lds__delta_base *base, lds_index **out, lds_load_info *info,
                                lds_error *err, bool *fallback, char *why, size_t why_n);
 
+/* As lds__load_delta, writing into `standby` (may be NULL; ignored unless its lease is
+ * from the options' pool and its capacity holds the new payload) instead of a fresh
+ * rental. When it is used, standby->taken is set: on success the new index owns the
+ * rental, on failure it went back to the pool (its contents are then unknown). */
+lds_status lds__load_delta_into(const char *path, int fd, const lds_load_options *opts,
+                                const lds__delta_base *base, lds__delta_standby *standby,
+                                lds_index **out, lds_load_info *info, lds_error *err,
+                                bool *fallback, char *why, size_t why_n);
+
 /* Benchmarks only (lodestar-bench delta): false skips hashing each copied chunk again
  * (it is then trusted on its XXH3-64 and length match alone), to price the re-hash. */
 extern bool lds__delta_rehash;
@@ -60,5 +93,9 @@ extern bool lds__delta_rehash;
 /* Tests only: called with each reused chunk's number right after it was copied (the test
  * changes the copy, as a 64-bit collision or a corrupted previous buffer would). */
 extern void (*lds__delta_copy_hook)(uint64_t chunk, unsigned char *p, size_t n);
+
+/* Tests only: called with each kept chunk's number and bytes in the standby before it is
+ * counted kept (the test changes them, as a stray write into the standby would). */
+extern void (*lds__delta_keep_hook)(uint64_t chunk, unsigned char *p, size_t n);
 
 #endif /* LDS_DELTA_INTERNAL_H */

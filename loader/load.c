@@ -1436,6 +1436,25 @@ lds_status lds_load_url(const char *url, const lds_load_options *opts, lds_index
 
 void (*lds__delta_copy_hook)(uint64_t chunk, unsigned char *p, size_t n);
 bool lds__delta_rehash = true;
+bool lds__delta_rehash_kept = false;
+void (*lds__delta_keep_hook)(uint64_t chunk, unsigned char *p, size_t n);
+
+bool lds__index_take_lease(lds_index *idx, lds_pool **pool, lds_lease *lease)
+{
+    if (idx == NULL || idx->release != hold_release_cb || idx->release_ctx == NULL)
+        return false;
+    hold *h = idx->release_ctx;
+    if (h->kind != HOLD_LEASE)
+        return false;
+    *pool = h->pool;
+    *lease = h->lease;
+    h->kind = HOLD_NONE;
+    free(h);
+    idx->release = NULL;
+    idx->release_ctx = NULL;
+    lds_index_free(idx);
+    return true;
+}
 
 bool lds__delta_base_of(const lds_index *idx, lds__delta_base *out)
 {
@@ -1452,16 +1471,22 @@ bool lds__delta_base_of(const lds_index *idx, lds__delta_base *out)
     return true;
 }
 
+#define DELTA_READ (-1)
+#define DELTA_KEEP (-2)
+
 /* One delta load's plan and counters, shared by its readers. */
 typedef struct delta_job {
     load_ctx *c;
     const lds_header *h;        /* the new file's */
     const unsigned char *table; /* the new file's chunk table, checked against h */
     const lds__delta_base *base;
-    const int64_t *from; /* per new chunk: the base chunk holding its bytes, or -1: read it */
+    /* per new chunk: the base chunk holding its bytes, DELTA_READ: read it, or DELTA_KEEP:
+       the buffer written (a standby) holds it at its offset already */
+    const int64_t *from;
     int fd;
     uint64_t file_at; /* file offset of payload byte 0 */
     _Atomic uint64_t bytes_read, bytes_copied, chunks_read, chunks_copied;
+    _Atomic uint64_t bytes_kept, chunks_kept;
 } delta_job;
 
 /* Reads payload bytes [s, e) into p, whole (short reads continue, EINTR retries). */
@@ -1502,7 +1527,7 @@ static lds_status delta_fill(void *ctx, unsigned reader, size_t offset, unsigned
     delta_job *d = ctx;
     const lds_header *h = d->h;
     uint64_t cb = h->chunk_bytes, end = offset + n;
-    uint64_t read_b = 0, copy_b = 0, read_k = 0, copy_k = 0;
+    uint64_t read_b = 0, copy_b = 0, read_k = 0, copy_k = 0, keep_b = 0, keep_k = 0;
     lds_status st = LDS_OK;
     uint64_t k = offset / cb;
     while (st == LDS_OK && k < h->chunk_count) {
@@ -1511,7 +1536,17 @@ static lds_status delta_fill(void *ctx, unsigned reader, size_t offset, unsigned
             break;
         unsigned char *q = p + (s - offset);
         uint64_t want = lds__ld64_le(d->table + k * 8);
-        if (d->from[k] >= 0) {
+        if (d->from[k] == DELTA_KEEP) {
+            if (lds__delta_keep_hook != NULL)
+                lds__delta_keep_hook(k, q, (size_t)(e - s));
+            if (!lds__delta_rehash_kept || lds__xxh3(q, (size_t)(e - s)) == want) {
+                keep_b += e - s;
+                keep_k++;
+                k++;
+                continue;
+            }
+            /* The standby changed in memory since it was verified: read the chunk. */
+        } else if (d->from[k] >= 0) {
             memcpy(q, d->base->payload + (uint64_t)d->from[k] * cb, (size_t)(e - s));
             if (lds__delta_copy_hook != NULL)
                 lds__delta_copy_hook(k, q, (size_t)(e - s));
@@ -1525,7 +1560,7 @@ static lds_status delta_fill(void *ctx, unsigned reader, size_t offset, unsigned
                memory): never served; read this chunk from the file like a changed one. */
         }
         uint64_t k2 = k + 1, e2 = e;
-        for (uint64_t s2, ee; k2 < h->chunk_count && d->from[k2] < 0 &&
+        for (uint64_t s2, ee; k2 < h->chunk_count && d->from[k2] == DELTA_READ &&
                               lds_chunk_range(h, k2, &s2, &ee) == LDS_OK && s2 < end;
              k2++)
             e2 = ee;
@@ -1553,6 +1588,8 @@ static lds_status delta_fill(void *ctx, unsigned reader, size_t offset, unsigned
     atomic_fetch_add(&d->bytes_copied, copy_b);
     atomic_fetch_add(&d->chunks_read, read_k);
     atomic_fetch_add(&d->chunks_copied, copy_k);
+    atomic_fetch_add(&d->bytes_kept, keep_b);
+    atomic_fetch_add(&d->chunks_kept, keep_k);
     return st;
 }
 
@@ -1614,6 +1651,26 @@ static lds_status delta_match(load_ctx *c, const lds_header *h, const unsigned c
     return LDS_OK;
 }
 
+/* Marks DELTA_KEEP every new chunk the standby holds at its own offset with the same XXH3-64
+ * and length (its chunks were verified when its generation loaded, docs/adr/0050); a kept
+ * chunk costs nothing, so it wins over a copy. */
+static void delta_keep(const lds_header *h, const unsigned char *table,
+                       const lds__delta_standby *sb, int64_t *from)
+{
+    const lds__delta_base *o = &sb->held;
+    if (!sb->has_table || !o->verified || o->chunk_bytes != h->chunk_bytes)
+        return;
+    const unsigned char *ot = o->payload + o->table_offset;
+    uint64_t cb = h->chunk_bytes;
+    for (uint64_t k = 0; k < h->chunk_count && k < o->chunk_count; k++) {
+        uint64_t s, e;
+        lds_chunk_range(h, k, &s, &e);
+        uint64_t oe = (k + 1) * cb < o->table_offset ? (k + 1) * cb : o->table_offset;
+        if (lds__ld64_le(ot + k * 8) == lds__ld64_le(table + k * 8) && oe - k * cb == e - s)
+            from[k] = DELTA_KEEP;
+    }
+}
+
 static void delta_why(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void delta_why(char *why, size_t n, const char *fmt, ...)
 {
@@ -1626,8 +1683,8 @@ static void delta_why(char *why, size_t n, const char *fmt, ...)
 }
 
 /* The delta load proper on an open regular file; *fallback when it cannot be used. */
-static lds_status load_delta_fd(load_ctx *c, int fd, const lds__delta_base *b, bool *fallback,
-                                char *why, size_t why_n)
+static lds_status load_delta_fd(load_ctx *c, int fd, const lds__delta_base *b,
+                                lds__delta_standby *sb, bool *fallback, char *why, size_t why_n)
 {
 #define FALL_BACK(...)                                                                             \
     do {                                                                                           \
@@ -1693,7 +1750,19 @@ static lds_status load_delta_fd(load_ctx *c, int fd, const lds__delta_base *b, b
         st = delta_match(c, &h, table, b, from, &unmatched);
     payload_buf pb = {0};
     lds_pool *pool = c->o.pool != NULL ? c->o.pool : lds_pool_shared();
-    if (st == LDS_OK) {
+    bool into_standby = st == LDS_OK && sb != NULL && sb->lease.ptr != NULL && sb->pool == pool &&
+                        sb->lease.capacity >= length && !sb->taken;
+    if (into_standby) {
+        delta_keep(&h, table, sb, from);
+        sb->taken = true; /* from here on pb.h returns it on failure, or the index owns it */
+        pb.ptr = sb->lease.ptr;
+        pb.cap = sb->lease.capacity;
+        pb.h = (hold){.kind = HOLD_LEASE, .pool = pool, .lease = sb->lease};
+        c->info.path = LDS_LOAD_POOLED;
+        int pages = lds__pool_lease_pages(pool, &sb->lease);
+        c->info.huge_pages = pages == 1;
+        c->info.huge_pages_fallback = pages == 2;
+    } else if (st == LDS_OK) {
         lds_lease lease;
         st = lds_pool_rent(pool, length, &lease);
         if (st == LDS_OK) {
@@ -1737,6 +1806,8 @@ static lds_status load_delta_fd(load_ctx *c, int fd, const lds__delta_base *b, b
     c->info.bytes_copied = atomic_load(&d.bytes_copied);
     c->info.chunks_read = (uint32_t)atomic_load(&d.chunks_read);
     c->info.chunks_copied = (uint32_t)atomic_load(&d.chunks_copied);
+    c->info.bytes_shared = atomic_load(&d.bytes_kept);
+    c->info.chunks_shared = (uint32_t)atomic_load(&d.chunks_kept);
     c->info.stream_bytes = LDS_HEADER_SIZE + c->info.bytes_read;
     free(table);
     free(from);
@@ -1754,6 +1825,14 @@ static lds_status load_delta_fd(load_ctx *c, int fd, const lds__delta_base *b, b
 lds_status lds__load_delta(const char *path, int fd, const lds_load_options *opts,
                            const lds__delta_base *base, lds_index **out, lds_load_info *info,
                            lds_error *err, bool *fallback, char *why, size_t why_n)
+{
+    return lds__load_delta_into(path, fd, opts, base, NULL, out, info, err, fallback, why, why_n);
+}
+
+lds_status lds__load_delta_into(const char *path, int fd, const lds_load_options *opts,
+                                const lds__delta_base *base, lds__delta_standby *standby,
+                                lds_index **out, lds_load_info *info, lds_error *err,
+                                bool *fallback, char *why, size_t why_n)
 {
     *fallback = false;
     if (why != NULL && why_n > 0)
@@ -1774,7 +1853,7 @@ lds_status lds__load_delta(const char *path, int fd, const lds_load_options *opt
         fd = own_fd;
         c.name = path;
     }
-    st = load_delta_fd(&c, fd, base, fallback, why, why_n);
+    st = load_delta_fd(&c, fd, base, standby, fallback, why, why_n);
     if (own_fd >= 0)
         close(own_fd);
     if (*fallback)

@@ -23,6 +23,7 @@
 
 #include "lodestar.h"
 #include "../loader/delta_internal.h"
+#include "../format/format_internal.h"
 
 #define ROWS  4096
 #define DIM   32 /* 128-byte rows: 32 per 4 KiB chunk */
@@ -267,6 +268,76 @@ static void test_delta_appended_rows(void **state)
     lds_pool_free(pool);
 }
 
+static lds_live *new_delta_live(void);
+
+/* As write_gen, all rows at version 0, with the key "k<row>" on every row. */
+static const char *write_keyed(const char *name, uint64_t rows)
+{
+    const char *path = tmp_path(name);
+    lds_writer_options wo;
+    lds_writer_options_default(&wo);
+    wo.dim = DIM;
+    wo.with_keys = true;
+    wo.chunk_bytes = CHUNK;
+    lds_writer *w = NULL;
+    assert_int_equal(lds_writer_open_path(path, &wo, &w, NULL), LDS_OK);
+    float v[DIM];
+    char key[24];
+    for (uint64_t r = 0; r < rows; r++) {
+        for (uint32_t d = 0; d < DIM; d++)
+            v[d] = value_of(0, r, d);
+        int n = snprintf(key, sizeof key, "k%llu", (unsigned long long)r);
+        assert_int_equal(lds_writer_add_row(w, v, DIM, 0, key, (size_t)n, NULL), LDS_OK);
+    }
+    assert_int_equal(lds_writer_finish(w, NULL), LDS_OK);
+    lds_writer_free(w);
+    return path;
+}
+
+/* Finds every key of rows [0, rows) in the pinned generation when `lookup`; then the
+ * inserts into its key table so far (0: not built). */
+static uint64_t key_table_of(lds_live *live, uint64_t rows, bool lookup)
+{
+    lds_pin pin;
+    assert_int_equal(lds_live_pin(live, &pin), LDS_OK);
+    lds__probe_stats s;
+    for (uint64_t r = 0; lookup && r < rows; r++) {
+        char key[24];
+        int n = snprintf(key, sizeof key, "k%llu", (unsigned long long)r);
+        uint64_t row = UINT64_MAX;
+        assert_int_equal(lds_index_find_key(pin.index, key, (size_t)n, &row), LDS_OK);
+        assert_int_equal(row, r);
+    }
+    lds__index_key_probe_stats(pin.index, &s);
+    lds_live_unpin(live, &pin);
+    return s.inserts;
+}
+
+/* docs/adr/0050: once the serving generation has its key table, a reload gives the new
+ * one its table before the swap (a copy plus the appended rows, delta or full reload), so
+ * no reader builds it under its pin; while no key was looked up, it stays lazy. Before,
+ * every new generation's table was built by its first lookup. */
+static void test_reload_hands_on_key_table(void **state)
+{
+    (void)state;
+    const char *pa = write_keyed("ka.ldsi", ROWS);
+    const char *pb = write_keyed("kb.ldsi", ROWS + 64);
+    lds_live *live = new_delta_live();
+    lds_load_options o = opts_for(NULL, 2);
+    assert_int_equal(lds_live_reload_path(live, pa, &o, NULL, NULL, NULL), LDS_OK);
+    assert_int_equal(key_table_of(live, ROWS, false), 0);
+    assert_int_equal(lds_live_reload_path(live, pa, &o, NULL, NULL, NULL), LDS_OK);
+    assert_int_equal(key_table_of(live, ROWS, false), 0); /* nobody looked: still lazy */
+    assert_int_equal(key_table_of(live, ROWS, true), ROWS);
+    assert_int_equal(lds_live_reload_path(live, pb, &o, NULL, NULL, NULL), LDS_OK); /* delta */
+    assert_int_equal(key_table_of(live, ROWS + 64, false), ROWS + 64);
+    assert_int_equal(key_table_of(live, ROWS + 64, true), ROWS + 64);
+    assert_int_equal(lds_live_reload_path_delta(live, pa, false, &o, NULL, NULL, NULL), LDS_OK);
+    assert_int_equal(key_table_of(live, ROWS, false), ROWS); /* fewer rows: built */
+    assert_int_equal(key_table_of(live, ROWS, true), ROWS);
+    assert_int_equal(lds_live_close(live, NULL), LDS_OK);
+}
+
 /* The default is a full reload: a file damaged on disk in a chunk equal to a serving one
  * is refused (a delta would copy that chunk and succeed: found by a tester and by the slow
  * suite's Dask test); lds_live_options.delta turns delta reloads on for the plain calls. */
@@ -427,6 +498,190 @@ static void *feed_pipe(void *p)
     return NULL;
 }
 
+/* ==== the standby (docs/adr/0050) ==== */
+
+/* A live index with delta reloads on and its own pool (the standby is kept only there). */
+static lds_live *new_delta_live(void)
+{
+    lds_live_options lo;
+    lds_live_options_default(&lo);
+    lo.delta = true;
+    lds_live *live = NULL;
+    assert_int_equal(lds_live_create(&lo, &live, NULL), LDS_OK);
+    return live;
+}
+
+static size_t live_leases(lds_live *live)
+{
+    lds_pool_stats ps;
+    lds_pool_stats_init(&ps);
+    assert_int_equal(lds_pool_get_stats(lds_live_pool(live), &ps), LDS_OK);
+    return (size_t)ps.leases_current;
+}
+
+/* Generation 1 (A) is freed at the swap to 2 (B) and its buffer kept as the standby; the
+ * reload to C writes into it, keeping every chunk A and C share at the same offset (no
+ * copy, no read), copying chunk 1 from B and reading chunk 62 and the last; then back to
+ * A into B's old buffer. Every byte equals a full load's; two rentals at a time. */
+static void test_delta_standby_keeps(void **state)
+{
+    (void)state;
+    static unsigned ver[ROWS];
+    memset(ver, 0, sizeof ver);
+    const char *pa = write_gen("a.ldsi", ROWS, NULL, CHUNK);
+    ver[40] = 1; /* chunk 1 */
+    const char *pb = write_gen("b.ldsi", ROWS, ver, CHUNK);
+    ver[2000] = 1; /* chunk 62 */
+    const char *pc = write_gen("c.ldsi", ROWS, ver, CHUNK);
+    lds_pool *check = new_pool();
+    lds_live *live = new_delta_live();
+    lds_load_options o = opts_for(NULL, 2);
+    lds_load_info info;
+    assert_int_equal(lds_live_reload_path(live, pa, &o, NULL, NULL, NULL), LDS_OK);
+    lds_load_info_init(&info);
+    assert_int_equal(lds_live_reload_path(live, pb, &o, NULL, &info, NULL), LDS_OK);
+    assert_int_equal(info.chunks_shared, 0); /* no standby yet: a fresh rental */
+    assert_int_equal(info.chunks_read, 2);
+    assert_int_equal(live_leases(live), 2); /* B serving, A's buffer the standby */
+    lds_load_info_init(&info);
+    assert_int_equal(lds_live_reload_path(live, pc, &o, NULL, &info, NULL), LDS_OK);
+    assert_false(info.delta_fallback);
+    assert_int_equal(info.chunks_read, 2);   /* 62 and the last */
+    assert_int_equal(info.chunks_copied, 1); /* 1, from B */
+    assert_int_equal(info.chunks_shared, 137 - 3);
+    assert_int_equal(info.bytes_shared, (137 - 3) * (uint64_t)CHUNK);
+    assert_same_as_full(live, pc, check);
+    assert_int_equal(live_leases(live), 2);
+    lds_load_info_init(&info);
+    assert_int_equal(lds_live_reload_path(live, pa, &o, NULL, &info, NULL), LDS_OK);
+    assert_int_equal(info.chunks_read, 2);   /* 1 (B and C hold row 40 changed), the last */
+    assert_int_equal(info.chunks_copied, 0);
+    assert_int_equal(info.chunks_shared, 137 - 2); /* 62 too: B holds it as A does */
+    assert_same_as_full(live, pa, check);
+    assert_int_equal(live_leases(live), 2);
+    /* a full reload gives the standby back to the pool first, then rents it warm */
+    assert_int_equal(lds_live_reload_path_delta(live, pc, false, &o, NULL, NULL, NULL), LDS_OK);
+    assert_same_as_full(live, pc, check);
+    assert_int_equal(live_leases(live), 2);
+    assert_int_equal(lds_live_close(live, NULL), LDS_OK);
+    lds_pool_free(check);
+}
+
+/* A kept chunk changed in the standby (a stray write): with lds__delta_rehash_kept the
+ * change is found and the chunk read; the generation served is the file's. */
+static uint64_t g_spoil_kept = UINT64_MAX;
+static void spoil_kept(uint64_t chunk, unsigned char *p, size_t n)
+{
+    if (chunk == g_spoil_kept && n > 100)
+        p[100] ^= 0x01;
+}
+
+static void test_delta_standby_rehash_kept(void **state)
+{
+    (void)state;
+    static unsigned ver[ROWS];
+    memset(ver, 0, sizeof ver);
+    const char *pa = write_gen("a.ldsi", ROWS, NULL, CHUNK);
+    ver[40] = 1;
+    const char *pb = write_gen("b.ldsi", ROWS, ver, CHUNK);
+    lds_pool *check = new_pool();
+    lds_live *live = new_delta_live();
+    lds_load_options o = opts_for(NULL, 1);
+    assert_int_equal(lds_live_reload_path(live, pa, &o, NULL, NULL, NULL), LDS_OK);
+    assert_int_equal(lds_live_reload_path(live, pb, &o, NULL, NULL, NULL), LDS_OK);
+    g_spoil_kept = 9;
+    lds__delta_keep_hook = spoil_kept;
+    lds__delta_rehash_kept = true;
+    lds_load_info info;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_live_reload_path(live, pa, &o, NULL, &info, NULL), LDS_OK);
+    lds__delta_keep_hook = NULL;
+    lds__delta_rehash_kept = false;
+    /* the standby holds A whole: every chunk kept but 9, spoiled, found, read */
+    assert_int_equal(info.chunks_read, 1);
+    assert_int_equal(info.chunks_shared, 137 - 1);
+    assert_same_as_full(live, pa, check);
+    assert_int_equal(lds_live_close(live, NULL), LDS_OK);
+    lds_pool_free(check);
+}
+
+/* A delta into the standby that fails (a corrupt chunk it must read) returns the standby's
+ * rental to the pool (its contents are unknown now) and the serving generation keeps
+ * serving; the next reload rents afresh and is the file's, byte for byte. */
+static void test_delta_standby_failed_reload(void **state)
+{
+    (void)state;
+    static unsigned ver[ROWS];
+    memset(ver, 0, sizeof ver);
+    const char *pa = write_gen("a.ldsi", ROWS, NULL, CHUNK);
+    ver[40] = 1;
+    const char *pb = write_gen("b.ldsi", ROWS, ver, CHUNK);
+    ver[2000] = 1;
+    const char *pc = write_gen("c.ldsi", ROWS, ver, CHUNK);
+    lds_pool *check = new_pool();
+    lds_live *live = new_delta_live();
+    lds_load_options o = opts_for(NULL, 2);
+    uint64_t gen = 0;
+    assert_int_equal(lds_live_reload_path(live, pa, &o, NULL, NULL, NULL), LDS_OK);
+    assert_int_equal(lds_live_reload_path(live, pb, &o, &gen, NULL, NULL), LDS_OK);
+    assert_int_equal(live_leases(live), 2);
+    flip_byte(pc, LDS_HEADER_SIZE + 62 * CHUNK + 7);
+    lds_error err;
+    lds_error_init(&err);
+    lds_load_info info;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_live_reload_path(live, pc, &o, NULL, &info, &err), LDS_E_CHECKSUM);
+    assert_false(info.delta_fallback);
+    assert_non_null(strstr(err.message, "checksum of chunk 62"));
+    assert_int_equal(stats_of(live).generation, gen);
+    assert_same_as_full(live, pb, check);
+    assert_int_equal(live_leases(live), 1); /* the standby went back; B's rental only */
+    flip_byte(pc, LDS_HEADER_SIZE + 62 * CHUNK + 7);
+    lds_load_info_init(&info);
+    assert_int_equal(lds_live_reload_path(live, pc, &o, NULL, &info, NULL), LDS_OK);
+    assert_int_equal(info.chunks_shared, 0); /* nothing is kept from a failed standby */
+    assert_same_as_full(live, pc, check);
+    assert_int_equal(lds_live_close(live, NULL), LDS_OK);
+    lds_pool_free(check);
+}
+
+/* A retired generation still pinned is not a standby: the reload rents afresh, and the
+ * pinned generation reads intact; after its last unpin its buffer is the standby. */
+static void test_delta_standby_waits_for_pins(void **state)
+{
+    (void)state;
+    static unsigned ver[ROWS];
+    memset(ver, 0, sizeof ver);
+    const char *pa = write_gen("a.ldsi", ROWS, NULL, CHUNK);
+    ver[40] = 1;
+    const char *pb = write_gen("b.ldsi", ROWS, ver, CHUNK);
+    lds_pool *check = new_pool();
+    lds_live *live = new_delta_live();
+    lds_load_options o = opts_for(NULL, 1);
+    assert_int_equal(lds_live_reload_path(live, pa, &o, NULL, NULL, NULL), LDS_OK);
+    lds_pin pin;
+    assert_int_equal(lds_live_pin(live, &pin), LDS_OK); /* on A */
+    lds__delta_base before;
+    assert_true(lds__delta_base_of(pin.index, &before));
+    unsigned char *copy = malloc((size_t)before.length);
+    memcpy(copy, before.payload, (size_t)before.length);
+    assert_int_equal(lds_live_reload_path(live, pb, &o, NULL, NULL, NULL), LDS_OK);
+    lds_load_info info;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_live_reload_path(live, pa, &o, NULL, &info, NULL), LDS_OK);
+    assert_int_equal(info.chunks_shared, 0); /* A pinned: no standby */
+    assert_int_equal(memcmp(copy, before.payload, (size_t)before.length), 0);
+    assert_int_equal(live_leases(live), 3);
+    lds_live_unpin(live, &pin); /* A's generation goes; its buffer is the standby now */
+    free(copy);
+    lds_load_info_init(&info);
+    assert_int_equal(lds_live_reload_path(live, pb, &o, NULL, &info, NULL), LDS_OK);
+    assert_int_equal(info.chunks_shared, 137 - 2);
+    assert_same_as_full(live, pb, check);
+    assert_int_equal(lds_live_close(live, NULL), LDS_OK);
+    lds_pool_free(check);
+}
+
 /* Format 1.0 and another chunk size fall back to a full load, and say why. */
 static void test_delta_falls_back(void **state)
 {
@@ -576,10 +831,15 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_delta_equals_full_load),
         cmocka_unit_test(test_delta_appended_rows),
+        cmocka_unit_test(test_reload_hands_on_key_table),
         cmocka_unit_test(test_delta_is_opt_in),
         cmocka_unit_test(test_delta_copy_that_differs_is_read),
         cmocka_unit_test(test_delta_corrupt_chunk_keeps_serving),
         cmocka_unit_test(test_delta_falls_back),
+        cmocka_unit_test(test_delta_standby_keeps),
+        cmocka_unit_test(test_delta_standby_rehash_kept),
+        cmocka_unit_test(test_delta_standby_failed_reload),
+        cmocka_unit_test(test_delta_standby_waits_for_pins),
         cmocka_unit_test(test_delta_guard_mode_child),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);

@@ -297,6 +297,120 @@ static void test_writer_key_table_resists_flooding(void **state)
     free(k.key);
 }
 
+/* ---- the key table a reload hands on (lds__index_keys_from, docs/adr/0050) ---------- */
+
+/* Parses the index of k's first `rows` keys (no KEYS_UNIQUE in the file: with `unique`,
+   the flag is set on the parsed index, so that repeats can be written). */
+static lds_index *keyed(const keyset *k, uint64_t rows, bool unique, bytes *b)
+{
+    *b = write_index(k, NULL, rows, NULL);
+    lds_index *idx = parse(b);
+    if (unique)
+        idx->flags |= LDS__TF_KEYS_UNIQUE;
+    return idx;
+}
+
+/* `got` (given its table by lds__index_keys_from) behaves as `fresh` (a lazy build of
+   the same file): every key finds the same row, a missing key is missing, K7's verdict
+   and message are the same, and so are the table's counts. */
+static void expect_same_keys(const keyset *k, lds_index *got, lds_index *fresh)
+{
+    lds_error eg, ef;
+    lds_error_init(&eg);
+    lds_error_init(&ef);
+    lds_status sg = lds_index_check_keys(got, &eg), sf = lds_index_check_keys(fresh, &ef);
+    assert_int_equal(sg, sf);
+    if (sf != LDS_OK) {
+        assert_int_equal(eg.offset, ef.offset);
+        assert_string_equal(eg.message, ef.message);
+        assert_int_equal(got->key_dup, fresh->key_dup);
+        assert_int_equal(got->key_dup_of, fresh->key_dup_of);
+        return;
+    }
+    for (uint64_t r = 0; r < fresh->rows; r++) {
+        uint64_t a = UINT64_MAX, b = UINT64_MAX;
+        assert_int_equal(lds_index_find_key(got, k->key[r], 8, &a), LDS_OK);
+        assert_int_equal(lds_index_find_key(fresh, k->key[r], 8, &b), LDS_OK);
+        assert_int_equal(a, b);
+        assert_true(a <= r);
+    }
+    uint64_t row;
+    assert_int_equal(lds_index_find_key(got, k->key[k->n - 1], 8, &row), LDS_E_NOT_FOUND);
+    lds__probe_stats s1, s2;
+    lds__index_key_probe_stats(got, &s1);
+    lds__index_key_probe_stats(fresh, &s2);
+    assert_int_equal(s1.capacity, s2.capacity);
+    assert_int_equal(s1.inserts, s2.inserts);
+    assert_int_equal(s1.longest_run, s2.longest_run);
+}
+
+/* One reload: `prev` of rows [0, rows0) of kp (its table built when `built`), the new
+   index of rows [0, rows1) of kn; asserts what lds__index_keys_from did and that the
+   result behaves as a fresh build. */
+static void reload_keys(const keyset *kp, uint64_t rows0, const keyset *kn, uint64_t rows1,
+                        bool unique, bool built, int expect)
+{
+    bytes bp, bn, bf;
+    lds_index *prev = keyed(kp, rows0, unique, &bp);
+    if (built)
+        (void)lds_index_check_keys(prev, NULL);
+    lds_index *idx = keyed(kn, rows1, unique, &bn);
+    lds_index *fresh = keyed(kn, rows1, unique, &bf);
+    assert_int_equal(lds__index_keys_from(idx, prev), expect);
+    lds__probe_stats s;
+    lds__index_key_probe_stats(idx, &s);
+    assert_int_equal(s.inserts == 0, expect == LDS__KEYS_LAZY);
+    lds_index_free(prev); /* the new table owes prev nothing */
+    free(bp.p);
+    expect_same_keys(kn, idx, fresh);
+    lds_index_free(idx);
+    lds_index_free(fresh);
+    free(bn.p);
+    free(bf.p);
+}
+
+static keyset copy_keys(const keyset *k)
+{
+    keyset c = {malloc(k->n * sizeof *k->key), k->n};
+    assert_non_null(c.key);
+    memcpy(c.key, k->key, k->n * sizeof *k->key);
+    return c;
+}
+
+/* A copy of the table plus the appended rows, or a full build, each exactly a fresh
+   build's: the same keys (clone), one key changed (build), rows appended past the
+   table's capacity (build), a repeat among the appended rows or among the kept ones
+   (K7: the same rows named), and no table before (lazy, as before). */
+static void test_reload_hands_on_key_table(void **state)
+{
+    (void)state;
+    enum { R0 = 100000, R1 = 101000 }; /* both in 2^18 slots */
+    keyset k = make_keys(R1 + 1, 0);   /* the last: a key no index holds */
+    reload_keys(&k, R0, &k, R1, false, true, LDS__KEYS_CLONED);
+    reload_keys(&k, R0, &k, R0, false, true, LDS__KEYS_CLONED); /* the same file again */
+    reload_keys(&k, R0, &k, R1, false, false, LDS__KEYS_LAZY);
+    reload_keys(&k, 65536, &k, 65600, false, true, LDS__KEYS_BUILT); /* 2^17 -> 2^18 slots */
+    reload_keys(&k, R1, &k, R0, false, true, LDS__KEYS_BUILT);        /* rows removed */
+
+    keyset changed = copy_keys(&k);
+    memcpy(changed.key[500], "changed!", 9);
+    reload_keys(&k, R0, &changed, R1, false, true, LDS__KEYS_BUILT);
+
+    keyset dup = copy_keys(&k); /* rows 100500 and 100700 repeat 300 and 100100 */
+    memcpy(dup.key[100500], k.key[300], 9);
+    memcpy(dup.key[100700], k.key[100100], 9);
+    reload_keys(&k, R0, &dup, R1, true, true, LDS__KEYS_CLONED);
+    reload_keys(&k, R0, &dup, R1, false, true, LDS__KEYS_CLONED); /* no K7: lowest row wins */
+
+    keyset dup0 = copy_keys(&dup); /* and row 70 repeats row 10: prev fails K7 already */
+    memcpy(dup0.key[70], k.key[10], 9);
+    reload_keys(&dup0, R0, &dup0, R1, true, true, LDS__KEYS_CLONED);
+    free(dup0.key);
+    free(dup.key);
+    free(changed.key);
+    free(k.key);
+}
+
 /* lds_index_find_id: 200,000 ids whose old hash is a multiple of 2^20. */
 static void test_id_table_resists_flooding(void **state)
 {
@@ -477,6 +591,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_id_table_resists_flooding),
         cmocka_unit_test(test_lazy_key_table_is_thread_safe),
         cmocka_unit_test(test_table_semantics),
+        cmocka_unit_test(test_reload_hands_on_key_table),
         cmocka_unit_test(test_hash_key_forms_agree),
         cmocka_unit_test(test_key_is_per_process),
     };

@@ -237,6 +237,7 @@ SIGNATURES = {
     "lds_live_options_default": (None, [P]),
     "lds_live_create": (I, [P, _c.POINTER(P), P]),
     "lds_live_free": (None, [P]),
+    "lds_live_pool": (P, [P]),
     "lds_live_pin": (I, [P, P]),
     "lds_live_unpin": (None, [P, P]),
     "lds_live_reload_path": (I, [P, S, P, _PU64, P, P]),

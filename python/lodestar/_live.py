@@ -2,7 +2,6 @@
 import ctypes
 import json
 import operator
-import os
 import threading
 
 from . import _capi, _interrupt
@@ -11,7 +10,6 @@ from ._errors import check, from_status
 from ._index import Index, _options, from_source
 
 DEFAULT_MAX_RETIRED = 2  # LDS_LIVE_DEFAULT_MAX_RETIRED
-_DEFAULT_MAX_RETAINED = 256 << 20  # LDS_POOL_DEFAULT_MAX_RETAINED_BYTES
 
 
 class Live:
@@ -30,15 +28,13 @@ class Live:
     reload()'s delta (False, the default: reloads load and verify in full; True: a reload
     from a path or a file reads only the chunks that changed, see reload()).
 
-    Pool: generations are loaded from a private pool without thread caches, as
-    lodestar_live.h advises (a generation is freed by the thread that releases its
-    last pin; a thread cache would keep its buffer from the reloader). The pool is
-    created at the first reload and retains max_retained_bytes; None means the larger
-    of 256 MiB and (2 + max_retired) x the pool's size class of the first source's
-    byte count (a file's size, a bytes object's length), enough for the current
-    generation, the one loading and the retired ones to be reused warm while the
-    index does not grow past it (a compressed first source underestimates: give
-    max_retained_bytes then).
+    Pool: with max_retained_bytes None (the default), generations are loaded from the
+    live index's own pool (lds_live_pool, docs/adr/0049: no thread caches, room for
+    2 + max_retired payloads of a class whatever their size; it is also where a delta
+    reload's standby is kept, docs/adr/0050). Given max_retained_bytes, a private pool
+    without thread caches is created at the first reload and retains that many bytes
+    (a generation is freed by the thread that releases its last pin; a thread cache
+    would keep its buffer from the reloader).
 
     Lifetime: an Index from pin() holds its pin until it is closed *and* the last
     numpy array taken from it is gone, exactly as an Index from lodestar.load holds
@@ -74,6 +70,7 @@ class Live:
                               url_connections)
         self._h = None
         self._pool = None
+        self._pool_owned = False  # a private pool (max_retained_bytes given), freed here
         self._holds = 0  # pins held and calls in flight
         self._closed = False
         self._infos = {}  # generation -> its lds_load_info (the recent ones)
@@ -109,10 +106,11 @@ class Live:
         with self._lock:
             h, self._h = self._h, None
             pool, self._pool = self._pool, None
+            owned, self._pool_owned = self._pool_owned, False
         if _capi._lib is not None:
             if h:
                 _capi._lib.lds_live_free(h)
-            if pool:
+            if pool and owned:
                 _capi._lib.lds_pool_free(pool)
 
     @property
@@ -189,16 +187,18 @@ class Live:
     # ---- the reloader
 
     def _pool_for(self, source):
-        """The private pool, created at the first reload (see the class)."""
+        """The pool a reload names: None (NULL: the live index's own, which self._pool
+        then names for pool_stats) unless max_retained_bytes was given: then the private
+        pool, created at the first reload (see the class)."""
         with self._lock:
-            if self._pool:
-                return self._pool
             lib = library()
             cap = self._max_retained
             if cap is None:
-                n = _source_bytes(source)
-                cap = max(_DEFAULT_MAX_RETAINED,
-                          (2 + self._max_retired) * lib.lds_pool_class_capacity(n))
+                if not self._pool:
+                    self._pool = lib.lds_live_pool(self._h)
+                return None
+            if self._pool:
+                return self._pool
             po = _capi.PoolOptions()
             lib.lds_pool_options_default(ctypes.byref(po))
             po.thread_cache_count = 0
@@ -206,6 +206,7 @@ class Live:
             pool = ctypes.c_void_p()
             check(lib.lds_pool_create(ctypes.byref(po), ctypes.byref(pool)))
             self._pool = pool.value
+            self._pool_owned = True
             return self._pool
 
     def reload(self, source, *, delta=None, timeout=None, progress=None):
@@ -323,18 +324,3 @@ class Live:
 
 
 _LIMIT = 64  # LDS_LIVE_MAX_RETIRED_LIMIT: generations whose load info is kept, twice
-
-
-def _source_bytes(source):
-    """The byte count of `source` where it is cheap to know, else 0."""
-    try:
-        if isinstance(source, (str, os.PathLike)):
-            return os.stat(source).st_size
-        if hasattr(source, "fileno"):
-            st = os.fstat(source.fileno())
-            return max(0, st.st_size - source.tell())
-        if not hasattr(source, "read") and not hasattr(source, "readinto"):
-            return memoryview(source).nbytes
-    except (OSError, ValueError, TypeError, AttributeError):
-        pass
-    return 0
