@@ -305,7 +305,9 @@ static int parse_pack_options(int argc, char **argv, lds_import_options *opts)
             break;
         case OPT_CHUNK_BYTES: {
             uint64_t cb = 0;
-            if (!cli_parse_size(optarg, &cb) ||
+            /* "0" (format 1.0, no chunk table) is not a size: cli_parse_size refuses zero. */
+            bool none = strcmp(optarg, "0") == 0;
+            if ((!none && !cli_parse_size(optarg, &cb)) ||
                 (cb != 0 &&
                  (cb < LDS_MIN_CHUNK_BYTES || cb > LDS_MAX_CHUNK_BYTES || (cb & (cb - 1)) != 0)))
                 return cli_usage_error(prog,

@@ -698,8 +698,20 @@ def test_diff_of_an_append_reads_only_the_tails():
     expect(rc, out, err, 0)
     p = json.loads(out)
     check(p["chunks_read"] >= j["chunks_read"] + 4, (p["chunks_read"], j["chunks_read"]))
+    # --chunk-bytes 0 writes format 1.0 (no chunk table), as --help says (it was refused
+    # with "wants 0 or a power of two ..., not '0'")
+    v10 = os.path.join(WORK, "append-512-v10.ldsi")
+    rc, out, err = run("pack", os.path.join(WORK, "append-512.glove.txt"), v10, "--format",
+                       "glove", "--chunk-bytes", "0")
+    expect(rc, out, err, 0)
+    with open(v10, "rb") as f:
+        check(struct.unpack_from("<HI", f.read(16), 10) == (0, 0), "minor 0, no flags")
+    rc, out, err = run("info", "--json", v10)
+    expect(rc, out, err, 0)
+    check(json.loads(out)["format"] == "1.0", out)
     # a bad --chunk-bytes or --layout is a usage error
-    for bad in (("--chunk-bytes", "3000"), ("--chunk-bytes", "512"), ("--layout", "tight")):
+    for bad in (("--chunk-bytes", "3000"), ("--chunk-bytes", "512"), ("--chunk-bytes", "00"),
+                ("--layout", "tight")):
         rc, out, err = run("pack", os.path.join(WORK, "append-512.glove.txt"),
                            os.path.join(WORK, "never.ldsi"), "--format", "glove", *bad)
         expect(rc, out, err, 2)
