@@ -623,6 +623,8 @@ static lds_status reload_begin(lds_live *live, lds_error *err)
     uint64_t waiting = live->n_retired;
     if (waiting >= live->max_retired)
         live->reloads_refused++;
+    else
+        live->delta_why[0] = '\0'; /* this reload's reason, set again only if it falls back */
     pthread_mutex_unlock(&live->mtx);
     if (waiting >= live->max_retired) {
         pthread_mutex_unlock(&live->reload_mtx);

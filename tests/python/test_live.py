@@ -333,8 +333,16 @@ def test_delta_reload(tmp_path):
         assert (info["chunks_read"], info["chunks_copied"], info["chunks_shared"]) == (0, 0, 5)
         with live.pin() as index:
             assert np.array_equal(index.vectors, b)
+        pc = str(tmp_path / "c.ldsi")
+        lodestar.write(pc, a, chunk_bytes=0)  # format 1.0: a delta falls back, says why
+        live.reload(pc)
+        assert live.last_reload()["delta_fallback"] is True
+        assert "1.0" in live.stats()["delta_fallback_reason"]
         live.reload(open(pa, "rb").read())  # bytes: always in full
         assert live.last_reload()["bytes_copied"] == 0
+        # nothing fell back in this reload: no reason left from the one before (it stayed)
+        assert live.last_reload()["delta_fallback"] is False
+        assert live.stats()["delta_fallback_reason"] == ""
     with lodestar.Live(pa, delta=False) as live:
         live.reload(pb)
         assert live.last_reload()["bytes_copied"] == 0
