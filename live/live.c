@@ -812,6 +812,19 @@ static lds_status load_end(lds_live *live, lds_status st, lds_index *idx, const 
         return load_end(live, st_, idx, inf, generation, err, own_);                               \
     } while (0)
 
+/* After the full load a delta fell back to (or a reload that asked for none): marks the
+ * load info and keeps the reason for the stats (reload_begin cleared the last one). */
+static void note_fallback(lds_live *live, bool delta, lds_load_info *inf, const char *why)
+{
+    if (!delta)
+        return;
+    if (inf->size >= offsetof(lds_load_info, delta_fallback) + sizeof inf->delta_fallback)
+        inf->delta_fallback = true;
+    pthread_mutex_lock(&live->mtx);
+    snprintf(live->delta_why, sizeof live->delta_why, "%s", why);
+    pthread_mutex_unlock(&live->mtx);
+}
+
 /* A reload from a path (fd < 0) or an fd: a delta against the current generation when
  * asked and possible (docs/adr/0047), else the full load, with delta_fallback set and the
  * reason kept for the stats. Runs under the reload mutex: the current generation cannot be
@@ -836,19 +849,11 @@ static lds_status load_delta_or_full(lds_live *live, const char *path, int fd, b
                                              inf, err, &fallback, why, sizeof why);
         standby_return(&sb); /* unless the load took it: then it is the new index's, or the
                                 pool's again after a failure (its contents unknown) */
-        if (!fallback) {
-            pthread_mutex_lock(&live->mtx);
-            live->delta_why[0] = '\0';
-            pthread_mutex_unlock(&live->mtx);
+        if (!fallback)
             return st;
-        }
     }
     lds_status st = path ? lds_load_path(path, opts, idx, inf, err) : lds_load_fd(fd, opts, idx, inf, err);
-    if (delta && inf->size >= offsetof(lds_load_info, delta_fallback) + sizeof inf->delta_fallback)
-        inf->delta_fallback = true;
-    pthread_mutex_lock(&live->mtx);
-    memcpy(live->delta_why, why, sizeof why);
-    pthread_mutex_unlock(&live->mtx);
+    note_fallback(live, delta, inf, why);
     return st;
 }
 
@@ -914,19 +919,11 @@ static lds_status load_url_delta_or_full(lds_live *live, const char *url, bool d
         bool fallback = false;
         lds_status st = lds__load_delta_url(url, opts, cur && cur->has_base ? &cur->base : NULL,
                                             idx, inf, err, &fallback, why, sizeof why);
-        if (!fallback) {
-            pthread_mutex_lock(&live->mtx);
-            live->delta_why[0] = '\0';
-            pthread_mutex_unlock(&live->mtx);
+        if (!fallback)
             return st;
-        }
     }
     lds_status st = lds_load_url(url, opts, idx, inf, err);
-    if (delta && inf->size >= offsetof(lds_load_info, delta_fallback) + sizeof inf->delta_fallback)
-        inf->delta_fallback = true;
-    pthread_mutex_lock(&live->mtx);
-    memcpy(live->delta_why, why, sizeof why);
-    pthread_mutex_unlock(&live->mtx);
+    note_fallback(live, delta, inf, why);
     return st;
 }
 
