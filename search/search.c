@@ -74,8 +74,10 @@ bool lds__search_kernel_runs(size_t i)
    auto_kernel holds what the probe chose, for lds__search_kernel_force(NULL). */
 static _Atomic(const lds__kernel *) current_kernel[2];
 static const lds__kernel *auto_kernel[2];
+static double auto_times[2][KERNEL_COUNT]; /* what the first-use probe measured, ns */
 static double probe_cost_ms;
 static pthread_once_t kernel_once = PTHREAD_ONCE_INIT;
+static void kernel_init(void);
 
 static const lds__kernel *kernel_named(const char *name)
 {
@@ -205,6 +207,14 @@ double lds__search_probe_cost_ms(void)
     return probe_cost_ms;
 }
 
+size_t lds__search_probe_times(bool native_i8, double *times, size_t cap)
+{
+    pthread_once(&kernel_once, kernel_init);
+    for (size_t i = 0; i < cap && i < KERNEL_COUNT; i++)
+        times[i] = auto_times[native_i8][i];
+    return KERNEL_COUNT;
+}
+
 /* The environment is read once: LDS_SEARCH_KERNEL names a kernel; an unknown
    or unrunnable name warns once on stderr and the automatic choice applies.
    The automatic choice is measured here, once per process (ADR 0054). */
@@ -220,6 +230,8 @@ static void kernel_init(void)
             if (c == 0)
                 probe_fill(p);
             auto_kernel[c] = probe_class(c == 1, p, times);
+            for (size_t i = 0; i < KERNEL_COUNT; i++)
+                auto_times[c][i] = times[i];
         }
         if (!auto_kernel[c]) /* no memory for the probe: the first kernel that runs */
             for (size_t i = KERNEL_COUNT; i-- > 0;)

@@ -130,4 +130,10 @@ double lds__search_kernel_probe(bool native_i8, double *times, size_t cap);
 /* Wall milliseconds the first-use probe took in this process (0 before it ran). */
 double lds__search_probe_cost_ms(void);
 
+/* What the first-use probe measured for one class (running it if it has not run):
+   times[i] (i < cap) gets kernel i's least thread CPU time in ns, 0 for a kernel not
+   probed; the automatic choice is the kernel of the least nonzero time (generic when
+   none). Returns the number of kernels. Thread-safe. */
+size_t lds__search_probe_times(bool native_i8, double *times, size_t cap);
+
 #endif

@@ -3289,12 +3289,12 @@ static void test_search_dispatcher_rule(void **state)
     }
 }
 
-/* The dispatcher never picks a kernel slower than another this CPU runs (ADR 0054): for
-   each class (the f32 chain, native i8), the automatic choice's least thread CPU time in
-   three fresh runs of the probe is within 20% of the fastest kernel's (noise on a shared
-   machine; the kernels measured apart differ by 1.5-3x where they differ at all). Under
-   the fixed order of ADR 0032 (avx512 first) this failed on a host where avx2 ran the
-   float kernels in 0.6x avx512's time. */
+/* The dispatcher's rule (ADR 0054): for each class (the f32 chain, native i8) the automatic
+   choice is the fused kernel this CPU runs with the least time in the first-use probe, and
+   every kernel probed is fused and runs here. Checked against the probe's own record, not
+   by timing again: a timed assertion failed under ASan, whose instrumentation reorders the
+   kernels (avx2 131.9 us, avx512 172.9 us re-measured there), and would fail on any busy
+   machine. A fresh probe's times are printed beside it for the reader. */
 static void test_search_dispatcher_picks_fastest(void **state)
 {
     (void)state;
@@ -3304,31 +3304,33 @@ static void test_search_dispatcher_picks_fastest(void **state)
     }
     assert_true(lds__search_kernel_force(NULL));
     const size_t nk = lds__search_kernel_count();
+    assert_true(nk <= 8);
     for (int c = 0; c < 2; c++) {
         const lds__kernel *chosen = lds__search_kernel_for(c == 1);
-        double best[8] = {0};
-        for (int run = 0; run < 3; run++) {
-            double t[8];
-            assert_true(lds__search_kernel_probe(c == 1, t, 8) >= 0.0);
-            for (size_t i = 0; i < nk && i < 8; i++)
-                if (t[i] > 0.0 && (best[i] == 0.0 || t[i] < best[i]))
-                    best[i] = t[i];
-        }
-        double fastest = 0.0, mine = 0.0;
-        for (size_t i = 0; i < nk && i < 8; i++) {
-            if (best[i] == 0.0)
-                continue;
-            fprintf(stderr, "dispatcher %s: %s %.1f us\n", c ? "native i8" : "f32 chain",
-                    lds__search_kernel_at(i)->name, best[i] / 1e3);
-            if (fastest == 0.0 || best[i] < fastest)
-                fastest = best[i];
-            if (lds__search_kernel_at(i) == chosen)
-                mine = best[i];
+        double rec[8] = {0}, again[8] = {0};
+        assert_int_equal(lds__search_probe_times(c == 1, rec, 8), nk);
+        assert_true(lds__search_kernel_probe(c == 1, again, 8) >= 0.0);
+        const lds__kernel *argmin = NULL;
+        double least = 0.0;
+        for (size_t i = 0; i < nk; i++) {
+            const lds__kernel *k = lds__search_kernel_at(i);
+            if (rec[i] > 0.0) {
+                assert_true(k->fused);
+                assert_true(lds__search_kernel_runs(i));
+                if (argmin == NULL || rec[i] < least)
+                    argmin = k, least = rec[i];
+            } else if (k->fused && lds__search_kernel_runs(i)) {
+                fail_msg("%s runs here but was not probed", k->name);
+            }
+            fprintf(stderr, "dispatcher %s: %s %.1f us at first use, %.1f us again\n",
+                    c ? "native i8" : "f32 chain", k->name, rec[i] / 1e3, again[i] / 1e3);
         }
         fprintf(stderr, "dispatcher %s: chose %s (first-use probe %.2f ms in all)\n",
                 c ? "native i8" : "f32 chain", chosen->name, lds__search_probe_cost_ms());
-        if (fastest > 0.0) /* some fused kernel runs here */
-            assert_true(mine > 0.0 && mine <= 1.2 * fastest);
+        if (argmin != NULL) /* some fused kernel runs here */
+            assert_ptr_equal(chosen, argmin);
+        else
+            assert_string_equal(chosen->name, "generic");
     }
 }
 
