@@ -67,6 +67,69 @@ int bench_write_index(const char *path, uint64_t rows, uint32_t dim, bool with_k
     return 0;
 }
 
+/* Rewrites the index `src` as a packed format 1.0 file `dst` (no chunk table, sections at
+ * align64), row by row through the library's writer: the same vectors (f32 sources are
+ * copied exactly), ids, keys and metadata. For a chunk-aligned (1.2) source, whose section
+ * offsets only a chunked header explains (docs/format.md §4.4), before it is stripped to an
+ * unknown length. Returns 0, or -1 with a message on stderr. */
+static int write_packed_1_0(const char *src, const char *dst)
+{
+    lds_load_options lo;
+    lds_load_options_default(&lo);
+    lds_index *idx = NULL;
+    lds_writer *w = NULL;
+    lds_error err;
+    lds_error_init(&err);
+    float *vec = NULL;
+    lds_status st = lds_load_path(src, &lo, &idx, NULL, &err);
+    if (st == LDS_OK) {
+        lds_writer_options wo;
+        lds_writer_options_default(&wo);
+        wo.dim = lds_index_dim(idx);
+        wo.dtype = lds_index_dtype(idx);
+        wo.metric = lds_index_metric(idx);
+        wo.i8_scale = lds_index_i8_scale(idx);
+        wo.with_ids = lds_index_has_ids(idx);
+        wo.with_keys = lds_index_has_keys(idx);
+        wo.unique_keys = wo.with_keys && lds_index_keys_unique(idx);
+        wo.chunk_bytes = LDS_CHUNKS_NONE;
+        wo.layout = LDS_LAYOUT_PACKED;
+        vec = malloc((size_t)wo.dim * sizeof *vec);
+        st = vec ? lds_writer_open_path(dst, &wo, &w, &err) : LDS_E_NOMEM;
+        for (uint64_t r = 0; st == LDS_OK && r < lds_index_rows(idx); r++) {
+            uint64_t id = 0;
+            const char *key = NULL;
+            size_t kl = 0;
+            st = lds_index_row_f32(idx, r, vec, wo.dim);
+            if (st == LDS_OK && wo.with_ids)
+                st = lds_index_id(idx, r, &id);
+            if (st == LDS_OK && wo.with_keys)
+                st = lds_index_key(idx, r, &key, &kl);
+            if (st == LDS_OK)
+                st = lds_writer_add_row(w, vec, wo.dim, id, key, kl, &err);
+        }
+        for (size_t i = 0; st == LDS_OK && i < lds_index_meta_count(idx); i++) {
+            const char *k = NULL, *v = NULL;
+            st = lds_index_meta_at(idx, i, &k, &v);
+            if (st == LDS_OK)
+                st = lds_writer_set_meta(w, k, v, &err);
+            if (st == LDS_E_INVALID_ARG) /* a key the writer writes from its options ("metric") */
+                st = LDS_OK;
+        }
+        if (st == LDS_OK)
+            st = lds_writer_finish(w, &err);
+    }
+    lds_writer_free(w);
+    lds_index_free(idx);
+    free(vec);
+    if (st != LDS_OK) {
+        fprintf(stderr, "lodestar-bench: rewriting %s as a packed 1.0 file failed: %s (%s)\n", src,
+                lds_status_name(st), err.message);
+        return -1;
+    }
+    return 0;
+}
+
 /* Copies `src` to `dst` with the header's declared length replaced by "unknown"; of a
  * format 1.1 file, the 1.0 payload only (a header of unknown length cannot name a chunk
  * table: docs/format.md §2.5). */
@@ -82,6 +145,22 @@ static int write_unknown_length(const char *src, const char *dst)
     static unsigned char buf[1 << 20];
     ssize_t n;
     bool first = true;
+    /* A chunk-aligned (1.2) source: its packed 1.0 rewrite is what is stripped. */
+    n = pread(in, buf, LDS_HEADER_SIZE, 0);
+    lds_header h0;
+    if (n == LDS_HEADER_SIZE && lds_header_decode(buf, (size_t)n, &h0, NULL) == LDS_OK &&
+        (h0.flags & LDS_HEADER_CHUNK_ALIGNED)) {
+        char packed[4300];
+        snprintf(packed, sizeof packed, "%s.packed", dst);
+        close(in);
+        in = -1;
+        if (write_packed_1_0(src, packed) != 0)
+            goto done;
+        in = open(packed, O_RDONLY | O_CLOEXEC);
+        (void)unlink(packed); /* read through the open descriptor */
+        if (in < 0)
+            goto done;
+    }
     uint64_t left = UINT64_MAX; /* bytes still to copy */
     while (left > 0 && (n = read(in, buf, sizeof buf)) > 0) {
         if (first) {
