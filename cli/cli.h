@@ -71,6 +71,8 @@ int cli_usage_error(const char *prog, const char *fmt, ...) __attribute__((forma
 int cli_option_error(const char *prog, int c, char **argv);
 
 /* Parses a whole decimal unsigned integer; false on junk, a sign or overflow. */
+/* Whether s names an http://, https:// or s3:// source (case-insensitive scheme). */
+bool cli_is_url(const char *s);
 bool cli_parse_u64(const char *text, uint64_t *out);
 
 /* Parses a byte count: a decimal integer with an optional suffix K, M, G or T (powers of

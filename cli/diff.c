@@ -189,6 +189,19 @@ int cli_diff(int argc, char **argv)
     if (argc - optind != 2)
         return cli_usage_error(prog, "expected OLD NEW, got %d arguments", argc - optind);
     dfile a = {.path = argv[optind]}, b = {.path = argv[optind + 1]};
+    /* diff reads two local files; a URL was reported as "No such file or directory"
+       (found by a tester). A delta over HTTP is planned by lds_live_reload_url_delta. */
+    for (int i = 0; i < 2; i++) {
+        const char *p = i == 0 ? a.path : b.path;
+        if (cli_is_url(p)) {
+            char shown[512];
+            return cli_usage_error(prog,
+                                   "%s (%s) is a URL: diff compares two local files; download "
+                                   "them first (a live index plans a delta over HTTP itself, "
+                                   "lds_live_reload_url_delta)",
+                                   i == 0 ? "OLD" : "NEW", lds_url_redact(p, shown, sizeof shown));
+        }
+    }
     int rc = open_dfile(&a);
     if (rc == CLI_OK)
         rc = open_dfile(&b);

@@ -332,7 +332,7 @@ void cli_put_message(FILE *f, const char *s, size_t len)
     put_redacted(f, s, len, false);
 }
 
-static bool is_url(const char *s)
+bool cli_is_url(const char *s)
 {
     return strncasecmp(s, "http://", 7) == 0 || strncasecmp(s, "https://", 8) == 0 ||
            strncasecmp(s, "s3://", 5) == 0;
@@ -343,7 +343,7 @@ void cli_set_source(cli_load_request *req, const char *arg)
     /* One index per process: one buffer for the name shown. */
     static char shown[4096];
     req->source = arg;
-    req->file = is_url(arg) ? lds_url_redact(arg, shown, sizeof shown) : arg;
+    req->file = cli_is_url(arg) ? lds_url_redact(arg, shown, sizeof shown) : arg;
 }
 
 static lds_status load(const cli_load_request *req, lds_index **out, lds_load_info *info,
@@ -382,7 +382,7 @@ static lds_status load(const cli_load_request *req, lds_index **out, lds_load_in
         cli_progress_end(&progress);
         return st;
     }
-    lds_status st = is_url(source) ? lds_load_url(source, &opts, out, info, err)
+    lds_status st = cli_is_url(source) ? lds_load_url(source, &opts, out, info, err)
                                    : lds_load_path(source, &opts, out, info, err);
     cli_progress_end(&progress);
     return st;
@@ -405,7 +405,7 @@ static void mapped_file_changed(int sig)
 const char *cli_sniff_path(const char *path, lds_import_format *format)
 {
     *format = LDS_IMPORT_AUTO;
-    if (strcmp(path, "-") == 0 || is_url(path))
+    if (strcmp(path, "-") == 0 || cli_is_url(path))
         return NULL;
     FILE *f = fopen(path, "rb");
     if (!f)

@@ -581,6 +581,18 @@ def test_diff_names_a_directory_and_a_pipe():
     check(r.returncode == 1 and b"is not a regular file" in r.stderr, r.stderr.decode())
 
 
+def test_diff_of_a_url_says_it_compares_local_files():
+    """A URL given to diff was reported as 'No such file or directory' (found by a tester):
+    it is a usage error naming which argument, with the password redacted."""
+    rc, out, err = run("diff", "https://user:s3cret@127.0.0.1:9/a.ldsi", INDEX)
+    expect(rc, out, err, 2)
+    check("OLD" in err and "is a URL" in err and "No such file" not in err, err)
+    check("s3cret" not in err, err)
+    rc, out, err = run("diff", INDEX, "s3://bucket/b.ldsi")
+    expect(rc, out, err, 2)
+    check("NEW" in err and "is a URL" in err, err)
+
+
 def test_diff():
     """lodestar diff against hand-counted chunks: 400 words of 8 f32 (32-byte rows, so
     row r is payload bytes 32 r..32 r + 31, in chunk 32 r // 1024 of 1 KiB chunks); word
