@@ -10,10 +10,12 @@ the same machine.
 
 What usearch's exactSearch computes (usearch 2.26, javascript/lib.cpp and
 index_plugins.hpp's exact_search_t): for metric "ip" the distance 1 - dot(row, query) of
-every (row, query) pair, through numkong's dynamically dispatched SIMD kernels, one call
-of the punned metric per pair, written into a rows x queries matrix (16 bytes per pair,
-allocated per call), transposed, then std::partial_sort of each query's rows for the k
-smallest. Threads: executor_stl_t (the prebuilt addon has no OpenMP), T - 1 std::threads
+every (row, query) pair, through numkong's dynamically dispatched SIMD kernels (here
+"turin" and "genoa" among those available), one call of the punned metric per pair,
+written into a rows x queries array of (u32 row, f32 distance), copied transposed into a
+second one (16 bytes per pair in all, allocated per call: 5.5 MB per GloVe query, 546 MB
+per batch of 100, which glibc maps afresh each call, so every batch-100 call faults it in),
+then std::partial_sort of each query's rows for the k smallest. Threads: executor_stl_t (the prebuilt addon has no OpenMP), T - 1 std::threads
 started per call beside the calling thread, rows handed out dynamically. It takes f64, f32
 and i8 rows (the queries the same type); no f16 or bf16. lodestar's exact search keeps a
 fused top-k over blocks of rows (docs/adr/0032).
@@ -28,7 +30,7 @@ and queries quantized with the same scale (its dot is over the integers).
 Vectors: GloVe (--index, default /work/glove/glove-100d.ldsi, else .cache/glove/...) when
 present, else 341,479 x 100 generated; --rows/--dim generate that shape instead.
 
-usage: /usr/bin/python3 bench/compare/compare_usearch.py [--dry] [--rounds N] [--threads LIST]
+usage: /usr/bin/python3 bench/compare/compare_usearch.py [--dry] [--rounds N] [--warmup N] [--threads LIST]
        [--dtypes f32,i8] [--batches 1,100] [--index F | --rows N --dim D] [--json FILE]
 Needs node and usearch from npm in .cache/npm (scripts/lab-npm.sh; --usearch-dir DIR);
 without them it says so and exits 0 with --dry (nothing measured), 1 otherwise.
@@ -54,8 +56,12 @@ GLOVE = [p for p in ("/work/glove/glove-100d.ldsi",
                      os.path.join(ROOT, ".cache", "glove", "glove-100d.ldsi")) if os.path.exists(p)]
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-ap.add_argument("--dry", action="store_true", help="20,000 x 100 generated rows, 2 rounds")
+ap.add_argument("--dry", action="store_true",
+                help="20,000 x 100 generated rows, 2 rounds, no warm-up")
 ap.add_argument("--rounds", type=int, default=5)
+ap.add_argument("--warmup", type=int, default=1,
+                help="rounds run first and not counted (usearch's first calls fault in its "
+                     "distance matrix; glibc then keeps buffers up to 32 MiB on its heap)")
 ap.add_argument("--threads", default="1,2", help="thread counts, each a configuration")
 ap.add_argument("--dtypes", default="f32,i8", help="f32 and/or i8")
 ap.add_argument("--batches", default="1,100", help="1 and/or a batch size <= 100")
@@ -196,6 +202,8 @@ def main():
         ap.error("--dtypes takes f32,i8; --batches 1..%d; --threads >= 1; --single 1..%d"
                  % (NQ, NQ))
     rounds = 2 if args.dry else args.rounds
+    if args.dry:
+        args.warmup = 0
     x, source = vectors()
     n, d = x.shape
     rng = np.random.default_rng(11)
@@ -216,16 +224,19 @@ def main():
         ref = reference(x, q, args.k)
         configs = [(dt, b, t) for dt in dtypes for b in batches for t in threads]
         wall, cpu, rec = {}, {}, {}
-        for rnd in range(rounds):
-            print("round %d of %d" % (rnd + 1, rounds), file=sys.stderr, flush=True)
+        for rnd in range(args.warmup + rounds):
+            print("round %d of %d (%d warm-up)" % (rnd + 1, args.warmup + rounds, args.warmup),
+                  file=sys.stderr, flush=True)
             for dt, b, t in configs:
-                first = rnd == 0
+                first = rnd == args.warmup
                 pair = [("lodestar", lambda: lds[dt].run(b, t, first)),
                         ("usearch", lambda: us.run(dt, b, t, first))]
                 if rnd % 2:
                     pair.reverse()
                 for who, fn in pair:
                     w, c, keys = fn()
+                    if rnd < args.warmup:
+                        continue
                     wall.setdefault((who, dt, b, t), []).append(w)
                     cpu.setdefault((who, dt, b, t), []).append(c)
                     if keys is not None:
@@ -238,14 +249,16 @@ def main():
         os.rmdir(tmp)
 
     print("# compare_usearch: exact top-%d, dot product, %s, %d x %d, %d queries (batch 1: "
-          "the first %d, one call each), %d rounds, lodestar and usearch interleaved "
-          "(A B, B A, ...)" % (args.k, source, n, d, NQ, args.single, rounds))
+          "the first %d, one call each), %d rounds after %d warm-up, lodestar and usearch "
+          "interleaved (A B, B A, ...)" % (args.k, source, n, d, NQ, args.single, rounds,
+                                           args.warmup))
     print("# machine: %s, %d cpus; load average %s" % (benchlib.cpu_model(), os.cpu_count(),
                                                       benchlib.loadavg()))
     print("# lodestar: python package (Index.search), %s; usearch %s exactSearch (metric ip: "
           "1 - dot per pair, numkong SIMD, rows x queries distance matrix + partial_sort, "
-          "threads: T - 1 std::threads per call) on node %s" % (
-              os.environ["LODESTAR_LIB"], us.info["usearch"], us.info["node"]))
+          "threads: T - 1 std::threads per call) on node %s; numkong targets available: %s" % (
+              os.environ["LODESTAR_LIB"], us.info["usearch"], us.info["node"],
+              us.info.get("isa", "?")))
     print("# i8: lodestar f32 queries over rows round(x / %.6g); usearch rows and queries "
           "both round(x / %.6g), integer dot" % (scale, scale))
     print("%-9s %-4s %5s %3s %28s %9s %8s" % ("who", "type", "batch", "thr",

@@ -5,7 +5,8 @@
 //
 // ROWS.f32 / QUERIES.f32: raw little-endian float32, DIM per vector. Requests are JSON lines
 // on stdin, one answer line on stdout each:
-//   {"op": "info"} -> {"usearch": VERSION, "node": VERSION, "rows": N, "queries": NQ}
+//   {"op": "info"} -> {"usearch": VERSION, "node": VERSION, "rows": N, "queries": NQ,
+//                      "isa": the SIMD targets available to numkong's dispatch}
 //   {"op": "i8", "scale": S} -> rows and queries quantized to Int8Array, round(x / S)
 //     clamped to [-127, 127] (as lodestar's i8 packing), for later "dtype": "i8" runs
 //   {"op": "run", "dtype": "f32"|"i8", "batch": B, "threads": T, "k": K, "single": Q,
@@ -22,6 +23,17 @@ const [usearchDir, rowsPath, queriesPath, dimArg] = process.argv.slice(2);
 const usearch = require(usearchDir);
 const version = JSON.parse(fs.readFileSync(path.join(usearchDir, "package.json"), "utf8")).version;
 const dim = Number(dimArg);
+
+// The SIMD targets numkong's dispatch may pick on this CPU, from the addon itself (its
+// JavaScript wrapper does not export them); "?" when the loader is not beside usearch.
+function isa() {
+    try {
+        const load = require(path.join(usearchDir, "..", "node-gyp-build"));
+        return load(usearchDir).hardwareAccelerationAvailable();
+    } catch (e) {
+        return "?";
+    }
+}
 
 function readF32(p) {
     const buf = fs.readFileSync(p);
@@ -83,7 +95,7 @@ rl.on("line", (line) => {
     try {
         const req = JSON.parse(line);
         if (req.op === "info") {
-            out = { usearch: version, node: process.version, rows: nrows, queries: nq };
+            out = { usearch: version, node: process.version, rows: nrows, queries: nq, isa: isa() };
         } else if (req.op === "i8") {
             data.i8 = { rows: quantize(data.f32.rows, req.scale), queries: quantize(data.f32.queries, req.scale) };
             out = { ok: true };
