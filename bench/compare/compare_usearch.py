@@ -259,8 +259,9 @@ def main():
           "threads: T - 1 std::threads per call) on node %s; numkong targets available: %s" % (
               os.environ["LODESTAR_LIB"], us.info["usearch"], us.info["node"],
               us.info.get("isa", "?")))
-    print("# i8: lodestar f32 queries over rows round(x / %.6g); usearch rows and queries "
-          "both round(x / %.6g), integer dot" % (scale, scale))
+    if "i8" in dtypes:
+        print("# i8: lodestar f32 queries over rows round(x / %.6g); usearch rows and queries "
+              "both round(x / %.6g), integer dot" % (scale, scale))
     print("%-9s %-4s %5s %3s %28s %9s %8s" % ("who", "type", "batch", "thr",
                                               "wall ms/query med (min-max)", "cpu ms/q", "recall"))
     for dt, b, t in configs:
