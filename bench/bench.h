@@ -141,6 +141,10 @@ void bench_note(bench_report *rep, const char *fmt, ...) __attribute__((format(p
 void bench_param(bench_report *rep, const char *key, const char *value);
 /* Prints the tables to stdout, writes --json and --plot. 0 on success. */
 int bench_report_finish(bench_report *rep);
+/* Writes only --json (when given; no tables on stdout, no --plot), for a subcommand that
+   prints its own table (search). 0 on success or without --json, -1 if the file cannot be
+   written (the reason on stderr). */
+int bench_report_write_json(const bench_report *rep);
 
 /* Runs the alternatives interleaved: `warmup` dropped rounds, then `iters`
    measured rounds, each round one sample of every alternative in order.

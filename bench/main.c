@@ -217,6 +217,8 @@ static const subcommand subcommands[] = {
      "  --kernel LIST      kernels (default every one this CPU runs, lds_search_kernels)\n"
      "  --dir DIR          where the temporary indexes are written (default $TMPDIR or /tmp)\n"
      "  --iterations N     measured rounds (default 5), --warmup N (default 1)\n"
+     "  --json FILE        also write the rows (per-round wall ms per query, faults per query,\n"
+     "                     CPU ms, GFLOP/s, GB/s, % of memchr's rate) through the harness's JSON\n"
      "typical run time: a few minutes (about 10 s with --dry)\n"},
 };
 

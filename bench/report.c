@@ -726,6 +726,11 @@ static int write_plot(const bench_report *rep, const char *path)
     return 0;
 }
 
+int bench_report_write_json(const bench_report *rep)
+{
+    return rep->opts->json_path ? write_json(rep, rep->opts->json_path) : 0;
+}
+
 int bench_report_finish(bench_report *rep)
 {
     printf("lodestar-bench %s%s\n", rep->opts->subcommand, rep->opts->dry ? " (dry run)" : "");

@@ -31,6 +31,7 @@ typedef struct config {
     unsigned threads;
     const char *kernel;
     double *wall, *cpu; /* ms per query, one per round */
+    double *faults;     /* minor page faults per query, one per round */
     int n;
 } config;
 
@@ -322,10 +323,11 @@ int bench_search(const bench_opts *o)
             for (int b = 0; b < nb; b++)
                 for (int t = 0; t < nt; t++)
                     for (int kk = 0; kk < nk; kk++) {
-                        cf[c] = (config){d, m, bv[b], tv[t], k_s[kk], NULL, NULL, 0};
+                        cf[c] = (config){d, m, bv[b], tv[t], k_s[kk], NULL, NULL, NULL, 0};
                         cf[c].wall = calloc((size_t)iters, sizeof(double));
                         cf[c].cpu = calloc((size_t)iters, sizeof(double));
-                        if (!cf[c].wall || !cf[c].cpu)
+                        cf[c].faults = calloc((size_t)iters, sizeof(double));
+                        if (!cf[c].wall || !cf[c].cpu || !cf[c].faults)
                             return 1;
                         c++;
                     }
@@ -341,6 +343,7 @@ int bench_search(const bench_opts *o)
             so.threads = x->threads;
             so.kernel = x->kernel;
             size_t calls = x->batch == 1 ? 8 : 1, nq = x->batch == 1 ? 1 : x->batch;
+            uint64_t f0 = bench_minflt();
             double w0 = now_ms(CLOCK_MONOTONIC), c0 = now_ms(CLOCK_PROCESS_CPUTIME_ID);
             for (size_t call = 0; call < calls; call++) {
                 lds_error err;
@@ -352,9 +355,11 @@ int bench_search(const bench_opts *o)
                 }
             }
             double w = now_ms(CLOCK_MONOTONIC) - w0, cpu = now_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
+            uint64_t f1 = bench_minflt();
             if (it >= warm) {
                 x->wall[x->n] = w / (double)(calls * nq);
                 x->cpu[x->n] = cpu / (double)(calls * nq);
+                x->faults[x->n] = (double)(f1 - f0) / (double)(calls * nq);
                 x->n++;
             }
         }
@@ -371,6 +376,24 @@ int bench_search(const bench_opts *o)
     printf("rounds: %d measured after %d warm-up, configurations interleaved in a rotating "
            "order; batch 1 = 8 calls of one query\n\n",
            iters, warm);
+    /* --json: the same rows through the harness's report (samples: wall ms per query per
+       round), written without a second table on stdout. */
+    bench_report *rep = o->json_path ? bench_report_new(o) : NULL;
+    if (rep) {
+        char v[64];
+        bench_param(rep, "source", source);
+        bench_param(rep, "load_average_start", la0);
+        bench_param(rep, "load_average_end", la1);
+        snprintf(v, sizeof v, "%.2f", bw0);
+        bench_param(rep, "memchr_gbps_before", v);
+        snprintf(v, sizeof v, "%.2f", bw1);
+        bench_param(rep, "memchr_gbps_after", v);
+        snprintf(v, sizeof v, "%d measured, %d warm-up", iters, warm);
+        bench_param(rep, "rounds", v);
+        char title[128];
+        snprintf(title, sizeof title, "exact top-%zu, wall ms per query", k);
+        bench_table(rep, title, true);
+    }
     printf("%-5s %-6s %5s %3s %-8s %27s %9s %8s %7s %6s\n", "dtype", "metric", "batch", "thr",
            "kernel", "wall ms/query med (min-max)", "cpu ms/q", "GFLOP/s", "GB/s", "%bw");
     for (int i = 0; i < nconf; i++) {
@@ -390,10 +413,35 @@ int bench_search(const bench_opts *o)
         printf("%-5s %-6s %5zu %3u %-8s %27s %9.3f %8.1f %7.2f %5.0f%%\n", dt_s[x->dt], mt_s[x->mt],
                x->batch, x->threads, x->kernel, range, mc, flop / (mw * 1e6), gbs,
                100.0 * gbs / bw);
+        if (rep) {
+            char name[160];
+            snprintf(name, sizeof name, "%s %s batch %zu threads %u %s", dt_s[x->dt], mt_s[x->mt],
+                     x->batch, x->threads, x->kernel);
+            bench_row *row = bench_row_new(rep, name, "ms/query");
+            if (!row)
+                return 1;
+            for (int r = 0; r < x->n; r++)
+                bench_row_sample(row, x->wall[r], x->faults[r], 0);
+            bench_row_text(row, "", "dtype", dt_s[x->dt]);
+            bench_row_text(row, "", "metric", mt_s[x->mt]);
+            bench_row_set(row, "", "batch", BENCH_COUNT, (double)x->batch);
+            bench_row_set(row, "", "threads", BENCH_COUNT, x->threads);
+            bench_row_text(row, "", "kernel", x->kernel);
+            bench_row_set(row, "", "cpu_ms_per_query", BENCH_NUM, mc);
+            bench_row_set(row, "", "gflops", BENCH_NUM, flop / (mw * 1e6));
+            bench_row_set(row, "", "gbps", BENCH_NUM, gbs);
+            bench_row_set(row, "", "pct_read_bandwidth", BENCH_PCT, 100.0 * gbs / bw);
+        }
+    }
+    int rc = 0;
+    if (rep) {
+        rc = bench_report_write_json(rep) ? 1 : 0;
+        bench_report_free(rep);
     }
     for (int i = 0; i < nconf; i++) {
         free(cf[i].wall);
         free(cf[i].cpu);
+        free(cf[i].faults);
     }
     free(cf);
     free(hits);
@@ -402,5 +450,5 @@ int bench_search(const bench_opts *o)
     for (int d = 0; d < ndt; d++)
         for (int m = 0; m < nmt; m++)
             lds_index_free(idx[d][m]);
-    return 0;
+    return rc;
 }

@@ -12,7 +12,7 @@
 # Stages, in order (each one a function stage_NAME below; to add one, write the
 # function and put its name in STAGES):
 #   deps    scripts/deps.sh: the core set; plus the lab set (--lab) and npm when the slow
-#           stage will run
+#           stage will run, then scripts/lab-npm.sh (usearch from npm into .cache/npm)
 #   werror  gcc, `meson setup build-ci --werror`, build everything, `meson test`
 #           (the default 'quick' setup: suites unit and fuzz, i.e. corpus replay); then a
 #           release build with --werror (build-release/, compiled, not tested: gcc -O3 warns
@@ -133,6 +133,9 @@ stage_deps() {
     # The lab set (benchmark peers, allocators, spin...) only for the slow stage that uses it.
     if [ "$SLOW" = 1 ]; then
         scripts/deps.sh --lab npm
+        # usearch for compare_usearch.py and its test (they skip without it): not fatal, the
+        # npm registry may be out of reach
+        scripts/lab-npm.sh || echo "deps: scripts/lab-npm.sh failed (exit $?): compare-usearch and its test will skip"
     else
         scripts/deps.sh
     fi

@@ -165,6 +165,29 @@ def main():
               "load on a chunk-aligned (1.2) reference index, unknown-length row included",
               "exit %d\n%s%s" % (r.returncode, r.stdout[-300:], r.stderr[-500:]))
 
+    # search --json goes through the harness's report: one row per configuration (it was
+    # parsed by the common options and ignored: no file was written).
+    with tempfile.TemporaryDirectory(prefix="lodestar-bench-search-") as tmp:
+        kernels = subprocess.run([bench, "search", "--dry", "--rows", "600", "--dtype", "f32",
+                                  "--batch", "1,8", "--iterations", "2", "--warmup", "0",
+                                  "--dir", tmp, "--json", os.path.join(tmp, "s.json")],
+                                 capture_output=True, text=True)
+        doc = None
+        if kernels.returncode == 0 and os.path.exists(os.path.join(tmp, "s.json")):
+            with open(os.path.join(tmp, "s.json"), encoding="utf-8") as f:
+                doc = json.load(f)
+        table = [ln.split() for ln in kernels.stdout.splitlines() if ln.startswith("f32 ")]
+        rows = (doc or {}).get("rows", [])
+        check(doc is not None and doc["subcommand"] == "search" and len(rows) == len(table) >= 4
+              and all(k in r for r in rows for k in REQUIRED_ROW_KEYS)
+              and all(len(r["samples"]) == 2 and r["median"] > 0 and r["cpu_ms_per_query"] > 0
+                      for r in rows)
+              and {(r["batch"], r["threads"]) for r in rows} == {(1, 1), (1, 2), (8, 1), (8, 2)}
+              and ["%s %s %s %s" % (r["dtype"], r["metric"], r["batch"], r["threads"])
+                   for r in rows] == [" ".join(t[:4]) for t in table],
+              "search --json: one harness row per printed configuration, 2 samples each",
+              "exit %d\n%s%s" % (kernels.returncode, kernels.stdout[-500:], kernels.stderr[-300:]))
+
     if not args.quick:
         pool_rows_checks(bench, check)
 
