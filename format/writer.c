@@ -1116,6 +1116,22 @@ lds_status lds_writer_finish(lds_writer *w, lds_error *err)
     lds_status st = check_open(w, err);
     if (st != LDS_OK)
         return st;
+    /* A forced chunk layout pads each section after the vectors to a chunk boundary:
+       with chunks longer than the vectors, that is up to four chunks of zeros around a
+       smaller payload (--chunk-bytes 1G on a small input wrote 3 GiB; found by a
+       tester). Refused here, when the vectors' length is first known, once a chunk is
+       over 16 MiB (small chunks pad little whatever the payload: tests pack 0 rows so). */
+    if (w->chunk_bytes && w->seekable && w->o.layout == LDS_LAYOUT_CHUNK_ALIGNED &&
+        w->chunk_bytes > (16u << 20) && w->payload < w->chunk_bytes) {
+        w->state = W_FAILED;
+        return lds__fail(err, LDS_E_INVALID_ARG, "lds_writer_options.layout", 0,
+                         "lds_writer_options.layout: writer: LDS_LAYOUT_CHUNK_ALIGNED pads every "
+                         "section to a chunk of %u bytes (over 16 MiB), longer than the %llu "
+                         "bytes of vectors; "
+                         "use smaller chunks or LDS_LAYOUT_AUTO (packed below %u chunks)",
+                         w->chunk_bytes, (unsigned long long)w->payload,
+                         LDS_LAYOUT_AUTO_MIN_CHUNKS);
+    }
     section_out sec[4];
     uint32_t flags = 0;
     const char *what = "";

@@ -626,7 +626,11 @@ typedef struct lds_writer lds_writer;
  *   LDS_LAYOUT_AUTO (0, the default): on chunk boundaries (format 1.2) when the file is
  *   chunked and its vectors section is at least LDS_LAYOUT_AUTO_MIN_CHUNKS chunks long,
  *   else packed; LDS_LAYOUT_PACKED: at multiples of 64 (format 1.1 or 1.0);
- *   LDS_LAYOUT_CHUNK_ALIGNED: on chunk boundaries whatever the size. Without a chunk
+ *   LDS_LAYOUT_CHUNK_ALIGNED: on chunk boundaries whatever the size, except that
+ *   lds_writer_finish refuses it (LDS_E_INVALID_ARG naming "lds_writer_options.layout",
+ *   nothing written at the path) when chunks are over 16 MiB and the vectors shorter
+ *   than one: the padding would be up to four such chunks of zeros around a smaller
+ *   payload. Without a chunk
  *   table (chunk_bytes LDS_CHUNKS_NONE, or an output that cannot seek back) the
  *   layout is packed whatever this says. Any other value is LDS_E_INVALID_ARG naming
  *   "lds_writer_options.layout". Added after chunk_bytes.

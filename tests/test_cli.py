@@ -581,6 +581,27 @@ def test_diff_names_a_directory_and_a_pipe():
     check(r.returncode == 1 and b"is not a regular file" in r.stderr, r.stderr.decode())
 
 
+def test_pack_refuses_chunk_padding_larger_than_the_vectors():
+    """--chunk-bytes 1G --layout chunks on a few rows wrote 3 GiB of zeros (found by a
+    tester): chunks over 16 MiB longer than the vectors are refused under a forced chunk
+    layout, naming the option, leaving nothing at the path; auto packs the same input."""
+    src = os.path.join(WORK, "pad.glove.txt")
+    with open(src, "w") as f:
+        f.write("".join(f"w{i} 1 2 3 4\n" for i in range(10)))
+    dst = os.path.join(WORK, "pad.ldsi")
+    for size in ("1G", "32M"):
+        rc, out, err = run("pack", src, dst, "--format", "glove",
+                           "--chunk-bytes", size, "--layout", "chunks")
+        check(rc == 1 and "lds_writer_options.layout" in err and "longer than the 160 bytes"
+              in err, (rc, err))
+        check(not os.path.exists(dst), f"{dst} left behind")
+    pack(src, dst, "--chunk-bytes", "1G")
+    check(os.path.getsize(dst) < 1 << 20, os.path.getsize(dst))
+    pack(src, dst, "--chunk-bytes", "16M", "--layout", "chunks")
+    check(os.path.getsize(dst) >= 16 << 20, os.path.getsize(dst))
+    os.unlink(dst)
+
+
 def test_diff_of_a_url_says_it_compares_local_files():
     """A URL given to diff was reported as 'No such file or directory' (found by a tester):
     it is a usage error naming which argument, with the password redacted."""
