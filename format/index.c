@@ -206,14 +206,23 @@ static lds_status build_key_table(lds_index *idx)
     return LDS_OK;
 }
 
+/* True if p points into idx's payload. */
+static bool in_payload(const lds_index *idx, const uint8_t *p)
+{
+    uintptr_t v = (uintptr_t)idx->vectors;
+    return (uintptr_t)p >= v && (uintptr_t)p - v < idx->payload_length;
+}
+
 /* True if bytes [a, a + n) of x's payload equal bytes [b, b + n) of y's. The whole chunks
    of the range are compared by their entries in the two chunk tables when both payloads'
    chunks were verified against them and the range sits at the same phase of a chunk in
    both (the two ends are compared byte for byte); a 1% delta then compares a few KiB instead
    of every key (docs/adr/0055). Else memcmp. */
 static bool same_bytes(const lds_index *x, const uint8_t *a, const lds_index *y, const uint8_t *b,
-                       size_t n)
+                       size_t n, bool by_chunks)
 {
+    if (!by_chunks)
+        return memcmp(a, b, n) == 0;
     uint64_t cb = x->chunk_bytes;
     uint64_t xt = x->payload_length - x->chunk_count * 8, yt = y->payload_length - y->chunk_count * 8;
     if (cb == 0 || cb != y->chunk_bytes || !x->checksum_verified || !y->checksum_verified ||
@@ -245,11 +254,15 @@ static bool keys_extend(const lds_index *idx, const lds_index *prev)
         (idx->flags & LDS__TF_KEYS_UNIQUE) != (prev->flags & LDS__TF_KEYS_UNIQUE))
         return false;
     size_t w = idx->key_width;
-    if (!same_bytes(idx, idx->key_offsets, prev, prev->key_offsets, (size_t)(prev->rows + 1) * w))
+    /* A mapped load copies the key offsets out of its payload (the file may change under
+       the mapping): then the bytes themselves are compared, not the chunk table. */
+    bool by_chunks = in_payload(idx, idx->key_offsets) && in_payload(prev, prev->key_offsets);
+    if (!same_bytes(idx, idx->key_offsets, prev, prev->key_offsets, (size_t)(prev->rows + 1) * w,
+                    by_chunks))
         return false;
     uint64_t end = w == 4 ? lds__ld32(prev->key_offsets + prev->rows * 4)
                           : lds__ld64(prev->key_offsets + prev->rows * 8);
-    return same_bytes(idx, idx->key_bytes, prev, prev->key_bytes, (size_t)end);
+    return same_bytes(idx, idx->key_bytes, prev, prev->key_bytes, (size_t)end, by_chunks);
 }
 
 int lds__index_keys_from(lds_index *idx, const lds_index *prev)
