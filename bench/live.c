@@ -441,6 +441,26 @@ static lds_status reload_once(live_bench *lb, enum strat s, int step, bool delta
 
 /* ---- per strategy, accumulated over rounds ---- */
 
+/* The phases of a reload (lds__live_phases, docs/adr/0055), as columns "<name>_ms". */
+#define N_PHASES 8
+static const char *const phase_names[N_PHASES] = {"table", "plan", "rent", "fill",
+                                                  "parse", "keys", "swap", "other"};
+
+/* live/live.c (loader/delta_internal.h): table, plan, rent, fill, parse, keys, swap, total. */
+extern void lds__live_phases_ns(lds_live *live, uint64_t *out, size_t n);
+
+static void phases_ms(lds_live *live, double *ms)
+{
+    uint64_t v[N_PHASES] = {0};
+    lds__live_phases_ns(live, v, N_PHASES);
+    uint64_t sum = 0, total = v[N_PHASES - 1];
+    for (int i = 0; i < N_PHASES - 1; i++)
+        sum += v[i];
+    v[N_PHASES - 1] = total > sum ? total - sum : 0; /* before the load, a fallback's load */
+    for (int i = 0; i < N_PHASES; i++)
+        ms[i] = (double)v[i] / 1e6;
+}
+
 typedef struct acc {
     double *in_us, *during_us; /* query latencies outside / during reload windows */
     size_t n_in, n_during, cap_in, cap_during;
@@ -449,6 +469,7 @@ typedef struct acc {
     double faults3[MAX_RELOADS]; /* of the reloads from each live index's third on */
     double bytes_read[MAX_RELOADS], bytes_shared[MAX_RELOADS], bytes_copied[MAX_RELOADS];
     double full_ms[MAX_RELOADS];
+    double phase_ms[N_PHASES][MAX_RELOADS]; /* lds__live_phases of each timed reload */
     size_t n_reloads, n_faults3, n_full;
     uint64_t wrong, max_retired, unpin_max_ns, unpin_slow;
     uint64_t own_rents, own_warm; /* the live index's own pool, summed over phases */
@@ -487,7 +508,7 @@ static double pct(double *v, size_t n, double p)
     return v[lo] + (v[hi] - v[lo]) * (at - (double)lo);
 }
 
-static bool g_trace; /* LODESTAR_BENCH_LIVE_TRACE set: RSS at each step on stderr */
+static bool g_trace; /* LODESTAR_BENCH_LIVE_TRACE set: RSS and each reload's phases on stderr */
 
 static void trace_rss(const char *what, enum strat s, int step, uint64_t base, uint64_t payload)
 {
@@ -565,6 +586,18 @@ static int phase(live_bench *lb, enum strat s, int threads, int per, int period_
         a->bytes_read[k] = (double)ls.last_load.bytes_read;
         a->bytes_shared[k] = (double)ls.last_load.bytes_shared;
         a->bytes_copied[k] = (double)ls.last_load.bytes_copied;
+        double ms[N_PHASES];
+        phases_ms(lb->live, ms);
+        for (int i = 0; i < N_PHASES; i++)
+            a->phase_ms[i][k] = ms[i];
+        if (g_trace)
+            fprintf(stderr,
+                    "live trace: %-20s reload       step %2d: %.1f ms (table %.2f plan %.2f rent "
+                    "%.2f fill %.2f parse %.2f keys %.2f swap %.2f other %.2f) read %.1f MiB "
+                    "kept %.1f MiB copied %.1f MiB, %.0f faults\n",
+                    strat_names[s], step, a->reload_ms[k], ms[0], ms[1], ms[2], ms[3], ms[4],
+                    ms[5], ms[6], ms[7], a->bytes_read[k] / 1048576.0,
+                    a->bytes_shared[k] / 1048576.0, a->bytes_copied[k] / 1048576.0, a->faults[k]);
         if (ls.reloads_done >= 3)
             a->faults3[a->n_faults3++] = a->faults[k];
         if (rc == 0 && lb->pattern) {
@@ -656,6 +689,12 @@ static void add_row(bench_report *rep, enum strat s, acc *a, uint64_t payload, s
                   pct(a->bytes_shared, a->n_reloads, 0.5));
     bench_row_set(row, "reload", "bytes_copied_per_reload", BENCH_BYTES,
                   pct(a->bytes_copied, a->n_reloads, 0.5));
+    for (int i = 0; i < N_PHASES; i++) {
+        char col[32];
+        snprintf(col, sizeof col, "%s_ms", phase_names[i]);
+        bench_row_set(row, "reload phases (median ms)", col, BENCH_NUM,
+                      pct(a->phase_ms[i], a->n_reloads, 0.5));
+    }
     bench_row_set(row, "queries outside reloads", "queries", BENCH_COUNT, (double)a->n_in);
     bench_row_set(row, "queries outside reloads", "p50_us", BENCH_NUM, pct(a->in_us, a->n_in, 0.5));
     bench_row_set(row, "queries outside reloads", "p99_us", BENCH_NUM, p99_in);

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_EXTRAS 32
+#define MAX_EXTRAS 48
 #define MAX_TABLES 32
 #define MAX_NOTES  128
 #define MAX_PARAMS 24

@@ -145,6 +145,10 @@ struct lds_index {
     pthread_mutex_t key_lock;
     _Atomic(int) key_state;
     lds__hashtab keys;     /* row of each key (the lowest row of a repeated one) */
+    /* Non-NULL: keys.slots are shared with other generations that hold the same keys
+       (lds__index_keys_from, docs/adr/0055); never written after the build; the last
+       index to drop its reference frees them. */
+    _Atomic(uint64_t) *keys_refs;
     uint64_t key_bytes_at; /* file offset of the key bytes, for K7's message */
     uint64_t key_dup, key_dup_of;
 
@@ -171,11 +175,15 @@ enum {
     LDS__KEYS_CLONED,   /* prev's table copied, the rows after prev's inserted */
     LDS__KEYS_BUILT,    /* built from every row */
     LDS__KEYS_HAD,      /* idx had its table already */
+    LDS__KEYS_SHARED,   /* prev's table shared (the same keys, row for row): no copy */
 };
 /* Gives `idx` its key table now, before any reader sees it, when `prev` (the generation
    `idx` replaces) has built one (docs/adr/0050): if rows [0, prev->rows) of `idx` hold
-   prev's keys byte for byte (offsets and key bytes) and the table keeps its capacity, a
-   copy of prev's table plus the rows after; else a full build. Lookups and K7 then behave
+   prev's keys byte for byte (offsets and key bytes) and the table keeps its capacity,
+   prev's table itself when idx has no rows after (shared, reference-counted: it is never
+   written once built) or a copy of it plus the rows after; else a full build. Section
+   ranges whose whole chunks have the same XXH3-64 in both verified chunk tables count as
+   equal without a byte compare (docs/adr/0055). Lookups and K7 then behave
    exactly as after a lazy build. Returns an LDS__KEYS_* value; LDS__KEYS_LAZY also when
    the slots cannot be had (no error: the first lookup builds it). `prev` is only read and
    may be looked up in concurrently; no other thread may use `idx` meanwhile. */

@@ -183,6 +183,16 @@ static void insert_keys(lds_index *idx, lds__hashtab *t, uint64_t from, int *sta
     }
 }
 
+/* A reference count of 1 for a key table a later generation may share (NULL without
+   memory: the table is then not shared). */
+static _Atomic(uint64_t) *new_refs(void)
+{
+    _Atomic(uint64_t) *r = malloc(sizeof *r);
+    if (r)
+        atomic_init(r, 1);
+    return r;
+}
+
 /* The key table and K7 of every row. The hash is keyed (ADR 0010): keys chosen offline
    cannot crowd one part of the table. Called with key_lock held and key_state 0. */
 static lds_status build_key_table(lds_index *idx)
@@ -191,8 +201,49 @@ static lds_status build_key_table(lds_index *idx)
         return LDS_E_NOMEM;
     int state = 1;
     insert_keys(idx, &idx->keys, 0, &state);
+    idx->keys_refs = new_refs();
     atomic_store_explicit(&idx->key_state, state, memory_order_release);
     return LDS_OK;
+}
+
+/* True if p points into idx's payload. */
+static bool in_payload(const lds_index *idx, const uint8_t *p)
+{
+    uintptr_t v = (uintptr_t)idx->vectors;
+    return (uintptr_t)p >= v && (uintptr_t)p - v < idx->payload_length;
+}
+
+/* True if bytes [a, a + n) of x's payload equal bytes [b, b + n) of y's. The whole chunks
+   of the range are compared by their entries in the two chunk tables when both payloads'
+   chunks were verified against them and the range sits at the same phase of a chunk in
+   both (the two ends are compared byte for byte); a 1% delta then compares a few KiB instead
+   of every key (docs/adr/0055). Else memcmp. */
+static bool same_bytes(const lds_index *x, const uint8_t *a, const lds_index *y, const uint8_t *b,
+                       size_t n, bool by_chunks)
+{
+    if (!by_chunks)
+        return memcmp(a, b, n) == 0;
+    uint64_t cb = x->chunk_bytes;
+    uint64_t xt = x->payload_length - x->chunk_count * 8, yt = y->payload_length - y->chunk_count * 8;
+    if (cb == 0 || cb != y->chunk_bytes || !x->checksum_verified || !y->checksum_verified ||
+        x->owned != NULL || y->owned != NULL || (uintptr_t)a < (uintptr_t)x->vectors ||
+        (uintptr_t)b < (uintptr_t)y->vectors)
+        return memcmp(a, b, n) == 0;
+    uint64_t ao = (uint64_t)((uintptr_t)a - (uintptr_t)x->vectors);
+    uint64_t bo = (uint64_t)((uintptr_t)b - (uintptr_t)y->vectors);
+    if (ao + n > xt || bo + n > yt || ao % cb != bo % cb)
+        return memcmp(a, b, n) == 0;
+    uint64_t head = (cb - ao % cb) % cb;
+    if (head >= n)
+        return memcmp(a, b, n) == 0;
+    uint64_t full = (n - head) / cb;
+    const uint8_t *xtab = x->vectors + xt, *ytab = y->vectors + yt;
+    uint64_t xk = (ao + head) / cb, yk = (bo + head) / cb;
+    for (uint64_t i = 0; i < full; i++)
+        if (lds__ld64(xtab + (xk + i) * 8) != lds__ld64(ytab + (yk + i) * 8))
+            return false; /* verified chunks with other checksums hold other bytes */
+    uint64_t tail = head + full * cb;
+    return memcmp(a, b, (size_t)head) == 0 && memcmp(a + tail, b + tail, (size_t)(n - tail)) == 0;
 }
 
 /* True if rows [0, prev->rows) of `idx` have the keys of `prev`, byte for byte: the same
@@ -203,11 +254,15 @@ static bool keys_extend(const lds_index *idx, const lds_index *prev)
         (idx->flags & LDS__TF_KEYS_UNIQUE) != (prev->flags & LDS__TF_KEYS_UNIQUE))
         return false;
     size_t w = idx->key_width;
-    if (memcmp(idx->key_offsets, prev->key_offsets, (size_t)(prev->rows + 1) * w) != 0)
+    /* A mapped load copies the key offsets out of its payload (the file may change under
+       the mapping): then the bytes themselves are compared, not the chunk table. */
+    bool by_chunks = in_payload(idx, idx->key_offsets) && in_payload(prev, prev->key_offsets);
+    if (!same_bytes(idx, idx->key_offsets, prev, prev->key_offsets, (size_t)(prev->rows + 1) * w,
+                    by_chunks))
         return false;
     uint64_t end = w == 4 ? lds__ld32(prev->key_offsets + prev->rows * 4)
                           : lds__ld64(prev->key_offsets + prev->rows * 8);
-    return memcmp(idx->key_bytes, prev->key_bytes, (size_t)end) == 0;
+    return same_bytes(idx, idx->key_bytes, prev, prev->key_bytes, (size_t)end, by_chunks);
 }
 
 int lds__index_keys_from(lds_index *idx, const lds_index *prev)
@@ -221,27 +276,42 @@ int lds__index_keys_from(lds_index *idx, const lds_index *prev)
     pthread_mutex_lock(&idx->key_lock);
     if (atomic_load_explicit(&idx->key_state, memory_order_relaxed) != 0) {
         how = LDS__KEYS_HAD;
-    } else if (keys_extend(idx, prev) &&
-               lds__table_capacity(idx->rows) == prev->keys.mask + 1 &&
-               lds__hashtab_init(&idx->keys, idx->rows, idx->rows) == LDS_OK) {
-        if (idx->keys.row_bits != prev->keys.row_bits) {
-            lds__hashtab_free(&idx->keys);
-        } else {
-            /* prev's table: the same process key, so the same slots a build would fill for
-               rows [0, prev->rows); then the appended rows, K7 carried on. prev's table is
-               only read (lookups may run on it meanwhile). */
-            uint64_t *slots = idx->keys.slots;
-            idx->keys = prev->keys;
-            idx->keys.slots = slots;
-            memcpy(slots, prev->keys.slots, (size_t)(prev->keys.mask + 1) * sizeof *slots);
-            int state = pstate;
-            if (state == 2) {
-                idx->key_dup = prev->key_dup;
-                idx->key_dup_of = prev->key_dup_of;
+    } else if (keys_extend(idx, prev) && lds__table_capacity(idx->rows) == prev->keys.mask + 1) {
+        if (idx->rows == prev->rows) {
+            /* The same keys row for row: prev's table is idx's, as it stands; it is never
+               written once built, so the two generations share it (docs/adr/0055). */
+            if (prev->keys_refs != NULL) {
+                atomic_fetch_add_explicit(prev->keys_refs, 1, memory_order_relaxed);
+                idx->keys = prev->keys;
+                idx->keys_refs = prev->keys_refs;
+                if (pstate == 2) {
+                    idx->key_dup = prev->key_dup;
+                    idx->key_dup_of = prev->key_dup_of;
+                }
+                atomic_store_explicit(&idx->key_state, pstate, memory_order_release);
+                how = LDS__KEYS_SHARED;
             }
-            insert_keys(idx, &idx->keys, prev->rows, &state);
-            atomic_store_explicit(&idx->key_state, state, memory_order_release);
-            how = LDS__KEYS_CLONED;
+        } else if (lds__hashtab_init(&idx->keys, idx->rows, idx->rows) == LDS_OK) {
+            if (idx->keys.row_bits != prev->keys.row_bits) {
+                lds__hashtab_free(&idx->keys);
+            } else {
+                /* prev's table: the same process key, so the same slots a build would fill
+                   for rows [0, prev->rows); then the appended rows, K7 carried on. prev's
+                   table is only read (lookups may run on it meanwhile). */
+                uint64_t *slots = idx->keys.slots;
+                idx->keys = prev->keys;
+                idx->keys.slots = slots;
+                memcpy(slots, prev->keys.slots, (size_t)(prev->keys.mask + 1) * sizeof *slots);
+                int state = pstate;
+                if (state == 2) {
+                    idx->key_dup = prev->key_dup;
+                    idx->key_dup_of = prev->key_dup_of;
+                }
+                insert_keys(idx, &idx->keys, prev->rows, &state);
+                idx->keys_refs = new_refs();
+                atomic_store_explicit(&idx->key_state, state, memory_order_release);
+                how = LDS__KEYS_CLONED;
+            }
         }
     }
     if (how == LDS__KEYS_LAZY && build_key_table(idx) == LDS_OK)

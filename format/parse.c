@@ -59,7 +59,11 @@ static void index_destroy(lds_index *idx)
     free(idx->owned);
     free(idx->meta);
     free(idx->meta_arena);
-    lds__hashtab_free(&idx->keys);
+    if (idx->keys_refs == NULL ||
+        atomic_fetch_sub_explicit(idx->keys_refs, 1, memory_order_acq_rel) == 1) {
+        lds__hashtab_free(&idx->keys);
+        free((void *)idx->keys_refs);
+    }
     pthread_mutex_destroy(&idx->key_lock);
     lds__hashtab *ids = atomic_load(&idx->ids_table);
     lds__hashtab_free(ids);

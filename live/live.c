@@ -85,6 +85,10 @@ struct lds_live {
      * out whole by the reloader. Only once a delta reload was asked (`standby_on`). */
     lds__delta_standby standby;
     _Atomic bool standby_on;
+    /* Where the reload in progress spends its time (reloader only, under reload_mtx), and
+     * the last reload's (under mtx; lds__live_phases, docs/adr/0055). */
+    lds__delta_phases phases, last_phases;
+    uint64_t reload_t0_ns;
     struct lds_live *next_live; /* registry of live indexes, for thread exit */
 };
 
@@ -626,6 +630,10 @@ static lds_status reload_begin(lds_live *live, lds_error *err)
     else
         live->delta_why[0] = '\0'; /* this reload's reason, set again only if it falls back */
     pthread_mutex_unlock(&live->mtx);
+    if (waiting < live->max_retired) {
+        memset(&live->phases, 0, sizeof live->phases);
+        live->reload_t0_ns = lds__now_ns();
+    }
     if (waiting >= live->max_retired) {
         pthread_mutex_unlock(&live->reload_mtx);
         char msg[160];
@@ -726,8 +734,11 @@ static lds_status reload_end(lds_live *live, lds_status st, lv_gen *g, const lds
      * at millions of keys, and keep the retired generation (and the standby) from the next
      * reload. The current generation cannot be swapped out meanwhile (reload mutex). */
     lv_gen *cur = atomic_load(&live->current);
+    uint64_t t0 = lds__now_ns();
     if (st == LDS_OK && cur)
         lds__index_keys_from(g->index, cur->index);
+    uint64_t t1 = lds__now_ns();
+    live->phases.keys_ns = t1 - t0;
     pthread_mutex_lock(&live->mtx);
     if (info) {
         live->last_status = st;
@@ -766,6 +777,12 @@ static lds_status reload_end(lds_live *live, lds_status st, lv_gen *g, const lds
     free_list_in(live, dead, true);
     if (own_pool)
         keep_one_spare(live, true);
+    t0 = lds__now_ns();
+    live->phases.swap_ns = t0 - t1;
+    live->phases.total_ns = t0 - live->reload_t0_ns;
+    pthread_mutex_lock(&live->mtx);
+    live->last_phases = live->phases;
+    pthread_mutex_unlock(&live->mtx);
     pthread_mutex_unlock(&live->reload_mtx);
     if (st == LDS_OK && generation)
         *generation = number;
@@ -846,7 +863,8 @@ static lds_status load_delta_or_full(lds_live *live, const char *path, int fd, b
         pthread_mutex_unlock(&live->mtx);
         lds_status st = lds__load_delta_into(path, fd, opts,
                                              cur && cur->has_base ? &cur->base : NULL, &sb, idx,
-                                             inf, err, &fallback, why, sizeof why);
+                                             inf, err, &fallback, why, sizeof why,
+                                             &live->phases);
         standby_return(&sb); /* unless the load took it: then it is the new index's, or the
                                 pool's again after a failure (its contents unknown) */
         if (!fallback)
@@ -1099,4 +1117,21 @@ lds_status lds_live_stats_json(const lds_live_stats *s, char *buf, size_t cap, s
         buf[c] = '\0';
     }
     return n < cap ? LDS_OK : LDS_E_LIMIT;
+}
+
+void lds__live_phases(lds_live *live, lds__delta_phases *out)
+{
+    pthread_mutex_lock(&live->mtx);
+    *out = live->last_phases;
+    pthread_mutex_unlock(&live->mtx);
+}
+
+void lds__live_phases_ns(lds_live *live, uint64_t *out, size_t n)
+{
+    lds__delta_phases p;
+    lds__live_phases(live, &p);
+    uint64_t v[] = {p.table_ns, p.plan_ns, p.rent_ns,  p.fill_ns, p.parse_ns,
+                    p.keys_ns,  p.swap_ns, p.total_ns, p.delta};
+    for (size_t i = 0; i < n && i < sizeof v / sizeof v[0]; i++)
+        out[i] = v[i];
 }

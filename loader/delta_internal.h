@@ -77,14 +77,38 @@ lds_status lds__load_delta_url(const char *url, const lds_load_options *opts,
                                const lds__delta_base *base, lds_index **out, lds_load_info *info,
                                lds_error *err, bool *fallback, char *why, size_t why_n);
 
+/* Where one delta reload's time went (docs/adr/0055), in nanoseconds of CLOCK_MONOTONIC.
+ * The loader fills table_ns through parse_ns; a live index adds keys_ns, swap_ns and
+ * total_ns (lds__live_phases). The phases do not overlap: their sum is at most total_ns. */
+typedef struct lds__delta_phases {
+    uint64_t table_ns; /* open, header, chunk table read and checked against the header */
+    uint64_t plan_ns;  /* the plan: each chunk matched against the base and the standby */
+    uint64_t rent_ns;  /* the standby taken or a rental made */
+    uint64_t fill_ns;  /* chunks kept, copied (and hashed again), read and verified */
+    uint64_t parse_ns; /* the payload parsed into the index (lds_index_from_payload) */
+    uint64_t keys_ns;  /* live: the key table handed on (lds__index_keys_from) */
+    uint64_t swap_ns;  /* live: swap, retire, collect, free and the spare trim */
+    uint64_t total_ns; /* live: the whole lds_live_reload_* call */
+    bool delta;        /* the loader phases are a delta's (false: a full load or fallback) */
+} lds__delta_phases;
+
+/* The phases of the last reload of `live` that succeeded or failed (zeros before any), as
+ * the struct, or (for benchmarks, which do not include this header) as up to `n` values in
+ * the struct's order: table, plan, rent, fill, parse, keys, swap, total (ns), delta (0/1). */
+struct lds_live;
+void lds__live_phases(struct lds_live *live, lds__delta_phases *out);
+void lds__live_phases_ns(struct lds_live *live, uint64_t *out, size_t n);
+
 /* As lds__load_delta, writing into `standby` (may be NULL; ignored unless its lease is
  * from the options' pool and its capacity holds the new payload) instead of a fresh
  * rental. When it is used, standby->taken is set: on success the new index owns the
- * rental, on failure it went back to the pool (its contents are then unknown). */
+ * rental, on failure it went back to the pool (its contents are then unknown). `phases`
+ * (may be NULL) receives table_ns through parse_ns and delta = true when no fallback. */
 lds_status lds__load_delta_into(const char *path, int fd, const lds_load_options *opts,
                                 const lds__delta_base *base, lds__delta_standby *standby,
                                 lds_index **out, lds_load_info *info, lds_error *err,
-                                bool *fallback, char *why, size_t why_n);
+                                bool *fallback, char *why, size_t why_n,
+                                lds__delta_phases *phases);
 
 /* Benchmarks only (lodestar-bench delta): false skips hashing each copied chunk again
  * (it is then trusted on its XXH3-64 and length match alone), to price the re-hash. */

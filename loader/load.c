@@ -133,6 +133,7 @@ typedef struct load_ctx {
     lds_header hdr;       /* as decoded (format 1.1: the chunk geometry) */
     bool chunks_verified; /* 1.1: the read loop checked the table and every chunk */
     bool delta;           /* a delta load (lds__load_delta) counted bytes and chunks itself */
+    lds__delta_phases *phases; /* a delta load's phase times, or NULL */
 } load_ctx;
 
 #define now_ns lds__now_ns
@@ -1535,6 +1536,17 @@ static lds_status delta_fill(void *ctx, unsigned reader, size_t offset, unsigned
         if (lds_chunk_range(h, k, &s, &e) != LDS_OK || s >= end)
             break;
         unsigned char *q = p + (s - offset);
+        if (d->from[k] == DELTA_KEEP && lds__delta_keep_hook == NULL && !lds__delta_rehash_kept) {
+            /* A run of kept chunks: nothing to do but count them. */
+            uint64_t k2 = k + 1;
+            while (k2 < h->chunk_count && d->from[k2] == DELTA_KEEP && k2 * cb < end)
+                k2++;
+            uint64_t e2 = k2 * cb < h->chunk_table_offset ? k2 * cb : h->chunk_table_offset;
+            keep_b += e2 - s;
+            keep_k += k2 - k;
+            k = k2;
+            continue;
+        }
         uint64_t want = lds__ld64_le(d->table + k * 8);
         if (d->from[k] == DELTA_KEEP) {
             if (lds__delta_keep_hook != NULL)
@@ -1593,82 +1605,83 @@ static lds_status delta_fill(void *ctx, unsigned reader, size_t offset, unsigned
     return st;
 }
 
-/* Per new chunk, the base chunk with the same XXH3-64 and length, or -1. The same position
- * first (an update in place); else an open-addressing table of the base's hashes (a whole
- * chunk moved by a multiple of the chunk size). */
-static lds_status delta_match(load_ctx *c, const lds_header *h, const unsigned char *table,
-                              const lds__delta_base *b, int64_t *from, uint64_t *unmatched)
+/* The length of chunk k of a payload whose chunks end at `end` (its table's offset, C2). */
+static inline uint64_t chunk_len(uint64_t k, uint64_t cb, uint64_t end)
+{
+    uint64_t s = k * cb;
+    return s + cb < end ? cb : end - s;
+}
+
+/* The plan, one entry per new chunk (docs/adr/0055): DELTA_KEEP when the standby `sb` (may be
+ * NULL) holds it at its own offset with the same XXH3-64 and length (its chunks were verified
+ * when its generation loaded, docs/adr/0050; a kept chunk costs nothing, so it wins); else
+ * the base chunk with the same XXH3-64 and length: the same position first (an update in
+ * place), else the lowest-numbered base chunk anywhere (a whole chunk moved by a multiple of
+ * the chunk size); else DELTA_READ. One pass over the tables; the chunks left unmatched (few,
+ * for a small delta) go into a small open-addressing table that one sequential pass over the
+ * base's table probes, instead of a table of every base chunk. */
+static lds_status delta_plan(load_ctx *c, const lds_header *h, const unsigned char *table,
+                             const lds__delta_base *b, const lds__delta_standby *sb, int64_t *from,
+                             uint64_t *unmatched)
 {
     const unsigned char *bt = b->payload + b->table_offset;
-    uint64_t cb = h->chunk_bytes, miss = 0;
+    const lds__delta_base *o = sb != NULL ? &sb->held : NULL;
+    if (o != NULL && (!sb->has_table || !o->verified || o->chunk_bytes != h->chunk_bytes))
+        o = NULL;
+    const unsigned char *ot = o != NULL ? o->payload + o->table_offset : NULL;
+    uint64_t cb = h->chunk_bytes, end = h->chunk_table_offset, miss = 0;
+    uint64_t n_keep = o != NULL ? (o->chunk_count < h->chunk_count ? o->chunk_count : h->chunk_count)
+                                : 0;
+    uint64_t n_same = b->chunk_count < h->chunk_count ? b->chunk_count : h->chunk_count;
     for (uint64_t k = 0; k < h->chunk_count; k++) {
-        uint64_t s, e;
-        lds_chunk_range(h, k, &s, &e);
-        from[k] = -1;
-        if (k < b->chunk_count && lds__ld64_le(bt + k * 8) == lds__ld64_le(table + k * 8)) {
-            uint64_t be = (k + 1) * cb < b->table_offset ? (k + 1) * cb : b->table_offset;
-            if (be - k * cb == e - s)
-                from[k] = (int64_t)k;
+        uint64_t want = lds__ld64_le(table + k * 8), len = chunk_len(k, cb, end);
+        if (k < n_keep && lds__ld64_le(ot + k * 8) == want &&
+            chunk_len(k, cb, o->table_offset) == len)
+            from[k] = DELTA_KEEP;
+        else if (k < n_same && lds__ld64_le(bt + k * 8) == want &&
+                 chunk_len(k, cb, b->table_offset) == len)
+            from[k] = (int64_t)k;
+        else {
+            from[k] = DELTA_READ;
+            miss++;
         }
-        miss += from[k] < 0;
     }
     if (miss > 0 && b->chunk_count > 0) {
         uint64_t cap = 16;
-        while (cap < b->chunk_count * 2)
+        while (cap < miss * 2)
             cap <<= 1;
         int64_t *slot = malloc((size_t)cap * sizeof *slot);
         if (slot == NULL)
             return lds__load_fail(c->err, LDS_E_NOMEM, "chunk_table", 0, 0, NULL,
                                   "no memory for the delta's table of %llu chunks",
-                                  (unsigned long long)b->chunk_count);
+                                  (unsigned long long)miss);
         for (uint64_t i = 0; i < cap; i++)
             slot[i] = -1;
-        for (uint64_t k = 0; k < b->chunk_count; k++) {
-            uint64_t i = lds__ld64_le(bt + k * 8) & (cap - 1);
+        for (uint64_t k = 0; k < h->chunk_count; k++) {
+            if (from[k] != DELTA_READ)
+                continue;
+            uint64_t i = lds__ld64_le(table + k * 8) & (cap - 1);
             while (slot[i] >= 0)
                 i = (i + 1) & (cap - 1);
             slot[i] = (int64_t)k;
         }
-        miss = 0;
-        for (uint64_t k = 0; k < h->chunk_count; k++) {
-            if (from[k] >= 0)
-                continue;
-            uint64_t s, e, want = lds__ld64_le(table + k * 8);
-            lds_chunk_range(h, k, &s, &e);
-            for (uint64_t i = want & (cap - 1); slot[i] >= 0; i = (i + 1) & (cap - 1)) {
-                uint64_t bk = (uint64_t)slot[i];
-                uint64_t bs = bk * cb, be = bs + cb < b->table_offset ? bs + cb : b->table_offset;
-                if (lds__ld64_le(bt + bk * 8) == want && be - bs == e - s) {
+        uint64_t left = miss;
+        for (uint64_t bk = 0; bk < b->chunk_count && left > 0; bk++) {
+            uint64_t got = lds__ld64_le(bt + bk * 8), blen = chunk_len(bk, cb, b->table_offset);
+            for (uint64_t i = got & (cap - 1); slot[i] >= 0; i = (i + 1) & (cap - 1)) {
+                uint64_t k = (uint64_t)slot[i];
+                if (from[k] == DELTA_READ && lds__ld64_le(table + k * 8) == got &&
+                    chunk_len(k, cb, end) == blen) {
                     from[k] = (int64_t)bk;
-                    break;
+                    left--;
                 }
             }
-            miss += from[k] < 0;
         }
         free(slot);
+        miss = left;
     }
     *unmatched = miss;
     return LDS_OK;
-}
-
-/* Marks DELTA_KEEP every new chunk the standby holds at its own offset with the same XXH3-64
- * and length (its chunks were verified when its generation loaded, docs/adr/0050); a kept
- * chunk costs nothing, so it wins over a copy. */
-static void delta_keep(const lds_header *h, const unsigned char *table,
-                       const lds__delta_standby *sb, int64_t *from)
-{
-    const lds__delta_base *o = &sb->held;
-    if (!sb->has_table || !o->verified || o->chunk_bytes != h->chunk_bytes)
-        return;
-    const unsigned char *ot = o->payload + o->table_offset;
-    uint64_t cb = h->chunk_bytes;
-    for (uint64_t k = 0; k < h->chunk_count && k < o->chunk_count; k++) {
-        uint64_t s, e;
-        lds_chunk_range(h, k, &s, &e);
-        uint64_t oe = (k + 1) * cb < o->table_offset ? (k + 1) * cb : o->table_offset;
-        if (lds__ld64_le(ot + k * 8) == lds__ld64_le(table + k * 8) && oe - k * cb == e - s)
-            from[k] = DELTA_KEEP;
-    }
 }
 
 static void delta_why(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -1744,16 +1757,22 @@ static lds_status load_delta_fd(load_ctx *c, int fd, const lds__delta_base *b,
                               NULL, "cannot allocate the %zu-byte chunk table", table_n);
     }
     uint64_t file_at = t.pos + LDS_HEADER_SIZE;
+    lds__delta_phases ph = {.delta = true};
+    uint64_t t0;
     lds_status st = read_table(c, fd, file_at, length, table, table_n);
+    uint64_t t1 = now_ns();
+    ph.table_ns = t1 - c->t0_ns;
     uint64_t unmatched = 0;
-    if (st == LDS_OK)
-        st = delta_match(c, &h, table, b, from, &unmatched);
     payload_buf pb = {0};
     lds_pool *pool = c->o.pool != NULL ? c->o.pool : lds_pool_shared();
     bool into_standby = st == LDS_OK && sb != NULL && sb->lease.ptr != NULL && sb->pool == pool &&
                         sb->lease.capacity >= length && !sb->taken;
+    if (st == LDS_OK)
+        st = delta_plan(c, &h, table, b, into_standby ? sb : NULL, from, &unmatched);
+    into_standby = into_standby && st == LDS_OK;
+    t0 = now_ns();
+    ph.plan_ns = t0 - t1;
     if (into_standby) {
-        delta_keep(&h, table, sb, from);
         sb->taken = true; /* from here on pb.h returns it on failure, or the index owns it */
         pb.ptr = sb->lease.ptr;
         pb.cap = sb->lease.capacity;
@@ -1781,6 +1800,8 @@ static lds_status load_delta_fd(load_ctx *c, int fd, const lds__delta_base *b,
     }
     delta_job d = {.c = c, .h = &h, .table = table, .base = b, .from = from, .fd = fd,
                    .file_at = file_at};
+    t1 = now_ns();
+    ph.rent_ns = t1 - t0;
     if (st == LDS_OK) {
         unsigned threads = c->o.read_threads == 0 ? lds__read_threads_auto(length)
                            : c->o.read_threads > LDS__READ_THREADS_MAX ? LDS__READ_THREADS_MAX
@@ -1801,6 +1822,8 @@ static lds_status load_delta_fd(load_ctx *c, int fd, const lds__delta_base *b,
         st = lds__pread_payload(&j, c->err);
         c->info.read_threads = j.threads_used;
     }
+    t0 = now_ns();
+    ph.fill_ns = t0 - t1;
     c->info.capacity_bytes = pb.cap;
     c->info.bytes_read = atomic_load(&d.bytes_read) + table_n;
     c->info.bytes_copied = atomic_load(&d.bytes_copied);
@@ -1813,12 +1836,18 @@ static lds_status load_delta_fd(load_ctx *c, int fd, const lds__delta_base *b,
     free(from);
     if (st != LDS_OK) {
         hold_release(&pb.h);
+        if (c->phases != NULL)
+            *c->phases = ph;
         return st;
     }
     c->info.payload_bytes = length;
     c->chunks_verified = true;
     (void)lseek(fd, (off_t)(file_at + length), SEEK_SET);
-    return parse(c, pb.ptr, length, &pb.h, false, 0);
+    st = parse(c, pb.ptr, length, &pb.h, false, 0);
+    ph.parse_ns = now_ns() - t0;
+    if (c->phases != NULL)
+        *c->phases = ph;
+    return st;
 #undef FALL_BACK
 }
 
@@ -1826,15 +1855,19 @@ lds_status lds__load_delta(const char *path, int fd, const lds_load_options *opt
                            const lds__delta_base *base, lds_index **out, lds_load_info *info,
                            lds_error *err, bool *fallback, char *why, size_t why_n)
 {
-    return lds__load_delta_into(path, fd, opts, base, NULL, out, info, err, fallback, why, why_n);
+    return lds__load_delta_into(path, fd, opts, base, NULL, out, info, err, fallback, why, why_n,
+                                NULL);
 }
 
 lds_status lds__load_delta_into(const char *path, int fd, const lds_load_options *opts,
                                 const lds__delta_base *base, lds__delta_standby *standby,
                                 lds_index **out, lds_load_info *info, lds_error *err,
-                                bool *fallback, char *why, size_t why_n)
+                                bool *fallback, char *why, size_t why_n,
+                                lds__delta_phases *phases)
 {
     *fallback = false;
+    if (phases != NULL)
+        memset(phases, 0, sizeof *phases);
     if (why != NULL && why_n > 0)
         why[0] = '\0';
     load_ctx c;
@@ -1853,6 +1886,7 @@ lds_status lds__load_delta_into(const char *path, int fd, const lds_load_options
         fd = own_fd;
         c.name = path;
     }
+    c.phases = phases;
     st = load_delta_fd(&c, fd, base, standby, fallback, why, why_n);
     if (own_fd >= 0)
         close(own_fd);
@@ -1988,7 +2022,7 @@ static lds_status load_delta_url(load_ctx *c, lds__url *u, const lds__delta_base
     }
     uint64_t unmatched = 0;
     if (st == LDS_OK)
-        st = delta_match(c, &h, table, b, from, &unmatched);
+        st = delta_plan(c, &h, table, b, NULL, from, &unmatched);
     payload_buf pb = {0};
     lds_pool *pool = c->o.pool != NULL ? c->o.pool : lds_pool_shared();
     if (st == LDS_OK) {

@@ -567,6 +567,50 @@ static void test_delta_standby_keeps(void **state)
     lds_pool_free(check);
 }
 
+/* docs/adr/0055: each reload's phase times are filled, a delta's loader phases only for a
+ * delta, and the phases sum to at most the whole reload, which the caller's clock bounds. */
+static void test_delta_phases(void **state)
+{
+    (void)state;
+    static unsigned ver[ROWS];
+    memset(ver, 0, sizeof ver);
+    const char *pa = write_gen("pa.ldsi", ROWS, NULL, CHUNK);
+    ver[40] = 1;
+    const char *pb = write_gen("pb.ldsi", ROWS, ver, CHUNK);
+    lds_live *live = new_delta_live();
+    lds_load_options o = opts_for(NULL, 2);
+    lds__delta_phases ph;
+    lds__live_phases(live, &ph);
+    assert_int_equal(ph.total_ns, 0); /* no reload yet */
+    assert_int_equal(lds_live_reload_path(live, pa, &o, NULL, NULL, NULL), LDS_OK);
+    lds__live_phases(live, &ph);
+    assert_false(ph.delta); /* nothing to reuse: the full load */
+    assert_int_equal(ph.fill_ns + ph.plan_ns + ph.table_ns + ph.parse_ns, 0);
+    assert_true(ph.total_ns > 0);
+    const char *files[] = {pb, pa, pb};
+    for (int i = 0; i < 3; i++) {
+        uint64_t t0 = lds__now_ns();
+        assert_int_equal(lds_live_reload_path(live, files[i], &o, NULL, NULL, NULL), LDS_OK);
+        uint64_t t1 = lds__now_ns();
+        lds__live_phases(live, &ph);
+        assert_true(ph.delta);
+        assert_true(ph.table_ns > 0);
+        assert_true(ph.plan_ns > 0);
+        assert_true(ph.fill_ns > 0);
+        assert_true(ph.parse_ns > 0);
+        uint64_t sum = ph.table_ns + ph.plan_ns + ph.rent_ns + ph.fill_ns + ph.parse_ns +
+                       ph.keys_ns + ph.swap_ns;
+        assert_true(sum <= ph.total_ns);
+        assert_true(ph.total_ns <= t1 - t0);
+        uint64_t flat[9];
+        lds__live_phases_ns(live, flat, 9);
+        assert_int_equal(flat[1], ph.plan_ns);
+        assert_int_equal(flat[7], ph.total_ns);
+        assert_int_equal(flat[8], 1);
+    }
+    assert_int_equal(lds_live_close(live, NULL), LDS_OK);
+}
+
 /* A kept chunk changed in the standby (a stray write): with lds__delta_rehash_kept the
  * change is found and the chunk read; the generation served is the file's. */
 static uint64_t g_spoil_kept = UINT64_MAX;
@@ -837,6 +881,7 @@ int main(void)
         cmocka_unit_test(test_delta_corrupt_chunk_keeps_serving),
         cmocka_unit_test(test_delta_falls_back),
         cmocka_unit_test(test_delta_standby_keeps),
+        cmocka_unit_test(test_delta_phases),
         cmocka_unit_test(test_delta_standby_rehash_kept),
         cmocka_unit_test(test_delta_standby_failed_reload),
         cmocka_unit_test(test_delta_standby_waits_for_pins),

@@ -388,7 +388,7 @@ static void test_reload_hands_on_key_table(void **state)
     enum { R0 = 100000, R1 = 101000 }; /* both in 2^18 slots */
     keyset k = make_keys(R1 + 1, 0);   /* the last: a key no index holds */
     reload_keys(&k, R0, &k, R1, false, true, LDS__KEYS_CLONED);
-    reload_keys(&k, R0, &k, R0, false, true, LDS__KEYS_CLONED); /* the same file again */
+    reload_keys(&k, R0, &k, R0, false, true, LDS__KEYS_SHARED); /* the same file again */
     reload_keys(&k, R0, &k, R1, false, false, LDS__KEYS_LAZY);
     reload_keys(&k, 65536, &k, 65600, false, true, LDS__KEYS_BUILT); /* 2^17 -> 2^18 slots */
     reload_keys(&k, R1, &k, R0, false, true, LDS__KEYS_BUILT);        /* rows removed */
@@ -409,6 +409,45 @@ static void test_reload_hands_on_key_table(void **state)
     free(dup0.key);
     free(dup.key);
     free(changed.key);
+    free(k.key);
+}
+
+/* The same keys row for row: the new generation shares the old one's table (no copy,
+   docs/adr/0055), which lives on after the old one is freed, through a chain of
+   generations freed in either order; a table failing K7 is shared with its verdict. */
+static void test_reload_shares_key_table(void **state)
+{
+    (void)state;
+    enum { R0 = 100000 };
+    keyset k = make_keys(R0 + 1, 0);
+    bytes ba, bb, bc, bf;
+    lds_index *a = keyed(&k, R0, false, &ba);
+    assert_int_equal(lds_index_check_keys(a, NULL), LDS_OK);
+    lds_index *b = keyed(&k, R0, false, &bb);
+    assert_int_equal(lds__index_keys_from(b, a), LDS__KEYS_SHARED);
+    assert_ptr_equal(b->keys.slots, a->keys.slots);
+    assert_ptr_equal(b->keys_refs, a->keys_refs);
+    assert_int_equal(atomic_load(b->keys_refs), 2);
+    lds_index_free(a); /* b keeps the table */
+    free(ba.p);
+    assert_int_equal(atomic_load(b->keys_refs), 1);
+    lds_index *c = keyed(&k, R0, false, &bc);
+    assert_int_equal(lds__index_keys_from(c, b), LDS__KEYS_SHARED);
+    lds_index *fresh = keyed(&k, R0, false, &bf);
+    expect_same_keys(&k, b, fresh);
+    lds_index_free(b);
+    free(bb.p);
+    expect_same_keys(&k, c, fresh);
+    lds_index_free(c); /* the last reference: ASan reports a leak or a double free */
+    free(bc.p);
+    lds_index_free(fresh);
+    free(bf.p);
+
+    /* prev fails K7 (row 70 repeats row 10): the shared table keeps the verdict. */
+    keyset dup = copy_keys(&k);
+    memcpy(dup.key[70], k.key[10], 9);
+    reload_keys(&dup, R0, &dup, R0, true, true, LDS__KEYS_SHARED);
+    free(dup.key);
     free(k.key);
 }
 
@@ -664,6 +703,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_table_semantics),
         cmocka_unit_test(test_large_table_on_huge_pages),
         cmocka_unit_test(test_reload_hands_on_key_table),
+        cmocka_unit_test(test_reload_shares_key_table),
         cmocka_unit_test(test_hash_key_forms_agree),
         cmocka_unit_test(test_key_is_per_process),
     };
