@@ -2691,7 +2691,7 @@ static int ref_cmp(const void *x, const void *y)
 
 /* The accuracy bound of lodestar_index.h for one row (u = 2^-24). i8 under dot and
    cosine (the native integer kernels, ADR 0043): qscale is the query's quantization
-   step, sumr = sum |r_i|, rn = |r|. */
+   step, sumr = sum |r_i|, rn = |r|; bf16 under dot and cosine: ADR 0057. */
 static double search_bound(lds_dtype dt, lds_metric mt, uint32_t dim, double absdot, double l2,
                            double qscale, double sumr, double rn)
 {
@@ -2702,6 +2702,13 @@ static double search_bound(lds_dtype dt, lds_metric mt, uint32_t dim, double abs
         return qscale / 2 * (rn > 0 ? sumr / rn : 0) + ldexp(1.0, -21);
     if (dt == LDS_DTYPE_I8 && mt == LDS_METRIC_DOT)
         return qscale / 2 * sumr + ldexp(1.0, -22) * absdot;
+    /* bf16 under dot and cosine (ADR 0057): the query rounded to bf16 (relative 2^-8
+       per element), a chain of dim + 1 fused steps, each flush below 2^-126 losing less
+       than 2^-126. */
+    if (dt == LDS_DTYPE_BF16 && mt == LDS_METRIC_COSINE)
+        return ldexp(1.0, -8) + G(dim + 4) + (dim + 1) * ldexp(1.0, -126) / (rn > 0 ? rn : 1);
+    if (dt == LDS_DTYPE_BF16 && mt == LDS_METRIC_DOT)
+        return (ldexp(1.0, -8) + G(dim + 2)) * absdot + (dim + 1) * ldexp(1.0, -126);
     if (mt == LDS_METRIC_COSINE)
         return G(dim + 3);
     if (mt == LDS_METRIC_DOT)
@@ -3251,10 +3258,16 @@ static void test_search_fused_kernels_agree(void **state)
 static void test_search_dispatcher_rule(void **state)
 {
     (void)state;
-    const char *want[4];
+    const char *want[5];
     size_t nw = 0;
 #if defined(__x86_64__)
     __builtin_cpu_init();
+    unsigned a7, b7, c7, d7;
+    __asm__("cpuid" : "=a"(a7), "=b"(b7), "=c"(c7), "=d"(d7) : "a"(7), "c"(1));
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+        (a7 & (1u << 5)))
+        want[nw++] = "avx512bf16";
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
         want[nw++] = "avx512vnni";
@@ -3278,8 +3291,8 @@ static void test_search_dispatcher_rule(void **state)
     assert_int_equal(j, ng);
     assert_string_equal(got[ng - 1], "generic");
     assert_true(lds__search_kernel_force(NULL));
-    for (int c = 0; c < 2; c++) {
-        const lds__kernel *k = lds__search_kernel_for(c == 1);
+    for (int c = 0; c < 3; c++) {
+        const lds__kernel *k = lds__search_kernel_for(c);
         bool listed = false;
         for (size_t i = 0; i < ng; i++)
             listed |= strcmp(got[i], k->name) == 0;
@@ -3305,11 +3318,12 @@ static void test_search_dispatcher_picks_fastest(void **state)
     assert_true(lds__search_kernel_force(NULL));
     const size_t nk = lds__search_kernel_count();
     assert_true(nk <= 8);
-    for (int c = 0; c < 2; c++) {
-        const lds__kernel *chosen = lds__search_kernel_for(c == 1);
+    static const char *const cname[] = {"f32 chain", "native i8", "native bf16"};
+    for (int c = 0; c < 3; c++) {
+        const lds__kernel *chosen = lds__search_kernel_for(c);
         double rec[8] = {0}, again[8] = {0};
-        assert_int_equal(lds__search_probe_times(c == 1, rec, 8), nk);
-        assert_true(lds__search_kernel_probe(c == 1, again, 8) >= 0.0);
+        assert_int_equal(lds__search_probe_times(c, rec, 8), nk);
+        assert_true(lds__search_kernel_probe(c, again, 8) >= 0.0);
         const lds__kernel *argmin = NULL;
         double least = 0.0;
         for (size_t i = 0; i < nk; i++) {
@@ -3322,11 +3336,11 @@ static void test_search_dispatcher_picks_fastest(void **state)
             } else if (k->fused && lds__search_kernel_runs(i)) {
                 fail_msg("%s runs here but was not probed", k->name);
             }
-            fprintf(stderr, "dispatcher %s: %s %.1f us at first use, %.1f us again\n",
-                    c ? "native i8" : "f32 chain", k->name, rec[i] / 1e3, again[i] / 1e3);
+            fprintf(stderr, "dispatcher %s: %s %.1f us at first use, %.1f us again\n", cname[c],
+                    k->name, rec[i] / 1e3, again[i] / 1e3);
         }
-        fprintf(stderr, "dispatcher %s: chose %s (first-use probe %.2f ms in all)\n",
-                c ? "native i8" : "f32 chain", chosen->name, lds__search_probe_cost_ms());
+        fprintf(stderr, "dispatcher %s: chose %s (first-use probe %.2f ms in all)\n", cname[c],
+                chosen->name, lds__search_probe_cost_ms());
         if (argmin != NULL) /* some fused kernel runs here */
             assert_ptr_equal(chosen, argmin);
         else
