@@ -608,18 +608,38 @@ LDS_K_INLINE void tile_bf16(const lds__block_args *a, size_t j0, int QT, const v
                         a->mask + j0 + j);
 }
 #else
-/* Whether any element of rows [0, nr) is exotic (lds__bf16_exotic). */
+/* Whether any element of rows [0, nr) is exotic (lds__bf16_exotic), a vector of
+   halves at a time (the rows' bytes run on where row_bytes is 2 dim). */
+typedef uint16_t vh __attribute__((vector_size(LDS_K_LANES * 4)));
+#define LDS_K_NH (LDS_K_LANES * 2)
+
+LDS_K_INLINE unsigned bf16_span_exotic(const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    vh bad = (vh){0};
+    for (; i + LDS_K_NH <= n; i += LDS_K_NH) {
+        vh b;
+        memcpy(&b, p + 2 * i, sizeof b);
+        const vh e = (b >> 7) & 0xFF, m = b & 0x7F;
+        /* e == 0 with a nonzero m (denormal), or e outside [77, 187] for a nonzero e */
+        bad |= (vh)((e == 0) & (m != 0)) | (vh)((e != 0) & ((vh)(e - 77) > 110));
+    }
+    unsigned any = 0;
+    for (unsigned l = 0; l < LDS_K_NH; l++)
+        any |= bad[l];
+    for (; i < n; i++)
+        any |= lds__bf16_exotic(lds__ld16(p + 2 * i));
+    return any;
+}
+
 LDS_K_INLINE bool bf16_rows_exotic(const uint8_t *rows, size_t rb, size_t nr, uint32_t dim)
 {
-    for (size_t i = 0; i < nr; i++) {
-        const uint8_t *r = rows + i * rb;
-        unsigned bad = 0;
-        for (uint32_t d = 0; d < dim; d++)
-            bad |= lds__bf16_exotic(lds__ld16(r + 2 * (size_t)d));
-        if (bad)
-            return true;
-    }
-    return false;
+    if (rb == 2 * (size_t)dim)
+        return bf16_span_exotic(rows, nr * dim) != 0;
+    unsigned any = 0;
+    for (size_t i = 0; i < nr; i++)
+        any |= bf16_span_exotic(rows + i * rb, dim);
+    return any != 0;
 }
 
 /* The scalar definition, for a block with an exotic element. */
