@@ -168,7 +168,9 @@ static double probe_once(const lds__kernel *k, int cls, probe_data *p)
         .rows = native_i8     ? (const uint8_t *)p->rows_i8
                 : native_bf16 ? (const uint8_t *)p->rows_bf16
                               : (const uint8_t *)p->rows,
-        .row_bytes = native_i8 ? PROBE_DIM : native_bf16 ? PROBE_DIM * 2 : PROBE_DIM * sizeof(float),
+        .row_bytes = native_i8     ? PROBE_DIM
+                     : native_bf16 ? PROBE_DIM * 2
+                                   : PROBE_DIM * sizeof(float),
         .nr = LDS__PANEL,
         .dim = PROBE_DIM,
         .dtype = native_i8 ? LDS_DTYPE_I8 : native_bf16 ? LDS_DTYPE_BF16 : LDS_DTYPE_F32,

@@ -2706,9 +2706,11 @@ static double search_bound(lds_dtype dt, lds_metric mt, uint32_t dim, double abs
        per element), a chain of dim + 1 fused steps, each flush below 2^-126 losing less
        than 2^-126. */
     if (dt == LDS_DTYPE_BF16 && mt == LDS_METRIC_COSINE)
-        return ldexp(1.0, -8) + G(dim + 4) + (dim + 1) * ldexp(1.0, -126) / (rn > 0 ? rn : 1);
+        return ldexp(1.0, -8) + G(dim + 4) * (1 + ldexp(1.0, -8)) +
+               (dim + 1) * ldexp(1.0, -126) / (rn > 0 ? rn : 1);
     if (dt == LDS_DTYPE_BF16 && mt == LDS_METRIC_DOT)
-        return (ldexp(1.0, -8) + G(dim + 2)) * absdot + (dim + 1) * ldexp(1.0, -126);
+        return (ldexp(1.0, -8) + G(dim + 1) * (1 + ldexp(1.0, -8))) * absdot +
+               (dim + 1) * ldexp(1.0, -126);
     if (mt == LDS_METRIC_COSINE)
         return G(dim + 3);
     if (mt == LDS_METRIC_DOT)
