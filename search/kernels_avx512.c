@@ -13,7 +13,14 @@
 #define LDS_K_MAX_Q    6
 #define LDS_K_FUSED    true
 #define LDS_K_SINGLE   1
-#if defined(LDS_K_VNNI)
+#if defined(LDS_K_BF16)
+/* Built a third time with -mavx512vnni -mavx512bf16: the vnni kernel, and the
+   native bf16 path's pairs by one vdpbf16ps (ADR 0056). */
+#define LDS_K_NAME "avx512bf16"
+#define LDS_K_SYM  lds__kernel_avx512bf16
+#define LDS_K_DPBF16(acc, r, q)                                                                    \
+    ((vf)_mm512_dpbf16_ps((__m512)(acc), (__m512bh)(__m512i)(r), (__m512bh)(__m512i)(q)))
+#elif defined(LDS_K_VNNI)
 /* Built a second time with -mavx512vnni: the same kernel, the native i8 path's
    multiply-add of pairs by one vpdpwssd (ADR 0043). */
 #define LDS_K_NAME "avx512vnni"
@@ -104,3 +111,16 @@ static inline __attribute__((always_inline)) void avx512_transpose(const uint8_t
     avx512_transpose(src, rb, gn, w, dt, scale, (__m512 *)(void *)(cols))
 
 #include "kernels_impl.h"
+
+#if defined(LDS_K_BF16)
+void lds__dpbf16_hw(float *acc, const uint32_t *a, const uint32_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 k = (__mmask16)(n - i >= 16 ? 0xFFFFu : (1u << (n - i)) - 1);
+        __m512 r = _mm512_dpbf16_ps(_mm512_maskz_loadu_ps(k, acc + i),
+                                    (__m512bh)_mm512_maskz_loadu_epi32(k, a + i),
+                                    (__m512bh)_mm512_maskz_loadu_epi32(k, b + i));
+        _mm512_mask_storeu_ps(acc + i, k, r);
+    }
+}
+#endif

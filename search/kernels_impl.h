@@ -523,6 +523,311 @@ static void b_i8_native(const lds__block_args *a)
     panel_body_i8(a, panel, (a->nr + LDS_K_LANES - 1) / LDS_K_LANES, valid);
 }
 
+/* ==== native bf16 under dot and cosine (ADR 0056) ==========================
+ * Each (query, row) pair is the chain acc = lds__bf16_step(acc, R_p, Q_p) over
+ * the dwords p = 0, 1, ..., LDS__BF16_PAIRS(dim) - 1 of the row and the query
+ * rounded to bf16 (the high, odd element first, then the low one; an odd dim's
+ * last dword has a zero high element): vdpbf16ps's arithmetic. With
+ * LDS_K_DPBF16 (AVX512_BF16) the panel holds the rows' dwords and one
+ * instruction does a step for 16 rows. Without it, when no element of the
+ * block's rows or of the queries is exotic (lds__bf16_exotic), the f32 panel
+ * and a multiply-add per element in that order give the same bits (no product
+ * rounds, no partial sum comes near the flush range); otherwise the block goes
+ * through the scalar definition. NaN scores are the default NaN in every kernel.
+ */
+
+/* finish() for the native bf16 path: cosine scaling, then any NaN as the default NaN. */
+LDS_K_INLINE void finish_bf16(vf s, size_t lane0, const double *inv, float thr, bool lower,
+                              uint64_t valid, float *out, uint64_t *mask)
+{
+    if (inv) {
+        vd w;
+        memcpy(&w, inv + lane0, sizeof w);
+        s = __builtin_convertvector(__builtin_convertvector(s, vd) * w, vf);
+    }
+    const vi nan = s != s;
+    s = (vf)(((vi)s & ~nan) | ((vi)splat(NAN) & nan));
+    emit(s, lane0, thr, lower, valid, out, mask);
+}
+
+#if defined(LDS_K_DPBF16)
+/* Packs rows [0, nr) as dwords of pairs: panel[p x LDS__PANEL + i] = dword p of
+   row i (the high half zero past an odd dim; rows past nr in a used vector: zero). */
+LDS_K_INLINE void pack_bf16(const uint8_t *rows, size_t rb, size_t nr, uint32_t dim,
+                            uint32_t *panel)
+{
+    const size_t np = LDS__BF16_PAIRS(dim), nb = 2 * (size_t)dim;
+    for (size_t g = 0; g < nr; g += LDS_K_LANES) {
+        size_t gn = nr - g < LDS_K_LANES ? nr - g : LDS_K_LANES;
+        for (size_t c = 0; c < np; c += LDS_K_LANES) {
+            size_t wb = nb - 4 * c < 4 * LDS_K_LANES ? nb - 4 * c : 4 * LDS_K_LANES;
+            vf cols[LDS_K_LANES];
+            LDS_K_TRANSPOSE(rows + g * rb + 4 * c, rb, gn, wb, LDS_K_RAW, 0.0f, cols);
+            uint32_t *dst = panel + c * LDS__PANEL + g;
+#pragma GCC unroll 16
+            for (size_t i = 0; i < LDS_K_LANES; i++)
+                if (c + i < np)
+                    memcpy(dst + i * LDS__PANEL, &cols[i], sizeof cols[i]);
+        }
+    }
+}
+
+/* QT queries x SV vectors of rows from vector s0, one vdpbf16ps per dword. */
+LDS_K_INLINE void tile_bf16(const lds__block_args *a, size_t j0, int QT, const void *panelv,
+                            size_t s0, int SV, uint64_t valid)
+{
+    const uint32_t *panel = (const uint32_t *)panelv;
+    const size_t np = LDS__BF16_PAIRS(a->dim), qbs = a->qbstride;
+    const uint32_t *qb = a->qb + j0 * qbs;
+    vf acc[LDS_K_MAX_Q][LDS_K_SUB_VECS];
+#pragma GCC unroll 8
+    for (int j = 0; j < QT; j++)
+#pragma GCC unroll 8
+        for (int v = 0; v < SV; v++)
+            acc[j][v] = (vf){0};
+    const uint32_t *p = panel + s0 * LDS_K_LANES;
+    for (size_t d = 0; d < np; d++, p += LDS__PANEL) {
+        vi r[LDS_K_SUB_VECS];
+#pragma GCC unroll 8
+        for (int v = 0; v < SV; v++)
+            memcpy(&r[v], p + v * LDS_K_LANES, sizeof r[v]);
+#pragma GCC unroll 8
+        for (int j = 0; j < QT; j++) {
+            const vi qv = splat_i((int32_t)qb[(size_t)j * qbs + d]);
+#pragma GCC unroll 8
+            for (int v = 0; v < SV; v++)
+                acc[j][v] = LDS_K_DPBF16(acc[j][v], r[v], qv);
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < QT; j++)
+#pragma GCC unroll 8
+        for (int v = 0; v < SV; v++)
+            finish_bf16(acc[j][v], (s0 + (size_t)v) * LDS_K_LANES, a->inv, a->thr[j0 + (size_t)j],
+                        a->lower, valid, a->out + (j0 + (size_t)j) * LDS__PANEL,
+                        a->mask + j0 + j);
+}
+#else
+/* Whether any element of rows [0, nr) is exotic (lds__bf16_exotic), a vector of
+   halves at a time (the rows' bytes run on where row_bytes is 2 dim). */
+typedef uint16_t vh __attribute__((vector_size(LDS_K_LANES * 4)));
+#define LDS_K_NH (LDS_K_LANES * 2)
+
+LDS_K_INLINE unsigned bf16_span_exotic(const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    vh bad = (vh){0};
+    for (; i + LDS_K_NH <= n; i += LDS_K_NH) {
+        vh b;
+        memcpy(&b, p + 2 * i, sizeof b);
+        const vh e = (b >> 7) & 0xFF, m = b & 0x7F;
+        /* e == 0 with a nonzero m (denormal), or e outside [77, 187] for a nonzero e */
+        bad |= (vh)((e == 0) & (m != 0)) | (vh)((e != 0) & ((vh)(e - 77) > 110));
+    }
+    unsigned any = 0;
+    for (unsigned l = 0; l < LDS_K_NH; l++)
+        any |= bad[l];
+    for (; i < n; i++)
+        any |= lds__bf16_exotic(lds__ld16(p + 2 * i));
+    return any;
+}
+
+LDS_K_INLINE bool bf16_rows_exotic(const uint8_t *rows, size_t rb, size_t nr, uint32_t dim)
+{
+    if (rb == 2 * (size_t)dim)
+        return bf16_span_exotic(rows, nr * dim) != 0;
+    unsigned any = 0;
+    for (size_t i = 0; i < nr; i++)
+        any |= bf16_span_exotic(rows + i * rb, dim);
+    return any != 0;
+}
+
+/* The scalar definition, for a block with an exotic element. */
+static void bf16_block_exact(const lds__block_args *a, uint64_t valid)
+{
+    const size_t np = LDS__BF16_PAIRS(a->dim);
+    for (size_t j = 0; j < a->nq; j++) {
+        const uint32_t *qb = a->qb + j * a->qbstride;
+        const float t = a->thr[j];
+        uint64_t m = 0;
+        for (size_t i = 0; i < a->nr; i++) {
+            const uint8_t *row = a->rows + i * a->row_bytes;
+            float acc = 0.0f;
+            for (size_t p = 0; p < np; p++) {
+                uint32_t r = lds__ld16(row + 4 * p);
+                if (2 * p + 1 < a->dim)
+                    r |= (uint32_t)lds__ld16(row + 4 * p + 2) << 16;
+                acc = lds__bf16_step(acc, r, qb[p]);
+            }
+            float s = a->inv ? (float)((double)acc * a->inv[i]) : acc;
+            if (isnan(s))
+                s = NAN;
+            a->out[j * LDS__PANEL + i] = s;
+            if (isnan(t) || (a->lower ? t > s : s > t))
+                m |= (uint64_t)1 << i;
+        }
+        a->mask[j] = m & valid;
+    }
+}
+
+/* QT queries x SV vectors of rows from vector s0 of the f32 panel: a multiply-add
+   per element, the high element of each pair first (exact in the fast range). */
+LDS_K_INLINE void tile_bf16(const lds__block_args *a, size_t j0, int QT, const void *panelv,
+                            size_t s0, int SV, uint64_t valid)
+{
+    const float *panel = (const float *)panelv;
+    const uint32_t dim = a->dim;
+    const size_t qs = a->qstride;
+    const float *q = a->q + j0 * qs;
+    vf acc[LDS_K_MAX_Q][LDS_K_SUB_VECS];
+#pragma GCC unroll 8
+    for (int j = 0; j < QT; j++)
+#pragma GCC unroll 8
+        for (int v = 0; v < SV; v++)
+            acc[j][v] = (vf){0};
+    const float *p = panel + s0 * LDS_K_LANES;
+    uint32_t d = 0;
+    for (; d + 1 < dim; d += 2) {
+        vf hi[LDS_K_SUB_VECS], lo[LDS_K_SUB_VECS];
+#pragma GCC unroll 8
+        for (int v = 0; v < SV; v++) {
+            memcpy(&hi[v], p + (size_t)(d + 1) * LDS__PANEL + v * LDS_K_LANES, sizeof hi[v]);
+            memcpy(&lo[v], p + (size_t)d * LDS__PANEL + v * LDS_K_LANES, sizeof lo[v]);
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < QT; j++) {
+            const vf qh = splat(q[(size_t)j * qs + d + 1]), ql = splat(q[(size_t)j * qs + d]);
+#pragma GCC unroll 8
+            for (int v = 0; v < SV; v++) {
+                acc[j][v] = LDS_K_FMA(qh, hi[v], acc[j][v]);
+                acc[j][v] = LDS_K_FMA(ql, lo[v], acc[j][v]);
+            }
+        }
+    }
+    if (d < dim) { /* an odd dim: the zero high element (-0 + 0 is +0), then the last */
+        vf lo[LDS_K_SUB_VECS];
+#pragma GCC unroll 8
+        for (int v = 0; v < SV; v++)
+            memcpy(&lo[v], p + (size_t)d * LDS__PANEL + v * LDS_K_LANES, sizeof lo[v]);
+#pragma GCC unroll 8
+        for (int j = 0; j < QT; j++) {
+            const vf ql = splat(q[(size_t)j * qs + d]);
+#pragma GCC unroll 8
+            for (int v = 0; v < SV; v++)
+                acc[j][v] = LDS_K_FMA(ql, lo[v], acc[j][v] + (vf){0});
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < QT; j++)
+#pragma GCC unroll 8
+        for (int v = 0; v < SV; v++)
+            finish_bf16(acc[j][v], (s0 + (size_t)v) * LDS_K_LANES, a->inv, a->thr[j0 + (size_t)j],
+                        a->lower, valid, a->out + (j0 + (size_t)j) * LDS__PANEL,
+                        a->mask + j0 + j);
+}
+#endif
+
+LDS_K_INLINE void panel_body_bf16(const lds__block_args *a, const void *panel, size_t nvec,
+                                  uint64_t valid)
+{
+    const size_t nq = a->nq;
+    for (size_t s0 = 0; s0 < nvec; s0 += LDS_K_SUB_VECS) {
+        size_t j = 0;
+        if (nvec - s0 >= LDS_K_SUB_VECS) {
+            for (; j + LDS_K_MAX_Q <= nq; j += LDS_K_MAX_Q)
+                tile_bf16(a, j, LDS_K_MAX_Q, panel, s0, LDS_K_SUB_VECS, valid);
+            switch (nq - j) {
+            case 1:
+                tile_bf16(a, j, 1, panel, s0, LDS_K_SUB_VECS, valid);
+                break;
+            case 2:
+                tile_bf16(a, j, 2, panel, s0, LDS_K_SUB_VECS, valid);
+                break;
+            case 3:
+                tile_bf16(a, j, 3, panel, s0, LDS_K_SUB_VECS, valid);
+                break;
+            case 4:
+                tile_bf16(a, j, 4 < LDS_K_MAX_Q ? 4 : 1, panel, s0, LDS_K_SUB_VECS, valid);
+                break;
+            case 5:
+                tile_bf16(a, j, 5 < LDS_K_MAX_Q ? 5 : 1, panel, s0, LDS_K_SUB_VECS, valid);
+                break;
+            default:
+                break;
+            }
+        } else {
+            for (size_t s = s0; s < nvec; s++)
+                for (j = 0; j < nq; j++)
+                    tile_bf16(a, j, 1, panel, s, 1, valid);
+        }
+    }
+}
+
+#if defined(LDS_K_DPBF16) && defined(LDS_K_SINGLE)
+/* One query, no panel: each LANES x LANES block of dwords transposed in registers
+   and fed straight into its rows' vdpbf16ps chains (the tiles' bits). */
+LDS_K_INLINE void single_body_bf16(const lds__block_args *a, uint64_t valid)
+{
+    const size_t nr = a->nr, rb = a->row_bytes;
+    const size_t nvec = (nr + LDS_K_LANES - 1) / LDS_K_LANES;
+    const size_t np = LDS__BF16_PAIRS(a->dim), nb = 2 * (size_t)a->dim;
+    const uint32_t *qb = a->qb;
+    vf acc[LDS_K_NVEC];
+#pragma GCC unroll 8
+    for (size_t v = 0; v < LDS_K_NVEC; v++)
+        acc[v] = (vf){0};
+    for (size_t c = 0; c < np; c += LDS_K_LANES) {
+        const size_t wb = nb - 4 * c < 4 * LDS_K_LANES ? nb - 4 * c : 4 * LDS_K_LANES;
+#pragma GCC unroll 8
+        for (size_t v = 0; v < LDS_K_NVEC; v++) {
+            if (v >= nvec)
+                break;
+            const size_t g = v * LDS_K_LANES, gn = nr - g < LDS_K_LANES ? nr - g : LDS_K_LANES;
+            vf cols[LDS_K_LANES];
+            LDS_K_TRANSPOSE(a->rows + g * rb + 4 * c, rb, gn, wb, LDS_K_RAW, 0.0f, cols);
+#pragma GCC unroll 16
+            for (size_t i = 0; i < LDS_K_LANES; i++) {
+                if (c + i >= np)
+                    break;
+                acc[v] = LDS_K_DPBF16(acc[v], (vi)cols[i], splat_i((int32_t)qb[c + i]));
+            }
+        }
+    }
+    a->mask[0] = 0;
+#pragma GCC unroll 8
+    for (size_t v = 0; v < LDS_K_NVEC; v++)
+        if (v < nvec)
+            finish_bf16(acc[v], v * LDS_K_LANES, a->inv, a->thr[0], a->lower, valid, a->out,
+                        a->mask);
+}
+#endif
+
+static void b_bf16_native(const lds__block_args *a)
+{
+    const uint64_t valid = a->nr >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << a->nr) - 1;
+    const size_t nvec = (a->nr + LDS_K_LANES - 1) / LDS_K_LANES;
+#if defined(LDS_K_DPBF16)
+#if defined(LDS_K_SINGLE)
+    if (a->nq == 1) {
+        single_body_bf16(a, valid);
+        return;
+    }
+#endif
+    uint32_t *panel = (uint32_t *)(void *)a->panel;
+    pack_bf16(a->rows, a->row_bytes, a->nr, a->dim, panel);
+#else
+    if (a->qb_exotic || bf16_rows_exotic(a->rows, a->row_bytes, a->nr, a->dim)) {
+        bf16_block_exact(a, valid);
+        return;
+    }
+    float *panel = a->panel;
+    pack(a->rows, a->row_bytes, a->nr, a->dim, LDS_DTYPE_BF16, 0.0f, panel);
+#endif
+    for (size_t j = 0; j < a->nq; j++)
+        a->mask[j] = 0;
+    panel_body_bf16(a, panel, nvec, valid);
+}
+
 LDS_K_INLINE void block_body(const lds__block_args *a, lds_dtype dt, bool l2)
 {
     const uint64_t valid = a->nr >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << a->nr) - 1;
@@ -564,7 +869,10 @@ static void block(const lds__block_args *a)
         (a->l2 ? b_f16_l2 : b_f16_dot)(a);
         break;
     case LDS_DTYPE_BF16:
-        (a->l2 ? b_bf16_l2 : b_bf16_dot)(a);
+        if (a->qb)
+            b_bf16_native(a);
+        else
+            (a->l2 ? b_bf16_l2 : b_bf16_dot)(a);
         break;
     case LDS_DTYPE_I8:
         if (a->qi)

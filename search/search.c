@@ -14,6 +14,9 @@
 /* ==== kernel choice ====================================================== */
 
 static const lds__kernel *const kernel_list[] = {
+#if defined(LDS_HAVE_KERNEL_AVX512BF16)
+    &lds__kernel_avx512bf16,
+#endif
 #if defined(LDS_HAVE_KERNEL_AVX512VNNI)
     &lds__kernel_avx512vnni,
 #endif
@@ -37,8 +40,20 @@ const lds__kernel *lds__search_kernel_at(size_t i)
     return i < KERNEL_COUNT ? kernel_list[i] : NULL;
 }
 
-#if defined(LDS_HAVE_KERNEL_AVX2)
+#if defined(LDS_HAVE_KERNEL_AVX2) || defined(LDS_HAVE_KERNEL_AVX512BF16)
 #include <cpuid.h>
+#endif
+
+#if defined(LDS_HAVE_KERNEL_AVX512BF16)
+/* CPUID.(7, 1):EAX bit 5, AVX512_BF16 (older compilers' __builtin_cpu_supports lack it). */
+static bool cpu_has_avx512bf16(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+}
+#endif
+
+#if defined(LDS_HAVE_KERNEL_AVX2)
 
 /* CPUID.1:ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c"). */
 static bool cpu_has_f16c(void)
@@ -52,6 +67,12 @@ bool lds__search_kernel_runs(size_t i)
 {
     if (i >= KERNEL_COUNT)
         return false;
+#if defined(LDS_HAVE_KERNEL_AVX512BF16)
+    if (kernel_list[i] == &lds__kernel_avx512bf16)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+               cpu_has_avx512bf16();
+#endif
 #if defined(LDS_HAVE_KERNEL_AVX512VNNI)
     if (kernel_list[i] == &lds__kernel_avx512vnni)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -69,12 +90,14 @@ bool lds__search_kernel_runs(size_t i)
     return true;
 }
 
-/* The kernel in use per class of search: [0] float (f32, f16, bf16 and i8
-   under l2: the f32 chain), [1] native i8 (i8 under dot and cosine, ADR 0043).
-   auto_kernel holds what the probe chose, for lds__search_kernel_force(NULL). */
-static _Atomic(const lds__kernel *) current_kernel[2];
-static const lds__kernel *auto_kernel[2];
-static double auto_times[2][KERNEL_COUNT]; /* what the first-use probe measured, ns */
+/* The kernel in use per class of search: [0] float (f32, f16, and bf16 and i8
+   under l2: the f32 chain), [1] native i8 (i8 under dot and cosine, ADR 0043),
+   [2] native bf16 (bf16 under dot and cosine, ADR 0056). auto_kernel holds what
+   the probe chose, for lds__search_kernel_force(NULL). */
+#define NCLASS 3
+static _Atomic(const lds__kernel *) current_kernel[NCLASS];
+static const lds__kernel *auto_kernel[NCLASS];
+static double auto_times[NCLASS][KERNEL_COUNT]; /* what the first-use probe measured, ns */
 static double probe_cost_ms;
 static pthread_once_t kernel_once = PTHREAD_ONCE_INIT;
 static void kernel_init(void);
@@ -104,6 +127,8 @@ static double thread_cpu_ns(void)
 typedef struct probe_data {
     float rows[LDS__PANEL * PROBE_DIM];
     int8_t rows_i8[LDS__PANEL * PROBE_DIM];
+    uint16_t rows_bf16[LDS__PANEL * PROBE_DIM];
+    uint32_t qb[PROBE_Q * LDS__BF16_PAIRS(PROBE_DIM)];
     float q[PROBE_Q * PROBE_DIM];
     int32_t qi[PROBE_Q * LDS__I8_PAIRS(PROBE_DIM)];
     double qc[PROBE_Q];
@@ -120,6 +145,7 @@ static void probe_fill(probe_data *p)
         x ^= x << 13, x ^= x >> 17, x ^= x << 5;
         p->rows[i] = (float)((int32_t)(x % 2001u) - 1000) / 1000.0f;
         p->rows_i8[i] = (int8_t)((int32_t)(x % 255u) - 127);
+        p->rows_bf16[i] = lds__bf16_round(p->rows[i]);
     }
     for (size_t i = 0; i < PROBE_Q * PROBE_DIM; i++) {
         x ^= x << 13, x ^= x >> 17, x ^= x << 5;
@@ -130,18 +156,24 @@ static void probe_fill(probe_data *p)
                                     p->qi + j * LDS__I8_PAIRS(PROBE_DIM)) / 127.0;
         p->thr[j] = INFINITY; /* scores only: no candidate, as in most blocks of a scan */
     }
+    lds__bf16_query(p->q, PROBE_Q, PROBE_DIM, PROBE_DIM, p->qb, LDS__BF16_PAIRS(PROBE_DIM));
 }
 
-static double probe_once(const lds__kernel *k, bool native_i8, probe_data *p)
+static double probe_once(const lds__kernel *k, int cls, probe_data *p)
 {
+    const bool native_i8 = cls == 1, native_bf16 = cls == 2;
     lds__block_args a = {
         .q = p->q,
         .qstride = PROBE_DIM,
-        .rows = native_i8 ? (const uint8_t *)p->rows_i8 : (const uint8_t *)p->rows,
-        .row_bytes = native_i8 ? PROBE_DIM : PROBE_DIM * sizeof(float),
+        .rows = native_i8     ? (const uint8_t *)p->rows_i8
+                : native_bf16 ? (const uint8_t *)p->rows_bf16
+                              : (const uint8_t *)p->rows,
+        .row_bytes = native_i8     ? PROBE_DIM
+                     : native_bf16 ? PROBE_DIM * 2
+                                   : PROBE_DIM * sizeof(float),
         .nr = LDS__PANEL,
         .dim = PROBE_DIM,
-        .dtype = native_i8 ? LDS_DTYPE_I8 : LDS_DTYPE_F32,
+        .dtype = native_i8 ? LDS_DTYPE_I8 : native_bf16 ? LDS_DTYPE_BF16 : LDS_DTYPE_F32,
         .scale = 1.0f / 127.0f,
         .thr = p->thr,
         .out = p->out,
@@ -150,6 +182,8 @@ static double probe_once(const lds__kernel *k, bool native_i8, probe_data *p)
         .qi = native_i8 ? p->qi : NULL,
         .qistride = LDS__I8_PAIRS(PROBE_DIM),
         .qc = native_i8 ? p->qc : NULL,
+        .qb = native_bf16 ? p->qb : NULL,
+        .qbstride = LDS__BF16_PAIRS(PROBE_DIM),
     };
     double t0 = thread_cpu_ns();
     a.nq = 1;
@@ -164,7 +198,7 @@ static double probe_once(const lds__kernel *k, bool native_i8, probe_data *p)
 /* The fastest of the fused (SIMD) kernels this CPU runs for one class, by the
    least thread CPU time of PROBE_ROUNDS interleaved rounds; generic only where no
    SIMD kernel runs. times[i] gets kernel i's least time in ns (0: not probed). */
-static const lds__kernel *probe_class(bool native_i8, probe_data *p, double *times)
+static const lds__kernel *probe_class(int cls, probe_data *p, double *times)
 {
     for (size_t i = 0; i < KERNEL_COUNT; i++)
         times[i] = 0.0;
@@ -173,7 +207,7 @@ static const lds__kernel *probe_class(bool native_i8, probe_data *p, double *tim
             size_t i = (n + (size_t)round) % KERNEL_COUNT; /* rotate the order */
             if (!kernel_list[i]->fused || !lds__search_kernel_runs(i))
                 continue;
-            double ns = probe_once(kernel_list[i], native_i8, p);
+            double ns = probe_once(kernel_list[i], cls, p);
             if (times[i] == 0.0 || ns < times[i])
                 times[i] = ns;
         }
@@ -185,14 +219,14 @@ static const lds__kernel *probe_class(bool native_i8, probe_data *p, double *tim
     return best;
 }
 
-double lds__search_kernel_probe(bool native_i8, double *times, size_t cap)
+double lds__search_kernel_probe(int cls, double *times, size_t cap)
 {
     probe_data *p = (probe_data *)aligned_alloc(64, sizeof(probe_data));
     if (!p)
         return -1.0;
     probe_fill(p);
     double t[KERNEL_COUNT];
-    const lds__kernel *k = probe_class(native_i8, p, t);
+    const lds__kernel *k = probe_class(cls, p, t);
     free(p);
     for (size_t i = 0; i < cap && i < KERNEL_COUNT; i++)
         times[i] = t[i];
@@ -207,11 +241,11 @@ double lds__search_probe_cost_ms(void)
     return probe_cost_ms;
 }
 
-size_t lds__search_probe_times(bool native_i8, double *times, size_t cap)
+size_t lds__search_probe_times(int cls, double *times, size_t cap)
 {
     pthread_once(&kernel_once, kernel_init);
     for (size_t i = 0; i < cap && i < KERNEL_COUNT; i++)
-        times[i] = auto_times[native_i8][i];
+        times[i] = cls >= 0 && cls < NCLASS ? auto_times[cls][i] : 0.0;
     return KERNEL_COUNT;
 }
 
@@ -224,12 +258,12 @@ static void kernel_init(void)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     probe_data *p = (probe_data *)aligned_alloc(64, sizeof(probe_data));
     double times[KERNEL_COUNT];
-    for (int c = 0; c < 2; c++) {
+    for (int c = 0; c < NCLASS; c++) {
         auto_kernel[c] = NULL;
         if (p) {
             if (c == 0)
                 probe_fill(p);
-            auto_kernel[c] = probe_class(c == 1, p, times);
+            auto_kernel[c] = probe_class(c, p, times);
             for (size_t i = 0; i < KERNEL_COUNT; i++)
                 auto_times[c][i] = times[i];
         }
@@ -254,19 +288,20 @@ static void kernel_init(void)
             fprintf(stderr, "); using the automatic choice\n");
         }
     }
-    for (int c = 0; c < 2; c++)
+    for (int c = 0; c < NCLASS; c++)
         atomic_store(&current_kernel[c], k ? k : auto_kernel[c]);
 }
 
-const lds__kernel *lds__search_kernel_for(bool native_i8)
+const lds__kernel *lds__search_kernel_for(int cls)
 {
     pthread_once(&kernel_once, kernel_init);
-    return atomic_load_explicit(&current_kernel[native_i8], memory_order_relaxed);
+    return atomic_load_explicit(&current_kernel[cls >= 0 && cls < NCLASS ? cls : 0],
+                                memory_order_relaxed);
 }
 
 const lds__kernel *lds__search_kernel(void)
 {
-    return lds__search_kernel_for(false);
+    return lds__search_kernel_for(LDS__CLASS_F32);
 }
 
 size_t lds_search_kernels(const char **names, size_t cap)
@@ -287,7 +322,7 @@ bool lds__search_kernel_force(const char *name)
     const lds__kernel *k = name ? kernel_named(name) : NULL;
     if (name && !k)
         return false;
-    for (int c = 0; c < 2; c++)
+    for (int c = 0; c < NCLASS; c++)
         atomic_store(&current_kernel[c], k ? k : auto_kernel[c]);
     return true;
 }
@@ -321,6 +356,26 @@ double lds__i8_quantize(const float *q, uint32_t dim, int32_t *pairs)
         pairs[2 * c + 1] = (int32_t)((uint32_t)(uint16_t)v[1] | (uint32_t)(uint16_t)v[3] << 16);
     }
     return qscale;
+}
+
+/* ==== native bf16 queries (ADR 0056) ==================================== */
+
+bool lds__bf16_query(float *q, size_t nq, uint32_t dim, size_t qs, uint32_t *qb, size_t qbs)
+{
+    bool exotic = false;
+    for (size_t j = 0; j < nq; j++) {
+        float *x = q + j * qs;
+        uint32_t *w = qb + j * qbs;
+        for (size_t p = 0; p < LDS__BF16_PAIRS(dim); p++)
+            w[p] = 0;
+        for (uint32_t d = 0; d < dim; d++) {
+            const uint16_t b = lds__bf16_round(x[d]);
+            exotic |= lds__bf16_exotic(b);
+            w[d / 2] |= (uint32_t)b << (16 * (d & 1));
+            x[d] = lds__bits_f32((uint32_t)b << 16);
+        }
+    }
+    return exotic;
 }
 
 /* ==== cosine norms ======================================================= */
@@ -463,6 +518,8 @@ typedef struct scan_job {
     float *panel;    /* LDS__PANEL x (dim + 4), 64-byte aligned */
     const int32_t *qi; /* native i8: nq x LDS__I8_PAIRS(dim), else NULL */
     const double *qc;  /* native i8: nq */
+    const uint32_t *qb; /* native bf16: nq x LDS__BF16_PAIRS(dim), else NULL */
+    bool qb_exotic;
 } scan_job;
 
 static void scan(scan_job *jb)
@@ -491,6 +548,9 @@ static void scan(scan_job *jb)
         .qi = jb->qi,
         .qistride = LDS__I8_PAIRS(idx->dim),
         .qc = jb->qc,
+        .qb = jb->qb,
+        .qbstride = LDS__BF16_PAIRS(idx->dim),
+        .qb_exotic = jb->qb_exotic,
     };
     for (uint64_t b = jb->r0; b < jb->r1; b += LDS__PANEL) {
         size_t nr = (size_t)(jb->r1 - b < LDS__PANEL ? jb->r1 - b : LDS__PANEL);
@@ -604,9 +664,13 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
                              "query %zu is zero, which has no cosine similarity", j);
         }
     }
-    const lds__kernel *kern =
-        lds__search_kernel_for(idx->dtype == LDS_DTYPE_I8 && idx->metric != LDS_METRIC_L2 &&
-                               lds__i8_qmax((uint32_t)dim) > 0);
+    /* i8 under dot and cosine: the integer kernels (ADR 0043); bf16 under dot and
+       cosine: vdpbf16ps's arithmetic with the query rounded to bf16 (ADR 0056). */
+    const bool native_i8 = idx->dtype == LDS_DTYPE_I8 && idx->metric != LDS_METRIC_L2 &&
+                           lds__i8_qmax((uint32_t)dim) > 0;
+    const bool native_bf16 = idx->dtype == LDS_DTYPE_BF16 && idx->metric != LDS_METRIC_L2;
+    const lds__kernel *kern = lds__search_kernel_for(
+        native_i8 ? LDS__CLASS_I8 : native_bf16 ? LDS__CLASS_BF16 : LDS__CLASS_F32);
     if (opts && opts->size >= offsetof(lds_search_options, kernel) + sizeof(const char *) &&
         o.kernel && *o.kernel && !(kern = kernel_named(o.kernel)))
         return lds__fail(err, LDS_E_UNSUPPORTED, "lds_search_options.kernel", 0,
@@ -646,13 +710,11 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
     const size_t qs = dim;
     /* A multiple of 16 floats (64-byte panels), room for the native i8 pairs too. */
     const size_t panel_floats = (size_t)LDS__PANEL * (dim + 4);
-    /* i8 under dot and cosine: the integer kernels (ADR 0043). */
-    const bool native_i8 = idx->dtype == LDS_DTYPE_I8 && idx->metric != LDS_METRIC_L2 &&
-                           lds__i8_qmax((uint32_t)dim) > 0;
-    const size_t npairs = LDS__I8_PAIRS(dim);
+    const size_t npairs = LDS__I8_PAIRS(dim), nbpairs = LDS__BF16_PAIRS(dim);
     float *qbuf = (float *)malloc(qc * qs * sizeof(float));
     int32_t *qibuf = native_i8 ? (int32_t *)malloc(qc * npairs * sizeof(int32_t)) : NULL;
     double *qcbuf = native_i8 ? (double *)malloc(qc * sizeof(double)) : NULL;
+    uint32_t *qbbuf = native_bf16 ? (uint32_t *)malloc(qc * nbpairs * sizeof(uint32_t)) : NULL;
     lds_hit *heaps = (lds_hit *)malloc((size_t)t * qc * want * sizeof(lds_hit));
     size_t *counts = (size_t *)malloc((size_t)t * qc * sizeof(size_t));
     float *sbuf = (float *)malloc((size_t)t * qc * (LDS__PANEL + 1) * sizeof(float));
@@ -662,8 +724,9 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
     pthread_t *tids = (pthread_t *)malloc(t * sizeof(pthread_t));
     bool *started = (bool *)malloc(t * sizeof(bool));
     if (!qbuf || !heaps || !counts || !sbuf || !masks || !panels || !jobs || !tids || !started ||
-        (native_i8 && (!qibuf || !qcbuf))) {
+        (native_i8 && (!qibuf || !qcbuf)) || (native_bf16 && !qbbuf)) {
         free(qbuf);
+        free(qbbuf);
         free(qibuf);
         free(qcbuf);
         free(heaps);
@@ -679,6 +742,7 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
     const bool lower = idx->metric == LDS_METRIC_L2;
     for (size_t j0 = 0; j0 < nq; j0 += qc) {
         size_t n = nq - j0 < qc ? nq - j0 : qc;
+        bool qb_exotic = false;
         for (size_t j = 0; j < n; j++) {
             const float *src = queries + (j0 + j) * dim;
             float *dst = qbuf + j * qs;
@@ -697,6 +761,9 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
             if (native_i8)
                 qcbuf[j] = lds__i8_quantize(dst, (uint32_t)dim, qibuf + j * npairs) *
                            (double)idx->i8_scale;
+            if (native_bf16)
+                qb_exotic |=
+                    lds__bf16_query(dst, 1, (uint32_t)dim, qs, qbbuf + j * nbpairs, nbpairs);
         }
         uint64_t per = (idx->rows + t - 1) / t;
         per = (per + LDS__PANEL - 1) & ~(uint64_t)(LDS__PANEL - 1);
@@ -723,6 +790,8 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
                 .panel = panels + (size_t)w * panel_floats,
                 .qi = qibuf,
                 .qc = qcbuf,
+                .qb = qbbuf,
+                .qb_exotic = qb_exotic,
             };
         }
         for (unsigned w = 1; w < t; w++)
@@ -752,6 +821,7 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
     free(qbuf);
     free(qibuf);
     free(qcbuf);
+    free(qbbuf);
     free(heaps);
     free(counts);
     free(sbuf);

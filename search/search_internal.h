@@ -59,7 +59,98 @@ typedef struct lds__block_args {
     const int32_t *qi;
     size_t qistride;
     const double *qc;
+    /* bf16 rows under dot and cosine (ADR 0056): NULL, or the queries rounded to
+       bf16 (lds__bf16_round), query j at qb + j * qbstride as LDS__BF16_PAIRS(dim)
+       dwords, dword p = element 2p in the low half, 2p + 1 in the high half (0 past
+       dim); q then holds the same rounded values as f32. Every (query, row) pair is
+       the chain of lds__bf16_step over p = 0, 1, ... (vdpbf16ps's arithmetic), in
+       every kernel. qb_exotic: some query element lies outside the fast range
+       (lds__bf16_exotic). */
+    const uint32_t *qb;
+    size_t qbstride;
+    bool qb_exotic;
 } lds__block_args;
+
+/* Dwords of a bf16 query or row: (dim + 1) / 2. */
+#define LDS__BF16_PAIRS(dim) (((size_t)(dim) + 1) / 2)
+
+/* f32 -> bf16, round to nearest, ties to even (NaN stays a quiet NaN). */
+static inline uint16_t lds__bf16_round(float x)
+{
+    uint32_t u;
+    __builtin_memcpy(&u, &x, 4);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+        return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* Whether a bf16 value is outside the range where the kernels without
+   AVX512_BF16 may skip vdpbf16ps's flushing: a denormal, inf or NaN, or a nonzero
+   magnitude below 2^-50 or at or above 2^61 (exponent field outside [77, 187]).
+   Inside it every product is exact in f32 and every nonzero partial sum is at
+   least 2^-114 in magnitude, so a plain multiply-add chain (fused or not) gives
+   vdpbf16ps's bits (ADR 0056). */
+static inline bool lds__bf16_exotic(uint16_t b)
+{
+    const unsigned e = (b >> 7) & 0xFFu;
+    return e == 0 ? (b & 0x7Fu) != 0 : (e < 77 || e > 187);
+}
+
+/* The f32 value of a bf16 with denormals as zero of the same sign (vdpbf16ps's
+   DAZ on its inputs). */
+static inline float lds__bf16_daz(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    if ((u & 0x7F800000u) == 0)
+        u &= 0x80000000u;
+    float x;
+    __builtin_memcpy(&x, &u, 4);
+    return x;
+}
+
+/* One fused step of vdpbf16ps as this library defines it (and as the CPU was
+   tested to compute it, tests/test_format.c): acc (denormal as zero) + a * b with a single
+   rounding to nearest even, a and b bf16 with denormals as zero, and a result
+   that is below 2^-126 in magnitude after rounding to 24 bits with an unbounded
+   exponent (x86's tininess after rounding) flushed to zero of its sign. */
+static inline float lds__bf16_fma_ftz(float acc, float a, float b)
+{
+    uint32_t ua;
+    __builtin_memcpy(&ua, &acc, 4);
+    if ((ua & 0x7F800000u) == 0) { /* DAZ on the accumulator too */
+        ua &= 0x80000000u;
+        __builtin_memcpy(&acc, &ua, 4);
+    }
+    const double p = (double)a * (double)b; /* exact: two 8-bit significands */
+    float r = __builtin_fmaf(a, b, acc);
+    uint32_t u;
+    __builtin_memcpy(&u, &r, 4);
+    const uint32_t mag = u & 0x7FFFFFFFu;
+    if (mag < 0x00800000u) {
+        u &= 0x80000000u;
+    } else if (mag == 0x00800000u) {
+        /* Tininess after rounding to 24 bits with an unbounded exponent: the
+           result stays 2^-126 when the exact sum is at least 2^-126 - 2^-151
+           (the tie goes to 2^-126, the even one); fmaf rounds to the denormal
+           grid instead. The exact sum is s + e (TwoSum, all exact in double). */
+        const double s = (double)acc + p, bb = s - (double)acc;
+        const double e = ((double)acc - (s - bb)) + (p - bb);
+        const double d = __builtin_fabs(s) - (0x1p-126 - 0x1p-151), ee = s < 0.0 ? -e : e;
+        if (d < -ee)
+            u &= 0x80000000u;
+    }
+    __builtin_memcpy(&r, &u, 4);
+    return r;
+}
+
+/* acc + the products of one dword of pairs: the high (odd) element first, then
+   the low one, each a step of lds__bf16_fma_ftz (Intel SDM, VDPBF16PS). */
+static inline float lds__bf16_step(float acc, uint32_t r, uint32_t q)
+{
+    acc = lds__bf16_fma_ftz(acc, lds__bf16_daz((uint16_t)(r >> 16)),
+                            lds__bf16_daz((uint16_t)(q >> 16)));
+    return lds__bf16_fma_ftz(acc, lds__bf16_daz((uint16_t)r), lds__bf16_daz((uint16_t)q));
+}
 
 /* The kernels' transposer mode for raw bytes (the native i8 path's quads). */
 #define LDS__DT_RAW ((lds_dtype)0x52)
@@ -83,7 +174,7 @@ double lds__i8_quantize(const float *q, uint32_t dim, int32_t *pairs);
 typedef void lds__block_fn(const lds__block_args *a);
 
 typedef struct lds__kernel {
-    const char *name; /* "generic", "avx2", "avx512", "avx512vnni" */
+    const char *name; /* "generic", "avx2", "avx512", "avx512vnni", "avx512bf16" */
     unsigned lanes;   /* rows per vector */
     bool fused;       /* multiply-add rounds once (FMA) */
     lds__block_fn *block;
@@ -99,6 +190,23 @@ extern const lds__kernel lds__kernel_avx512;
 #if defined(LDS_HAVE_KERNEL_AVX512VNNI)
 extern const lds__kernel lds__kernel_avx512vnni;
 #endif
+#if defined(LDS_HAVE_KERNEL_AVX512BF16)
+extern const lds__kernel lds__kernel_avx512bf16;
+/* acc[i] = vdpbf16ps(acc[i], a[i], b[i]) for i < n, on the CPU (tests only; call
+   only where lds__search_kernel_runs says the avx512bf16 kernel runs). */
+void lds__dpbf16_hw(float *acc, const uint32_t *a, const uint32_t *b, size_t n);
+#endif
+
+/* Rounds queries q[j * qs, j * qs + dim) (j < nq) to bf16 in place (each element
+   replaced by its bf16 value as f32) and writes them as LDS__BF16_PAIRS(dim)
+   dwords at qb + j * qbs. Returns whether any element is exotic
+   (lds__bf16_exotic). ADR 0056. */
+bool lds__bf16_query(float *q, size_t nq, uint32_t dim, size_t qs, uint32_t *qb, size_t qbs);
+
+/* Classes of search, each with its own kernel choice (ADR 0054, 0056). */
+#define LDS__CLASS_F32  0 /* f32, f16; bf16 and i8 under l2: the f32 chain */
+#define LDS__CLASS_I8   1 /* i8 under dot and cosine (ADR 0043) */
+#define LDS__CLASS_BF16 2 /* bf16 under dot and cosine (ADR 0056) */
 
 /* The kernels built into this library, best first, and whether this CPU runs
    kernel i. */
@@ -113,19 +221,19 @@ bool lds__search_kernel_runs(size_t i);
 bool lds__search_kernel_force(const char *name);
 
 /* The kernel searches use now: for the f32 chain (f32, f16, bf16, i8 under l2),
-   and lds__search_kernel_for(true) for native i8 (i8 under dot and cosine). The
+   and lds__search_kernel_for(cls) for a class (LDS__CLASS_*). The
    automatic choice is measured once per process at first use (ADR 0054): the
    fused kernel this CPU runs with the least thread CPU time on a probe in cache
    (lds__search_kernel_probe), per class; LDS_SEARCH_KERNEL or
    lds__search_kernel_force override it. Thread-safe. */
 const lds__kernel *lds__search_kernel(void);
-const lds__kernel *lds__search_kernel_for(bool native_i8);
+const lds__kernel *lds__search_kernel_for(int cls);
 
-/* Runs the dispatcher's probe again for one class (native i8 or the f32 chain):
+/* Runs the dispatcher's probe again for one class (LDS__CLASS_*):
    times[i] (i < cap) gets kernel i's least thread CPU time in ns over the probe's
    rounds (0 for a kernel not probed: generic, or one this CPU lacks). Returns the
    index of the fastest kernel, or -1 without memory. For tests and benchmarks. */
-double lds__search_kernel_probe(bool native_i8, double *times, size_t cap);
+double lds__search_kernel_probe(int cls, double *times, size_t cap);
 
 /* Wall milliseconds the first-use probe took in this process (0 before it ran). */
 double lds__search_probe_cost_ms(void);
@@ -134,6 +242,6 @@ double lds__search_probe_cost_ms(void);
    times[i] (i < cap) gets kernel i's least thread CPU time in ns, 0 for a kernel not
    probed; the automatic choice is the kernel of the least nonzero time (generic when
    none). Returns the number of kernels. Thread-safe. */
-size_t lds__search_probe_times(bool native_i8, double *times, size_t cap);
+size_t lds__search_probe_times(int cls, double *times, size_t cap);
 
 #endif

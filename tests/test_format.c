@@ -2691,7 +2691,7 @@ static int ref_cmp(const void *x, const void *y)
 
 /* The accuracy bound of lodestar_index.h for one row (u = 2^-24). i8 under dot and
    cosine (the native integer kernels, ADR 0043): qscale is the query's quantization
-   step, sumr = sum |r_i|, rn = |r|. */
+   step, sumr = sum |r_i|, rn = |r|; bf16 under dot and cosine: ADR 0056. */
 static double search_bound(lds_dtype dt, lds_metric mt, uint32_t dim, double absdot, double l2,
                            double qscale, double sumr, double rn)
 {
@@ -2702,6 +2702,15 @@ static double search_bound(lds_dtype dt, lds_metric mt, uint32_t dim, double abs
         return qscale / 2 * (rn > 0 ? sumr / rn : 0) + ldexp(1.0, -21);
     if (dt == LDS_DTYPE_I8 && mt == LDS_METRIC_DOT)
         return qscale / 2 * sumr + ldexp(1.0, -22) * absdot;
+    /* bf16 under dot and cosine (ADR 0056): the query rounded to bf16 (relative 2^-8
+       per element), a chain of dim + 1 fused steps, each flush below 2^-126 losing less
+       than 2^-126. */
+    if (dt == LDS_DTYPE_BF16 && mt == LDS_METRIC_COSINE)
+        return ldexp(1.0, -8) + G(dim + 4) * (1 + ldexp(1.0, -8)) +
+               (dim + 1) * ldexp(1.0, -126) / (rn > 0 ? rn : 1);
+    if (dt == LDS_DTYPE_BF16 && mt == LDS_METRIC_DOT)
+        return (ldexp(1.0, -8) + G(dim + 1) * (1 + ldexp(1.0, -8))) * absdot +
+               (dim + 1) * ldexp(1.0, -126);
     if (mt == LDS_METRIC_COSINE)
         return G(dim + 3);
     if (mt == LDS_METRIC_DOT)
@@ -3245,16 +3254,177 @@ static void test_search_fused_kernels_agree(void **state)
     assert_true(lds__search_kernel_force(NULL));
 }
 
+/* A bf16 bit pattern: mostly ordinary values, with (exotic) denormals, tiny and huge
+   magnitudes, zeros of both signs, infinities and NaN mixed in when `exotic`. */
+static uint16_t crafted_bf16(bool exotic)
+{
+    uint16_t sign = (uint16_t)((rng() & 1) << 15);
+    if (exotic)
+        switch (rng() % 12) {
+        case 0:
+            return sign | (uint16_t)(1 + rng() % 0x7F); /* denormal */
+        case 1:
+            return sign | (uint16_t)((1 + rng() % 76) << 7 | (rng() & 0x7F)); /* below 2^-50 */
+        case 2:
+            return sign | (uint16_t)((188 + rng() % 60) << 7 | (rng() & 0x7F)); /* 2^61 up */
+        case 3:
+            return sign; /* +-0 */
+        case 4:
+            return rng() % 4 ? (uint16_t)(sign | 0x7F80) : (uint16_t)0x7FC1; /* inf, NaN */
+        default:
+            break;
+        }
+    return lds__bf16_round(frand());
+}
+
+/* vdpbf16ps's arithmetic as the kernels without AVX512_BF16 compute it
+   (lds__bf16_step) against the CPU's instruction, on crafted operands: denormals
+   (DAZ), accumulators near -a*b (the flush range, tininess after rounding), infinities
+   and NaN (any NaN for NaN: NaN scores are canonical). Skipped where the CPU lacks it. */
+static void test_bf16_step_matches_cpu(void **state)
+{
+    (void)state;
+#if defined(LDS_HAVE_KERNEL_AVX512BF16)
+    size_t kb = SIZE_MAX;
+    for (size_t kn = 0; kn < lds__search_kernel_count(); kn++)
+        if (strcmp(lds__search_kernel_at(kn)->name, "avx512bf16") == 0 &&
+            lds__search_kernel_runs(kn))
+            kb = kn;
+    if (kb == SIZE_MAX) {
+        fprintf(stderr, "bf16 step: this CPU lacks AVX512_BF16\n");
+        return;
+    }
+    enum { N = 1 << 16 };
+    float *acc = malloc(N * sizeof(float)), *hw = malloc(N * sizeof(float));
+    uint32_t *a = malloc(N * sizeof(uint32_t)), *b = malloc(N * sizeof(uint32_t));
+    assert_true(acc && hw && a && b);
+    size_t flushes = 0;
+    for (int round = 0; round < 8; round++) {
+        for (size_t i = 0; i < N; i++) {
+            bool ex = round % 2 == 1;
+            a[i] = crafted_bf16(ex) | (uint32_t)crafted_bf16(ex) << 16;
+            b[i] = crafted_bf16(ex) | (uint32_t)crafted_bf16(ex) << 16;
+            uint32_t r = (uint32_t)rng();
+            switch (rng() % 4) {
+            case 0: /* cancels the first product to within a few ulps: lands near 0 */
+                acc[i] = -lds__bf16_daz((uint16_t)(a[i] >> 16)) *
+                         lds__bf16_daz((uint16_t)(b[i] >> 16));
+                r = lds__f32_bits(acc[i]) ^ (uint32_t)(rng() & 3);
+                break;
+            case 1: /* a tiny normal accumulator, near 2^-126 */
+                r = (r & 0x80FFFFFFu) | 0x00800000u;
+                break;
+            case 2: /* a denormal accumulator (DAZ) */
+                r &= 0x807FFFFFu;
+                break;
+            default:
+                break;
+            }
+            acc[i] = lds__bits_f32(r);
+            hw[i] = acc[i];
+        }
+        lds__dpbf16_hw(hw, a, b, N);
+        for (size_t i = 0; i < N; i++) {
+            float e = lds__bf16_step(acc[i], a[i], b[i]);
+            if (isnan(e) && isnan(hw[i]))
+                continue;
+            if (lds__f32_bits(e) != lds__f32_bits(hw[i]))
+                fail_msg("acc %08x a %08x b %08x: cpu %08x, emulation %08x",
+                         lds__f32_bits(acc[i]), a[i], b[i], lds__f32_bits(hw[i]),
+                         lds__f32_bits(e));
+            flushes += e == 0.0f && fabsf(acc[i]) >= 0x1p-126f;
+        }
+    }
+    assert_true(flushes > 0); /* the flush range was reached */
+    free(acc);
+    free(hw);
+    free(a);
+    free(b);
+#else
+    fprintf(stderr, "bf16 step: no avx512bf16 kernel in this build\n");
+#endif
+}
+
+/* bf16 under dot and cosine (ADR 0056): every kernel this CPU runs gives the same bits
+   (vdpbf16ps's, or its emulation), one at a time, batched and threaded, on ordinary rows
+   and on rows and queries with denormals, tiny and huge magnitudes, infinities and NaN
+   (the emulation's scalar path), odd and even dims. */
+static void test_search_bf16_native_kernels_agree(void **state)
+{
+    (void)state;
+    enum { Q = 9, ROWS = 203 };
+    static const uint32_t dims[] = {1, 2, 3, 17, 100};
+    static const lds_metric ms[] = {LDS_METRIC_DOT, LDS_METRIC_COSINE};
+    static lds_hit ref[Q * ROWS], got[Q * ROWS], one[ROWS];
+    lds_search_options o3;
+    lds_search_options_default(&o3);
+    o3.threads = 3;
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+        for (int m = 0; m < 2; m++)
+            for (int ex = 0; ex < 2; ex++) {
+                const uint32_t dim = dims[di];
+                spec sp = {.dtype = LDS_DTYPE_BF16, .metric = ms[m], .dim = dim, .rows = ROWS};
+                bytes f = build(&sp);
+                bytes pl = payload_of(&f);
+                for (size_t i = 0; i < (size_t)ROWS * dim; i++)
+                    lds__st16(pl.p + 2 * i, crafted_bf16(ex == 1));
+                reseal(&pl);
+                lds_index *idx = NULL;
+                assert_int_equal(lds_index_from_payload(pl.p, pl.n, NULL, &idx, NULL), LDS_OK);
+                float q[Q * 100];
+                for (size_t i = 0; i < Q * (size_t)dim; i++) {
+                    q[i] = frand();
+                    if (ex && rng() % 5 == 0) /* finite exotic query elements */
+                        q[i] *= rng() % 2 ? 1e-20f : 1e20f;
+                }
+                size_t nref[Q], n[Q];
+                bool first = true;
+                for (size_t kn = 0; kn < lds__search_kernel_count(); kn++) {
+                    if (!lds__search_kernel_runs(kn))
+                        continue;
+                    assert_true(lds__search_kernel_force(lds__search_kernel_at(kn)->name));
+                    lds_hit *h = first ? ref : got;
+                    size_t *nh = first ? nref : n;
+                    assert_int_equal(lds_index_search_batch(idx, q, Q, dim, ROWS, &o3, h, nh, NULL),
+                                     LDS_OK);
+                    for (int j = 0; j < Q; j++) {
+                        size_t n1 = 0;
+                        assert_int_equal(lds_index_search(idx, q + (size_t)j * dim, dim, ROWS,
+                                                          one, &n1, NULL),
+                                         LDS_OK);
+                        assert_int_equal(n1, nh[j]);
+                        assert_hits_equal(one, h + (size_t)j * ROWS, n1);
+                        if (!first) {
+                            assert_int_equal(n[j], nref[j]);
+                            assert_hits_equal(ref + (size_t)j * ROWS, got + (size_t)j * ROWS,
+                                              n[j]);
+                        }
+                    }
+                    first = false;
+                }
+                lds_index_free(idx);
+                free(pl.p);
+                free(f.p);
+            }
+    assert_true(lds__search_kernel_force(NULL));
+}
+
 /* The dispatcher's list (ADR 0032, 0054): lds_search_kernels lists the kernels the CPU
    runs, read from the CPU's own feature bits here, in the order avx512vnni, avx512, avx2,
    generic; the automatic choice is one of them, a fused (SIMD) one where any runs. */
 static void test_search_dispatcher_rule(void **state)
 {
     (void)state;
-    const char *want[4];
+    const char *want[5];
     size_t nw = 0;
 #if defined(__x86_64__)
     __builtin_cpu_init();
+    unsigned a7, b7, c7, d7;
+    __asm__("cpuid" : "=a"(a7), "=b"(b7), "=c"(c7), "=d"(d7) : "a"(7), "c"(1));
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+        (a7 & (1u << 5)))
+        want[nw++] = "avx512bf16";
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
         want[nw++] = "avx512vnni";
@@ -3278,8 +3448,8 @@ static void test_search_dispatcher_rule(void **state)
     assert_int_equal(j, ng);
     assert_string_equal(got[ng - 1], "generic");
     assert_true(lds__search_kernel_force(NULL));
-    for (int c = 0; c < 2; c++) {
-        const lds__kernel *k = lds__search_kernel_for(c == 1);
+    for (int c = 0; c < 3; c++) {
+        const lds__kernel *k = lds__search_kernel_for(c);
         bool listed = false;
         for (size_t i = 0; i < ng; i++)
             listed |= strcmp(got[i], k->name) == 0;
@@ -3305,11 +3475,12 @@ static void test_search_dispatcher_picks_fastest(void **state)
     assert_true(lds__search_kernel_force(NULL));
     const size_t nk = lds__search_kernel_count();
     assert_true(nk <= 8);
-    for (int c = 0; c < 2; c++) {
-        const lds__kernel *chosen = lds__search_kernel_for(c == 1);
+    static const char *const cname[] = {"f32 chain", "native i8", "native bf16"};
+    for (int c = 0; c < 3; c++) {
+        const lds__kernel *chosen = lds__search_kernel_for(c);
         double rec[8] = {0}, again[8] = {0};
-        assert_int_equal(lds__search_probe_times(c == 1, rec, 8), nk);
-        assert_true(lds__search_kernel_probe(c == 1, again, 8) >= 0.0);
+        assert_int_equal(lds__search_probe_times(c, rec, 8), nk);
+        assert_true(lds__search_kernel_probe(c, again, 8) >= 0.0);
         const lds__kernel *argmin = NULL;
         double least = 0.0;
         for (size_t i = 0; i < nk; i++) {
@@ -3322,11 +3493,11 @@ static void test_search_dispatcher_picks_fastest(void **state)
             } else if (k->fused && lds__search_kernel_runs(i)) {
                 fail_msg("%s runs here but was not probed", k->name);
             }
-            fprintf(stderr, "dispatcher %s: %s %.1f us at first use, %.1f us again\n",
-                    c ? "native i8" : "f32 chain", k->name, rec[i] / 1e3, again[i] / 1e3);
+            fprintf(stderr, "dispatcher %s: %s %.1f us at first use, %.1f us again\n", cname[c],
+                    k->name, rec[i] / 1e3, again[i] / 1e3);
         }
-        fprintf(stderr, "dispatcher %s: chose %s (first-use probe %.2f ms in all)\n",
-                c ? "native i8" : "f32 chain", chosen->name, lds__search_probe_cost_ms());
+        fprintf(stderr, "dispatcher %s: chose %s (first-use probe %.2f ms in all)\n", cname[c],
+                chosen->name, lds__search_probe_cost_ms());
         if (argmin != NULL) /* some fused kernel runs here */
             assert_ptr_equal(chosen, argmin);
         else
@@ -3557,6 +3728,8 @@ int main(void)
         cmocka_unit_test(test_search_batch_errors),
         cmocka_unit_test(test_search_nan_rows_every_kernel),
         cmocka_unit_test(test_search_fused_kernels_agree),
+        cmocka_unit_test(test_bf16_step_matches_cpu),
+        cmocka_unit_test(test_search_bf16_native_kernels_agree),
         cmocka_unit_test(test_search_i8_exact),
         cmocka_unit_test(test_search_dispatcher_rule),
         cmocka_unit_test(test_search_dispatcher_picks_fastest),
