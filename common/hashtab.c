@@ -131,6 +131,11 @@ static void free_slots(uint64_t *slots, uint64_t cap)
         (void)munmap(slots, bytes);
 }
 
+uint8_t lds__hashtab_row_bits(uint64_t max_rows)
+{
+    return (uint8_t)row_bits_for(max_rows);
+}
+
 lds_status lds__hashtab_init(lds__hashtab *t, uint64_t n, uint64_t max_rows)
 {
     memset(t, 0, sizeof *t);

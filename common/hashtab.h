@@ -121,6 +121,8 @@ typedef uint64_t (*lds__hashtab_rehash)(const void *ctx, uint64_t row);
  * cannot be had; then `t` holds nothing to free. Not thread-safe.
  */
 lds_status lds__hashtab_init(lds__hashtab *t, uint64_t n, uint64_t max_rows);
+/* The row_bits lds__hashtab_init gives a table whose rows are below `max_rows`. */
+uint8_t lds__hashtab_row_bits(uint64_t max_rows);
 /* Frees the slots; `t` may be zeroed or freed already. */
 void lds__hashtab_free(lds__hashtab *t);
 /* Grows `t` (doubling, rehashing every row with `rehash`) so that it holds

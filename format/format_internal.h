@@ -176,6 +176,7 @@ enum {
     LDS__KEYS_BUILT,    /* built from every row */
     LDS__KEYS_HAD,      /* idx had its table already */
     LDS__KEYS_SHARED,   /* prev's table shared (the same keys, row for row): no copy */
+    LDS__KEYS_CLONED_SPARE, /* as CLONED, into the spare's slots (no fresh mapping) */
 };
 /* Gives `idx` its key table now, before any reader sees it, when `prev` (the generation
    `idx` replaces) has built one (docs/adr/0050): if rows [0, prev->rows) of `idx` hold
@@ -186,8 +187,19 @@ enum {
    equal without a byte compare (docs/adr/0055). Lookups and K7 then behave
    exactly as after a lazy build. Returns an LDS__KEYS_* value; LDS__KEYS_LAZY also when
    the slots cannot be had (no error: the first lookup builds it). `prev` is only read and
-   may be looked up in concurrently; no other thread may use `idx` meanwhile. */
-int lds__index_keys_from(lds_index *idx, const lds_index *prev);
+   may be looked up in concurrently; no other thread may use `idx` meanwhile.
+   `spare` (may be NULL; docs/adr/0055): slots a freed generation left (lds__index_take_keys).
+   A copy goes into them when their capacity and row width are a fresh table's: they become
+   idx's (the result is LDS__KEYS_CLONED_SPARE) and *spare is emptied; else *spare is left
+   as it was and the caller still owns it. */
+int lds__index_keys_from(lds_index *idx, const lds_index *prev, lds__hashtab *spare);
+
+/* Moves `idx`'s key table into *out (the caller then owns the slots: lds__hashtab_free)
+   when idx built or was handed one and is its only holder (not shared with another
+   generation); the index then frees no slots. For an index about to be freed, that no
+   reader can reach (a retired generation with no pins). False, *out untouched, otherwise.
+   Not thread-safe against lookups in `idx`. */
+bool lds__index_take_keys(lds_index *idx, lds__hashtab *out);
 
 /* Bytes [offset of row's key, end) of `row` (the index has keys). */
 static inline void lds__index_key_span(const struct lds_index *idx, uint64_t row, uint64_t *start,

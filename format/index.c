@@ -265,7 +265,7 @@ static bool keys_extend(const lds_index *idx, const lds_index *prev)
     return same_bytes(idx, idx->key_bytes, prev, prev->key_bytes, (size_t)end, by_chunks);
 }
 
-int lds__index_keys_from(lds_index *idx, const lds_index *prev)
+int lds__index_keys_from(lds_index *idx, const lds_index *prev, lds__hashtab *spare)
 {
     if (!idx || !prev || !idx->key_offsets || !prev->key_offsets)
         return LDS__KEYS_LAZY;
@@ -291,10 +291,21 @@ int lds__index_keys_from(lds_index *idx, const lds_index *prev)
                 atomic_store_explicit(&idx->key_state, pstate, memory_order_release);
                 how = LDS__KEYS_SHARED;
             }
-        } else if (lds__hashtab_init(&idx->keys, idx->rows, idx->rows) == LDS_OK) {
-            if (idx->keys.row_bits != prev->keys.row_bits) {
+        } else {
+            /* The spare's slots when they fit (the same capacity and row width as a fresh
+               table's; docs/adr/0055): warm pages, no faults. Every slot is overwritten by
+               the copy below, so nothing of the spare's old contents survives. */
+            bool from_spare = false;
+            if (spare && spare->slots && spare->mask == prev->keys.mask &&
+                lds__hashtab_row_bits(idx->rows) == prev->keys.row_bits) {
+                idx->keys = *spare;
+                memset(spare, 0, sizeof *spare);
+                from_spare = true;
+            } else if (lds__hashtab_init(&idx->keys, idx->rows, idx->rows) == LDS_OK &&
+                       idx->keys.row_bits != prev->keys.row_bits) {
                 lds__hashtab_free(&idx->keys);
-            } else {
+            }
+            if (idx->keys.slots != NULL) {
                 /* prev's table: the same process key, so the same slots a build would fill
                    for rows [0, prev->rows); then the appended rows, K7 carried on. prev's
                    table is only read (lookups may run on it meanwhile). */
@@ -310,7 +321,7 @@ int lds__index_keys_from(lds_index *idx, const lds_index *prev)
                 insert_keys(idx, &idx->keys, prev->rows, &state);
                 idx->keys_refs = new_refs();
                 atomic_store_explicit(&idx->key_state, state, memory_order_release);
-                how = LDS__KEYS_CLONED;
+                how = from_spare ? LDS__KEYS_CLONED_SPARE : LDS__KEYS_CLONED;
             }
         }
     }
@@ -318,6 +329,17 @@ int lds__index_keys_from(lds_index *idx, const lds_index *prev)
         how = LDS__KEYS_BUILT;
     pthread_mutex_unlock(&idx->key_lock);
     return how;
+}
+
+bool lds__index_take_keys(lds_index *idx, lds__hashtab *out)
+{
+    if (!idx || !out || idx->keys.slots == NULL || idx->keys_refs == NULL ||
+        atomic_load_explicit(&idx->key_state, memory_order_acquire) == 0 ||
+        atomic_load_explicit(idx->keys_refs, memory_order_acquire) != 1)
+        return false;
+    *out = idx->keys;
+    memset(&idx->keys, 0, sizeof idx->keys);
+    return true;
 }
 
 /* Builds the key table once (thread-safe); LDS_E_DUP_KEY if K7 fails. */

@@ -85,6 +85,12 @@ struct lds_live {
      * out whole by the reloader. Only once a delta reload was asked (`standby_on`). */
     lds__delta_standby standby;
     _Atomic bool standby_on;
+    /* The spare key table (docs/adr/0055): the slots of the last freed generation's key table
+     * when it was that table's only holder, kept (as the standby is) for the next reload
+     * that must copy a table (rows appended) to copy into: warm pages, no fresh mapping.
+     * Under mtx; taken out whole by the reloader; no reader can reach it. Empty (slots NULL)
+     * when none. Only once a delta reload was asked (`standby_on`). */
+    lds__hashtab spare_keys;
     /* Where the reload in progress spends its time (reloader only, under reload_mtx), and
      * the last reload's (under mtx; lds__live_phases, docs/adr/0055). */
     lds__delta_phases phases, last_phases;
@@ -305,6 +311,14 @@ static void standby_return(lds__delta_standby *sb)
 static void gen_retire_free(lds_live *live, lv_gen *g, bool keep)
 {
     lds__delta_standby sb = {0};
+    lds__hashtab spare;
+    if (keep && atomic_load(&live->standby_on) && lds__index_take_keys(g->index, &spare)) {
+        pthread_mutex_lock(&live->mtx);
+        lds__hashtab older = live->spare_keys;
+        live->spare_keys = spare;
+        pthread_mutex_unlock(&live->mtx);
+        lds__hashtab_free(&older);
+    }
     if (keep && atomic_load(&live->standby_on) && g->own_pool && g->has_base && g->base.verified &&
         lds__index_take_lease(g->index, &sb.pool, &sb.lease)) {
         sb.has_table = g->base.payload == (const unsigned char *)sb.lease.ptr;
@@ -489,6 +503,7 @@ static void live_destroy(lds_live *live)
     gen_free(atomic_load(&live->current));
     free_list_in(live, live->retired, false);
     standby_return(&live->standby);
+    lds__hashtab_free(&live->spare_keys);
     for (lv_rec *r = atomic_load(&live->recs); r;) {
         lv_rec *next = r->next;
         free(r);
@@ -735,8 +750,23 @@ static lds_status reload_end(lds_live *live, lds_status st, lv_gen *g, const lds
      * reload. The current generation cannot be swapped out meanwhile (reload mutex). */
     lv_gen *cur = atomic_load(&live->current);
     uint64_t t0 = lds__now_ns();
-    if (st == LDS_OK && cur)
-        lds__index_keys_from(g->index, cur->index);
+    if (st == LDS_OK && cur) {
+        lds__hashtab spare;
+        pthread_mutex_lock(&live->mtx);
+        spare = live->spare_keys;
+        memset(&live->spare_keys, 0, sizeof live->spare_keys);
+        pthread_mutex_unlock(&live->mtx);
+        int how = lds__index_keys_from(g->index, cur->index, &spare);
+        live->phases.keys_spare = how == LDS__KEYS_CLONED_SPARE;
+        if (spare.slots != NULL) { /* not used: kept unless a newer one came meanwhile */
+            pthread_mutex_lock(&live->mtx);
+            lds__hashtab newer = live->spare_keys;
+            if (newer.slots == NULL)
+                live->spare_keys = spare;
+            pthread_mutex_unlock(&live->mtx);
+            lds__hashtab_free(newer.slots == NULL ? &newer : &spare);
+        }
+    }
     uint64_t t1 = lds__now_ns();
     live->phases.keys_ns = t1 - t0;
     pthread_mutex_lock(&live->mtx);
@@ -1131,7 +1161,7 @@ void lds__live_phases_ns(lds_live *live, uint64_t *out, size_t n)
     lds__delta_phases p;
     lds__live_phases(live, &p);
     uint64_t v[] = {p.table_ns, p.plan_ns, p.rent_ns,  p.fill_ns, p.parse_ns,
-                    p.keys_ns,  p.swap_ns, p.total_ns, p.delta};
+                    p.keys_ns,  p.swap_ns, p.total_ns, p.delta,   p.keys_spare};
     for (size_t i = 0; i < n && i < sizeof v / sizeof v[0]; i++)
         out[i] = v[i];
 }

@@ -338,6 +338,51 @@ static void test_reload_hands_on_key_table(void **state)
     assert_int_equal(lds_live_close(live, NULL), LDS_OK);
 }
 
+/* docs/adr/0055: rows appended at each reload. The first copy of the key table goes into a
+ * fresh table; the freed generation's table is then kept as the spare, and every later
+ * copy goes into the spare of the generation freed before (no fresh mapping). Every key,
+ * kept and appended, is found at its row after each reload; lds_live_close releases the
+ * spare (ASan reports a leak otherwise). */
+static void test_reload_keys_into_spare(void **state)
+{
+    (void)state;
+    enum { R = 3000 };
+    const char *p[4];
+    char names[4][16];
+    for (int i = 0; i < 4; i++) {
+        snprintf(names[i], sizeof names[i], "sp%d.ldsi", i);
+        p[i] = write_keyed(names[i], R + 64u * (unsigned)i);
+    }
+    assert_int_equal(lds__table_capacity(R), lds__table_capacity(R + 192)); /* one capacity */
+    lds_live *live = new_delta_live();
+    lds_load_options o = opts_for(NULL, 2);
+    assert_int_equal(lds_live_reload_path(live, p[0], &o, NULL, NULL, NULL), LDS_OK);
+    assert_int_equal(key_table_of(live, R, true), R); /* built by the lookups */
+    lds__delta_phases ph;
+    for (int i = 1; i < 4; i++) {
+        uint64_t rows = R + 64u * (unsigned)i;
+        assert_int_equal(lds_live_reload_path(live, p[i], &o, NULL, NULL, NULL), LDS_OK);
+        lds__live_phases(live, &ph);
+        assert_int_equal(ph.keys_spare, i >= 2); /* the first copy: no table freed yet */
+        uint64_t flat[10];
+        lds__live_phases_ns(live, flat, 10);
+        assert_int_equal(flat[9], i >= 2);
+        assert_int_equal(key_table_of(live, rows, false), rows); /* handed on */
+        assert_int_equal(key_table_of(live, rows, true), rows);  /* every key at its row */
+    }
+    /* A full reload of the same capacity copies into the spare as well (it is the key
+     * table's rule, not the loader's); fewer rows build afresh and leave the spare. */
+    assert_int_equal(lds_live_reload_path_delta(live, p[0], false, &o, NULL, NULL, NULL), LDS_OK);
+    lds__live_phases(live, &ph);
+    assert_false(ph.keys_spare);
+    assert_int_equal(key_table_of(live, R, true), R);
+    assert_int_equal(lds_live_reload_path_delta(live, p[1], false, &o, NULL, NULL, NULL), LDS_OK);
+    lds__live_phases(live, &ph);
+    assert_true(ph.keys_spare);
+    assert_int_equal(key_table_of(live, R + 64, true), R + 64);
+    assert_int_equal(lds_live_close(live, NULL), LDS_OK);
+}
+
 /* The default is a full reload: a file damaged on disk in a chunk equal to a serving one
  * is refused (a delta would copy that chunk and succeed: found by a tester and by the slow
  * suite's Dask test); lds_live_options.delta turns delta reloads on for the plain calls. */
@@ -882,6 +927,7 @@ int main(void)
         cmocka_unit_test(test_delta_falls_back),
         cmocka_unit_test(test_delta_standby_keeps),
         cmocka_unit_test(test_delta_phases),
+        cmocka_unit_test(test_reload_keys_into_spare),
         cmocka_unit_test(test_delta_standby_rehash_kept),
         cmocka_unit_test(test_delta_standby_failed_reload),
         cmocka_unit_test(test_delta_standby_waits_for_pins),

@@ -357,7 +357,7 @@ static void reload_keys(const keyset *kp, uint64_t rows0, const keyset *kn, uint
         (void)lds_index_check_keys(prev, NULL);
     lds_index *idx = keyed(kn, rows1, unique, &bn);
     lds_index *fresh = keyed(kn, rows1, unique, &bf);
-    assert_int_equal(lds__index_keys_from(idx, prev), expect);
+    assert_int_equal(lds__index_keys_from(idx, prev, NULL), expect);
     lds__probe_stats s;
     lds__index_key_probe_stats(idx, &s);
     assert_int_equal(s.inserts == 0, expect == LDS__KEYS_LAZY);
@@ -424,7 +424,7 @@ static void test_reload_shares_key_table(void **state)
     lds_index *a = keyed(&k, R0, false, &ba);
     assert_int_equal(lds_index_check_keys(a, NULL), LDS_OK);
     lds_index *b = keyed(&k, R0, false, &bb);
-    assert_int_equal(lds__index_keys_from(b, a), LDS__KEYS_SHARED);
+    assert_int_equal(lds__index_keys_from(b, a, NULL), LDS__KEYS_SHARED);
     assert_ptr_equal(b->keys.slots, a->keys.slots);
     assert_ptr_equal(b->keys_refs, a->keys_refs);
     assert_int_equal(atomic_load(b->keys_refs), 2);
@@ -432,7 +432,7 @@ static void test_reload_shares_key_table(void **state)
     free(ba.p);
     assert_int_equal(atomic_load(b->keys_refs), 1);
     lds_index *c = keyed(&k, R0, false, &bc);
-    assert_int_equal(lds__index_keys_from(c, b), LDS__KEYS_SHARED);
+    assert_int_equal(lds__index_keys_from(c, b, NULL), LDS__KEYS_SHARED);
     lds_index *fresh = keyed(&k, R0, false, &bf);
     expect_same_keys(&k, b, fresh);
     lds_index_free(b);
@@ -447,6 +447,81 @@ static void test_reload_shares_key_table(void **state)
     keyset dup = copy_keys(&k);
     memcpy(dup.key[70], k.key[10], 9);
     reload_keys(&dup, R0, &dup, R0, true, true, LDS__KEYS_SHARED);
+    free(dup.key);
+    free(k.key);
+}
+
+/* docs/adr/0055: the slots of a freed generation's table (lds__index_take_keys) take the
+   next copy (rows appended) when their capacity and row width fit: the same memory, every
+   key found as in a fresh build, K7 repeats across kept and appended rows still named. A
+   table shared with another generation is not taken; a spare of another capacity is left
+   to the caller and a fresh table made. */
+static void test_reload_copies_into_spare_keys(void **state)
+{
+    (void)state;
+    enum { R0 = 100000, R1 = 100500, R2 = 101000 }; /* all in 2^18 slots */
+    keyset k = make_keys(R2 + 1, 0);
+    keyset dup = copy_keys(&k); /* row 100700 (appended by c) repeats row 300 (kept) */
+    memcpy(dup.key[100700], k.key[300], 9);
+    for (int unique = 0; unique < 2; unique++) {
+        bytes ba, bb, bc, bf, bs;
+        lds_index *a = keyed(&dup, R0, unique, &ba);
+        assert_int_equal(lds_index_check_keys(a, NULL), LDS_OK);
+        lds_index *shared = keyed(&dup, R0, unique, &bs);
+        assert_int_equal(lds__index_keys_from(shared, a, NULL), LDS__KEYS_SHARED);
+        lds__hashtab spare = {0};
+        assert_false(lds__index_take_keys(a, &spare)); /* two holders */
+        assert_null(spare.slots);
+        lds_index_free(shared);
+        free(bs.p);
+        lds_index *b = keyed(&dup, R1, unique, &bb);
+        assert_int_equal(lds__index_keys_from(b, a, NULL), LDS__KEYS_CLONED);
+        assert_true(lds__index_take_keys(a, &spare)); /* a retires */
+        uint64_t *mem = spare.slots;
+        assert_non_null(mem);
+        assert_null(a->keys.slots);
+        lds_index_free(a); /* frees no slots: ASan reports a double free otherwise */
+        free(ba.p);
+        lds_index *c = keyed(&dup, R2, unique, &bc);
+        assert_int_equal(lds__index_keys_from(c, b, &spare), LDS__KEYS_CLONED_SPARE);
+        assert_null(spare.slots); /* c's now */
+        assert_ptr_equal(c->keys.slots, mem);
+        lds_index_free(b);
+        free(bb.p);
+        lds_index *fresh = keyed(&dup, R2, unique, &bf);
+        expect_same_keys(&dup, c, fresh);
+        lds_error e;
+        lds_error_init(&e);
+        assert_int_equal(lds_index_check_keys(c, &e), unique ? LDS_E_DUP_KEY : LDS_OK);
+        if (unique) {
+            assert_int_equal(c->key_dup, 100700);
+            assert_int_equal(c->key_dup_of, 300);
+        }
+        lds_index_free(c);
+        free(bc.p);
+        lds_index_free(fresh);
+        free(bf.p);
+    }
+
+    /* A spare of 2^17 slots does not fit a copy of 2^18: left to the caller. */
+    bytes bs, bp, bn;
+    lds_index *small = keyed(&k, 60000, false, &bs);
+    assert_int_equal(lds_index_check_keys(small, NULL), LDS_OK);
+    lds__hashtab spare = {0};
+    assert_true(lds__index_take_keys(small, &spare));
+    lds_index_free(small);
+    free(bs.p);
+    lds_index *prev = keyed(&k, R0, false, &bp);
+    assert_int_equal(lds_index_check_keys(prev, NULL), LDS_OK);
+    lds_index *idx = keyed(&k, R1, false, &bn);
+    uint64_t *mem = spare.slots;
+    assert_int_equal(lds__index_keys_from(idx, prev, &spare), LDS__KEYS_CLONED);
+    assert_ptr_equal(spare.slots, mem);
+    lds__hashtab_free(&spare);
+    lds_index_free(prev);
+    free(bp.p);
+    lds_index_free(idx);
+    free(bn.p);
     free(dup.key);
     free(k.key);
 }
@@ -704,6 +779,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_large_table_on_huge_pages),
         cmocka_unit_test(test_reload_hands_on_key_table),
         cmocka_unit_test(test_reload_shares_key_table),
+        cmocka_unit_test(test_reload_copies_into_spare_keys),
         cmocka_unit_test(test_hash_key_forms_agree),
         cmocka_unit_test(test_key_is_per_process),
     };
