@@ -146,6 +146,10 @@ LDS_K_INLINE void finish(vf s, size_t lane0, const double *inv, float thr, bool 
 LDS_K_INLINE void finish_i8(vi s, size_t lane0, double c, const double *inv, float thr, bool lower,
                             uint64_t valid, float *out, uint64_t *mask)
 {
+#if defined(LDS_K_I8_SCALE)
+    /* LDS_K_I8_SCALE(s, c, w): the same arithmetic in registers (w: inv + lane0 or NULL). */
+    emit(LDS_K_I8_SCALE(s, c, inv ? inv + lane0 : NULL), lane0, thr, lower, valid, out, mask);
+#else
     vd d = __builtin_convertvector(s, vd) * ((vd){0} + c);
     if (inv) {
         vd w;
@@ -153,6 +157,7 @@ LDS_K_INLINE void finish_i8(vi s, size_t lane0, double c, const double *inv, flo
         d = d * w;
     }
     emit(__builtin_convertvector(d, vf), lane0, thr, lower, valid, out, mask);
+#endif
 }
 
 /* Scores of QT queries x SV vectors of rows, starting at vector s0 of the
