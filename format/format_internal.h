@@ -184,7 +184,10 @@ enum {
    prev's table itself when idx has no rows after (shared, reference-counted: it is never
    written once built) or a copy of it plus the rows after; else a full build. Section
    ranges whose whole chunks have the same XXH3-64 in both verified chunk tables count as
-   equal without a byte compare (docs/adr/0055). Lookups and K7 then behave
+   equal without a byte compare (docs/adr/0055). A mapped generation (use_mmap: its key
+   offsets copied out of the mapping, its key bytes still in it) on either side gets a full
+   build: a file rewritten in place shows its new keys through the old mapping too, while
+   the old table holds the old keys' hashes. Lookups and K7 then behave
    exactly as after a lazy build. Returns an LDS__KEYS_* value; LDS__KEYS_LAZY also when
    the slots cannot be had (no error: the first lookup builds it). `prev` is only read and
    may be looked up in concurrently; no other thread may use `idx` meanwhile.

@@ -219,10 +219,8 @@ static bool in_payload(const lds_index *idx, const uint8_t *p)
    both (the two ends are compared byte for byte); a 1% delta then compares a few KiB instead
    of every key (docs/adr/0055). Else memcmp. */
 static bool same_bytes(const lds_index *x, const uint8_t *a, const lds_index *y, const uint8_t *b,
-                       size_t n, bool by_chunks)
+                       size_t n)
 {
-    if (!by_chunks)
-        return memcmp(a, b, n) == 0;
     uint64_t cb = x->chunk_bytes;
     uint64_t xt = x->payload_length - x->chunk_count * 8, yt = y->payload_length - y->chunk_count * 8;
     if (cb == 0 || cb != y->chunk_bytes || !x->checksum_verified || !y->checksum_verified ||
@@ -255,14 +253,17 @@ static bool keys_extend(const lds_index *idx, const lds_index *prev)
         return false;
     size_t w = idx->key_width;
     /* A mapped load copies the key offsets out of its payload (the file may change under
-       the mapping): then the bytes themselves are compared, not the chunk table. */
-    bool by_chunks = in_payload(idx, idx->key_offsets) && in_payload(prev, prev->key_offsets);
-    if (!same_bytes(idx, idx->key_offsets, prev, prev->key_offsets, (size_t)(prev->rows + 1) * w,
-                    by_chunks))
+       the mapping). Its key bytes stay in the mapping: a file rewritten in place shows its
+       new bytes through the old generation's mapping too, so the two compare equal while
+       prev's table holds the hashes of the keys prev loaded. A mapped generation on either
+       side therefore never hands its table on: idx builds its own. */
+    if (!in_payload(idx, idx->key_offsets) || !in_payload(prev, prev->key_offsets))
+        return false;
+    if (!same_bytes(idx, idx->key_offsets, prev, prev->key_offsets, (size_t)(prev->rows + 1) * w))
         return false;
     uint64_t end = w == 4 ? lds__ld32(prev->key_offsets + prev->rows * 4)
                           : lds__ld64(prev->key_offsets + prev->rows * 8);
-    return same_bytes(idx, idx->key_bytes, prev, prev->key_bytes, (size_t)end, by_chunks);
+    return same_bytes(idx, idx->key_bytes, prev, prev->key_bytes, (size_t)end);
 }
 
 int lds__index_keys_from(lds_index *idx, const lds_index *prev, lds__hashtab *spare)

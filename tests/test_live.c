@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -794,6 +795,64 @@ static void test_mapped_generation_across_rename(void **state)
     lds_live_free(live);
 }
 
+/* A mapped generation whose file is rewritten in place (documented as unsafe for that
+ * generation) must not hand its key table on: the old mapping shows the new bytes, so its
+ * keys compare equal to the new file's while its table holds the old keys' hashes. The
+ * next reload builds its own table and finds every new key (before the fix it shared the
+ * stale table and found none). */
+static void test_mapped_rewritten_in_place_builds_keys(void **state)
+{
+    (void)state;
+    const char *path = tmp_path("inplace.ldsi");
+    const char *next = tmp_path("inplace-next.ldsi");
+    write_with_writer(path, 1);
+    write_with_writer(next, 2); /* the same lengths: keys "s1-row-N" and "s2-row-N" */
+    lds_live *live = new_live(0);
+    lds_load_options o;
+    lds_load_options_default(&o);
+    o.use_mmap = true;
+    o.ownership = LDS_OWN_ADOPT;
+    lds_load_info info;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_live_reload_path(live, path, &o, NULL, &info, NULL), LDS_OK);
+    assert_int_equal(info.path, LDS_LOAD_MAPPED);
+    lds_pin pin;
+    assert_int_equal(lds_live_pin(live, &pin), LDS_OK);
+    assert_int_equal(wrong_rows(pin.index, 1), 0); /* builds generation 1's key table */
+    lds_live_unpin(live, &pin);
+
+    /* Rewrite `path` in place (same inode, same length) with generation 2's bytes. */
+    FILE *f = fopen(next, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long n = ftell(f);
+    assert_true(n > 0);
+    rewind(f);
+    char *buf = malloc((size_t)n);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    int fd = open(path, O_WRONLY);
+    assert_true(fd >= 0);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(st.st_size, n);
+    assert_int_equal(pwrite(fd, buf, (size_t)n, 0), n);
+    close(fd);
+    free(buf);
+
+    assert_int_equal(lds_live_reload_path(live, path, &o, NULL, &info, NULL), LDS_OK);
+    assert_int_equal(info.path, LDS_LOAD_MAPPED);
+    assert_int_equal(lds_live_pin(live, &pin), LDS_OK);
+    assert_int_equal(pin.generation, 2);
+    assert_int_equal(wrong_rows(pin.index, 2), 0);
+    uint64_t at = 0;
+    assert_int_equal(lds_index_find_key(pin.index, "s1-row-5", 8, &at), LDS_E_NOT_FOUND);
+    lds_live_unpin(live, &pin);
+    lds_live_free(live);
+    unlink(next);
+}
+
 /* ==== pins: many, counted, handed between threads ======================== */
 
 static void test_many_pins_on_one_thread(void **state)
@@ -1345,6 +1404,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_reload_refused),
         cmocka_unit_test(test_racing_reloads),
         cmocka_unit_test(test_mapped_generation_across_rename),
+        cmocka_unit_test(test_mapped_rewritten_in_place_builds_keys),
         cmocka_unit_test(test_many_pins_on_one_thread),
         cmocka_unit_test(test_pin_released_on_another_thread),
         cmocka_unit_test(test_close_while_pinned_refuses),
