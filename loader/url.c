@@ -174,8 +174,10 @@ char *lds_url_redact(const char *url, char *buf, size_t cap)
             at = auth + i;
     if (at == NULL) {
         /* A password with a raw '/', '?' or '#' (which a URL must percent-encode) ends the
-           authority early: "u:SEC/RET@h". If what precedes is "name:" and something that is
-           not a port, the last '@' before the query or fragment ends the user's part. */
+           authority early: "u:SEC/RET@h", "u:pa?ss@h". If what precedes is "name:" and
+           something that is not a port, the last '@' before the query or fragment ends the
+           user's part; with none there (the password held the '?' or '#' itself), the last
+           '@' of the whole URL does: hiding too much of a malformed URL is the safe side. */
         const char *colon = memchr(auth, ':', alen);
         bool port = colon != NULL && colon + 1 < auth + alen;
         for (const char *c = colon ? colon + 1 : auth; port && c < auth + alen; c++)
@@ -185,6 +187,8 @@ char *lds_url_redact(const char *url, char *buf, size_t cap)
             for (size_t i = alen; i < upto; i++)
                 if (auth[i] == '@')
                     at = auth + i;
+            if (at == NULL)
+                at = strrchr(auth + alen, '@');
         }
     }
     put(buf, cap, &len, url, (size_t)(auth - url));

@@ -2117,6 +2117,12 @@ static void test_url_redact_query_secrets(void **state)
         {"http://h/x?X%2DAmz%2DSignature=S", "http://h/x?X%2DAmz%2DSignature=REDACTED"},
         {"http://h/x.ldsi#access_token=FRAG&x=1", "http://h/x.ldsi#access_token=REDACTED&x=1"},
         {"http://user:SEC/RETPW@host/x.ldsi", "http://host/x.ldsi"},
+        /* a raw '?' or '#' in the password (found by a tester: shown whole before) */
+        {"http://u:pa?ssW0RD@h/x", "http://h/x"},
+        {"http://u:pa#ssW0RD@h/x?sig=S", "http://h/x?sig=REDACTED"},
+        {"s3://AKID:pa?ss@b/k", "s3://b/k"},
+        {"http://u:p/a?s#s@h/x", "http://h/x"},
+        {"http://u:SEC/RET@host/x?mail=a@b", "http://host/x?mail=a@b"},
         {"http://h:8080/a@b", "http://h:8080/a@b"},
         /* a mistyped scheme (one slash) still hides the password (found by a tester) */
         {"http:/user:pw@h/x?token=T", "http:/h/x?token=REDACTED"},
