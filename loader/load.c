@@ -409,12 +409,12 @@ static void hasher_join(hasher *t)
     pthread_mutex_destroy(&t->lock);
 }
 
-static uint64_t lds__ld64_le(const unsigned char *b)
+/* A little-endian 64-bit word (a chunk table entry). lds__ld64's shifted byte form compiles
+   to one load; the byte loop this replaced did not (gcc 12: eight loads, shifts and ors per
+   entry, most of the delta plan's time over a 2 GiB file's 524,288 entries). */
+static inline uint64_t lds__ld64_le(const unsigned char *b)
 {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | b[i];
-    return v;
+    return lds__ld64(b);
 }
 
 /* Format 1.1 in the single reader: each chunk hashed piece by piece as its bytes
