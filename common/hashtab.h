@@ -148,13 +148,15 @@ static inline void lds__hashtab_prefetch(const lds__hashtab *t, uint64_t h)
 }
 
 /* Looks for the item of hash `h`: true and its row in *row if a full slot's
-   row is equal under `eq`. Reads only (threads may look up concurrently). */
+   row is equal under `eq`. Reads only (threads may look up concurrently, and one thread
+   may insert meanwhile: each slot is read as one atomic word, and an insert only fills an
+   empty slot, so a lookup sees a slot empty or full, never torn; docs/adr/0055). */
 static inline bool lds__hashtab_find(const lds__hashtab *t, uint64_t h, lds__hashtab_eq eq,
                                      const void *ctx, uint64_t *row)
 {
     uint64_t tag = lds__hashtab_tag(t, h), high = ~(((uint64_t)1 << t->row_bits) - 1);
     for (uint64_t j = h & t->mask;; j = (j + 1) & t->mask) {
-        uint64_t v = t->slots[j];
+        uint64_t v = __atomic_load_n(&t->slots[j], __ATOMIC_RELAXED);
         if (v == 0)
             return false;
         if ((v & high) == tag && eq(ctx, v & ~high)) {
@@ -177,9 +179,10 @@ static inline uint64_t lds__hashtab_insert(lds__hashtab *t, uint64_t h, uint64_t
     uint64_t tag = lds__hashtab_tag(t, h), high = ~(((uint64_t)1 << t->row_bits) - 1);
     uint64_t n = 1, found = UINT64_MAX;
     for (uint64_t j = h & t->mask;; j = (j + 1) & t->mask, n++) {
-        uint64_t v = t->slots[j];
+        uint64_t v = __atomic_load_n(&t->slots[j], __ATOMIC_RELAXED);
         if (v == 0) {
-            t->slots[j] = tag | row;
+            /* One atomic word: lookups may run meanwhile (lds__hashtab_find). */
+            __atomic_store_n(&t->slots[j], tag | row, __ATOMIC_RELAXED);
             t->count++;
             break;
         }

@@ -110,6 +110,20 @@ unsigned lds__verify_threads(unsigned asked, uint64_t chunks);
 /* Converts one stored row (dim elements of dtype, any alignment) to float32. */
 void lds__row_to_f32(const uint8_t *src, lds_dtype dtype, float scale, uint32_t dim, float *out);
 
+/* What the generations sharing one key table share besides its slots (docs/adr/0055):
+   `refs` counts the indexes holding the slots; `rows` is the watermark: the table holds
+   the keys of rows [0, rows), inserted in row order. A later generation with more rows
+   whose first `rows` rows hold the same keys extends the table in place (claiming it by
+   moving `rows` from its predecessor's count to LDS__KEYS_EXTENDING, then to its own
+   count): entries never move once inserted (linear probing), each slot is written and read
+   as one atomic word, and an index's lookups skip rows at or past its own row count, so
+   an older generation looking keys up meanwhile sees exactly its keys. */
+typedef struct lds__keys_share {
+    _Atomic(uint64_t) refs;
+    _Atomic(uint64_t) rows;
+} lds__keys_share;
+#define LDS__KEYS_EXTENDING UINT64_MAX
+
 /* The index (parse.c builds it, index.c reads it). */
 struct lds_index {
     const uint8_t *vectors;
@@ -145,10 +159,10 @@ struct lds_index {
     pthread_mutex_t key_lock;
     _Atomic(int) key_state;
     lds__hashtab keys;     /* row of each key (the lowest row of a repeated one) */
-    /* Non-NULL: keys.slots are shared with other generations that hold the same keys
-       (lds__index_keys_from, docs/adr/0055); never written after the build; the last
+    /* Non-NULL: keys.slots may be shared with other generations whose rows
+       [0, their rows) hold the same keys (lds__index_keys_from, docs/adr/0055); the last
        index to drop its reference frees them. */
-    _Atomic(uint64_t) *keys_refs;
+    lds__keys_share *keys_share;
     uint64_t key_bytes_at; /* file offset of the key bytes, for K7's message */
     uint64_t key_dup, key_dup_of;
 
@@ -172,29 +186,32 @@ uint64_t lds__writer_dup_row(const lds_writer *w);
 enum {
     LDS__KEYS_LAZY = 0, /* nothing: prev never built its table, an index has no keys, or no
                            memory (the table is built at the first lookup, as before) */
-    LDS__KEYS_CLONED,   /* prev's table copied, the rows after prev's inserted */
+    LDS__KEYS_EXTENDED, /* prev's table shared and the rows after prev's inserted in place */
     LDS__KEYS_BUILT,    /* built from every row */
     LDS__KEYS_HAD,      /* idx had its table already */
     LDS__KEYS_SHARED,   /* prev's table shared (the same keys, row for row): no copy */
-    LDS__KEYS_CLONED_SPARE, /* as CLONED, into the spare's slots (no fresh mapping) */
+    LDS__KEYS_BUILT_SPARE, /* as BUILT, into the spare's slots (no fresh mapping) */
 };
 /* Gives `idx` its key table now, before any reader sees it, when `prev` (the generation
-   `idx` replaces) has built one (docs/adr/0050): if rows [0, prev->rows) of `idx` hold
-   prev's keys byte for byte (offsets and key bytes) and the table keeps its capacity,
-   prev's table itself when idx has no rows after (shared, reference-counted: it is never
-   written once built) or a copy of it plus the rows after; else a full build. Section
+   `idx` replaces) has built one (docs/adr/0050, 0055). If rows [0, prev->rows) of `idx`
+   hold prev's keys byte for byte (offsets and key bytes) and the table keeps its capacity
+   and row width: prev's table itself, shared (reference-counted through keys_share), when
+   idx has no rows after prev's; extended in place with idx's rows after prev's when it has
+   (prev's lookups skip those rows; only when the table's watermark is prev's row count, so
+   no entry of a generation that is not in idx's line is in it). Else a full build. Section
    ranges whose whole chunks have the same XXH3-64 in both verified chunk tables count as
    equal without a byte compare (docs/adr/0055). A mapped generation (use_mmap: its key
    offsets copied out of the mapping, its key bytes still in it) on either side gets a full
    build: a file rewritten in place shows its new keys through the old mapping too, while
-   the old table holds the old keys' hashes. Lookups and K7 then behave
-   exactly as after a lazy build. Returns an LDS__KEYS_* value; LDS__KEYS_LAZY also when
-   the slots cannot be had (no error: the first lookup builds it). `prev` is only read and
-   may be looked up in concurrently; no other thread may use `idx` meanwhile.
+   the old table holds the old keys' hashes. Lookups and K7 then behave exactly as after a
+   lazy build. Returns an LDS__KEYS_* value; LDS__KEYS_LAZY also when the slots cannot be
+   had (no error: the first lookup builds it). `prev` is only read (its table's slots
+   written only where empty, atomically) and may be looked up in concurrently; no other
+   thread may use `idx` meanwhile.
    `spare` (may be NULL; docs/adr/0055): slots a freed generation left (lds__index_take_keys).
-   A copy goes into them when their capacity and row width are a fresh table's: they become
-   idx's (the result is LDS__KEYS_CLONED_SPARE) and *spare is emptied; else *spare is left
-   as it was and the caller still owns it. */
+   A full build goes into them when their capacity and row width are a fresh table's: they
+   become idx's (the result is LDS__KEYS_BUILT_SPARE) and *spare is emptied; else *spare is
+   left as it was and the caller still owns it. */
 int lds__index_keys_from(lds_index *idx, const lds_index *prev, lds__hashtab *spare);
 
 /* Moves `idx`'s key table into *out (the caller then owns the slots: lds__hashtab_free)

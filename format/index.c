@@ -139,6 +139,8 @@ typedef struct key_query {
 static bool key_query_eq(const void *ctx, uint64_t row)
 {
     const key_query *q = (const key_query *)ctx;
+    if (row >= q->idx->rows)
+        return false; /* a later generation's row in a table extended in place (ADR 0055) */
     uint64_t a, b;
     lds__index_key_span(q->idx, row, &a, &b);
     return b - a == q->len && memcmp(q->idx->key_bytes + a, q->key, q->len) == 0;
@@ -183,25 +185,42 @@ static void insert_keys(lds_index *idx, lds__hashtab *t, uint64_t from, int *sta
     }
 }
 
-/* A reference count of 1 for a key table a later generation may share (NULL without
-   memory: the table is then not shared). */
-static _Atomic(uint64_t) *new_refs(void)
+/* The share record of a table holding the keys of `rows` rows, one holder (NULL without
+   memory: the table is then neither shared nor extended). */
+static lds__keys_share *new_share(uint64_t rows)
 {
-    _Atomic(uint64_t) *r = malloc(sizeof *r);
-    if (r)
-        atomic_init(r, 1);
+    lds__keys_share *r = malloc(sizeof *r);
+    if (r) {
+        atomic_init(&r->refs, 1);
+        atomic_init(&r->rows, rows);
+    }
     return r;
 }
 
 /* The key table and K7 of every row. The hash is keyed (ADR 0010): keys chosen offline
-   cannot crowd one part of the table. Called with key_lock held and key_state 0. */
-static lds_status build_key_table(lds_index *idx)
+   cannot crowd one part of the table. Called with key_lock held and key_state 0. With
+   `spare` (may be NULL) of the capacity and row width a fresh table has, its slots are
+   cleared and used (warm pages, no faults; *spare is emptied); *used says so. */
+static lds_status build_key_table(lds_index *idx, lds__hashtab *spare, bool *used)
 {
-    if (lds__hashtab_init(&idx->keys, idx->rows, idx->rows) != LDS_OK)
+    if (used)
+        *used = false;
+    if (spare && spare->slots && spare->mask + 1 == lds__table_capacity(idx->rows) &&
+        spare->row_bits == lds__hashtab_row_bits(idx->rows)) {
+        memset(spare->slots, 0, (size_t)(spare->mask + 1) * sizeof *spare->slots);
+        idx->keys = (lds__hashtab){.slots = spare->slots,
+                                   .mask = spare->mask,
+                                   .row_bits = spare->row_bits,
+                                   .hk = spare->hk};
+        memset(spare, 0, sizeof *spare);
+        if (used)
+            *used = true;
+    } else if (lds__hashtab_init(&idx->keys, idx->rows, idx->rows) != LDS_OK) {
         return LDS_E_NOMEM;
+    }
     int state = 1;
     insert_keys(idx, &idx->keys, 0, &state);
-    idx->keys_refs = new_refs();
+    idx->keys_share = new_share(idx->rows);
     atomic_store_explicit(&idx->key_state, state, memory_order_release);
     return LDS_OK;
 }
@@ -275,68 +294,62 @@ int lds__index_keys_from(lds_index *idx, const lds_index *prev, lds__hashtab *sp
         return LDS__KEYS_LAZY; /* nobody looked a key up: neither will we */
     int how = LDS__KEYS_LAZY;
     pthread_mutex_lock(&idx->key_lock);
+    lds__keys_share *sh = prev->keys_share;
     if (atomic_load_explicit(&idx->key_state, memory_order_relaxed) != 0) {
         how = LDS__KEYS_HAD;
-    } else if (keys_extend(idx, prev) && lds__table_capacity(idx->rows) == prev->keys.mask + 1) {
+    } else if (sh != NULL && lds__table_capacity(idx->rows) == prev->keys.mask + 1 &&
+               lds__hashtab_row_bits(idx->rows) == prev->keys.row_bits && keys_extend(idx, prev)) {
+        uint64_t at = prev->rows;
         if (idx->rows == prev->rows) {
-            /* The same keys row for row: prev's table is idx's, as it stands; it is never
-               written once built, so the two generations share it (docs/adr/0055). */
-            if (prev->keys_refs != NULL) {
-                atomic_fetch_add_explicit(prev->keys_refs, 1, memory_order_relaxed);
+            /* The same keys row for row: prev's table is idx's as it stands (entries of
+               rows past idx's, left by a generation extending it, are skipped by idx's
+               lookups as by prev's; docs/adr/0055). */
+            how = LDS__KEYS_SHARED;
+        } else if (atomic_compare_exchange_strong_explicit(&sh->rows, &at, LDS__KEYS_EXTENDING,
+                                                           memory_order_acq_rel,
+                                                           memory_order_relaxed)) {
+            /* Rows appended, and the table holds exactly prev's rows: insert idx's rows
+               after them into the same slots. Each insert only fills an empty slot (one
+               atomic store; entries never move), so prev's lookups meanwhile find exactly
+               their keys and skip the new rows. K7 is carried on: the first repeat found
+               among the new rows is idx's verdict, as a lazy build of idx finds it. */
+            idx->keys = prev->keys;
+            int state = pstate;
+            if (state == 2) {
+                idx->key_dup = prev->key_dup;
+                idx->key_dup_of = prev->key_dup_of;
+            }
+            insert_keys(idx, &idx->keys, prev->rows, &state);
+            atomic_store_explicit(&sh->rows, idx->rows, memory_order_release);
+            pstate = state;
+            how = LDS__KEYS_EXTENDED;
+        }
+        if (how != LDS__KEYS_LAZY) {
+            atomic_fetch_add_explicit(&sh->refs, 1, memory_order_relaxed);
+            if (how == LDS__KEYS_SHARED)
                 idx->keys = prev->keys;
-                idx->keys_refs = prev->keys_refs;
-                if (pstate == 2) {
-                    idx->key_dup = prev->key_dup;
-                    idx->key_dup_of = prev->key_dup_of;
-                }
-                atomic_store_explicit(&idx->key_state, pstate, memory_order_release);
-                how = LDS__KEYS_SHARED;
+            idx->keys_share = sh;
+            if (how == LDS__KEYS_SHARED && pstate == 2) {
+                idx->key_dup = prev->key_dup;
+                idx->key_dup_of = prev->key_dup_of;
             }
-        } else {
-            /* The spare's slots when they fit (the same capacity and row width as a fresh
-               table's; docs/adr/0055): warm pages, no faults. Every slot is overwritten by
-               the copy below, so nothing of the spare's old contents survives. */
-            bool from_spare = false;
-            if (spare && spare->slots && spare->mask == prev->keys.mask &&
-                lds__hashtab_row_bits(idx->rows) == prev->keys.row_bits) {
-                idx->keys = *spare;
-                memset(spare, 0, sizeof *spare);
-                from_spare = true;
-            } else if (lds__hashtab_init(&idx->keys, idx->rows, idx->rows) == LDS_OK &&
-                       idx->keys.row_bits != prev->keys.row_bits) {
-                lds__hashtab_free(&idx->keys);
-            }
-            if (idx->keys.slots != NULL) {
-                /* prev's table: the same process key, so the same slots a build would fill
-                   for rows [0, prev->rows); then the appended rows, K7 carried on. prev's
-                   table is only read (lookups may run on it meanwhile). */
-                uint64_t *slots = idx->keys.slots;
-                idx->keys = prev->keys;
-                idx->keys.slots = slots;
-                memcpy(slots, prev->keys.slots, (size_t)(prev->keys.mask + 1) * sizeof *slots);
-                int state = pstate;
-                if (state == 2) {
-                    idx->key_dup = prev->key_dup;
-                    idx->key_dup_of = prev->key_dup_of;
-                }
-                insert_keys(idx, &idx->keys, prev->rows, &state);
-                idx->keys_refs = new_refs();
-                atomic_store_explicit(&idx->key_state, state, memory_order_release);
-                how = from_spare ? LDS__KEYS_CLONED_SPARE : LDS__KEYS_CLONED;
-            }
+            atomic_store_explicit(&idx->key_state, pstate, memory_order_release);
         }
     }
-    if (how == LDS__KEYS_LAZY && build_key_table(idx) == LDS_OK)
-        how = LDS__KEYS_BUILT;
+    /* Else (other keys, fewer rows, another capacity, a mapped generation, or a table whose
+       watermark is not prev's row count): a full build, into the spare when it fits. */
+    bool used = false;
+    if (how == LDS__KEYS_LAZY && build_key_table(idx, spare, &used) == LDS_OK)
+        how = used ? LDS__KEYS_BUILT_SPARE : LDS__KEYS_BUILT;
     pthread_mutex_unlock(&idx->key_lock);
     return how;
 }
 
 bool lds__index_take_keys(lds_index *idx, lds__hashtab *out)
 {
-    if (!idx || !out || idx->keys.slots == NULL || idx->keys_refs == NULL ||
+    if (!idx || !out || idx->keys.slots == NULL || idx->keys_share == NULL ||
         atomic_load_explicit(&idx->key_state, memory_order_acquire) == 0 ||
-        atomic_load_explicit(idx->keys_refs, memory_order_acquire) != 1)
+        atomic_load_explicit(&idx->keys_share->refs, memory_order_acquire) != 1)
         return false;
     *out = idx->keys;
     memset(&idx->keys, 0, sizeof idx->keys);
@@ -354,7 +367,7 @@ static lds_status keys_ready(const lds_index *cidx)
         pthread_mutex_lock(&idx->key_lock);
         lds_status st = LDS_OK;
         state = atomic_load_explicit(&idx->key_state, memory_order_relaxed);
-        if (state == 0 && (st = build_key_table(idx)) == LDS_OK)
+        if (state == 0 && (st = build_key_table(idx, NULL, NULL)) == LDS_OK)
             state = atomic_load_explicit(&idx->key_state, memory_order_relaxed);
         pthread_mutex_unlock(&idx->key_lock);
         if (st != LDS_OK)

@@ -59,10 +59,10 @@ static void index_destroy(lds_index *idx)
     free(idx->owned);
     free(idx->meta);
     free(idx->meta_arena);
-    if (idx->keys_refs == NULL ||
-        atomic_fetch_sub_explicit(idx->keys_refs, 1, memory_order_acq_rel) == 1) {
+    if (idx->keys_share == NULL ||
+        atomic_fetch_sub_explicit(&idx->keys_share->refs, 1, memory_order_acq_rel) == 1) {
         lds__hashtab_free(&idx->keys);
-        free((void *)idx->keys_refs);
+        free(idx->keys_share);
     }
     pthread_mutex_destroy(&idx->key_lock);
     lds__hashtab *ids = atomic_load(&idx->ids_table);

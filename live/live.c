@@ -757,7 +757,8 @@ static lds_status reload_end(lds_live *live, lds_status st, lv_gen *g, const lds
         memset(&live->spare_keys, 0, sizeof live->spare_keys);
         pthread_mutex_unlock(&live->mtx);
         int how = lds__index_keys_from(g->index, cur->index, &spare);
-        live->phases.keys_spare = how == LDS__KEYS_CLONED_SPARE;
+        live->phases.keys_spare = how == LDS__KEYS_BUILT_SPARE;
+        live->phases.keys_extended = how == LDS__KEYS_EXTENDED;
         if (spare.slots != NULL) { /* not used: kept unless a newer one came meanwhile */
             pthread_mutex_lock(&live->mtx);
             lds__hashtab newer = live->spare_keys;
@@ -1161,7 +1162,8 @@ void lds__live_phases_ns(lds_live *live, uint64_t *out, size_t n)
     lds__delta_phases p;
     lds__live_phases(live, &p);
     uint64_t v[] = {p.table_ns, p.plan_ns, p.rent_ns,  p.fill_ns, p.parse_ns,
-                    p.keys_ns,  p.swap_ns, p.total_ns, p.delta,   p.keys_spare};
+                    p.keys_ns,  p.swap_ns, p.total_ns, p.delta,   p.keys_spare,
+                    p.keys_extended};
     for (size_t i = 0; i < n && i < sizeof v / sizeof v[0]; i++)
         out[i] = v[i];
 }

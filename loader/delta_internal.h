@@ -90,13 +90,14 @@ typedef struct lds__delta_phases {
     uint64_t swap_ns;  /* live: swap, retire, collect, free and the spare trim */
     uint64_t total_ns; /* live: the whole lds_live_reload_* call */
     bool delta;        /* the loader phases are a delta's (false: a full load or fallback) */
-    bool keys_spare;   /* live: the key table was copied into the spare key table's slots */
+    bool keys_spare;   /* live: the key table was built into the spare key table's slots */
+    bool keys_extended; /* live: the serving generation's key table was extended in place */
 } lds__delta_phases;
 
 /* The phases of the last reload of `live` that succeeded or failed (zeros before any), as
  * the struct, or (for benchmarks, which do not include this header) as up to `n` values in
  * the struct's order: table, plan, rent, fill, parse, keys, swap, total (ns), delta (0/1),
- * keys_spare (0/1). */
+ * keys_spare (0/1), keys_extended (0/1). */
 struct lds_live;
 void lds__live_phases(struct lds_live *live, lds__delta_phases *out);
 void lds__live_phases_ns(struct lds_live *live, uint64_t *out, size_t n);

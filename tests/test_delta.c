@@ -271,7 +271,15 @@ static void test_delta_appended_rows(void **state)
 static lds_live *new_delta_live(void);
 
 /* As write_gen, all rows at version 0, with the key "k<row>" on every row. */
-static const char *write_keyed(const char *name, uint64_t rows)
+/* Row r's key in write_keyed_seed's file of `seed`: "k<r>" for seed 0, else "o<seed>-<r>". */
+static int key_for(uint64_t seed, uint64_t r, char *key, size_t cap)
+{
+    return seed == 0 ? snprintf(key, cap, "k%llu", (unsigned long long)r)
+                     : snprintf(key, cap, "o%llu-%llu", (unsigned long long)seed,
+                                (unsigned long long)r);
+}
+
+static const char *write_keyed_seed(const char *name, uint64_t rows, uint64_t seed)
 {
     const char *path = tmp_path(name);
     lds_writer_options wo;
@@ -282,11 +290,11 @@ static const char *write_keyed(const char *name, uint64_t rows)
     lds_writer *w = NULL;
     assert_int_equal(lds_writer_open_path(path, &wo, &w, NULL), LDS_OK);
     float v[DIM];
-    char key[24];
+    char key[32];
     for (uint64_t r = 0; r < rows; r++) {
         for (uint32_t d = 0; d < DIM; d++)
             v[d] = value_of(0, r, d);
-        int n = snprintf(key, sizeof key, "k%llu", (unsigned long long)r);
+        int n = key_for(seed, r, key, sizeof key);
         assert_int_equal(lds_writer_add_row(w, v, DIM, 0, key, (size_t)n, NULL), LDS_OK);
     }
     assert_int_equal(lds_writer_finish(w, NULL), LDS_OK);
@@ -294,16 +302,21 @@ static const char *write_keyed(const char *name, uint64_t rows)
     return path;
 }
 
-/* Finds every key of rows [0, rows) in the pinned generation when `lookup`; then the
- * inserts into its key table so far (0: not built). */
-static uint64_t key_table_of(lds_live *live, uint64_t rows, bool lookup)
+static const char *write_keyed(const char *name, uint64_t rows)
+{
+    return write_keyed_seed(name, rows, 0);
+}
+
+/* Finds every key of rows [0, rows) of write_keyed_seed's `seed` in the pinned generation
+ * when `lookup`; then the inserts into its key table so far (0: not built). */
+static uint64_t key_table_of_seed(lds_live *live, uint64_t rows, bool lookup, uint64_t seed)
 {
     lds_pin pin;
     assert_int_equal(lds_live_pin(live, &pin), LDS_OK);
     lds__probe_stats s;
     for (uint64_t r = 0; lookup && r < rows; r++) {
-        char key[24];
-        int n = snprintf(key, sizeof key, "k%llu", (unsigned long long)r);
+        char key[32];
+        int n = key_for(seed, r, key, sizeof key);
         uint64_t row = UINT64_MAX;
         assert_int_equal(lds_index_find_key(pin.index, key, (size_t)n, &row), LDS_OK);
         assert_int_equal(row, r);
@@ -311,6 +324,11 @@ static uint64_t key_table_of(lds_live *live, uint64_t rows, bool lookup)
     lds__index_key_probe_stats(pin.index, &s);
     lds_live_unpin(live, &pin);
     return s.inserts;
+}
+
+static uint64_t key_table_of(lds_live *live, uint64_t rows, bool lookup)
+{
+    return key_table_of_seed(live, rows, lookup, 0);
 }
 
 /* docs/adr/0050: once the serving generation has its key table, a reload gives the new
@@ -338,12 +356,13 @@ static void test_reload_hands_on_key_table(void **state)
     assert_int_equal(lds_live_close(live, NULL), LDS_OK);
 }
 
-/* docs/adr/0055: rows appended at each reload. The first copy of the key table goes into a
- * fresh table; the freed generation's table is then kept as the spare, and every later
- * copy goes into the spare of the generation freed before (no fresh mapping). Every key,
- * kept and appended, is found at its row after each reload; lds_live_close releases the
- * spare (ASan reports a leak otherwise). */
-static void test_reload_keys_into_spare(void **state)
+/* docs/adr/0055: rows appended at each reload extend the serving generation's key table in
+ * place (no copy, no second table); every key, kept and appended, is found at its row after
+ * each reload. Fewer rows build a table afresh, and the next appended reload extends that
+ * one; a reload whose keys differ builds into the spare (the slots of the last table freed
+ * with no other holder), kept between reloads and released by lds_live_close (ASan reports
+ * a leak otherwise). */
+static void test_reload_extends_keys(void **state)
 {
     (void)state;
     enum { R = 3000 };
@@ -363,23 +382,32 @@ static void test_reload_keys_into_spare(void **state)
         uint64_t rows = R + 64u * (unsigned)i;
         assert_int_equal(lds_live_reload_path(live, p[i], &o, NULL, NULL, NULL), LDS_OK);
         lds__live_phases(live, &ph);
-        assert_int_equal(ph.keys_spare, i >= 2); /* the first copy: no table freed yet */
-        uint64_t flat[10];
-        lds__live_phases_ns(live, flat, 10);
-        assert_int_equal(flat[9], i >= 2);
+        assert_true(ph.keys_extended);
+        assert_false(ph.keys_spare);
+        uint64_t flat[11];
+        lds__live_phases_ns(live, flat, 11);
+        assert_int_equal(flat[10], 1);
         assert_int_equal(key_table_of(live, rows, false), rows); /* handed on */
         assert_int_equal(key_table_of(live, rows, true), rows);  /* every key at its row */
     }
-    /* A full reload of the same capacity copies into the spare as well (it is the key
-     * table's rule, not the loader's); fewer rows build afresh and leave the spare. */
+    /* Fewer rows: built afresh (the extended table's holders are freed with their
+     * generations; its last holder leaves it as the spare); then appended rows extend the
+     * new table. */
     assert_int_equal(lds_live_reload_path_delta(live, p[0], false, &o, NULL, NULL, NULL), LDS_OK);
     lds__live_phases(live, &ph);
-    assert_false(ph.keys_spare);
+    assert_false(ph.keys_extended);
     assert_int_equal(key_table_of(live, R, true), R);
     assert_int_equal(lds_live_reload_path_delta(live, p[1], false, &o, NULL, NULL, NULL), LDS_OK);
     lds__live_phases(live, &ph);
-    assert_true(ph.keys_spare);
+    assert_true(ph.keys_extended);
     assert_int_equal(key_table_of(live, R + 64, true), R + 64);
+    /* Other keys, the same capacity: built into the spare the fewer-rows reload left. */
+    const char *po = write_keyed_seed("other.ldsi", R + 64, 7);
+    assert_int_equal(lds_live_reload_path_delta(live, po, false, &o, NULL, NULL, NULL), LDS_OK);
+    lds__live_phases(live, &ph);
+    assert_false(ph.keys_extended);
+    assert_true(ph.keys_spare);
+    assert_int_equal(key_table_of_seed(live, R + 64, true, 7), R + 64);
     assert_int_equal(lds_live_close(live, NULL), LDS_OK);
 }
 
@@ -927,7 +955,7 @@ int main(void)
         cmocka_unit_test(test_delta_falls_back),
         cmocka_unit_test(test_delta_standby_keeps),
         cmocka_unit_test(test_delta_phases),
-        cmocka_unit_test(test_reload_keys_into_spare),
+        cmocka_unit_test(test_reload_extends_keys),
         cmocka_unit_test(test_delta_standby_rehash_kept),
         cmocka_unit_test(test_delta_standby_failed_reload),
         cmocka_unit_test(test_delta_standby_waits_for_pins),

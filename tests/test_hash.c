@@ -345,6 +345,32 @@ static void expect_same_keys(const keyset *k, lds_index *got, lds_index *fresh)
     assert_int_equal(s1.longest_run, s2.longest_run);
 }
 
+/* `prev` (rows [0, rows0) of kp, its table built; the table since shared with or extended
+   by a later generation holding rows [0, rows1) of kn) answers as a fresh build of its own
+   file: every key of both key sets finds the same row or none, and K7's verdict is the
+   same. An extension in place must not show prev the rows appended after its own. */
+static void expect_prev_keys(const keyset *kp, uint64_t rows0, const keyset *kn, uint64_t rows1,
+                             bool unique, lds_index *prev)
+{
+    bytes bf;
+    lds_index *fresh = keyed(kp, rows0, unique, &bf);
+    assert_int_equal(lds_index_check_keys(prev, NULL), lds_index_check_keys(fresh, NULL));
+    const keyset *sets[2] = {kp, kn};
+    uint64_t upto[2] = {rows0, rows1 < kn->n ? rows1 : kn->n};
+    for (int i = 0; i < 2; i++)
+        for (uint64_t r = 0; r < upto[i]; r++) {
+            uint64_t a = UINT64_MAX, b = UINT64_MAX;
+            lds_status sa = lds_index_find_key(prev, sets[i]->key[r], 8, &a);
+            lds_status sb = lds_index_find_key(fresh, sets[i]->key[r], 8, &b);
+            assert_int_equal(sa, sb);
+            assert_int_equal(a, b);
+            if (sa == LDS_OK)
+                assert_true(a < rows0);
+        }
+    lds_index_free(fresh);
+    free(bf.p);
+}
+
 /* One reload: `prev` of rows [0, rows0) of kp (its table built when `built`), the new
    index of rows [0, rows1) of kn; asserts what lds__index_keys_from did and that the
    result behaves as a fresh build. */
@@ -361,6 +387,8 @@ static void reload_keys(const keyset *kp, uint64_t rows0, const keyset *kn, uint
     lds__probe_stats s;
     lds__index_key_probe_stats(idx, &s);
     assert_int_equal(s.inserts == 0, expect == LDS__KEYS_LAZY);
+    if (built)
+        expect_prev_keys(kp, rows0, kn, rows1, unique, prev);
     lds_index_free(prev); /* the new table owes prev nothing */
     free(bp.p);
     expect_same_keys(kn, idx, fresh);
@@ -378,16 +406,18 @@ static keyset copy_keys(const keyset *k)
     return c;
 }
 
-/* A copy of the table plus the appended rows, or a full build, each exactly a fresh
-   build's: the same keys (clone), one key changed (build), rows appended past the
-   table's capacity (build), a repeat among the appended rows or among the kept ones
-   (K7: the same rows named), and no table before (lazy, as before). */
+/* The table extended in place with the appended rows, or shared, or a full build, each
+   exactly a fresh build's for the new index, while the old one still answers as its own
+   fresh build: the same keys plus rows (extended), the same file (shared), one key changed
+   (build), rows appended past the table's capacity (build), rows removed (build), a repeat
+   among the appended rows or among the kept ones (K7: the same rows named), and no table
+   before (lazy, as before). */
 static void test_reload_hands_on_key_table(void **state)
 {
     (void)state;
     enum { R0 = 100000, R1 = 101000 }; /* both in 2^18 slots */
     keyset k = make_keys(R1 + 1, 0);   /* the last: a key no index holds */
-    reload_keys(&k, R0, &k, R1, false, true, LDS__KEYS_CLONED);
+    reload_keys(&k, R0, &k, R1, false, true, LDS__KEYS_EXTENDED);
     reload_keys(&k, R0, &k, R0, false, true, LDS__KEYS_SHARED); /* the same file again */
     reload_keys(&k, R0, &k, R1, false, false, LDS__KEYS_LAZY);
     reload_keys(&k, 65536, &k, 65600, false, true, LDS__KEYS_BUILT); /* 2^17 -> 2^18 slots */
@@ -400,12 +430,12 @@ static void test_reload_hands_on_key_table(void **state)
     keyset dup = copy_keys(&k); /* rows 100500 and 100700 repeat 300 and 100100 */
     memcpy(dup.key[100500], k.key[300], 9);
     memcpy(dup.key[100700], k.key[100100], 9);
-    reload_keys(&k, R0, &dup, R1, true, true, LDS__KEYS_CLONED);
-    reload_keys(&k, R0, &dup, R1, false, true, LDS__KEYS_CLONED); /* no K7: lowest row wins */
+    reload_keys(&k, R0, &dup, R1, true, true, LDS__KEYS_EXTENDED);
+    reload_keys(&k, R0, &dup, R1, false, true, LDS__KEYS_EXTENDED); /* no K7: lowest row wins */
 
     keyset dup0 = copy_keys(&dup); /* and row 70 repeats row 10: prev fails K7 already */
     memcpy(dup0.key[70], k.key[10], 9);
-    reload_keys(&dup0, R0, &dup0, R1, true, true, LDS__KEYS_CLONED);
+    reload_keys(&dup0, R0, &dup0, R1, true, true, LDS__KEYS_EXTENDED);
     free(dup0.key);
     free(dup.key);
     free(changed.key);
@@ -426,11 +456,11 @@ static void test_reload_shares_key_table(void **state)
     lds_index *b = keyed(&k, R0, false, &bb);
     assert_int_equal(lds__index_keys_from(b, a, NULL), LDS__KEYS_SHARED);
     assert_ptr_equal(b->keys.slots, a->keys.slots);
-    assert_ptr_equal(b->keys_refs, a->keys_refs);
-    assert_int_equal(atomic_load(b->keys_refs), 2);
+    assert_ptr_equal(b->keys_share, a->keys_share);
+    assert_int_equal(atomic_load(&b->keys_share->refs), 2);
     lds_index_free(a); /* b keeps the table */
     free(ba.p);
-    assert_int_equal(atomic_load(b->keys_refs), 1);
+    assert_int_equal(atomic_load(&b->keys_share->refs), 1);
     lds_index *c = keyed(&k, R0, false, &bc);
     assert_int_equal(lds__index_keys_from(c, b, NULL), LDS__KEYS_SHARED);
     lds_index *fresh = keyed(&k, R0, false, &bf);
@@ -451,50 +481,186 @@ static void test_reload_shares_key_table(void **state)
     free(k.key);
 }
 
-/* docs/adr/0055: the slots of a freed generation's table (lds__index_take_keys) take the
-   next copy (rows appended) when their capacity and row width fit: the same memory, every
-   key found as in a fresh build, K7 repeats across kept and appended rows still named. A
-   table shared with another generation is not taken; a spare of another capacity is left
-   to the caller and a fresh table made. */
-static void test_reload_copies_into_spare_keys(void **state)
+/* docs/adr/0055: rows appended generation after generation extend one table in place (the
+   same slots, no copy); each generation, old or new, answers as a fresh build of its own
+   file. A generation with the same rows as one whose table a later generation extended
+   shares it and still sees only its rows; a second extension from the older generation (the
+   table's watermark is past its rows: an abandoned line) builds afresh, as do fewer rows;
+   a table without its share record (no memory) is never extended. */
+static void test_reload_extends_key_table_in_place(void **state)
 {
     (void)state;
     enum { R0 = 100000, R1 = 100500, R2 = 101000 }; /* all in 2^18 slots */
     keyset k = make_keys(R2 + 1, 0);
-    keyset dup = copy_keys(&k); /* row 100700 (appended by c) repeats row 300 (kept) */
-    memcpy(dup.key[100700], k.key[300], 9);
+    bytes ba, bb, bc, bs, bx, bf;
+    lds_index *a = keyed(&k, R0, false, &ba);
+    assert_int_equal(lds_index_check_keys(a, NULL), LDS_OK);
+    lds_index *b = keyed(&k, R1, false, &bb);
+    assert_int_equal(lds__index_keys_from(b, a, NULL), LDS__KEYS_EXTENDED);
+    assert_ptr_equal(b->keys.slots, a->keys.slots);
+    assert_ptr_equal(b->keys_share, a->keys_share);
+    assert_int_equal(atomic_load(&a->keys_share->refs), 2);
+    assert_int_equal(atomic_load(&a->keys_share->rows), R1);
+    lds_index *c = keyed(&k, R2, false, &bc);
+    assert_int_equal(lds__index_keys_from(c, b, NULL), LDS__KEYS_EXTENDED);
+    assert_ptr_equal(c->keys.slots, a->keys.slots);
+    assert_int_equal(atomic_load(&a->keys_share->rows), R2);
+    expect_prev_keys(&k, R0, &k, R2, false, a); /* a sees none of b's or c's rows */
+    expect_prev_keys(&k, R1, &k, R2, false, b);
+    lds_index *fresh = keyed(&k, R2, false, &bf);
+    expect_same_keys(&k, c, fresh);
+    lds_index_free(fresh);
+    free(bf.p);
+
+    /* The same rows as a: shared, although the table holds rows up to R2. */
+    lds_index *s = keyed(&k, R0, false, &bs);
+    assert_int_equal(lds__index_keys_from(s, a, NULL), LDS__KEYS_SHARED);
+    expect_prev_keys(&k, R0, &k, R2, false, s);
+    /* Appending to a again: the watermark is c's, not a's: built. */
+    lds_index *x = keyed(&k, R1, false, &bx);
+    assert_int_equal(lds__index_keys_from(x, a, NULL), LDS__KEYS_BUILT);
+    assert_true(x->keys.slots != a->keys.slots);
+    fresh = keyed(&k, R1, false, &bf);
+    expect_same_keys(&k, x, fresh);
+    lds_index_free(fresh);
+    free(bf.p);
+    lds_index_free(x);
+    free(bx.p);
+
+    /* The holders go in any order; the last frees the slots (ASan: no leak, no double free). */
+    lds_index_free(b);
+    free(bb.p);
+    lds_index_free(a);
+    free(ba.p);
+    assert_int_equal(atomic_load(&c->keys_share->refs), 2);
+    lds_index_free(s);
+    free(bs.p);
+    assert_int_equal(atomic_load(&c->keys_share->refs), 1);
+    fresh = keyed(&k, R2, false, &bf);
+    expect_same_keys(&k, c, fresh);
+    lds_index_free(fresh);
+    free(bf.p);
+    lds_index_free(c);
+    free(bc.p);
+
+    /* Without a share record (as when malloc failed at the build): never extended. */
+    lds_index *p = keyed(&k, R0, false, &ba);
+    assert_int_equal(lds_index_check_keys(p, NULL), LDS_OK);
+    free(p->keys_share);
+    p->keys_share = NULL;
+    lds_index *q = keyed(&k, R1, false, &bb);
+    assert_int_equal(lds__index_keys_from(q, p, NULL), LDS__KEYS_BUILT);
+    lds_index_free(q);
+    free(bb.p);
+    lds_index_free(p);
+    free(ba.p);
+    free(k.key);
+}
+
+/* A reader of the old generation during an extension in place (docs/adr/0055): until told
+   to stop, it looks up every kept row's key (found at its row) and every appended row's key
+   (not found: past its rows), while another thread inserts the appended rows into the same
+   slots. Run under ThreadSanitizer in suite tsan. */
+typedef struct old_reader {
+    const lds_index *idx;
+    const keyset *k;
+    uint64_t rows, upto;
+    _Atomic(int) stop;
+    uint64_t failures, passes;
+} old_reader;
+
+static void *read_old_generation(void *p)
+{
+    old_reader *o = (old_reader *)p;
+    do {
+        for (uint64_t r = 0; r < o->upto; r += 7) {
+            uint64_t row = UINT64_MAX;
+            lds_status st = lds_index_find_key(o->idx, o->k->key[r], 8, &row);
+            if (r < o->rows ? st != LDS_OK || row != r : st != LDS_E_NOT_FOUND)
+                o->failures++;
+        }
+        o->passes++;
+    } while (!atomic_load(&o->stop));
+    return NULL;
+}
+
+static void test_extension_under_concurrent_lookups(void **state)
+{
+    (void)state;
+    enum { R0 = 100000, R1 = 120000 }; /* both in 2^18 slots */
+    keyset k = make_keys(R1, 0);
+    bytes ba, bb;
+    lds_index *a = keyed(&k, R0, false, &ba);
+    assert_int_equal(lds_index_check_keys(a, NULL), LDS_OK);
+    lds_index *b = keyed(&k, R1, false, &bb);
+    old_reader o = {.idx = a, .k = &k, .rows = R0, .upto = R1};
+    atomic_init(&o.stop, 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, read_old_generation, &o), 0);
+    assert_int_equal(lds__index_keys_from(b, a, NULL), LDS__KEYS_EXTENDED);
+    atomic_store(&o.stop, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(o.failures, 0);
+    assert_true(o.passes >= 1);
+    for (uint64_t r = 0; r < R1; r += 3) {
+        uint64_t row = UINT64_MAX;
+        assert_int_equal(lds_index_find_key(b, k.key[r], 8, &row), LDS_OK);
+        assert_int_equal(row, r);
+    }
+    lds_index_free(a);
+    free(ba.p);
+    lds_index_free(b);
+    free(bb.p);
+    free(k.key);
+}
+
+/* docs/adr/0055: the slots of a freed generation's table (lds__index_take_keys) take the
+   next full build (other keys) when their capacity and row width fit: the same memory,
+   cleared, every key found as in a fresh build, K7's repeat named. A table shared with
+   another generation is not taken; a spare of another capacity is left to the caller and a
+   fresh table made. */
+static void test_reload_builds_into_spare_keys(void **state)
+{
+    (void)state;
+    enum { R0 = 100000, R1 = 100500 }; /* both in 2^18 slots */
+    keyset k = make_keys(R1 + 1, 0);
+    keyset other = copy_keys(&k); /* other keys (a bit of each first byte flipped): a build */
+    for (uint64_t r = 0; r < other.n; r++)
+        other.key[r][0] ^= 1;
+    keyset dup = copy_keys(&other);      /* row 100200 repeats row 300 */
+    memcpy(dup.key[100200], other.key[300], 9);
     for (int unique = 0; unique < 2; unique++) {
         bytes ba, bb, bc, bf, bs;
-        lds_index *a = keyed(&dup, R0, unique, &ba);
+        lds_index *a = keyed(&k, R0, unique, &ba);
         assert_int_equal(lds_index_check_keys(a, NULL), LDS_OK);
-        lds_index *shared = keyed(&dup, R0, unique, &bs);
+        lds_index *shared = keyed(&k, R0, unique, &bs);
         assert_int_equal(lds__index_keys_from(shared, a, NULL), LDS__KEYS_SHARED);
         lds__hashtab spare = {0};
         assert_false(lds__index_take_keys(a, &spare)); /* two holders */
         assert_null(spare.slots);
         lds_index_free(shared);
         free(bs.p);
-        lds_index *b = keyed(&dup, R1, unique, &bb);
-        assert_int_equal(lds__index_keys_from(b, a, NULL), LDS__KEYS_CLONED);
         assert_true(lds__index_take_keys(a, &spare)); /* a retires */
         uint64_t *mem = spare.slots;
         assert_non_null(mem);
         assert_null(a->keys.slots);
         lds_index_free(a); /* frees no slots: ASan reports a double free otherwise */
         free(ba.p);
-        lds_index *c = keyed(&dup, R2, unique, &bc);
-        assert_int_equal(lds__index_keys_from(c, b, &spare), LDS__KEYS_CLONED_SPARE);
+        lds_index *b = keyed(&k, R0, unique, &bb);
+        assert_int_equal(lds_index_check_keys(b, NULL), LDS_OK);
+        lds_index *c = keyed(&dup, R1, unique, &bc);
+        assert_int_equal(lds__index_keys_from(c, b, &spare), LDS__KEYS_BUILT_SPARE);
         assert_null(spare.slots); /* c's now */
         assert_ptr_equal(c->keys.slots, mem);
         lds_index_free(b);
         free(bb.p);
-        lds_index *fresh = keyed(&dup, R2, unique, &bf);
+        lds_index *fresh = keyed(&dup, R1, unique, &bf);
         expect_same_keys(&dup, c, fresh);
         lds_error e;
         lds_error_init(&e);
         assert_int_equal(lds_index_check_keys(c, &e), unique ? LDS_E_DUP_KEY : LDS_OK);
         if (unique) {
-            assert_int_equal(c->key_dup, 100700);
+            assert_int_equal(c->key_dup, 100200);
             assert_int_equal(c->key_dup_of, 300);
         }
         lds_index_free(c);
@@ -503,7 +669,7 @@ static void test_reload_copies_into_spare_keys(void **state)
         free(bf.p);
     }
 
-    /* A spare of 2^17 slots does not fit a copy of 2^18: left to the caller. */
+    /* A spare of 2^17 slots does not fit a build of 2^18: left to the caller. */
     bytes bs, bp, bn;
     lds_index *small = keyed(&k, 60000, false, &bs);
     assert_int_equal(lds_index_check_keys(small, NULL), LDS_OK);
@@ -513,9 +679,9 @@ static void test_reload_copies_into_spare_keys(void **state)
     free(bs.p);
     lds_index *prev = keyed(&k, R0, false, &bp);
     assert_int_equal(lds_index_check_keys(prev, NULL), LDS_OK);
-    lds_index *idx = keyed(&k, R1, false, &bn);
+    lds_index *idx = keyed(&other, R1, false, &bn);
     uint64_t *mem = spare.slots;
-    assert_int_equal(lds__index_keys_from(idx, prev, &spare), LDS__KEYS_CLONED);
+    assert_int_equal(lds__index_keys_from(idx, prev, &spare), LDS__KEYS_BUILT);
     assert_ptr_equal(spare.slots, mem);
     lds__hashtab_free(&spare);
     lds_index_free(prev);
@@ -523,6 +689,7 @@ static void test_reload_copies_into_spare_keys(void **state)
     lds_index_free(idx);
     free(bn.p);
     free(dup.key);
+    free(other.key);
     free(k.key);
 }
 
@@ -779,7 +946,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_large_table_on_huge_pages),
         cmocka_unit_test(test_reload_hands_on_key_table),
         cmocka_unit_test(test_reload_shares_key_table),
-        cmocka_unit_test(test_reload_copies_into_spare_keys),
+        cmocka_unit_test(test_reload_extends_key_table_in_place),
+        cmocka_unit_test(test_reload_builds_into_spare_keys),
+        cmocka_unit_test(test_extension_under_concurrent_lookups),
         cmocka_unit_test(test_hash_key_forms_agree),
         cmocka_unit_test(test_key_is_per_process),
     };
