@@ -27,8 +27,10 @@ search over the f32 rows (ties with the k-th row count as hits). dtype i8: lodes
 index (f32 queries against rows stored round(x / scale)) against usearch's Int8Array rows
 and queries quantized with the same scale (its dot is over the integers).
 
-Vectors: GloVe (--index, default /work/glove/glove-100d.ldsi, else .cache/glove/...) when
-present, else 341,479 x 100 generated; --rows/--dim generate that shape instead.
+Vectors: the index named by --index (it must exist); without --index, GloVe
+(/work/glove/glove-100d.ldsi, else .cache/glove/...) when present, else 341,479 x 100
+generated; --rows/--dim generate that shape instead. The report names the source: the index
+file's path, or "generated N x D".
 
 usage: /usr/bin/python3 bench/compare/compare_usearch.py [--dry] [--rounds N] [--warmup N] [--threads LIST]
        [--dtypes f32,i8] [--batches 1,100] [--index F | --rows N --dim D] [--json FILE]
@@ -65,11 +67,14 @@ ap.add_argument("--warmup", type=int, default=1,
 ap.add_argument("--threads", default="1,2", help="thread counts, each a configuration")
 ap.add_argument("--dtypes", default="f32,i8", help="f32 and/or i8")
 ap.add_argument("--batches", default="1,100", help="1 and/or a batch size <= 100")
-ap.add_argument("--k", type=int, default=10)
+ap.add_argument("--k", type=int, default=10, help="neighbours per query, 1..rows")
 ap.add_argument("--single", type=int, default=10, help="queries timed one call each at batch 1")
-ap.add_argument("--index", default=GLOVE[0] if GLOVE else "")
-ap.add_argument("--rows", type=int, default=0, help="generate this many rows (with --dim)")
-ap.add_argument("--dim", type=int, default=100)
+ap.add_argument("--index", help="an .ldsi index to read the rows from (must exist; default: "
+                "GloVe when present, else generated rows)")
+ap.add_argument("--rows", type=int, default=0,
+                help="generate this many rows (with --dim), at least %d (the queries are "
+                     "drawn from them)" % 100)
+ap.add_argument("--dim", type=int, default=100, help="dimensions of generated rows, >= 1")
 ap.add_argument("--usearch-dir", default=os.environ.get(
     "LDS_USEARCH_DIR", os.path.join(ROOT, ".cache", "npm", "node_modules", "usearch")))
 ap.add_argument("--node", default=os.environ.get("LDS_NODE", "node"))
@@ -77,6 +82,36 @@ ap.add_argument("--json", help="also write the rows (per-round samples) as JSON 
 args = ap.parse_args()
 
 NQ = 100
+
+# Every argument is checked before anything is loaded or measured: argparse's error (exit 2)
+# states the allowed range instead of a traceback from numpy later.
+if args.k < 1:
+    ap.error("--k must be >= 1 (and at most the number of rows), got %d" % args.k)
+if args.rows and args.rows < NQ:
+    ap.error("--rows must be 0 (not generated) or >= %d (the %d queries are drawn from the "
+             "rows), got %d" % (NQ, NQ, args.rows))
+if args.rows and args.k > args.rows:
+    ap.error("--k must be at most --rows (%d), got %d" % (args.rows, args.k))
+if args.dim < 1:
+    ap.error("--dim must be >= 1, got %d" % args.dim)
+if args.rounds < 1 or args.warmup < 0:
+    ap.error("--rounds must be >= 1 and --warmup >= 0, got %d and %d" % (args.rounds, args.warmup))
+if args.index is not None and not os.path.isfile(args.index):
+    ap.error("--index %s: no such file" % args.index)
+if args.index is not None and (args.rows or args.dry):
+    ap.error("--index reads its rows; --rows/--dim and --dry generate them: give one or the other")
+_dtypes = [d for d in args.dtypes.split(",") if d]
+try:
+    _batches = [int(b) for b in args.batches.split(",") if b]
+    _threads = [int(t) for t in args.threads.split(",") if t]
+except ValueError:
+    _batches = _threads = None
+if not _dtypes or any(d not in ("f32", "i8") for d in _dtypes) or not _batches \
+        or any(not 1 <= b <= NQ for b in _batches) or not _threads or any(t < 1 for t in _threads) \
+        or not (1 <= args.single <= NQ):
+    ap.error("--dtypes takes f32,i8; --batches 1..%d; --threads >= 1; --single 1..%d" % (NQ, NQ))
+if args.index is None and GLOVE and not args.rows and not args.dry:
+    args.index = GLOVE[0]
 
 
 def fail(msg):
@@ -104,15 +139,16 @@ import lodestar  # noqa: E402
 
 
 def vectors():
-    if args.dry or args.rows:
-        rng = np.random.default_rng(7)
-        n = args.rows or 20000
-        return rng.standard_normal((n, args.dim), dtype=np.float32) * 0.4, "generated"
-    if args.index and os.path.exists(args.index):
+    if args.index is not None:
         with lodestar.load(args.index) as idx:
-            return np.array(idx.as_float32(), dtype=np.float32), "GloVe " + args.index
+            x = np.array(idx.as_float32(), dtype=np.float32)
+        if x.shape[0] < max(NQ, args.k):
+            fail("--index %s: %d rows, fewer than the %d queries or --k %d" % (
+                args.index, x.shape[0], NQ, args.k))
+        return x, "index %s (%d x %d)" % (args.index, x.shape[0], x.shape[1])
+    n, d = (args.rows or 20000, args.dim) if (args.dry or args.rows) else (341479, 100)
     rng = np.random.default_rng(7)
-    return rng.standard_normal((341479, 100), dtype=np.float32) * 0.4, "generated"
+    return rng.standard_normal((n, d), dtype=np.float32) * 0.4, "generated %d x %d" % (n, d)
 
 
 def reference(x, q, k):
@@ -194,13 +230,7 @@ def main():
     missing = usearch_present()
     if missing:
         fail(missing)
-    dtypes = [d for d in args.dtypes.split(",") if d]
-    batches = [int(b) for b in args.batches.split(",") if b]
-    threads = [int(t) for t in args.threads.split(",") if t]
-    if any(d not in ("f32", "i8") for d in dtypes) or any(not 1 <= b <= NQ for b in batches) \
-            or any(t < 1 for t in threads) or not (1 <= args.single <= NQ):
-        ap.error("--dtypes takes f32,i8; --batches 1..%d; --threads >= 1; --single 1..%d"
-                 % (NQ, NQ))
+    dtypes, batches, threads = _dtypes, _batches, _threads
     rounds = 2 if args.dry else args.rounds
     if args.dry:
         args.warmup = 0
@@ -248,9 +278,9 @@ def main():
             us.close()
         os.rmdir(tmp)
 
-    print("# compare_usearch: exact top-%d, dot product, %s, %d x %d, %d queries (batch 1: "
+    print("# compare_usearch: exact top-%d, dot product, %s, %d queries (batch 1: "
           "the first %d, one call each), %d rounds after %d warm-up, lodestar and usearch "
-          "interleaved (A B, B A, ...)" % (args.k, source, n, d, NQ, args.single, rounds,
+          "interleaved (A B, B A, ...)" % (args.k, source, NQ, args.single, rounds,
                                            args.warmup))
     print("# machine: %s, %d cpus; load average %s" % (benchlib.cpu_model(), os.cpu_count(),
                                                       benchlib.loadavg()))
@@ -300,7 +330,7 @@ def main():
                        "machine": "%s, %d cpus | usearch %s | node %s" % (
                            benchlib.cpu_model(), os.cpu_count(), us.info["usearch"],
                            us.info["node"]),
-                       "source": "%s, %d x %d" % (source, n, d), "rows": rows}, f, indent=1)
+                       "source": source, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

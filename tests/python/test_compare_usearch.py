@@ -1,6 +1,7 @@
 """bench/compare/compare_usearch.py on a small generated index: lodestar and usearch's
 exactSearch (npm usearch in .cache/npm, scripts/lab-npm.sh) both exact, every row and ratio
-present. Skipped when usearch or node is not installed."""
+present. Skipped when usearch or node is not installed; the argument checks run without
+them (they are made before the script looks for usearch)."""
 import json
 import math
 import os
@@ -71,4 +72,36 @@ def test_i8_rows_and_ratios(result):
                 assert ("ratio lodestar / usearch %-4s batch %3d threads %d: wall %.2f"
                         % (dt, b, t, r["wall"])) in out
     assert "usearch 2.26.2" in doc["machine"]
-    assert "3000 x 24" in doc["source"]
+    assert doc["source"] == "generated 3000 x 24"
+    assert "GloVe" not in out
+
+
+def _run(*argv):
+    return subprocess.run([sys.executable, SCRIPT, *argv], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_missing_index_is_refused_by_name():
+    # An --index that does not exist was silently replaced by generated rows (exit 0).
+    r = _run("--index", "/nonexistent/rows.ldsi")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--index /nonexistent/rows.ldsi: no such file" in r.stderr
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--k", "0"], "--k must be >= 1"),
+    (["--rows", "1"], "--rows must be 0 (not generated) or >= 100"),
+    (["--rows", "100", "--k", "101"], "--k must be at most --rows (100), got 101"),
+    (["--dim", "0"], "--dim must be >= 1, got 0"),
+    (["--rows", "200", "--dim", "-3"], "--dim must be >= 1, got -3"),
+    (["--rounds", "0"], "--rounds must be >= 1"),
+    (["--batches", "1,x"], "--batches 1..100"),
+    (["--index", SCRIPT, "--rows", "500"], "give one or the other"),
+])
+def test_bad_arguments_are_argparse_errors(argv, msg):
+    # These gave tracebacks from numpy (--k 0, --rows 1, --dim 0) once usearch was found;
+    # now argparse refuses them first, usearch or not.
+    r = _run(*argv)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "compare_usearch.py: error: " in r.stderr and msg in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
