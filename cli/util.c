@@ -279,13 +279,29 @@ static void put_escaped(FILE *f, const char *s, size_t len, bool backslash)
     }
 }
 
+/* Whether s[k] is the ')' closing a token opened by '(' in a message ("... (URL) ..."):
+   unmatched within the token and followed by the end, white space, a quote, or a run of
+   ",.;:!?" that the end, white space or a quote follows. A ')' anywhere else stays in the token (and
+   in a query value, redacted), so nothing after it up to white space can leak. */
+static bool closes_paren(const char *s, size_t len, size_t k, int depth)
+{
+    if (s[k] != ')' || depth > 0)
+        return false;
+    size_t j = k + 1;
+    while (j < len && strchr(",.;:!?", s[j]))
+        j++;
+    return j >= len || strchr(" \t\n\"'", s[j]);
+}
+
 /* Where a URL-looking token ("scheme:/...") starts at s[i]: at the start or after a space,
    quote or '(' (so "a:/b" inside a word is not one); its length up to the next white space,
-   quote, or ": " (a message's "URL: reason"), else 0. */
+   quote, ": " (a message's "URL: reason"), or, after '(', the ')' closing it, else 0. */
 static size_t url_token(const char *s, size_t len, size_t i)
 {
     if (i > 0 && !strchr(" \t\"'(", s[i - 1]))
         return 0;
+    bool paren = i > 0 && s[i - 1] == '(';
+    int depth = 0;
     size_t k = i;
     if (k >= len || !((s[k] >= 'a' && s[k] <= 'z') || (s[k] >= 'A' && s[k] <= 'Z')))
         return 0;
@@ -294,8 +310,11 @@ static size_t url_token(const char *s, size_t len, size_t i)
     if (k + 1 >= len || s[k] != ':' || s[k + 1] != '/')
         return 0;
     while (k < len && s[k] != ' ' && s[k] != '\t' && s[k] != '\n' && s[k] != '"' && s[k] != '\'' &&
-           !(s[k] == ':' && k + 1 < len && s[k + 1] == ' '))
+           !(s[k] == ':' && k + 1 < len && s[k + 1] == ' ') &&
+           !(paren && closes_paren(s, len, k, depth))) {
+        depth += s[k] == '(' ? 1 : s[k] == ')' && depth > 0 ? -1 : 0;
         k++;
+    }
     return k - i;
 }
 

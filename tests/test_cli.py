@@ -553,6 +553,21 @@ def test_secrets_in_arguments_never_printed():
             check("127.0.0.1" in err, f"{args}: the message still names the host: {err}")
 
 
+def test_redacted_url_in_parentheses_keeps_the_closing_paren():
+    """A URL in parentheses in a message ("(http://h/x?sig=SECRET)") printed
+    "?sig=REDACTED" without the ')' (found by a tester): the token opened by '(' ends at
+    the ')' closing it; a ')' followed by more of the word stays in the redacted value."""
+    url = "http://127.0.0.1:9/x.ldsi?sig=SECRETsig"
+    rc, out, err = run("info", f"({url})")
+    check(rc != 0, f"exit {rc}")
+    check("SECRETsig" not in out + err, err)
+    check("cannot open (http://127.0.0.1:9/x.ldsi?sig=REDACTED): " in err, err)
+    rc, out, err = run("info", f"({url}).")
+    check("cannot open (http://127.0.0.1:9/x.ldsi?sig=REDACTED).: " in err, err)
+    rc, out, err = run("info", f"({url})tail")
+    check("SECRETsig" not in err and ")tail" not in err and "sig=REDACTED: " in err, err)
+
+
 def test_diff_against_a_compressed_new_says_unknown():
     """A zstd NEW has no header before decompression: diff says a reload reads all of it,
     and --json gives payload_bytes and bytes_read null, not 0 (found by a tester)."""
