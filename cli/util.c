@@ -281,8 +281,8 @@ static void put_escaped(FILE *f, const char *s, size_t len, bool backslash)
 
 /* Whether s[k] is the ')' closing a token opened by '(' in a message ("... (URL) ..."):
    unmatched within the token and followed by the end, white space, a quote, or a run of
-   ",.;:!?" that the end, white space or a quote follows. A ')' anywhere else stays in the token (and
-   in a query value, redacted), so nothing after it up to white space can leak. */
+   ",.;:!?" that the end, white space or a quote follows. A ')' anywhere else stays in the token
+   (and in a query value, redacted), so nothing after it up to white space can leak. */
 static bool closes_paren(const char *s, size_t len, size_t k, int depth)
 {
     if (s[k] != ')' || depth > 0)
