@@ -69,8 +69,8 @@ static const char pack_usage[] =
     "                 boundaries (format 1.2), so that appended rows change only\n"
     "                 the sections' tails; auto (default) does so when the vectors\n"
     "                 fill at least 256 chunks; packed: multiples of 64 (1.1);\n"
-    "                 chunks: always (refused with chunks over 16M longer than\n"
-    "                 the vectors: the padding would outweigh the index)\n"
+    "                 chunks: always (refused with --chunk-bytes 0, or chunks over\n"
+    "                 16M longer than the vectors: padding outweighing the index)\n"
     "  --quiet        no progress line (shown on a terminal for work over a second)\n"
     "  -h, --help     print this help\n"
     "\n"
@@ -133,8 +133,8 @@ static bool other_kind(lds_import_format asked, lds_import_format kind, const ch
 /* Reports a failed import: the importer's messages name a line or row of IN, the writer's
    (which start "writer: ") concern OUT; an input the options do not fit is a usage error. */
 static int pack_failed(const char *prog, const char *in, const char *keys, const char *ids,
-                       const char *out, lds_import_format asked, lds_status st,
-                       const lds_error *err)
+                       const char *out, lds_import_format asked, uint32_t chunk_bytes,
+                       lds_status st, const lds_error *err)
 {
     const char *field = err->status == st ? err->field : NULL;
     /* --format names one kind, the file's magic another: say so instead of the parse error
@@ -177,6 +177,28 @@ static int pack_failed(const char *prog, const char *in, const char *keys, const
                                in);
     if (st == LDS_E_INVALID_ARG && field && strcmp(field, "options.dataset") == 0)
         return cli_usage_error(prog, "%s: %s; name one with --dataset NAME", in, err->message);
+    /* The writer refuses a forced chunk layout whose chunks (over 16 MiB) outweigh the
+       vectors in its own terms (lds_writer_options.layout, LDS_LAYOUT_CHUNK_ALIGNED);
+       said here in pack's: the options, and what to give instead. */
+    if (st == LDS_E_INVALID_ARG && field && strcmp(field, "lds_writer_options.layout") == 0) {
+        const char *at = strstr(err->message, "longer than the ");
+        unsigned long long payload = at ? strtoull(at + 16, NULL, 10) : 0;
+        fputs("lodestar: ", stderr);
+        cli_put_escaped(stderr, out, strlen(out));
+        unsigned shift = chunk_bytes % (1u << 30) == 0   ? 30
+                         : chunk_bytes % (1u << 20) == 0 ? 20
+                                                         : 10;
+        fprintf(stderr, ": --layout chunks pads every section to a chunk of --chunk-bytes %u%c",
+                (unsigned)(chunk_bytes >> shift),
+                shift == 30   ? 'G'
+                : shift == 20 ? 'M'
+                              : 'K');
+        if (at)
+            fprintf(stderr, ", longer than the %llu bytes of vectors", payload);
+        fputs("; use --layout auto (the default) or packed, or --chunk-bytes 16M or smaller\n",
+              stderr);
+        return CLI_FAIL;
+    }
     if (err->status == st && strncmp(err->message, "writer: ", 8) == 0)
         return cli_fail(out, st, err);
     /* A fault of the keys file is named by the keys file, not by IN; so is the ids file's. */
@@ -353,6 +375,12 @@ static int parse_pack_options(int argc, char **argv, lds_import_options *opts)
             return cli_option_error(prog, c, argv);
         }
     }
+    /* "chunks" asks for sections on chunk boundaries, 0 for no chunks at all: the file
+       would silently be format 1.0, so the contradiction is refused. */
+    if (opts->layout == LDS_LAYOUT_CHUNK_ALIGNED && opts->chunk_bytes == LDS_CHUNKS_NONE)
+        return cli_usage_error(prog, "--layout chunks aligns sections to chunks and "
+                                     "--chunk-bytes 0 writes none (format 1.0): give a chunk "
+                                     "size (4K is the default) or drop --layout chunks");
     return -1;
 }
 
@@ -470,7 +498,7 @@ int cli_pack(int argc, char **argv)
     cli_progress_end(&progress);
     rc = st == LDS_OK ? CLI_OK
                       : pack_failed(prog, io.in, opts.keys_path, opts.ids_path, io.out, opts.format,
-                                    st, &err);
+                                    opts.chunk_bytes, st, &err);
     if (rc == CLI_OK && io.to_stdout)
         rc = copy_to_stdout(io.out_path);
     if (io.to_stdout) {

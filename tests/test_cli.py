@@ -607,9 +607,25 @@ def test_pack_refuses_chunk_padding_larger_than_the_vectors():
     for size in ("1G", "32M"):
         rc, out, err = run("pack", src, dst, "--format", "glove",
                            "--chunk-bytes", size, "--layout", "chunks")
-        check(rc == 1 and "lds_writer_options.layout" in err and "longer than the 160 bytes"
-              in err, (rc, err))
+        # Said in the CLI's terms (found by a tester: it named lds_writer_options.layout and
+        # LDS_LAYOUT_CHUNK_ALIGNED and said "(at byte 0)").
+        check(rc == 1 and f"--layout chunks pads every section to a chunk of --chunk-bytes "
+              f"{size}, longer than the 160 bytes of vectors; use --layout auto" in err
+              and "--chunk-bytes 16M or smaller" in err, (rc, err))
+        check("lds_" not in err and "LDS_" not in err and "at byte" not in err, err)
         check(not os.path.exists(dst), f"{dst} left behind")
+    # "chunks" and "no chunk table" contradict each other: refused, in either order, where
+    # it silently wrote a format 1.0 file.
+    for order in (("--layout", "chunks", "--chunk-bytes", "0"),
+                  ("--chunk-bytes", "0", "--layout", "chunks")):
+        rc, out, err = run("pack", src, dst, "--format", "glove", *order)
+        expect(rc, out, err, 2)
+        check("--layout chunks aligns sections to chunks and --chunk-bytes 0 writes none"
+              in err, err)
+        check(not os.path.exists(dst), f"{dst} left behind")
+    pack(src, dst, "--chunk-bytes", "0")
+    with open(dst, "rb") as f:
+        check(f.read(12)[8:12] == struct.pack("<HH", 1, 0), "--chunk-bytes 0 alone: format 1.0")
     pack(src, dst, "--chunk-bytes", "1G")
     check(os.path.getsize(dst) < 1 << 20, os.path.getsize(dst))
     pack(src, dst, "--chunk-bytes", "16M", "--layout", "chunks")
