@@ -582,13 +582,15 @@ LDS_API lds_status lds_index_search_batch(const lds_index *idx, const float *que
                                           lds_hit *hits, size_t *n_hits, lds_error *err);
 
 /**
- * The search kernels this CPU runs, in the order "avx512vnni", "avx512", "avx2",
- * "generic" as built and supported. Unless LDS_SEARCH_KERNEL or
- * lds_search_options.kernel names one, searches use the fastest of the SIMD
- * ones in a probe timed once per process at its first search (about 2 ms),
- * chosen apart for i8 under dot and cosine and for every other search
- * (ADR 0054); every SIMD kernel gives the same bits ("avx512vnni" is "avx512" with vpdpwssd
- * for i8, ADR 0043). Writes up to `cap` static names to `names` (NULL with
+ * The search kernels this CPU runs, in the order "avx512bf16", "avx512vnni",
+ * "avx512", "avx2", "generic", each where it is built and the CPU supports it.
+ * Unless LDS_SEARCH_KERNEL or lds_search_options.kernel names one, searches use
+ * the fastest of the SIMD ones in a probe timed once per process at its first
+ * search (about 2 ms), chosen apart for i8 under dot and cosine, for bf16 under
+ * dot and cosine, and for every other search (ADR 0054, ADR 0056); every SIMD
+ * kernel gives the same bits ("avx512vnni" is "avx512" with vpdpwssd for i8,
+ * ADR 0043; "avx512bf16" is "avx512vnni" with vdpbf16ps for bf16 under dot and
+ * cosine, which the others emulate bit for bit, ADR 0056). Writes up to `cap` static names to `names` (NULL with
  * cap 0 to count) and returns how many there are. Thread-safe.
  */
 LDS_API size_t lds_search_kernels(const char **names, size_t cap);

@@ -104,6 +104,19 @@ def man_text(name):
         return f.read()
 
 
+def test_search_kernels_doc_lists_the_kernels():
+    """lds_search_kernels' doc comment names the kernels in search.c's order (found by a
+    tester: it listed four after avx512bf16 made five)."""
+    with open(os.path.join(SRC, "search", "search.c"), encoding="utf-8") as f:
+        body = f.read().split("kernel_list[] = {", 1)[1].split("};", 1)[0]
+    code = re.findall(r"&lds__kernel_(\w+)", body)
+    with open(os.path.join(SRC, "include", "lodestar_index.h"), encoding="utf-8") as f:
+        head = f.read().split("LDS_API size_t lds_search_kernels(", 1)[0]
+    doc = head[head.rindex("/**"):]
+    order = doc.split("in the order", 1)[1].split(", each", 1)[0]
+    check(len(code) == 5 and re.findall(r'"(\w+)"', order) == code, (code, order))
+
+
 def test_man_pages():
     if MAN_DIR == "-":
         skip("built without man pages (-Dman, or help2man missing)")
