@@ -125,4 +125,9 @@ extern void (*lds__delta_copy_hook)(uint64_t chunk, unsigned char *p, size_t n);
  * counted kept (the test changes them, as a stray write into the standby would). */
 extern void (*lds__delta_keep_hook)(uint64_t chunk, unsigned char *p, size_t n);
 
+/* Tests only: when non-NULL, each delta plan adds the slots its search for moved chunks
+ * looked at (one probe per base chunk and collision; linear in the chunks however often a
+ * checksum repeats). */
+extern uint64_t *lds__delta_plan_probes;
+
 #endif /* LDS_DELTA_INTERNAL_H */
