@@ -828,6 +828,28 @@ def strict_json(text):
     return json.loads(text, parse_constant=refuse)
 
 
+def test_similar_json_infinite_scores_are_null_as_the_help_says():
+    """An infinite score (a dot product past the float range) prints null in JSON, as NaN
+    does; --help said only NaN (found by a tester). The table prints inf and -inf."""
+    src = os.path.join(WORK, "inf.glove.txt")
+    with open(src, "w") as f:
+        f.write("big 3e38 3e38\nneg -3e38 -3e38\nsmall 1 1\n")
+    dst = os.path.join(WORK, "inf.ldsi")
+    pack(src, dst, "--metric", "dot")
+    rc, out, err = run("similar", "--json", "--vector", "3e38,3e38", dst)
+    expect(rc, out, err, 0)
+    j = strict_json(out)
+    check([(h["key"], h["score"]) for h in j["neighbours"]]
+          == [("big", None), ("small", None), ("neg", None)], j)
+    rc, out, err = run("similar", "--vector", "3e38,3e38", dst)
+    expect(rc, out, err, 0)
+    check([l.split()[1] for l in out.splitlines()[1:]] == ["inf", "inf", "-inf"], out)
+    rc, out, err = run("similar", "--help")
+    expect(rc, out, err, 0)
+    check("that is NaN (a row holding NaN ranks last) or +/-infinite (a dot product\n"
+          "past the float range) is null" in out, out)
+
+
 def test_json_with_nan_and_infinity():
     # docs/format.md 3.1: element values are not validated; a crafted row may hold NaN.
     nan = patched_copy("nan.ldsi", 64, struct.pack("<ff", float("nan"), float("inf")))
