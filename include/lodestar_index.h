@@ -470,11 +470,14 @@ typedef struct lds_hit {
  * the thread count or the row's place; the two fused kernels (AVX2, AVX-512)
  * give the same bits, the portable one may differ from them in the last bits.
  * i8 indexes under dot and cosine take a native integer path instead (ADR
- * 0043): the query (under cosine, scaled to unit length in float32 first) is
- * quantized to int16, Q_d = q_d / qscale rounded to nearest, ties to even,
- * with qscale = max_d |q_d| / Qmax and Qmax = min(32767, floor((2^31 - 1) /
- * (128 dim))) (every partial sum fits int32: 32767 up to dim 512, 16,777 at
- * dim 1000, 255 at dim 65,536); S = sum_d Q_d R_d over the stored integers R
+ * 0043): the query (under cosine, each element times 1 / sqrt(sum_d q_d^2),
+ * both computed in double, rounded to float32) is quantized to int16 in double
+ * arithmetic: qscale = (double)max_d |q_d| / Qmax, one division in double of
+ * the largest float32 |q_d| (0 for a zero query), and Q_d = (double)q_d /
+ * qscale rounded to nearest, ties to even, clamped to [-Qmax, Qmax], with
+ * Qmax = min(32767, floor((2^31 - 1) / (128 dim))) (every partial sum fits
+ * int32: 32767 up to dim 512, 16,777 at dim 1000, 255 at dim 65,536);
+ * S = sum_d Q_d R_d over the stored integers R
  * is exact (int32 lanes, any order), and the score is
  * (float)((double)S * ((double)qscale * i8_scale)), under cosine
  * (float)(((double)S * ((double)qscale * i8_scale)) * (1 / |r|)), each

@@ -2733,6 +2733,33 @@ static double ref_i8_qscale(const float *q, uint32_t dim, bool cosine)
     return (cosine ? amax / sqrt(qn) : amax) / qmax * (1 + 1e-6);
 }
 
+/* lodestar_index.h's i8 query step as the code takes it (a tester found the header read as
+   float arithmetic): qscale = (double)max |q_d| / Qmax in double, not the float quotient,
+   and Q_d = (double)q_d / qscale rounded to nearest (ties to even), clamped to Qmax. */
+static void test_i8_query_scale_in_double(void **state)
+{
+    (void)state;
+    const float q[5] = {1.0f / 3.0f, -0.1f, 0.2f, 1e-7f, -1.0f / 3.0f};
+    const uint32_t dim = 5, qmax = lds__i8_qmax(dim);
+    assert_int_equal(qmax, 32767);
+    int32_t pairs[LDS__I8_PAIRS(5)];
+    double qscale = lds__i8_quantize(q, dim, pairs);
+    const double want = (double)(1.0f / 3.0f) / 32767.0;
+    assert_true(qscale == want);
+    assert_true(qscale != (double)((1.0f / 3.0f) / 32767.0f)); /* the float quotient differs */
+    int32_t got[8] = {0};
+    for (size_t c = 0; c < LDS__I8_PAIRS(5) / 2; c++)
+        for (int b = 0; b < 2; b++) {
+            got[4 * c + (size_t)b] = (int16_t)(pairs[2 * c + (size_t)b] & 0xffff);
+            got[4 * c + 2 + (size_t)b] = (int16_t)((uint32_t)pairs[2 * c + (size_t)b] >> 16);
+        }
+    for (uint32_t d = 0; d < dim; d++)
+        assert_int_equal(got[d], (int32_t)nearbyint((double)q[d] / want));
+    assert_int_equal(got[0], 32767);
+    assert_int_equal(got[4], -32767);
+    assert_int_equal(got[3], 0);
+}
+
 /* Double-precision scores of every row for query q, and the largest bound. */
 static double reference_scores(lds_index *idx, const float *q, ref_hit *ref)
 {
@@ -3731,6 +3758,7 @@ int main(void)
         cmocka_unit_test(test_bf16_step_matches_cpu),
         cmocka_unit_test(test_search_bf16_native_kernels_agree),
         cmocka_unit_test(test_search_i8_exact),
+        cmocka_unit_test(test_i8_query_scale_in_double),
         cmocka_unit_test(test_search_dispatcher_rule),
         cmocka_unit_test(test_search_dispatcher_picks_fastest),
         cmocka_unit_test(test_search_ties_and_errors),
