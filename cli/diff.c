@@ -29,7 +29,9 @@ static const char diff_usage[] =
     "  --json   one JSON object: chunk_bytes, chunks, payload_bytes, delta (false\n"
     "           when a delta cannot be used, with \"why\"), read (a list of\n"
     "           [first chunk, last chunk, first payload byte, end byte]),\n"
-    "           chunks_read, bytes_read, bytes_copied\n"
+    "           chunks_read, bytes_read, bytes_copied; without a delta the reload\n"
+    "           reads NEW whole, not by chunks: chunks_read is null (\"why\" says\n"
+    "           why), bytes_read NEW's payload (null for a compressed NEW)\n"
     "\n"
     "Exit status: 0 (whether or not the files differ), 1 failure (a file cannot be\n"
     "read, or its header or chunk table is corrupt), 2 usage error.\n";
@@ -283,7 +285,9 @@ int cli_diff(int argc, char **argv)
         if (why)
             json_object_object_add(jo, "why", json_object_new_string(why));
         json_object_object_add(jo, "read", jr);
-        json_object_object_add(jo, "chunks_read", json_object_new_int64((int64_t)chunks_read));
+        /* Without a delta nothing is read by chunks: null, not a 0 beside a whole payload. */
+        json_object_object_add(jo, "chunks_read",
+                               why ? NULL : json_object_new_int64((int64_t)chunks_read));
         json_object_object_add(jo, "bytes_read",
                                b.compressed ? NULL : json_object_new_int64((int64_t)total_read));
         json_object_object_add(jo, "bytes_copied", json_object_new_int64((int64_t)copied));

@@ -581,7 +581,8 @@ def test_diff_against_a_compressed_new_says_unknown():
     rc, out, err = run("diff", INDEX, z, "--json")
     expect(rc, out, err, 0)
     doc = json.loads(out)
-    check(doc["payload_bytes"] is None and doc["bytes_read"] is None and doc["delta"] is False,
+    check(doc["payload_bytes"] is None and doc["bytes_read"] is None and doc["delta"] is False
+          and doc["chunks_read"] is None,
           out)
 
 
@@ -700,6 +701,12 @@ def test_diff():
     expect(rc, out, err, 0)
     j = json.loads(out)
     check(j["delta"] is False and "format 1.0" in j["why"] and j["bytes_read"] == d + 8 * n, out)
+    # Read whole, not by chunks: chunks_read null beside bytes_read (found by a tester: 0).
+    check(j["chunks_read"] is None and j["read"] == [] and j["bytes_copied"] == 0, out)
+    rc, out, err = run("diff", "--json", paths["old2k"], paths["new"])
+    j = json.loads(out)
+    check(j["delta"] is False and j["chunks_read"] is None and j["bytes_read"] == d + 8 * n,
+          out)
     # a corrupt table: failure, named
     bad = bytearray(rechunk(files["new"], 1024))
     bad[64 + d + 5] ^= 1
