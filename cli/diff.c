@@ -144,11 +144,17 @@ static bool *matched_chunks(const dfile *a, const dfile *b)
     }
     for (uint64_t i = 0; i < cap; i++)
         slot[i] = UINT64_MAX;
+    /* One slot per distinct (checksum, length): a checksum repeated D times (zero-filled
+       rows) would otherwise make one run of D slots that every insert and lookup landing in
+       it walks, chunks x D steps for a file of one repeated chunk. */
     for (uint64_t k = 0; k < m; k++) {
-        uint64_t i = ld64(a->table + k * 8) & (cap - 1);
-        while (slot[i] != UINT64_MAX)
+        uint64_t sum = ld64(a->table + k * 8), len = chunk_len(&a->h, k);
+        uint64_t i = sum & (cap - 1);
+        while (slot[i] != UINT64_MAX &&
+               !(ld64(a->table + slot[i] * 8) == sum && chunk_len(&a->h, slot[i]) == len))
             i = (i + 1) & (cap - 1);
-        slot[i] = k;
+        if (slot[i] == UINT64_MAX)
+            slot[i] = k;
     }
     for (uint64_t k = 0; k < n; k++) {
         uint64_t want = ld64(b->table + k * 8), len = chunk_len(&b->h, k);

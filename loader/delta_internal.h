@@ -142,4 +142,9 @@ extern _Atomic uint64_t lds__delta_uring_runs;
  * entries set up and torn down). Thread-safe. */
 bool lds__delta_uring_available(void);
 
+/* Tests only: when non-NULL, each delta plan adds the slots its search for moved chunks
+ * looked at (one probe per base chunk and collision; linear in the chunks however often a
+ * checksum repeats). */
+extern uint64_t *lds__delta_plan_probes;
+
 #endif /* LDS_DELTA_INTERNAL_H */

@@ -1797,14 +1797,39 @@ static inline uint64_t chunk_len(uint64_t k, uint64_t cb, uint64_t end)
     return s + cb < end ? cb : end - s;
 }
 
+/* An unmatched chunk of the new file: its checksum, length and number (delta_plan). */
+typedef struct delta_miss {
+    uint64_t sum, len, k;
+} delta_miss;
+
+static int delta_miss_cmp(const void *pa, const void *pb)
+{
+    const delta_miss *a = pa, *b = pb;
+    if (a->sum != b->sum)
+        return a->sum < b->sum ? -1 : 1;
+    if (a->len != b->len)
+        return a->len < b->len ? -1 : 1;
+    return a->k < b->k ? -1 : a->k > b->k;
+}
+
+/* Where a (checksum, length) group's probe starts: the checksum (XXH3-64: its low bits are
+   as good as any) with the length mixed in. */
+static inline uint64_t delta_miss_home(uint64_t sum, uint64_t len)
+{
+    return sum ^ (len * UINT64_C(0x9E3779B97F4A7C15));
+}
+
+uint64_t *lds__delta_plan_probes;
+
 /* The plan, one entry per new chunk (docs/adr/0055): DELTA_KEEP when the standby `sb` (may be
  * NULL) holds it at its own offset with the same XXH3-64 and length (its chunks were verified
  * when its generation loaded, docs/adr/0050; a kept chunk costs nothing, so it wins); else
  * the base chunk with the same XXH3-64 and length: the same position first (an update in
  * place), else the lowest-numbered base chunk anywhere (a whole chunk moved by a multiple of
  * the chunk size); else DELTA_READ. One pass over the tables; the chunks left unmatched (few,
- * for a small delta) go into a small open-addressing table that one sequential pass over the
- * base's table probes, instead of a table of every base chunk. */
+ * for a small delta) are sorted into groups of equal checksum and length, and a small
+ * open-addressing table of the groups is probed by one sequential pass over the base's
+ * table, instead of a table of every base chunk. */
 static lds_status delta_plan(load_ctx *c, const lds_header *h, const unsigned char *table,
                              const lds__delta_base *b, const lds__delta_standby *sb, int64_t *from,
                              uint64_t *unmatched)
@@ -1832,37 +1857,63 @@ static lds_status delta_plan(load_ctx *c, const lds_header *h, const unsigned ch
         }
     }
     if (miss > 0 && b->chunk_count > 0) {
+        /* The unmatched chunks sorted by (checksum, length, number) form one group per
+           distinct (checksum, length); a small open-addressing table of the groups (at most
+           half full) is probed once per base chunk. The first base chunk of a group's
+           checksum and length takes the whole group (the lowest base chunk wins), which is
+           then done. Linear in the chunks whatever repeats: a table keyed per chunk let
+           a probe walk every copy of a checksum repeated D times (zero-filled rows, or a
+           crafted file): chunks x D steps. */
+        delta_miss *u = malloc((size_t)miss * sizeof *u);
         uint64_t cap = 16;
         while (cap < miss * 2)
             cap <<= 1;
-        int64_t *slot = malloc((size_t)cap * sizeof *slot);
-        if (slot == NULL)
+        int64_t *slot = u != NULL ? malloc((size_t)cap * sizeof *slot) : NULL;
+        if (slot == NULL) {
+            free(u);
             return lds__load_fail(c->err, LDS_E_NOMEM, "chunk_table", 0, 0, NULL,
                                   "no memory for the delta's table of %llu chunks",
                                   (unsigned long long)miss);
+        }
+        uint64_t m = 0;
+        for (uint64_t k = 0; k < h->chunk_count; k++)
+            if (from[k] == DELTA_READ)
+                u[m++] = (delta_miss){lds__ld64_le(table + k * 8), chunk_len(k, cb, end), k};
+        qsort(u, (size_t)m, sizeof *u, delta_miss_cmp);
         for (uint64_t i = 0; i < cap; i++)
             slot[i] = -1;
-        for (uint64_t k = 0; k < h->chunk_count; k++) {
-            if (from[k] != DELTA_READ)
-                continue;
-            uint64_t i = lds__ld64_le(table + k * 8) & (cap - 1);
+        for (uint64_t g = 0; g < m; g++) {
+            if (g > 0 && u[g].sum == u[g - 1].sum && u[g].len == u[g - 1].len)
+                continue; /* not a group's first */
+            uint64_t i = delta_miss_home(u[g].sum, u[g].len) & (cap - 1);
             while (slot[i] >= 0)
                 i = (i + 1) & (cap - 1);
-            slot[i] = (int64_t)k;
+            slot[i] = (int64_t)g;
         }
-        uint64_t left = miss;
+        uint64_t left = miss, probes = 0;
         for (uint64_t bk = 0; bk < b->chunk_count && left > 0; bk++) {
             uint64_t got = lds__ld64_le(bt + bk * 8), blen = chunk_len(bk, cb, b->table_offset);
-            for (uint64_t i = got & (cap - 1); slot[i] >= 0; i = (i + 1) & (cap - 1)) {
-                uint64_t k = (uint64_t)slot[i];
-                if (from[k] == DELTA_READ && lds__ld64_le(table + k * 8) == got &&
-                    chunk_len(k, cb, end) == blen) {
-                    from[k] = (int64_t)bk;
-                    left--;
+            for (uint64_t i = delta_miss_home(got, blen) & (cap - 1); slot[i] != -1;
+                 i = (i + 1) & (cap - 1)) {
+                probes++;
+                int64_t g = slot[i] >= 0 ? slot[i] : -slot[i] - 2; /* done: -(g + 2) */
+                if (u[g].sum != got || u[g].len != blen)
+                    continue;
+                if (slot[i] >= 0) {
+                    for (uint64_t j = (uint64_t)g;
+                         j < m && u[j].sum == got && u[j].len == blen; j++) {
+                        from[u[j].k] = (int64_t)bk;
+                        left--;
+                    }
+                    slot[i] = -(int64_t)g - 2;
                 }
+                break;
             }
         }
+        if (lds__delta_plan_probes != NULL)
+            *lds__delta_plan_probes += probes;
         free(slot);
+        free(u);
         miss = left;
     }
     *unmatched = miss;

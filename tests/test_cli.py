@@ -682,6 +682,33 @@ def test_diff():
     expect(rc, out, err, 2)
 
 
+def test_diff_with_one_repeated_chunk():
+    """Every vector chunk of OLD is the same (4,096 zero rows of 8 f32 = 128 chunks of 1 KiB):
+    the chunks of OLD go into lodestar diff's table once per (checksum, length), not once per
+    chunk (a run of 128 slots every insert and lookup walked: chunks x copies steps, minutes
+    for a large zero-filled file). NEW changes row 100 (chunk 3): chunk 3 and the last are
+    read, every other zero chunk matched."""
+    rows = 4096
+    def glove(changed):
+        return "".join(f"w{i} " + " ".join("1" if i == changed else "0" for _ in range(8)) + "\n"
+                       for i in range(rows))
+    paths = {}
+    for name, changed in (("old", -1), ("new", 100)):
+        src = os.path.join(WORK, f"rep-{name}.glove.txt")
+        with open(src, "w") as f:
+            f.write(glove(changed))
+        paths[name] = os.path.join(WORK, f"rep-{name}.ldsi")
+        pack(src, paths[name], "--chunk-bytes", "1K", "--layout", "chunks")
+    rc, out, err = run("diff", "--json", paths["old"], paths["new"])
+    expect(rc, out, err, 0)
+    j = json.loads(out)
+    check(j["delta"] is True and j["chunk_bytes"] == 1024, out)
+    n = j["chunks"]
+    check([r[:2] for r in j["read"]] == [[3, 3], [n - 1, n - 1]], out)
+    check(j["read"][0][2:] == [3072, 4096], out)
+    check(j["chunks_read"] == 2, out)
+
+
 def test_diff_of_an_append_reads_only_the_tails():
     """Format 1.2 (docs/format.md 4.4): sections on chunk boundaries, so rows appended
     change only each section's last chunk. 512 words "w0000000".. of 4 f32 (16-byte rows),

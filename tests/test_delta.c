@@ -269,6 +269,72 @@ static void test_delta_appended_rows(void **state)
     lds_pool_free(pool);
 }
 
+/* Rows [zero_from, zero_to) all zero, the others as write_gen's version 0: the zero rows
+ * fill whole chunks that are all the same (an index with zero-filled rows). */
+static const char *write_zeroed(const char *name, uint64_t rows, uint64_t zero_from,
+                                uint64_t zero_to)
+{
+    const char *path = tmp_path(name);
+    lds_writer_options wo;
+    lds_writer_options_default(&wo);
+    wo.dim = DIM;
+    wo.with_ids = true;
+    wo.chunk_bytes = CHUNK;
+    lds_writer *w = NULL;
+    assert_int_equal(lds_writer_open_path(path, &wo, &w, NULL), LDS_OK);
+    float v[DIM];
+    for (uint64_t r = 0; r < rows; r++) {
+        for (uint32_t d = 0; d < DIM; d++)
+            v[d] = r >= zero_from && r < zero_to ? 0.0f : value_of(0, r, d);
+        assert_int_equal(lds_writer_add_row(w, v, DIM, 1000 + r, NULL, 0, NULL), LDS_OK);
+    }
+    assert_int_equal(lds_writer_finish(w, NULL), LDS_OK);
+    lds_writer_free(w);
+    return path;
+}
+
+/* A new file whose changed chunks all have one checksum (1,024 zero-filled chunks the serving
+ * generation does not hold): the plan's search for moved chunks stays linear (a table keyed
+ * per chunk made a probe walk every copy: about 560,000 probes here, and chunks x copies at
+ * scale, a denial of service by a crafted or merely zero-filled file); the result is still
+ * a full load's. Then a file holding those zero chunks is the base: every copy is matched to
+ * the lowest base chunk with that checksum. */
+static void test_delta_plan_linear_in_repeated_chunks(void **state)
+{
+    (void)state;
+    enum { R = 65536 }; /* 2,048 vector chunks; rows [16384, 49152): 1,024 equal chunks */
+    const char *pa = write_gen("za.ldsi", R, NULL, CHUNK);
+    const char *pz = write_zeroed("zz.ldsi", R, 16384, 49152);
+    const char *py = write_zeroed("zy.ldsi", R, 16384, 49184); /* one more zero chunk */
+    lds_pool *pool = new_pool();
+    lds_live *live = new_live();
+    lds_load_options o = opts_for(pool, 2);
+    assert_int_equal(lds_live_reload_path_delta(live, pa, true, &o, NULL, NULL, NULL), LDS_OK);
+    uint64_t probes = 0;
+    lds__delta_plan_probes = &probes;
+    lds_load_info info;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_live_reload_path_delta(live, pz, true, &o, NULL, &info, NULL), LDS_OK);
+    assert_false(info.delta_fallback);
+    assert_true(info.chunks_read >= 1024);
+    uint64_t chunks = info.payload_bytes / CHUNK + 1;
+    assert_true(probes > 0);
+    assert_true(probes <= 4 * chunks);
+    assert_same_as_full(live, pz, pool);
+    /* Now the zero chunks are in the base: the new one's 1,025 zero chunks are all copied
+       from base chunk 512 (the first zero chunk), none read. */
+    probes = 0;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_live_reload_path_delta(live, py, true, &o, NULL, &info, NULL), LDS_OK);
+    lds__delta_plan_probes = NULL;
+    assert_false(info.delta_fallback);
+    assert_true(info.chunks_read <= 2); /* the changed table chunk(s) only */
+    assert_true(probes <= 4 * chunks);
+    assert_same_as_full(live, py, pool);
+    assert_int_equal(lds_live_close(live, NULL), LDS_OK);
+    lds_pool_free(pool);
+}
+
 static lds_live *new_delta_live(void);
 
 /* As write_gen, all rows at version 0, with the key "k<row>" on every row. */
@@ -1047,6 +1113,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_delta_equals_full_load),
         cmocka_unit_test(test_delta_appended_rows),
+        cmocka_unit_test(test_delta_plan_linear_in_repeated_chunks),
         cmocka_unit_test(test_reload_hands_on_key_table),
         cmocka_unit_test(test_delta_is_opt_in),
         cmocka_unit_test(test_delta_copy_that_differs_is_read),
