@@ -1522,12 +1522,12 @@ struct delta_ring {
 };
 #endif
 
+#if LDS_HAVE_URING
 /* The reader's ring, set up on first use; NULL when io_uring is unavailable (no liburing at
  * build time, io_uring_setup failing at run time: ENOSYS, EPERM under seccomp or
  * io_uring_disabled, ENOMEM) or turned off by the test switch: then runs are pread. */
 static struct delta_ring *delta_ring_of(delta_job *d, unsigned reader)
 {
-#if LDS_HAVE_URING
     if (reader >= LDS__READ_THREADS_MAX || lds__delta_uring_off || d->ring_failed[reader])
         return NULL;
     if (d->ring[reader] == NULL) {
@@ -1540,12 +1540,8 @@ static struct delta_ring *delta_ring_of(delta_job *d, unsigned reader)
         d->ring[reader] = r;
     }
     return d->ring[reader];
-#else
-    (void)d;
-    (void)reader;
-    return NULL;
-#endif
 }
+#endif
 
 /* Drops reader's ring (after a failed submission left entries queued in it). */
 static void delta_ring_drop(delta_job *d, unsigned reader)
