@@ -448,6 +448,9 @@ static const char *const phase_names[N_PHASES] = {"table", "plan", "rent", "fill
 
 /* live/live.c (loader/delta_internal.h): table, plan, rent, fill, parse, keys, swap, total. */
 extern void lds__live_phases_ns(lds_live *live, uint64_t *out, size_t n);
+/* loader/: hash copied chunks again (ADR 0047); LODESTAR_BENCH_LIVE_NO_REHASH=1 turns it off
+   to measure what the re-hash costs (a what-if for ADR 0055; never the library's default). */
+extern bool lds__delta_rehash;
 
 static void phases_ms(lds_live *live, double *ms)
 {
@@ -770,6 +773,8 @@ static int pick_strategies(const char *list, bool on[S_COUNT])
 int bench_live(const bench_opts *o)
 {
     g_trace = getenv("LODESTAR_BENCH_LIVE_TRACE") != NULL;
+    if (getenv("LODESTAR_BENCH_LIVE_NO_REHASH") != NULL)
+        lds__delta_rehash = false;
     bool on[S_COUNT];
     if (pick_strategies(o->strategy, on) != 0)
         return -1;
