@@ -125,6 +125,23 @@ extern void (*lds__delta_copy_hook)(uint64_t chunk, unsigned char *p, size_t n);
  * counted kept (the test changes them, as a stray write into the standby would). */
 extern void (*lds__delta_keep_hook)(uint64_t chunk, unsigned char *p, size_t n);
 
+/* Tests only: true makes the delta fill read every run with pread, as when liburing is
+ * absent or io_uring_setup fails at run time (the fallback path). Set it before a load. */
+extern bool lds__delta_uring_off;
+
+/* Tests only: called on the reading thread with each batched (io_uring) read's payload
+ * offset and result (bytes, or -errno) before the result is used; the test changes *res
+ * (a short read, -EINTR, -EIO) to exercise the re-read of that run with pread. */
+extern void (*lds__delta_uring_res_hook)(uint64_t s, int *res);
+
+/* Tests and benchmarks: how many runs were read through io_uring since the process began
+ * (0 when liburing is absent or io_uring is unavailable). */
+extern _Atomic uint64_t lds__delta_uring_runs;
+
+/* Tests: whether this build has liburing and io_uring_setup succeeds here (a ring of 4
+ * entries set up and torn down). Thread-safe. */
+bool lds__delta_uring_available(void);
+
 /* Tests only: when non-NULL, each delta plan adds the slots its search for moved chunks
  * looked at (one probe per base chunk and collision; linear in the chunks however often a
  * checksum repeats). */

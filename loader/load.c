@@ -16,6 +16,9 @@
 #include <unistd.h>
 
 #include <xxhash.h>
+#if LDS_HAVE_URING
+#include <liburing.h>
+#endif
 #if LDS_HAVE_XXH3_DISPATCH
 #define XXH_DISPATCH_DISABLE_REPLACE
 #include <xxh_x86dispatch.h>
@@ -1488,7 +1491,158 @@ typedef struct delta_job {
     uint64_t file_at; /* file offset of payload byte 0 */
     _Atomic uint64_t bytes_read, bytes_copied, chunks_read, chunks_copied;
     _Atomic uint64_t bytes_kept, chunks_kept;
+    /* per reader: its io_uring, set up at its first read run (NULL: not yet, or none:
+       ring_failed); each reader touches only its own; freed by delta_rings_free once every
+       reader has ended */
+    struct delta_ring *ring[LDS__READ_THREADS_MAX];
+    bool ring_failed[LDS__READ_THREADS_MAX];
 } delta_job;
+
+/* Runs of chunks to read that one reader queues before it reads them all at once: one
+ * io_uring submission (docs/adr/0055, amendment of 2026-12-03), or one pread each. */
+#define DELTA_BATCH 64u
+
+typedef struct delta_run {
+    uint64_t k, k2; /* chunks [k, k2) */
+    uint64_t s, e;  /* their payload bytes */
+    bool whole;     /* the batched read returned all of [s, e) */
+} delta_run;
+
+bool lds__delta_uring_off = false;
+void (*lds__delta_uring_res_hook)(uint64_t s, int *res);
+_Atomic uint64_t lds__delta_uring_runs;
+
+#if LDS_HAVE_URING
+struct delta_ring {
+    struct io_uring ring;
+};
+#else
+struct delta_ring {
+    int unused;
+};
+#endif
+
+#if LDS_HAVE_URING
+/* The reader's ring, set up on first use; NULL when io_uring is unavailable (no liburing at
+ * build time, io_uring_setup failing at run time: ENOSYS, EPERM under seccomp or
+ * io_uring_disabled, ENOMEM) or turned off by the test switch: then runs are pread. */
+static struct delta_ring *delta_ring_of(delta_job *d, unsigned reader)
+{
+    if (reader >= LDS__READ_THREADS_MAX || lds__delta_uring_off || d->ring_failed[reader])
+        return NULL;
+    if (d->ring[reader] == NULL) {
+        struct delta_ring *r = malloc(sizeof *r);
+        if (r == NULL || io_uring_queue_init(DELTA_BATCH, &r->ring, 0) < 0) {
+            free(r);
+            d->ring_failed[reader] = true;
+            return NULL;
+        }
+        d->ring[reader] = r;
+    }
+    return d->ring[reader];
+}
+#endif
+
+/* Drops reader's ring (after a failed submission left entries queued in it). */
+static void delta_ring_drop(delta_job *d, unsigned reader)
+{
+#if LDS_HAVE_URING
+    if (d->ring[reader] != NULL) {
+        io_uring_queue_exit(&d->ring[reader]->ring);
+        free(d->ring[reader]);
+        d->ring[reader] = NULL;
+    }
+    d->ring_failed[reader] = true;
+#else
+    (void)d;
+    (void)reader;
+#endif
+}
+
+bool lds__delta_uring_available(void)
+{
+#if LDS_HAVE_URING
+    struct io_uring r;
+    if (io_uring_queue_init(4, &r, 0) < 0)
+        return false;
+    io_uring_queue_exit(&r);
+    return true;
+#else
+    return false;
+#endif
+}
+
+static void delta_rings_free(delta_job *d)
+{
+    for (unsigned i = 0; i < LDS__READ_THREADS_MAX; i++)
+        if (d->ring[i] != NULL)
+            delta_ring_drop(d, i);
+}
+
+/* Reads the queued runs through the reader's ring: every submitted read is reaped before
+ * this returns (none is left in flight into the buffer); a run whose read did not return
+ * all its bytes (short, EINTR/EAGAIN, an error, or never submitted) keeps whole false, to
+ * be read again with delta_pread, which continues, retries, or names the failure. */
+static void delta_ring_read(delta_job *d, unsigned reader, delta_run *runs, size_t n,
+                            size_t offset, unsigned char *p)
+{
+    for (size_t i = 0; i < n; i++)
+        runs[i].whole = false;
+#if LDS_HAVE_URING
+    struct delta_ring *dr = delta_ring_of(d, reader);
+    if (dr == NULL)
+        return;
+    struct io_uring *r = &dr->ring;
+    size_t queued = 0;
+    for (; queued < n; queued++) {
+        struct io_uring_sqe *sqe = io_uring_get_sqe(r);
+        if (sqe == NULL)
+            break;
+        uint64_t len = runs[queued].e - runs[queued].s;
+        if (len > (1u << 30)) /* one read returns at most 2 GiB - 4 KiB: pread the rest */
+            len = 1u << 30;
+        io_uring_prep_read(sqe, d->fd, p + (runs[queued].s - offset), (unsigned)len,
+                           d->file_at + runs[queued].s);
+        io_uring_sqe_set_data64(sqe, queued);
+    }
+    size_t submitted = 0;
+    bool broken = false;
+    for (unsigned tries = 0; submitted < queued;) {
+        int k = io_uring_submit(r);
+        if (k > 0) {
+            submitted += (size_t)k;
+            continue;
+        }
+        if ((k == -EINTR || k == -EAGAIN || k == -EBUSY) && ++tries < 1000)
+            continue;
+        broken = true; /* entries may remain queued: this ring is not used again */
+        break;
+    }
+    for (size_t reaped = 0; reaped < submitted;) {
+        struct io_uring_cqe *cqe;
+        int k = io_uring_wait_cqe(r, &cqe);
+        if (k < 0)
+            continue; /* EINTR: the submitted reads still complete; wait for each */
+        uint64_t i = io_uring_cqe_get_data64(cqe);
+        int res = cqe->res;
+        io_uring_cqe_seen(r, cqe);
+        reaped++;
+        if (i >= n)
+            continue;
+        if (lds__delta_uring_res_hook != NULL)
+            lds__delta_uring_res_hook(runs[i].s, &res);
+        runs[i].whole = res >= 0 && (uint64_t)res == runs[i].e - runs[i].s;
+    }
+    atomic_fetch_add(&lds__delta_uring_runs, submitted);
+    if (broken || queued < n)
+        delta_ring_drop(d, reader);
+#else
+    (void)d;
+    (void)reader;
+    (void)offset;
+    (void)p;
+#endif
+}
 
 /* Reads payload bytes [s, e) into p, whole (short reads continue, EINTR retries). */
 static lds_status delta_pread(delta_job *d, unsigned reader, uint64_t s, uint64_t e,
@@ -1518,10 +1672,41 @@ static lds_status delta_pread(delta_job *d, unsigned reader, uint64_t s, uint64_
     return LDS_OK;
 }
 
+/* Reads the queued runs (batched through io_uring where the reader has a ring, a run not
+ * read whole there, or every run without one, by delta_pread) and verifies every chunk of
+ * them against the new table, in payload order: the first failure is the one reported. */
+static lds_status delta_flush(delta_job *d, unsigned reader, delta_run *runs, size_t *queued,
+                              size_t offset, unsigned char *p, lds_error *err)
+{
+    const lds_header *h = d->h;
+    size_t n = *queued;
+    *queued = 0;
+    delta_ring_read(d, reader, runs, n, offset, p);
+    for (size_t i = 0; i < n; i++) {
+        lds_status st = LDS_OK;
+        if (!runs[i].whole)
+            st = delta_pread(d, reader, runs[i].s, runs[i].e, p + (runs[i].s - offset), err);
+        for (uint64_t j = runs[i].k; st == LDS_OK && j < runs[i].k2; j++) {
+            uint64_t js, je;
+            lds_chunk_range(h, j, &js, &je);
+            unsigned char *jq = p + (js - offset);
+            if (lds__xxh3(jq, (size_t)(je - js)) != lds__ld64_le(d->table + j * 8)) {
+                st = lds_chunk_verify(h, d->table, j, jq, (size_t)(je - js), err);
+                if (st != LDS_OK)
+                    lds__error_rebase(err, d->c->base);
+            }
+        }
+        if (st != LDS_OK)
+            return st;
+    }
+    return LDS_OK;
+}
+
 /* Fills one range of whole chunks: a reused chunk is copied from the base and hashed again
  * (a copy whose hash is not the new table's entry is read from the file instead); runs of
- * the other chunks are read with one pread each and verified against the new table; the
- * table's own bytes come from the checked copy. */
+ * the other chunks are queued, DELTA_BATCH at a time, and read by delta_flush (one io_uring
+ * submission, or one pread each) and verified against the new table; the table's own bytes
+ * come from the checked copy. */
 static lds_status delta_fill(void *ctx, unsigned reader, size_t offset, unsigned char *p, size_t n,
                              lds_error *err)
 {
@@ -1530,6 +1715,8 @@ static lds_status delta_fill(void *ctx, unsigned reader, size_t offset, unsigned
     uint64_t cb = h->chunk_bytes, end = offset + n;
     uint64_t read_b = 0, copy_b = 0, read_k = 0, copy_k = 0, keep_b = 0, keep_k = 0;
     lds_status st = LDS_OK;
+    delta_run runs[DELTA_BATCH];
+    size_t queued = 0;
     uint64_t k = offset / cb;
     while (st == LDS_OK && k < h->chunk_count) {
         uint64_t s, e;
@@ -1576,21 +1763,15 @@ static lds_status delta_fill(void *ctx, unsigned reader, size_t offset, unsigned
                               lds_chunk_range(h, k2, &s2, &ee) == LDS_OK && s2 < end;
              k2++)
             e2 = ee;
-        st = delta_pread(d, reader, s, e2, q, err);
-        for (uint64_t j = k; st == LDS_OK && j < k2; j++) {
-            uint64_t js, je;
-            lds_chunk_range(h, j, &js, &je);
-            unsigned char *jq = p + (js - offset);
-            if (lds__xxh3(jq, (size_t)(je - js)) != lds__ld64_le(d->table + j * 8)) {
-                st = lds_chunk_verify(h, d->table, j, jq, (size_t)(je - js), err);
-                if (st != LDS_OK)
-                    lds__error_rebase(err, d->c->base);
-            }
-        }
+        runs[queued++] = (delta_run){.k = k, .k2 = k2, .s = s, .e = e2};
+        if (queued == DELTA_BATCH)
+            st = delta_flush(d, reader, runs, &queued, offset, p, err);
         read_b += e2 - s;
         read_k += k2 - k;
         k = k2;
     }
+    if (st == LDS_OK && queued > 0)
+        st = delta_flush(d, reader, runs, &queued, offset, p, err);
     if (st == LDS_OK && end > h->chunk_table_offset) {
         uint64_t from = offset > h->chunk_table_offset ? offset : h->chunk_table_offset;
         memcpy(p + (from - offset), d->table + (from - h->chunk_table_offset),
@@ -1873,6 +2054,7 @@ static lds_status load_delta_fd(load_ctx *c, int fd, const lds__delta_base *b,
         st = lds__pread_payload(&j, c->err);
         c->info.read_threads = j.threads_used;
     }
+    delta_rings_free(&d); /* every reader has ended */
     t0 = now_ns();
     ph.fill_ns = t0 - t1;
     c->info.capacity_bytes = pb.cap;

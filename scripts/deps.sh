@@ -49,6 +49,7 @@ CORE=(
     libzstd-dev libxxhash-dev libjson-c-dev # libraries (dependency() in meson)
     zlib1g-dev liblzma-dev                  # gzip/.npz deflate and xz inputs of pack
     libcmocka-dev                          # unit tests
+    liburing-dev                           # delta reload batched reads (optional: pread fallback)
     libcurl4-openssl-dev curl              # lds_load_url (optional: meson -Dcurl=auto); test_url.py
     zstd                                   # the shipped sample is zstd-compressed
     python3 python3-numpy python3-pytest   # test scripts, fixtures; the Python package's suite

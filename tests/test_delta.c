@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -617,6 +618,104 @@ static void test_delta_corrupt_chunk_keeps_serving(void **state)
     lds_pool_free(pool);
 }
 
+/* The delta fill's batched reads (io_uring, docs/adr/0055 amendment of 2026-12-03) and its
+ * pread fallback (forced by lds__delta_uring_off, as when liburing is absent or
+ * io_uring_setup fails) both give what a full load gives; the batched path is taken when
+ * io_uring is available here, the fallback never touches it. */
+static void test_delta_uring_and_fallback_equal_full(void **state)
+{
+    (void)state;
+    static unsigned ver[ROWS];
+    memset(ver, 0, sizeof ver);
+    const char *pa = write_gen("a.ldsi", ROWS, NULL, CHUNK);
+    for (int r = 0; r < ROWS; r += 97) /* scattered rows: many separate runs */
+        ver[r] = 1;
+    const char *pb = write_gen("b.ldsi", ROWS, ver, CHUNK);
+    for (int off = 0; off <= 1; off++) {
+        lds__delta_uring_off = off == 1;
+        lds_pool *pool = new_pool();
+        lds_live *live = new_live();
+        lds_load_options o = opts_for(pool, 2);
+        assert_int_equal(lds_live_reload_path_delta(live, pa, true, &o, NULL, NULL, NULL), LDS_OK);
+        uint64_t before = atomic_load(&lds__delta_uring_runs);
+        lds_load_info info;
+        lds_load_info_init(&info);
+        assert_int_equal(lds_live_reload_path_delta(live, pb, true, &o, NULL, &info, NULL), LDS_OK);
+        assert_false(info.delta_fallback);
+        assert_true(info.chunks_read > 40);
+        assert_true(info.chunks_copied > 0);
+        uint64_t runs = atomic_load(&lds__delta_uring_runs) - before;
+        if (off == 1 || !lds__delta_uring_available())
+            assert_int_equal(runs, 0);
+        else
+            assert_true(runs > 40); /* > DELTA_BATCH/2: several batches over 2 readers */
+        assert_same_as_full(live, pb, pool);
+        assert_int_equal(lds_live_reload_path_delta(live, pa, true, &o, NULL, NULL, NULL), LDS_OK);
+        assert_same_as_full(live, pa, pool);
+        assert_int_equal(lds_live_close(live, NULL), LDS_OK);
+        lds_pool_free(pool);
+    }
+    lds__delta_uring_off = false;
+}
+
+static _Atomic int g_uring_calls;
+/* The first batched read comes back short, the second interrupted, the third failed: each
+ * run is read again with pread (which continues, retries, or names the failure). */
+static void spoil_uring_res(uint64_t s, int *res)
+{
+    (void)s;
+    int n = atomic_fetch_add(&g_uring_calls, 1);
+    if (n == 0 && *res > 1)
+        *res /= 2;
+    else if (n == 1)
+        *res = -EINTR;
+    else if (n == 2)
+        *res = -EIO;
+}
+
+static void test_delta_uring_short_read_reread(void **state)
+{
+    (void)state;
+    if (!lds__delta_uring_available())
+        skip();
+    static unsigned ver[ROWS];
+    memset(ver, 0, sizeof ver);
+    const char *pa = write_gen("a.ldsi", ROWS, NULL, CHUNK);
+    for (int r = 3; r < ROWS; r += 211)
+        ver[r] = 1;
+    const char *pb = write_gen("b.ldsi", ROWS, ver, CHUNK);
+    lds_pool *pool = new_pool();
+    lds_live *live = new_live();
+    lds_load_options o = opts_for(pool, 1);
+    assert_int_equal(lds_live_reload_path_delta(live, pa, true, &o, NULL, NULL, NULL), LDS_OK);
+    atomic_store(&g_uring_calls, 0);
+    lds__delta_uring_res_hook = spoil_uring_res;
+    lds_load_info info;
+    lds_load_info_init(&info);
+    lds_status st = lds_live_reload_path_delta(live, pb, true, &o, NULL, &info, NULL);
+    lds__delta_uring_res_hook = NULL;
+    assert_int_equal(st, LDS_OK);
+    assert_true(atomic_load(&g_uring_calls) > 3);
+    assert_same_as_full(live, pb, pool);
+    assert_int_equal(lds_live_close(live, NULL), LDS_OK);
+    lds_pool_free(pool);
+}
+
+/* A corrupt chunk read through io_uring, and again through the pread fallback: the same
+ * LDS_E_CHECKSUM naming the chunk, generation 1 serving (test_delta_corrupt_chunk_keeps_serving). */
+static void test_delta_uring_corrupt_chunk(void **state)
+{
+    uint64_t before = atomic_load(&lds__delta_uring_runs);
+    test_delta_corrupt_chunk_keeps_serving(state);
+    if (lds__delta_uring_available())
+        assert_true(atomic_load(&lds__delta_uring_runs) > before);
+    lds__delta_uring_off = true;
+    before = atomic_load(&lds__delta_uring_runs);
+    test_delta_corrupt_chunk_keeps_serving(state);
+    lds__delta_uring_off = false;
+    assert_int_equal(atomic_load(&lds__delta_uring_runs), before);
+}
+
 typedef struct feed_arg {
     const char *path;
     int fd;
@@ -1027,6 +1126,9 @@ int main(void)
         cmocka_unit_test(test_delta_standby_failed_reload),
         cmocka_unit_test(test_delta_standby_waits_for_pins),
         cmocka_unit_test(test_delta_guard_mode_child),
+        cmocka_unit_test(test_delta_uring_and_fallback_equal_full),
+        cmocka_unit_test(test_delta_uring_short_read_reread),
+        cmocka_unit_test(test_delta_uring_corrupt_chunk),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }
