@@ -448,6 +448,9 @@ static const char *const phase_names[N_PHASES] = {"table", "plan", "rent", "fill
 
 /* live/live.c (loader/delta_internal.h): table, plan, rent, fill, parse, keys, swap, total. */
 extern void lds__live_phases_ns(lds_live *live, uint64_t *out, size_t n);
+/* loader/: hash copied chunks again (ADR 0047); LODESTAR_BENCH_LIVE_NO_REHASH=1 turns it off
+   to measure what the re-hash costs (a what-if for ADR 0055; never the library's default). */
+extern bool lds__delta_rehash;
 /* loader/delta_internal.h: true reads every delta run with pread (the io_uring fallback) */
 extern bool lds__delta_uring_off;
 
@@ -772,6 +775,8 @@ static int pick_strategies(const char *list, bool on[S_COUNT])
 int bench_live(const bench_opts *o)
 {
     g_trace = getenv("LODESTAR_BENCH_LIVE_TRACE") != NULL;
+    if (getenv("LODESTAR_BENCH_LIVE_NO_REHASH") != NULL)
+        lds__delta_rehash = false;
     /* LODESTAR_BENCH_DELTA_PREAD set: the delta fill's pread path, to price io_uring */
     lds__delta_uring_off = getenv("LODESTAR_BENCH_DELTA_PREAD") != NULL;
     bool on[S_COUNT];
