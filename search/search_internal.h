@@ -165,10 +165,11 @@ static inline float lds__bf16_step(float acc, uint32_t r, uint32_t q)
    sum of an int32 accumulator is exact; 0 past dim 2^24 / 2^7 (no native path). */
 uint32_t lds__i8_qmax(uint32_t dim);
 
-/* Quantizes the f32 query q[0, dim) for the native i8 kernels: qscale =
-   max |q_d| / lds__i8_qmax(dim) (0 for a zero query), Q_d = q_d / qscale
-   rounded to nearest (ties to even), written as LDS__I8_PAIRS(dim) dwords to
-   `pairs`. Returns qscale. */
+/* Quantizes the f32 query q[0, dim) for the native i8 kernels, in double:
+   qscale = (double)max |q_d| / lds__i8_qmax(dim) (0 for a zero query),
+   Q_d = (double)q_d / qscale rounded to nearest (ties to even) and clamped to
+   [-qmax, qmax], written as LDS__I8_PAIRS(dim) dwords to `pairs`. Returns
+   qscale (a double: lodestar_index.h states the same steps). */
 double lds__i8_quantize(const float *q, uint32_t dim, int32_t *pairs);
 
 typedef void lds__block_fn(const lds__block_args *a);
