@@ -54,7 +54,10 @@ static float value_of(unsigned v, uint64_t r, uint32_t d)
 
 /* Writes `rows` rows, row r at version ver[r] (NULL: all 0), with ids (fixed size: an
  * update in place moves nothing), chunk size `chunk` (LDS_CHUNKS_NONE: format 1.0). */
-static const char *write_gen(const char *name, uint64_t rows, const unsigned *ver, uint32_t chunk)
+/* As write_gen, with rows [zero_from, zero_to) all zero (whole chunks that are all the same,
+ * as an index with zero-filled rows has). */
+static const char *write_rows(const char *name, uint64_t rows, const unsigned *ver, uint32_t chunk,
+                              uint64_t zero_from, uint64_t zero_to)
 {
     const char *path = tmp_path(name);
     lds_writer_options wo;
@@ -67,12 +70,17 @@ static const char *write_gen(const char *name, uint64_t rows, const unsigned *ve
     float v[DIM];
     for (uint64_t r = 0; r < rows; r++) {
         for (uint32_t d = 0; d < DIM; d++)
-            v[d] = value_of(ver ? ver[r] : 0, r, d);
+            v[d] = r >= zero_from && r < zero_to ? 0.0f : value_of(ver ? ver[r] : 0, r, d);
         assert_int_equal(lds_writer_add_row(w, v, DIM, 1000 + r, NULL, 0, NULL), LDS_OK);
     }
     assert_int_equal(lds_writer_finish(w, NULL), LDS_OK);
     lds_writer_free(w);
     return path;
+}
+
+static const char *write_gen(const char *name, uint64_t rows, const unsigned *ver, uint32_t chunk)
+{
+    return write_rows(name, rows, ver, chunk, 0, 0);
 }
 
 static lds_load_options opts_for(lds_pool *pool, unsigned threads)
@@ -269,30 +277,6 @@ static void test_delta_appended_rows(void **state)
     lds_pool_free(pool);
 }
 
-/* Rows [zero_from, zero_to) all zero, the others as write_gen's version 0: the zero rows
- * fill whole chunks that are all the same (an index with zero-filled rows). */
-static const char *write_zeroed(const char *name, uint64_t rows, uint64_t zero_from,
-                                uint64_t zero_to)
-{
-    const char *path = tmp_path(name);
-    lds_writer_options wo;
-    lds_writer_options_default(&wo);
-    wo.dim = DIM;
-    wo.with_ids = true;
-    wo.chunk_bytes = CHUNK;
-    lds_writer *w = NULL;
-    assert_int_equal(lds_writer_open_path(path, &wo, &w, NULL), LDS_OK);
-    float v[DIM];
-    for (uint64_t r = 0; r < rows; r++) {
-        for (uint32_t d = 0; d < DIM; d++)
-            v[d] = r >= zero_from && r < zero_to ? 0.0f : value_of(0, r, d);
-        assert_int_equal(lds_writer_add_row(w, v, DIM, 1000 + r, NULL, 0, NULL), LDS_OK);
-    }
-    assert_int_equal(lds_writer_finish(w, NULL), LDS_OK);
-    lds_writer_free(w);
-    return path;
-}
-
 /* A new file whose changed chunks all have one checksum (1,024 zero-filled chunks the serving
  * generation does not hold): the plan's search for moved chunks stays linear (a table keyed
  * per chunk made a probe walk every copy: about 560,000 probes here, and chunks x copies at
@@ -304,8 +288,8 @@ static void test_delta_plan_linear_in_repeated_chunks(void **state)
     (void)state;
     enum { R = 65536 }; /* 2,048 vector chunks; rows [16384, 49152): 1,024 equal chunks */
     const char *pa = write_gen("za.ldsi", R, NULL, CHUNK);
-    const char *pz = write_zeroed("zz.ldsi", R, 16384, 49152);
-    const char *py = write_zeroed("zy.ldsi", R, 16384, 49184); /* one more zero chunk */
+    const char *pz = write_rows("zz.ldsi", R, NULL, CHUNK, 16384, 49152);
+    const char *py = write_rows("zy.ldsi", R, NULL, CHUNK, 16384, 49184); /* one more zero chunk */
     lds_pool *pool = new_pool();
     lds_live *live = new_live();
     lds_load_options o = opts_for(pool, 2);
