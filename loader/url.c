@@ -173,22 +173,19 @@ char *lds_url_redact(const char *url, char *buf, size_t cap)
         if (auth[i] == '@')
             at = auth + i;
     if (at == NULL) {
-        /* A password with a raw '/', '?' or '#' (which a URL must percent-encode) ends the
-           authority early: "u:SEC/RET@h", "u:pa?ss@h". If what precedes is "name:" and
-           something that is not a port, the last '@' before the query or fragment ends the
-           user's part; with none there (the password held the '?' or '#' itself), the last
-           '@' of the whole URL does: hiding too much of a malformed URL is the safe side. */
-        const char *colon = memchr(auth, ':', alen);
-        bool port = colon != NULL && colon + 1 < auth + alen;
-        for (const char *c = colon ? colon + 1 : auth; port && c < auth + alen; c++)
-            port = *c >= '0' && *c <= '9';
-        if (colon != NULL && !port) {
-            size_t upto = strcspn(auth, "?#");
-            for (size_t i = alen; i < upto; i++)
-                if (auth[i] == '@')
-                    at = auth + i;
-            if (at == NULL)
-                at = strrchr(auth + alen, '@');
+        /* A user name or password with a raw '/', '?' or '#' (which a URL must
+           percent-encode) ends the authority early: "u:SEC/RET@h", "u:pa?ss@h", "us?er:pw@h",
+           "u:1234/pw@h" (digits that look like a port). Up to the first '=' or '&' (where a
+           query's pairs begin: "?t=10:00&mail=a@b" holds no credentials), the last '@' that
+           follows a ':' ends the user's part. A valid URL with a port and an '@' in its path
+           ("http://h:8080/a@b") is shown from that '@' on: hiding too much of a rare URL is
+           the safe side of showing a password. */
+        bool colon = false;
+        for (const char *c = auth; *c != '\0' && *c != '=' && *c != '&'; c++) {
+            if (*c == ':')
+                colon = true;
+            else if (*c == '@' && colon)
+                at = c;
         }
     }
     put(buf, cap, &len, url, (size_t)(auth - url));

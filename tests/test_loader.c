@@ -2123,7 +2123,18 @@ static void test_url_redact_query_secrets(void **state)
         {"s3://AKID:pa?ss@b/k", "s3://b/k"},
         {"http://u:p/a?s#s@h/x", "http://h/x"},
         {"http://u:SEC/RET@host/x?mail=a@b", "http://host/x?mail=a@b"},
-        {"http://h:8080/a@b", "http://h:8080/a@b"},
+        /* a raw '?', '#' or '/' in the user name, digits then a raw '/' in the password (found
+           by a tester: shown whole before) */
+        {"http://us?er:S3CRET@127.0.0.1:1/x", "http://127.0.0.1:1/x"},
+        {"http://us#er:S3CRET@h/x", "http://h/x"},
+        {"http://us/er:S3CRET@h/x", "http://h/x"},
+        {"http://u:1234/S3CRET@127.0.0.1:1/x", "http://127.0.0.1:1/x"},
+        {"http://u:1234?S3CRET@h/x", "http://h/x"},
+        {"http://u:1234#S3CRET@h/x", "http://h/x"},
+        /* a port and an '@' in the path: the shape of a password of digits and a raw '/'
+           (below), so shown from the '@' on (the safe side) */
+        {"http://h:8080/a@b", "http://b"},
+        {"http://h/p@q?t=10:00&mail=a@b", "http://h/p@q?t=10:00&mail=a@b"},
         /* a mistyped scheme (one slash) still hides the password (found by a tester) */
         {"http:/user:pw@h/x?token=T", "http:/h/x?token=REDACTED"},
         {"s3:///u:pw@b/k", "s3:///b/k"},
