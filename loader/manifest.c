@@ -445,8 +445,11 @@ static lds_status check_entry(vctx *v, lds_manifest *m, json_object *e, size_t i
     lds_status st = get_string(v, e, "file", "shards[].file", i, "MF8", &file, &flen);
     if (st != LDS_OK)
         return st;
-    char esc[96];
-    escape(file, flen, esc, sizeof esc);
+    /* Shown with a URL's credentials hidden (lds_url_redact), as every other message does:
+       a manifest may name its shards by URL, user:password included. */
+    char esc[96], shown[96];
+    lds_url_redact(file, shown, sizeof shown);
+    escape(shown, strlen(shown), esc, sizeof esc);
     if (flen == 0 || flen > LDS_MANIFEST_MAX_FILE_BYTES) /* MF9 */
         return bad(v, LDS_E_BAD_VALUE, "shards[].file", i, "%zu bytes, expected 1 to %u (MF9)",
                    flen, LDS_MANIFEST_MAX_FILE_BYTES);

@@ -223,6 +223,11 @@ static void test_every_rule_is_refused_naming_its_field(void **state)
         {"\"s.ldsi\"", "\"\\u001b[31mRED\\u009b\"", LDS_E_BAD_VALUE, "shards[].file", 1,
          "\"\\x1b[31mRED\\xc2\\x9b\" contains a control character (MF9)", -1},
         {"\"s.ldsi\"", "7", LDS_E_BAD_VALUE, "shards[].file", 1, "of another type", -1},
+        /* a shard URL's credentials never reach the message (found by a tester: shown raw) */
+        {"\"s.ldsi\"", "\"http://u:S3CRET@127.0.0.1:1/s.ldsi\\n\"", LDS_E_BAD_VALUE,
+         "shards[].file", 1, "\"http://127.0.0.1:1/s.ldsi\\x0a\" contains a control character", -1},
+        {"\"s.ldsi\"", "\"http:/u:S3CRET@h/x\"", LDS_E_BAD_VALUE, "shards[].file", 1,
+         "\"http:/h/x\" is neither a file name", -1},
         {"\"payload_bytes\"", "\"payload_bytes\": 18446744073709551615, \"x\"", LDS_E_BAD_VALUE,
          "shards[].payload_bytes", 1, "no payload's size", -1},
         {"\"checksum\": \"", "\"checksum\": \"g", LDS_E_BAD_VALUE, "shards[].checksum", 1,
