@@ -85,6 +85,9 @@ struct lds_live {
      * out whole by the reloader. Only once a delta reload was asked (`standby_on`). */
     lds__delta_standby standby;
     _Atomic bool standby_on;
+    /* The delta loads' plan scratch, kept across reloads (lds__delta_scratch). Reloader
+     * only (under reload_mtx); freed at close. */
+    lds__delta_scratch scratch;
     /* The spare key table (docs/adr/0055): the slots of the last freed generation's key table
      * when it was that table's only holder, kept (as the standby is) for the next reload
      * that must copy a table (rows appended) to copy into: warm pages, no fresh mapping.
@@ -503,6 +506,7 @@ static void live_destroy(lds_live *live)
     gen_free(atomic_load(&live->current));
     free_list_in(live, live->retired, false);
     standby_return(&live->standby);
+    lds__delta_scratch_free(&live->scratch);
     lds__hashtab_free(&live->spare_keys);
     for (lv_rec *r = atomic_load(&live->recs); r;) {
         lv_rec *next = r->next;
@@ -892,6 +896,7 @@ static lds_status load_delta_or_full(lds_live *live, const char *path, int fd, b
         sb = live->standby;
         memset(&live->standby, 0, sizeof live->standby);
         pthread_mutex_unlock(&live->mtx);
+        sb.scratch = &live->scratch; /* the reloader's alone (reload_mtx) */
         lds_status st = lds__load_delta_into(path, fd, opts,
                                              cur && cur->has_base ? &cur->base : NULL, &sb, idx,
                                              inf, err, &fallback, why, sizeof why,
@@ -1155,6 +1160,11 @@ void lds__live_phases(lds_live *live, lds__delta_phases *out)
     pthread_mutex_lock(&live->mtx);
     *out = live->last_phases;
     pthread_mutex_unlock(&live->mtx);
+}
+
+const lds__delta_scratch *lds__live_scratch(lds_live *live)
+{
+    return &live->scratch;
 }
 
 void lds__live_phases_ns(lds_live *live, uint64_t *out, size_t n)

@@ -30,7 +30,24 @@ typedef struct lds__delta_base {
  * Nobody else can rent or see it, so its bytes are those verified when that generation
  * loaded. A delta load may write the new generation into it: chunks the standby already
  * holds at the same offset (same XXH3-64 and length) are kept, not copied nor read. */
+/* Scratch a delta load plans in: a copy of the new chunk table and the plan, 16 bytes per
+ * chunk (8.6 MB at 540,000 chunks), kept by a live index across its reloads. A fresh
+ * allocation of that size is a fresh mapping once the file grows past the last one (the
+ * appended pattern: about 2,100 first-touch faults a reload at 2 GiB, tens of microseconds
+ * each in a VM; docs/adr/0055). Grown to a quarter above the need, never shrunk; freed by
+ * lds__delta_scratch_free. One load at a time (a live index's reloads are serialized). */
+typedef struct lds__delta_scratch {
+    unsigned char *table;
+    size_t table_cap; /* bytes */
+    int64_t *from;
+    size_t from_cap; /* entries */
+} lds__delta_scratch;
+
+/* Frees what *s holds and empties it. */
+void lds__delta_scratch_free(lds__delta_scratch *s);
+
 typedef struct lds__delta_standby {
+    lds__delta_scratch *scratch; /* may be NULL: the load allocates and frees its own */
     lds_pool *pool;      /* the pool `lease` is from */
     lds_lease lease;     /* lease.ptr == NULL: no standby */
     bool has_table;      /* `held` describes the bytes at lease.ptr (payload at 0) */
@@ -101,6 +118,9 @@ typedef struct lds__delta_phases {
 struct lds_live;
 void lds__live_phases(struct lds_live *live, lds__delta_phases *out);
 void lds__live_phases_ns(struct lds_live *live, uint64_t *out, size_t n);
+
+/* Tests only: the live index's kept plan scratch (lds__delta_scratch). */
+const lds__delta_scratch *lds__live_scratch(struct lds_live *live);
 
 /* As lds__load_delta, writing into `standby` (may be NULL; ignored unless its lease is
  * from the options' pool and its capacity holds the new payload) instead of a fresh

@@ -1817,6 +1817,27 @@ static inline uint64_t delta_miss_home(uint64_t sum, uint64_t len)
 
 uint64_t *lds__delta_plan_probes;
 
+/* One new chunk's first match (delta_plan): kept from the standby's table `ot` (NULL: no
+   standby) at the same place, else the base's chunk at the same place; returns 1 when it
+   is neither (DELTA_READ for now). */
+static inline uint64_t plan_chunk(uint64_t k, uint64_t cb, uint64_t end, const unsigned char *table,
+                                  const lds__delta_base *o, const unsigned char *ot,
+                                  uint64_t n_keep, const lds__delta_base *b,
+                                  const unsigned char *bt, uint64_t n_same, int64_t *from)
+{
+    uint64_t want = lds__ld64_le(table + k * 8), len = chunk_len(k, cb, end);
+    if (k < n_keep && lds__ld64_le(ot + k * 8) == want && chunk_len(k, cb, o->table_offset) == len)
+        from[k] = DELTA_KEEP;
+    else if (k < n_same && lds__ld64_le(bt + k * 8) == want &&
+             chunk_len(k, cb, b->table_offset) == len)
+        from[k] = (int64_t)k;
+    else {
+        from[k] = DELTA_READ;
+        return 1;
+    }
+    return 0;
+}
+
 /* The plan, one entry per new chunk (docs/adr/0055): DELTA_KEEP when the standby `sb` (may be
  * NULL) holds it at its own offset with the same XXH3-64 and length (its chunks were verified
  * when its generation loaded, docs/adr/0050; a kept chunk costs nothing, so it wins); else
@@ -1839,19 +1860,32 @@ static lds_status delta_plan(load_ctx *c, const lds_header *h, const unsigned ch
     uint64_t n_keep = o != NULL ? (o->chunk_count < h->chunk_count ? o->chunk_count : h->chunk_count)
                                 : 0;
     uint64_t n_same = b->chunk_count < h->chunk_count ? b->chunk_count : h->chunk_count;
-    for (uint64_t k = 0; k < h->chunk_count; k++) {
-        uint64_t want = lds__ld64_le(table + k * 8), len = chunk_len(k, cb, end);
-        if (k < n_keep && lds__ld64_le(ot + k * 8) == want &&
-            chunk_len(k, cb, o->table_offset) == len)
-            from[k] = DELTA_KEEP;
-        else if (k < n_same && lds__ld64_le(bt + k * 8) == want &&
-                 chunk_len(k, cb, b->table_offset) == len)
-            from[k] = (int64_t)k;
-        else {
-            from[k] = DELTA_READ;
-            miss++;
+    uint64_t k = 0;
+    if (o != NULL) {
+        /* Chunks whole in both files (length cb in each) are compared as raw table words,
+           eight at a time: equal little-endian words are equal checksums, and a block of
+           eight equal entries (most blocks of a small delta) is eight kept chunks. */
+        uint64_t whole = end / cb, whole_o = o->table_offset / cb;
+        uint64_t lim = n_keep < whole ? n_keep : whole;
+        lim = lim < whole_o ? lim : whole_o;
+        while (k + 8 <= lim) {
+            uint64_t a[8], x[8], diff = 0;
+            memcpy(a, table + k * 8, sizeof a);
+            memcpy(x, ot + k * 8, sizeof x);
+            for (int j = 0; j < 8; j++)
+                diff |= a[j] ^ x[j];
+            if (diff == 0) {
+                for (int j = 0; j < 8; j++)
+                    from[k + (uint64_t)j] = DELTA_KEEP;
+                k += 8;
+                continue;
+            }
+            for (uint64_t k8 = k + 8; k < k8; k++)
+                miss += plan_chunk(k, cb, end, table, o, ot, n_keep, b, bt, n_same, from);
         }
     }
+    for (; k < h->chunk_count; k++)
+        miss += plan_chunk(k, cb, end, table, o, ot, n_keep, b, bt, n_same, from);
     if (miss > 0 && b->chunk_count > 0) {
         /* The unmatched chunks sorted by (checksum, length, number) form one group per
            distinct (checksum, length); a small open-addressing table of the groups (at most
@@ -1865,7 +1899,15 @@ static lds_status delta_plan(load_ctx *c, const lds_header *h, const unsigned ch
         while (cap < miss * 2)
             cap <<= 1;
         int64_t *slot = u != NULL ? malloc((size_t)cap * sizeof *slot) : NULL;
-        if (slot == NULL) {
+        /* A filter of 16 bits per group in front of the table: most base chunks match no
+           group (a changed row's new checksum is nowhere in the base), and the filter (128
+           KiB for 40,000 groups) answers them from the cache where the table would miss. */
+        uint64_t fbits = 4096;
+        while (fbits < miss * 16)
+            fbits <<= 1;
+        uint64_t *filter = slot != NULL ? calloc((size_t)(fbits / 64), sizeof *filter) : NULL;
+        if (filter == NULL) {
+            free(slot);
             free(u);
             return lds__load_fail(c->err, LDS_E_NOMEM, "chunk_table", 0, 0, NULL,
                                   "no memory for the delta's table of %llu chunks",
@@ -1881,7 +1923,9 @@ static lds_status delta_plan(load_ctx *c, const lds_header *h, const unsigned ch
         for (uint64_t g = 0; g < m; g++) {
             if (g > 0 && u[g].sum == u[g - 1].sum && u[g].len == u[g - 1].len)
                 continue; /* not a group's first */
-            uint64_t i = delta_miss_home(u[g].sum, u[g].len) & (cap - 1);
+            uint64_t home = delta_miss_home(u[g].sum, u[g].len);
+            filter[(home & (fbits - 1)) >> 6] |= UINT64_C(1) << (home & 63);
+            uint64_t i = home & (cap - 1);
             while (slot[i] >= 0)
                 i = (i + 1) & (cap - 1);
             slot[i] = (int64_t)g;
@@ -1889,7 +1933,10 @@ static lds_status delta_plan(load_ctx *c, const lds_header *h, const unsigned ch
         uint64_t left = miss, probes = 0;
         for (uint64_t bk = 0; bk < b->chunk_count && left > 0; bk++) {
             uint64_t got = lds__ld64_le(bt + bk * 8), blen = chunk_len(bk, cb, b->table_offset);
-            for (uint64_t i = delta_miss_home(got, blen) & (cap - 1); slot[i] != -1;
+            uint64_t home = delta_miss_home(got, blen);
+            if (!((filter[(home & (fbits - 1)) >> 6] >> (home & 63)) & 1))
+                continue;
+            for (uint64_t i = home & (cap - 1); slot[i] != -1;
                  i = (i + 1) & (cap - 1)) {
                 probes++;
                 int64_t g = slot[i] >= 0 ? slot[i] : -slot[i] - 2; /* done: -(g + 2) */
@@ -1908,6 +1955,7 @@ static lds_status delta_plan(load_ctx *c, const lds_header *h, const unsigned ch
         }
         if (lds__delta_plan_probes != NULL)
             *lds__delta_plan_probes += probes;
+        free(filter);
         free(slot);
         free(u);
         miss = left;
@@ -1925,6 +1973,36 @@ static void delta_why(char *why, size_t n, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, n, fmt, ap);
     va_end(ap);
+}
+
+void lds__delta_scratch_free(lds__delta_scratch *s)
+{
+    free(s->table);
+    free(s->from);
+    memset(s, 0, sizeof *s);
+}
+
+/* Makes *s hold a table copy and a plan of `chunks` entries; false (nothing freed) when
+ * memory runs out. */
+static bool delta_scratch_reserve(lds__delta_scratch *s, size_t chunks)
+{
+    if (chunks > (SIZE_MAX - 1) / 10)
+        return false;
+    if (s->table_cap >= chunks * 8 + 1 && s->from_cap >= chunks + 1)
+        return true;
+    size_t want = chunks + chunks / 4 + 1;
+    unsigned char *t = malloc(want * 8);
+    int64_t *f = t != NULL ? malloc(want * sizeof *f) : NULL;
+    if (f == NULL) {
+        free(t);
+        return false;
+    }
+    lds__delta_scratch_free(s);
+    s->table = t;
+    s->table_cap = want * 8;
+    s->from = f;
+    s->from_cap = want;
+    return true;
 }
 
 /* The delta load proper on an open regular file; *fallback when it cannot be used. */
@@ -1980,11 +2058,21 @@ static lds_status load_delta_fd(load_ctx *c, int fd, const lds__delta_base *b,
                               NULL, "cancelled before the payload was read");
     size_t length = (size_t)h.payload_length;
     size_t table_n = (size_t)h.chunk_count * 8;
-    unsigned char *table = malloc(table_n + 1);
-    int64_t *from = malloc((size_t)h.chunk_count * sizeof *from + 1);
+    lds__delta_scratch *scr = sb != NULL ? sb->scratch : NULL;
+    unsigned char *table;
+    int64_t *from;
+    if (scr != NULL) {
+        table = delta_scratch_reserve(scr, (size_t)h.chunk_count) ? scr->table : NULL;
+        from = scr->from;
+    } else {
+        table = malloc(table_n + 1);
+        from = malloc((size_t)h.chunk_count * sizeof *from + 1);
+    }
     if (table == NULL || from == NULL) {
-        free(table);
-        free(from);
+        if (scr == NULL) {
+            free(table);
+            free(from);
+        }
         return lds__load_fail(c->err, LDS_E_NOMEM, "chunk_table", c->base + LDS_HEADER_SIZE, 0,
                               NULL, "cannot allocate the %zu-byte chunk table", table_n);
     }
@@ -2065,8 +2153,10 @@ static lds_status load_delta_fd(load_ctx *c, int fd, const lds__delta_base *b,
     c->info.bytes_shared = atomic_load(&d.bytes_kept);
     c->info.chunks_shared = (uint32_t)atomic_load(&d.chunks_kept);
     c->info.stream_bytes = LDS_HEADER_SIZE + c->info.bytes_read;
-    free(table);
-    free(from);
+    if (scr == NULL) {
+        free(table);
+        free(from);
+    }
     if (st != LDS_OK) {
         hold_release(&pb.h);
         if (c->phases != NULL)

@@ -789,6 +789,51 @@ static void test_delta_standby_keeps(void **state)
     lds_pool_free(check);
 }
 
+/* docs/adr/0055: the plan's scratch (the table copy and the plan) is kept by the live index
+ * across reloads: reloads of files that grow by less than a quarter reuse it (no fresh
+ * mapping to fault in), a file that outgrows it gets a larger one, a smaller file reuses
+ * the larger; every reload equals a full load of its file. */
+static void test_delta_scratch_kept_across_reloads(void **state)
+{
+    (void)state;
+    const char *p0 = write_gen("s0.ldsi", ROWS, NULL, CHUNK);
+    const char *p1 = write_gen("s1.ldsi", ROWS + 64, NULL, CHUNK);     /* appended */
+    const char *p2 = write_gen("s2.ldsi", ROWS + 128, NULL, CHUNK);    /* appended */
+    const char *p3 = write_gen("s3.ldsi", 2 * ROWS, NULL, CHUNK);      /* outgrows it */
+    lds_pool *check = new_pool();
+    lds_live *live = new_delta_live();
+    lds_load_options o = opts_for(NULL, 2);
+    lds_load_info info;
+    assert_int_equal(lds_live_reload_path(live, p0, &o, NULL, NULL, NULL), LDS_OK);
+    const lds__delta_scratch *scr = lds__live_scratch(live);
+    assert_null(scr->table); /* no delta yet */
+    const char *seq[] = {p1, p2, p1, p3, p0, p3};
+    const unsigned char *first = NULL;
+    size_t first_cap = 0;
+    for (int i = 0; i < 6; i++) {
+        lds_load_info_init(&info);
+        assert_int_equal(lds_live_reload_path(live, seq[i], &o, NULL, &info, NULL), LDS_OK);
+        assert_false(info.delta_fallback);
+        assert_same_as_full(live, seq[i], check);
+        assert_non_null(scr->table);
+        if (i == 0) {
+            first = scr->table;
+            first_cap = scr->table_cap;
+            /* a quarter above the need of s1 */
+            uint64_t chunks = (info.payload_bytes + CHUNK - 1) / CHUNK;
+            assert_true(first_cap >= chunks * 8 + chunks * 2);
+        } else if (i < 3) {
+            assert_ptr_equal(scr->table, first); /* kept: s2 is 64 rows longer */
+            assert_int_equal(scr->table_cap, first_cap);
+        } else {
+            assert_true(scr->table_cap > first_cap); /* s3 outgrew it; s0 reuses the larger */
+            assert_true(scr->from_cap * 8 == scr->table_cap);
+        }
+    }
+    assert_int_equal(lds_live_close(live, NULL), LDS_OK);
+    lds_pool_free(check);
+}
+
 /* docs/adr/0055: each reload's phase times are filled, a delta's loader phases only for a
  * delta, and the phases sum to at most the whole reload, which the caller's clock bounds. */
 static void test_delta_phases(void **state)
@@ -1111,6 +1156,7 @@ int main(void)
         cmocka_unit_test(test_delta_standby_waits_for_pins),
         cmocka_unit_test(test_delta_guard_mode_child),
         cmocka_unit_test(test_delta_uring_and_fallback_equal_full),
+        cmocka_unit_test(test_delta_scratch_kept_across_reloads),
         cmocka_unit_test(test_delta_uring_short_read_reread),
         cmocka_unit_test(test_delta_uring_corrupt_chunk),
     };
