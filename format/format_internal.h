@@ -103,6 +103,10 @@ static inline uint64_t lds__align_up(uint64_t x, uint64_t a)
    offsets are validated, the keys not yet read), to change the payload underneath. */
 extern void (*lds__parse_test_hook)(const char *where);
 
+/* Tests only: true makes a writer without unique_keys set KEYS_UNIQUE all the same, as a
+   foreign or crafted file whose keys repeat may (K7 is then the reader's to find). */
+extern bool lds__writer_claim_unique;
+
 /* Threads that verify `chunks` chunks when `asked` were asked (0: one per online
    core, at most 8; never more than the chunks). */
 unsigned lds__verify_threads(unsigned asked, uint64_t chunks);

@@ -731,6 +731,8 @@ static bool reserve_row(lds_writer *w, size_t key_len)
     return ok;
 }
 
+bool lds__writer_claim_unique = false;
+
 lds_status lds_writer_add_row(lds_writer *w, const float *vec, size_t dim, uint64_t id,
                               const char *key, size_t key_len, lds_error *err)
 {
@@ -958,7 +960,7 @@ static unsigned write_sections(lds_writer *w, section_out sec[4], uint32_t *flag
            which is nearly always; the flag tells the reader which width it got. */
         unsigned width = w->kb_len <= UINT32_MAX ? 4 : 8;
         flags |= LDS__TF_HAS_KEYS | (width == 4 ? LDS__TF_KEYS_OFFSETS32 : 0) |
-                 (w->o.unique_keys ? LDS__TF_KEYS_UNIQUE : 0);
+                 (w->o.unique_keys || lds__writer_claim_unique ? LDS__TF_KEYS_UNIQUE : 0);
         sec[ns].kind = LDS__KIND_KEYS;
         sec[ns].offset = w->payload;
         *what = "writing the keys";

@@ -209,6 +209,13 @@ LDS_API void lds_live_unpin(lds_live *live, lds_pin *pin);
  *   nothing read.
  * - LDS_E_LIMIT (field "live.max_retired"): max_retired retired generations
  *   still wait for their last pin; refused, nothing read.
+ * - LDS_E_DUP_KEY (field "keys.bytes", the offset of the repeated key, the
+ *   message naming both rows): the new file sets KEYS_UNIQUE and two of its
+ *   rows have the same key (format.md K7), found when a serving generation's
+ *   key table was in use and the new one was built or handed on before the
+ *   swap (the reloads that do so); refused after the load, so that a lookup
+ *   never fails for a file it would reject. While no lookup has built a key
+ *   table, K7 stays lazy (ADR 0010): the first lookup reports it.
  * - `generation` (may be NULL) receives the new generation's number on
  *   success; it is left alone on failure.
  * On failure the current generation is unchanged and keeps serving, and

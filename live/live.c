@@ -746,13 +746,14 @@ static const lds_load_options *with_own_pool(lds_live *live, const lds_load_opti
  * failure (`info` non-NULL: a load ran, its status and info go to the stats); releases
  * the reload mutex. */
 static lds_status reload_end(lds_live *live, lds_status st, lv_gen *g, const lds_load_info *info,
-                             uint64_t *generation, bool own_pool)
+                             uint64_t *generation, bool own_pool, lds_error *err)
 {
     /* The key table before the swap, here on the reloader, when the serving generation has
      * one (docs/adr/0050): else the first lookup would build it under its pin, for seconds
      * at millions of keys, and keep the retired generation (and the standby) from the next
      * reload. The current generation cannot be swapped out meanwhile (reload mutex). */
     lv_gen *cur = atomic_load(&live->current);
+    lv_gen *dup = NULL;
     uint64_t t0 = lds__now_ns();
     if (st == LDS_OK && cur) {
         lds__hashtab spare;
@@ -763,6 +764,17 @@ static lds_status reload_end(lds_live *live, lds_status st, lv_gen *g, const lds
         int how = lds__index_keys_from(g->index, cur->index, &spare);
         live->phases.keys_spare = how == LDS__KEYS_BUILT_SPARE;
         live->phases.keys_extended = how == LDS__KEYS_EXTENDED;
+        /* The table built or handed on knows K7's verdict before the swap: a file whose keys
+           repeat (under KEYS_UNIQUE) would answer every lookup with LDS_E_DUP_KEY, so it is
+           refused here and the serving generation keeps serving. Its buffer, verified, is
+           kept as the standby like any retired generation's. Only a loaded reload
+           (`info`): an installed index is the caller's, its lookups report K7 themselves. */
+        if (info && how != LDS__KEYS_LAZY &&
+            lds_index_check_keys(g->index, err) == LDS_E_DUP_KEY) {
+            st = LDS_E_DUP_KEY;
+            dup = g;
+            g = NULL;
+        }
         if (spare.slots != NULL) { /* not used: kept unless a newer one came meanwhile */
             pthread_mutex_lock(&live->mtx);
             lds__hashtab newer = live->spare_keys;
@@ -810,6 +822,8 @@ static lds_status reload_end(lds_live *live, lds_status st, lv_gen *g, const lds
     }
     /* Freed before the next reload may start, so that the trim below sees its buffer. */
     free_list_in(live, dead, true);
+    if (dup)
+        gen_retire_free(live, dup, true); /* nobody ever pinned it */
     if (own_pool)
         keep_one_spare(live, true);
     t0 = lds__now_ns();
@@ -836,7 +850,7 @@ static lds_status load_end(lds_live *live, lds_status st, lds_index *idx, const 
     if (g)
         g->own_pool = own_pool && info->ownership == LDS_OWN_ADOPT &&
                       info->path == LDS_LOAD_POOLED;
-    return reload_end(live, st, g, info, generation, own_pool);
+    return reload_end(live, st, g, info, generation, own_pool, err);
 }
 
 /* The lds_load_info the load writes: the caller's, or ours when it passed NULL,
@@ -1019,7 +1033,7 @@ lds_status lds_live_install_take(lds_live *live, lds_index *idx, uint64_t *gener
         pthread_mutex_unlock(&live->reload_mtx);
         return set_err(err, LDS_E_NOMEM, NULL, "install: out of memory"); /* caller keeps idx */
     }
-    return reload_end(live, LDS_OK, g, NULL, generation, false);
+    return reload_end(live, LDS_OK, g, NULL, generation, false, err);
 }
 
 lds_pool *lds_live_pool(lds_live *live)

@@ -789,6 +789,97 @@ static void test_delta_standby_keeps(void **state)
     lds_pool_free(check);
 }
 
+/* Writes ROWS keyed rows ("k<r>"); row `dup` (when < ROWS) repeats row 0's key, under
+ * KEYS_UNIQUE all the same (lds__writer_claim_unique): K7 fails in that file. */
+static const char *write_dupkeyed(const char *name, uint64_t rows, uint64_t dup, unsigned v)
+{
+    const char *path = tmp_path(name);
+    lds_writer_options wo;
+    lds_writer_options_default(&wo);
+    wo.dim = DIM;
+    wo.with_keys = true;
+    wo.chunk_bytes = CHUNK;
+    lds_writer *w = NULL;
+    lds__writer_claim_unique = true;
+    assert_int_equal(lds_writer_open_path(path, &wo, &w, NULL), LDS_OK);
+    float vec[DIM];
+    char key[32];
+    for (uint64_t r = 0; r < rows; r++) {
+        for (uint32_t d = 0; d < DIM; d++)
+            vec[d] = value_of(v, r, d);
+        int kl = snprintf(key, sizeof key, "k%llu", (unsigned long long)(r == dup ? 0 : r));
+        assert_int_equal(lds_writer_add_row(w, vec, DIM, 0, key, (size_t)kl, NULL), LDS_OK);
+    }
+    assert_int_equal(lds_writer_finish(w, NULL), LDS_OK);
+    lds_writer_free(w);
+    lds__writer_claim_unique = false;
+    return path;
+}
+
+/* Every key of the serving generation finds its row ("k<r>" -> r, rows of `rows`). */
+static void assert_keys_serve(lds_live *live, uint64_t rows)
+{
+    lds_pin pin;
+    assert_int_equal(lds_live_pin(live, &pin), LDS_OK);
+    const lds_index *idx = pin.index;
+    assert_int_equal(lds_index_rows(idx), rows);
+    char key[32];
+    for (uint64_t r = 0; r < rows; r++) {
+        int kl = snprintf(key, sizeof key, "k%llu", (unsigned long long)r);
+        uint64_t got = UINT64_MAX;
+        assert_int_equal(lds_index_find_key(idx, key, (size_t)kl, &got), LDS_OK);
+        assert_int_equal(got, r);
+    }
+    lds_live_unpin(live, &pin);
+}
+
+/* A reload whose keys repeat under KEYS_UNIQUE (K7) is refused once the key table built or
+ * handed on before the swap has found the repeat: LDS_E_DUP_KEY naming keys.bytes and both
+ * rows, the serving generation keeps serving every key, and the stats count a failure.
+ * Before, the file was swapped in and every lookup failed with LDS_E_DUP_KEY. Each way the
+ * table is made: extended in place (rows appended, the repeat among them), shared (the same
+ * keys), and built (other keys, delta on and off). */
+static void test_reload_refuses_repeated_keys(void **state)
+{
+    (void)state;
+    const char *good = write_dupkeyed("dkg.ldsi", ROWS, UINT64_MAX, 0);
+    const char *app = write_dupkeyed("dka.ldsi", ROWS + 100, ROWS + 50, 0); /* appended */
+    const char *mid = write_dupkeyed("dkm.ldsi", ROWS, 1234, 1);             /* built */
+    const char *good2 = write_dupkeyed("dkg2.ldsi", ROWS + 100, UINT64_MAX, 2);
+    for (int delta = 0; delta < 2; delta++) {
+        lds_live *live = NULL;
+        lds_live_options lo;
+        lds_live_options_default(&lo);
+        lo.delta = delta == 1;
+        assert_int_equal(lds_live_create(&lo, &live, NULL), LDS_OK);
+        assert_int_equal(lds_live_reload_path(live, good, NULL, NULL, NULL, NULL), LDS_OK);
+        assert_keys_serve(live, ROWS); /* builds the serving table: the next reload hands on */
+        const char *bad[] = {app, mid, app};
+        for (int i = 0; i < 3; i++) {
+            lds_error err;
+            lds_error_init(&err);
+            uint64_t gen = 99;
+            assert_int_equal(lds_live_reload_path(live, bad[i], NULL, &gen, NULL, &err),
+                             LDS_E_DUP_KEY);
+            assert_int_equal(gen, 99);
+            assert_int_equal(err.status, LDS_E_DUP_KEY);
+            assert_string_equal(err.field, "keys.bytes");
+            char want[96];
+            snprintf(want, sizeof want, "the key of row %llu repeats the key of row 0",
+                     (unsigned long long)(bad[i] == app ? ROWS + 50 : 1234));
+            assert_non_null(strstr(err.message, want));
+            assert_keys_serve(live, ROWS);
+            lds_live_stats st = stats_of(live);
+            assert_int_equal(st.reloads_failed, (uint64_t)i + 1);
+            assert_int_equal(st.generation, 1);
+        }
+        /* a good file after the refusals: swapped in, its keys served */
+        assert_int_equal(lds_live_reload_path(live, good2, NULL, NULL, NULL, NULL), LDS_OK);
+        assert_keys_serve(live, ROWS + 100);
+        assert_int_equal(lds_live_close(live, NULL), LDS_OK);
+    }
+}
+
 /* docs/adr/0055: the plan's scratch (the table copy and the plan) is kept by the live index
  * across reloads: reloads of files that grow by less than a quarter reuse it (no fresh
  * mapping to fault in), a file that outgrows it gets a larger one, a smaller file reuses
@@ -1157,6 +1248,7 @@ int main(void)
         cmocka_unit_test(test_delta_guard_mode_child),
         cmocka_unit_test(test_delta_uring_and_fallback_equal_full),
         cmocka_unit_test(test_delta_scratch_kept_across_reloads),
+        cmocka_unit_test(test_reload_refuses_repeated_keys),
         cmocka_unit_test(test_delta_uring_short_read_reread),
         cmocka_unit_test(test_delta_uring_corrupt_chunk),
     };
