@@ -553,6 +553,17 @@ def test_secrets_in_arguments_never_printed():
             check("127.0.0.1" in err, f"{args}: the message still names the host: {err}")
 
 
+def test_url_refused_before_a_request_is_named_once():
+    """A URL the loader refuses before any request ("s3://b" without a key) was named twice,
+    "lodestar: s3://b: s3://b: an s3:// URL names..." (found by a tester): once, redacted."""
+    for url, shown in (("s3://b", "s3://b"), ("s3://AKID:pw0SECRET@b", "s3://b")):
+        for args in (("info", url), ("info", "--json", url), ("verify", url)):
+            rc, out, err = run(*args)
+            check(rc == 1, f"{args}: exit {rc}: {err}")
+            check(err.startswith(f"lodestar: {shown}: ") and err.count(shown) == 1
+                  and "pw0SECRET" not in out + err, f"{args}: {err}")
+
+
 def test_redacted_url_in_parentheses_keeps_the_closing_paren():
     """A URL in parentheses in a message ("(http://h/x?sig=SECRET)") printed
     "?sig=REDACTED" without the ')' (found by a tester): the token opened by '(' ends at
