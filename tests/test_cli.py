@@ -598,6 +598,36 @@ def test_diff_against_a_compressed_new_says_unknown():
           out)
 
 
+def test_diff_reads_a_compressed_old_through_zstd():
+    """A zstd OLD gives the same plan as OLD itself (a live index serving it holds it
+    decompressed and reloads by delta from it; diff said no delta, found by a tester); a
+    cut or damaged one is a failure naming it, not a plan."""
+    if shutil.which("zstd") is None:
+        return
+    z = os.path.join(WORK, "tiny-old.ldsi.zst")
+    subprocess.run(["zstd", "-qf", INDEX, "-o", z], check=True)
+    rc, plain, err = run("diff", "--json", INDEX, INDEX)
+    expect(rc, plain, err, 0)
+    rc, out, err = run("diff", "--json", z, INDEX)
+    expect(rc, out, err, 0)
+    check(json.loads(out) == json.loads(plain) and json.loads(out)["delta"] is True, out)
+    with open(z, "rb") as f:
+        data = f.read()
+    cut = os.path.join(WORK, "tiny-cut.ldsi.zst")
+    with open(cut, "wb") as f:
+        f.write(data[:len(data) // 2])
+    rc, out, err = run("diff", cut, INDEX)
+    expect(rc, out, err, 1)
+    check(err.startswith(f"lodestar: {cut}: its zstd stream ends inside a frame after ")
+          and ("before its header" in err or "before its chunk table" in err), err)
+    bad = os.path.join(WORK, "tiny-bad.ldsi.zst")
+    with open(bad, "wb") as f:
+        f.write(data[:4] + b"\xff" * (len(data) - 4))
+    rc, out, err = run("diff", bad, INDEX)
+    expect(rc, out, err, 1)
+    check(err.startswith(f"lodestar: {bad}: zstd: "), err)
+
+
 def test_diff_names_a_directory_and_a_pipe():
     """diff reads at offsets: a directory and a pipe are said as such, not as a short header
     (found by a tester)."""
