@@ -78,14 +78,19 @@ static int read_zstd_dfile(dfile *f, int fd)
         }
         if (r == 0)
             break;
-        off += (uint64_t)r;
         ZSTD_inBuffer ib = {in, (size_t)r, 0};
         while (ib.pos < ib.size) {
             ZSTD_outBuffer ob = {out, out_cap, 0};
+            size_t before = ib.pos;
             size_t left = ZSTD_decompressStream(z, &ob, &ib);
             if (ZSTD_isError(left)) {
                 rc = cli_failf("%s: zstd: %s (at compressed byte %" PRIu64 ")", f->path,
-                               ZSTD_getErrorName(left), off - (uint64_t)r + ib.pos);
+                               ZSTD_getErrorName(left), off + ib.pos);
+                goto done;
+            }
+            if (ob.pos == 0 && ib.pos == before) { /* an output buffer of a whole block */
+                rc = cli_failf("%s: zstd made no progress at compressed byte %" PRIu64, f->path,
+                               off + ib.pos);
                 goto done;
             }
             frame_open = left != 0;
@@ -142,9 +147,8 @@ static int read_zstd_dfile(dfile *f, int fd)
                 }
             }
             pos += ob.pos;
-            if (ob.pos == 0 && left == 0)
-                break; /* a frame ended with nothing more to write */
         }
+        off += (uint64_t)r; /* all of it consumed: frames follow one another in it */
     }
     rc = cli_failf("%s: its zstd stream ends%s after %" PRIu64 " decompressed bytes, before its "
                    "%s",

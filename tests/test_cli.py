@@ -611,6 +611,17 @@ def test_diff_reads_a_compressed_old_through_zstd():
     rc, out, err = run("diff", "--json", z, INDEX)
     expect(rc, out, err, 0)
     check(json.loads(out) == json.loads(plain) and json.loads(out)["delta"] is True, out)
+    # Two frames, split inside the header: read across them as one stream.
+    with open(INDEX, "rb") as f:
+        raw = f.read()
+    two = os.path.join(WORK, "tiny-two.ldsi.zst")
+    with open(two, "wb") as f:
+        for part in (raw[:40], raw[40:]):
+            f.write(subprocess.run(["zstd", "-qc"], input=part, stdout=subprocess.PIPE,
+                                   check=True).stdout)
+    rc, out, err = run("diff", "--json", two, INDEX)
+    expect(rc, out, err, 0)
+    check(json.loads(out) == json.loads(plain), out)
     with open(z, "rb") as f:
         data = f.read()
     cut = os.path.join(WORK, "tiny-cut.ldsi.zst")
