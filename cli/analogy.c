@@ -298,7 +298,9 @@ int cli_analogy_run(cli_analogy *an, const lds_index *idx, const char *file, uin
         /* The table of `lodestar similar KEY`. */
         printf("%4s  %-10s %8s  key\n", "rank", "cosine", "row");
         for (size_t i = 0; i < kept; i++) {
-            printf("%4zu  %-10.6f %8" PRIu64 "  ", i + 1, (double)hits[i].score, hits[i].row);
+            char score[32]; /* as query.c: the shortest decimal that reads back */
+            cli_format_float(score, sizeof score, hits[i].score);
+            printf("%4zu  %-10s %8" PRIu64 "  ", i + 1, score, hits[i].row);
             const char *key = NULL;
             size_t len = 0;
             if (lds_index_key(idx, hits[i].row, &key, &len) == LDS_OK)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <json-c/json.h>
+#include <zstd.h>
 
 static const char diff_usage[] =
     "usage: lodestar diff [--json] OLD NEW\n"
@@ -21,9 +22,11 @@ static const char diff_usage[] =
     "(consecutive chunks on one line), then the bytes such a reload reads (those\n"
     "chunks and NEW's chunk table) and copies from OLD. Only the two headers and\n"
     "chunk tables are read, each table checked against its header; the chunks' own\n"
-    "bytes are verified by the reload. When a delta cannot be used (either file\n"
-    "format 1.0, compressed, or with another chunk size) it says why and that the\n"
-    "reload reads all of NEW.\n"
+    "bytes are verified by the reload. OLD may be compressed (zstd): it is\n"
+    "decompressed, as a stream, to read its header and chunk table, since a live\n"
+    "index serving it holds it decompressed. When a delta cannot be used (either\n"
+    "file format 1.0, NEW compressed, or another chunk size) it says why and that\n"
+    "the reload reads all of NEW.\n"
     "\n"
     "options:\n"
     "  --json   one JSON object: chunk_bytes, chunks, payload_bytes, delta (false\n"
@@ -43,7 +46,120 @@ typedef struct dfile {
     unsigned char *table; /* 8 x chunk_count bytes, checked */
     const char *why;      /* why it cannot take part in a delta; NULL: it can */
     bool compressed;      /* a zstd frame: no header to read before decompressing */
+    bool old;             /* OLD (may be compressed: read through zstd) */
 } dfile;
+
+/* OLD compressed with zstd: its header and chunk table, read by decompressing it as a
+   stream (whole, if need be: the table ends the payload), keeping only those bytes. A live
+   index serving OLD holds it decompressed and plans a delta from it like any other (found
+   by a tester: diff said a zstd OLD could not give a delta, and the live index made one).
+   NEW cannot be compressed: a delta reads NEW's chunks at their offsets. */
+static int read_zstd_dfile(dfile *f, int fd)
+{
+    ZSTD_DCtx *z = ZSTD_createDCtx();
+    size_t in_cap = ZSTD_DStreamInSize(), out_cap = ZSTD_DStreamOutSize();
+    unsigned char *in = malloc(in_cap), *out = malloc(out_cap);
+    unsigned char hb[LDS_HEADER_SIZE];
+    int rc = CLI_OK;
+    if (!z || !in || !out) {
+        rc = cli_failf("%s: no memory to decompress it", f->path);
+        goto done;
+    }
+    uint64_t pos = 0, off = 0; /* decompressed bytes seen; compressed bytes read */
+    uint64_t t0 = 0, tn = 0;   /* the table's decompressed byte range, once the header is read */
+    bool have_header = false, frame_open = false;
+    for (;;) {
+        ssize_t r = pread(fd, in, in_cap, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            rc = cli_failf("%s: %s", f->path, strerror(errno));
+            goto done;
+        }
+        if (r == 0)
+            break;
+        ZSTD_inBuffer ib = {in, (size_t)r, 0};
+        while (ib.pos < ib.size) {
+            ZSTD_outBuffer ob = {out, out_cap, 0};
+            size_t before = ib.pos;
+            size_t left = ZSTD_decompressStream(z, &ob, &ib);
+            if (ZSTD_isError(left)) {
+                rc = cli_failf("%s: zstd: %s (at compressed byte %" PRIu64 ")", f->path,
+                               ZSTD_getErrorName(left), off + ib.pos);
+                goto done;
+            }
+            if (ob.pos == 0 && ib.pos == before) { /* an output buffer of a whole block */
+                rc = cli_failf("%s: zstd made no progress at compressed byte %" PRIu64, f->path,
+                               off + ib.pos);
+                goto done;
+            }
+            frame_open = left != 0;
+            for (size_t i = 0; i < ob.pos;) {
+                uint64_t at = pos + i;
+                if (!have_header) {
+                    size_t n = ob.pos - i < LDS_HEADER_SIZE - at ? ob.pos - i
+                                                                 : (size_t)(LDS_HEADER_SIZE - at);
+                    memcpy(hb + at, out + i, n);
+                    i += n;
+                    if (at + n < LDS_HEADER_SIZE)
+                        continue;
+                    have_header = true;
+                    lds_error err;
+                    lds_error_init(&err);
+                    if (lds_header_decode(hb, sizeof hb, &f->h, &err) != LDS_OK) {
+                        rc = cli_failf("%s: %s (decompressed)", f->path, err.message);
+                        goto done;
+                    }
+                    if (!lds_header_chunked(&f->h)) {
+                        f->why = "is format 1.0 (no chunk table)";
+                        goto done;
+                    }
+                    if (f->h.chunk_count > SIZE_MAX / 8 - 1) {
+                        rc = cli_failf("%s: %" PRIu64 " chunks", f->path, f->h.chunk_count);
+                        goto done;
+                    }
+                    t0 = LDS_HEADER_SIZE + f->h.chunk_table_offset;
+                    tn = f->h.chunk_count * 8;
+                    f->table = malloc((size_t)tn + 1);
+                    if (!f->table) {
+                        rc = cli_failf("%s: no memory for a %" PRIu64 "-byte chunk table",
+                                       f->path, tn);
+                        goto done;
+                    }
+                    continue;
+                }
+                /* the part of [at, pos + ob.pos) inside the table's range */
+                uint64_t end = pos + ob.pos;
+                uint64_t s = at > t0 ? at : t0, e = end < t0 + tn ? end : t0 + tn;
+                if (s < e)
+                    memcpy(f->table + (s - t0), out + (s - pos), (size_t)(e - s));
+                i = ob.pos;
+                if (end >= t0 + tn) {
+                    size_t n = (size_t)tn;
+                    lds_error err;
+                    lds_error_init(&err);
+                    lds_status st = lds_chunk_table_check(&f->h, f->table, n, &err);
+                    if (st != LDS_OK)
+                        rc = cli_fail(f->path, st, &err);
+                    else
+                        f->chunked = true;
+                    goto done;
+                }
+            }
+            pos += ob.pos;
+        }
+        off += (uint64_t)r; /* all of it consumed: frames follow one another in it */
+    }
+    rc = cli_failf("%s: its zstd stream ends%s after %" PRIu64 " decompressed bytes, before its "
+                   "%s",
+                   f->path, frame_open ? " inside a frame" : "", pos,
+                   have_header ? "chunk table" : "header");
+done:
+    free(in);
+    free(out);
+    ZSTD_freeDCtx(z);
+    return rc;
+}
 
 static uint64_t ld64(const unsigned char *b)
 {
@@ -95,8 +211,11 @@ static int open_dfile(dfile *f)
     if (read_at(fd, hb, sizeof hb, 0) != 0) {
         rc = cli_failf("%s: cannot read its %d-byte header", f->path, LDS_HEADER_SIZE);
     } else if (hb[0] == 0x28 && hb[1] == 0xB5 && hb[2] == 0x2F && hb[3] == 0xFD) {
-        f->why = "is compressed (zstd)";
         f->compressed = true;
+        if (f->old)
+            rc = read_zstd_dfile(f, fd);
+        else
+            f->why = "is compressed (zstd): a delta reads NEW's chunks at their offsets";
     } else {
         lds_status st = lds_header_decode(hb, sizeof hb, &f->h, &err);
         if (st != LDS_OK) {
@@ -196,7 +315,7 @@ int cli_diff(int argc, char **argv)
     }
     if (argc - optind != 2)
         return cli_usage_error(prog, "expected OLD NEW, got %d arguments", argc - optind);
-    dfile a = {.path = argv[optind]}, b = {.path = argv[optind + 1]};
+    dfile a = {.path = argv[optind], .old = true}, b = {.path = argv[optind + 1]};
     /* diff reads two local files; a URL was reported as "No such file or directory"
        (found by a tester). A delta over HTTP is planned by lds_live_reload_url_delta. */
     for (int i = 0; i < 2; i++) {

@@ -133,10 +133,12 @@ static bool other_kind(lds_import_format asked, lds_import_format kind, const ch
 /* Reports a failed import: the importer's messages name a line or row of IN, the writer's
    (which start "writer: ") concern OUT; an input the options do not fit is a usage error. */
 static int pack_failed(const char *prog, const char *in, const char *keys, const char *ids,
-                       const char *out, lds_import_format asked, uint32_t chunk_bytes,
-                       lds_status st, const lds_error *err)
+                       const char *out, const lds_import_options *opts,
+                       const lds_import_result *res, lds_status st, const lds_error *err)
 {
     const char *field = err->status == st ? err->field : NULL;
+    lds_import_format asked = opts->format;
+    uint32_t chunk_bytes = opts->chunk_bytes;
     /* --format names one kind, the file's magic another: say so instead of the parse error
        the wrong reader met (`pack a.npy out --format glove`). */
     lds_import_format kind = LDS_IMPORT_AUTO;
@@ -179,10 +181,13 @@ static int pack_failed(const char *prog, const char *in, const char *keys, const
         return cli_usage_error(prog, "%s: %s; name one with --dataset NAME", in, err->message);
     /* The writer refuses a forced chunk layout whose chunks (over 16 MiB) outweigh the
        vectors in its own terms (lds_writer_options.layout, LDS_LAYOUT_CHUNK_ALIGNED);
-       said here in pack's: the options, and what to give instead. */
+       said here in pack's: the options, and what to give instead. The vectors' bytes come
+       from the result lds_import_file reports on this refusal (rows x dim x element size),
+       not from the writer's message. */
     if (st == LDS_E_INVALID_ARG && field && strcmp(field, "lds_writer_options.layout") == 0) {
-        const char *at = strstr(err->message, "longer than the ");
-        unsigned long long payload = at ? strtoull(at + 16, NULL, 10) : 0;
+        bool known = res->format != LDS_IMPORT_AUTO; /* reported: never AUTO */
+        unsigned long long payload =
+            known ? (unsigned long long)res->rows * res->dim * lds_dtype_size(opts->dtype) : 0;
         fputs("lodestar: ", stderr);
         cli_put_escaped(stderr, out, strlen(out));
         unsigned shift = chunk_bytes % (1u << 30) == 0   ? 30
@@ -193,7 +198,7 @@ static int pack_failed(const char *prog, const char *in, const char *keys, const
                 shift == 30   ? 'G'
                 : shift == 20 ? 'M'
                               : 'K');
-        if (at)
+        if (known)
             fprintf(stderr, ", longer than the %llu bytes of vectors", payload);
         fputs("; use --layout auto (the default) or packed, or --chunk-bytes 16M or smaller\n",
               stderr);
@@ -497,8 +502,8 @@ int cli_pack(int argc, char **argv)
     lds_status st = lds_import_file(io.in_path, io.out_path, &opts, &res, &err);
     cli_progress_end(&progress);
     rc = st == LDS_OK ? CLI_OK
-                      : pack_failed(prog, io.in, opts.keys_path, opts.ids_path, io.out, opts.format,
-                                    opts.chunk_bytes, st, &err);
+                      : pack_failed(prog, io.in, opts.keys_path, opts.ids_path, io.out, &opts,
+                                    &res, st, &err);
     if (rc == CLI_OK && io.to_stdout)
         rc = copy_to_stdout(io.out_path);
     if (io.to_stdout) {

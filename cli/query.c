@@ -47,7 +47,9 @@ static const char similar_usage[] =
     "column is left out; keys are escaped as in 'lodestar get'. In JSON a score\n"
     "that is NaN (a row holding NaN ranks last) or +/-infinite (a dot product\n"
     "past the float range) is null: JSON has no literal for them; the table\n"
-    "prints nan, inf, -inf. FILE may be an http:// or https:// URL.\n"
+    "prints nan, inf, -inf. Scores are printed as the shortest decimal that\n"
+    "reads back as the same float (0.8, 1e+38, 1e-07), as in JSON. FILE may be\n"
+    "an http:// or https:// URL.\n"
     "\n"
     "With --queries, F holds one query per line: a key of the index, or else a\n"
     "vector; each prints one line of JSON (the object --json prints, compact,\n"
@@ -860,7 +862,11 @@ int cli_similar(int argc, char **argv)
                lds_index_metric(idx) == LDS_METRIC_L2 ? "distance" : metric, "row",
                keys ? "  key" : "");
         for (size_t i = 0; i < kept; i++) {
-            printf("%4zu  %-10.6f %8" PRIu64, i + 1, (double)hits[i].score, hits[i].row);
+            /* The shortest decimal that reads back as the score, as JSON has it: "%f" wrote
+               a dot product of 1e38 as 39 digits, and 1e-7 as 0.000000. */
+            char score[32];
+            cli_format_float(score, sizeof score, hits[i].score);
+            printf("%4zu  %-10s %8" PRIu64, i + 1, score, hits[i].row);
             if (keys) {
                 fputs("  ", stdout);
                 print_key(idx, hits[i].row);

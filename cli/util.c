@@ -493,8 +493,11 @@ int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info)
     lds_error err;
     lds_error_init(&err);
     lds_status st = load(req, out, info, &err);
-    /* The loader's messages about a URL name it already ("GET URL: ..."). */
-    bool named = strncmp(err.message, "GET ", 4) == 0;
+    /* The loader's messages about a URL name it already, redacted ("GET URL: ...", or
+       "URL: ..." for one refused before any request: "s3://b: an s3:// URL names a bucket
+       and a key"); the file is not put before them a second time. */
+    size_t lead = url_token(err.message, strlen(err.message), 0);
+    bool named = strncmp(err.message, "GET ", 4) == 0 || (lead > 0 && err.message[lead] == ':');
     if (st == LDS_OK && info->path == LDS_LOAD_MAPPED) {
         /* Installed only while a mapped index is in use: the process ends with it. */
         struct sigaction sa;

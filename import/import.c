@@ -416,9 +416,17 @@ lds_status lds_import_file(const char *input_path, const char *output_path,
         c.sink.id_lines = id_lines;
     }
     if ((st = run_format(&c, format, err)) != LDS_OK ||
-        (st = lds__imp_ids_finish(&c.sink, err)) != LDS_OK ||
-        (st = lds_writer_finish(c.sink.writer, err)) != LDS_OK)
+        (st = lds__imp_ids_finish(&c.sink, err)) != LDS_OK)
         goto out;
+    if ((st = lds_writer_finish(c.sink.writer, err)) != LDS_OK) {
+        /* A forced chunk layout refused once the vectors' length is known: what was read is
+           reported, so a caller can say it in its own terms (rows x dim x element size)
+           without reading the writer's message. */
+        if (st == LDS_E_INVALID_ARG && err != NULL && err->size > offsetof(lds_error, field) &&
+            err->field != NULL && strcmp(err->field, "lds_writer_options.layout") == 0)
+            report(&c, format, res);
+        goto out;
+    }
     lds__imp_reader_progress_done(&c.in);
     report(&c, format, res);
 out:

@@ -322,8 +322,12 @@ typedef struct lds_import_result {
  * binary; ".npy" and ".fvecs" as named. Any other extension is
  * LDS_E_UNSUPPORTED.
  *
- * `options` NULL means defaults. `res` (may be NULL) is written on success
- * only. `err` (may be NULL) receives the detail of a refusal: `line` is the
+ * `options` NULL means defaults. `res` (may be NULL) is written on success,
+ * and on one refusal only: a forced chunk layout whose chunks outweigh the
+ * vectors (LDS_E_INVALID_ARG, field "lds_writer_options.layout", refused by
+ * lds_writer_finish once the vectors' length is known), where it says what was
+ * read: the vectors would have taken rows x dim x lds_dtype_size(dtype) bytes.
+ * `err` (may be NULL) receives the detail of a refusal: `line` is the
  * 1-based line of a text input (or of the keys file, then `field` is
  * "keys_path") or the 1-based record number (row + 1) of a binary input;
  * `offset` is the byte offset in that file of the offending token, line or

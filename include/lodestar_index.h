@@ -462,6 +462,10 @@ typedef struct lds_hit {
  * - dot:    |score - dot(q, r)|      <= g(dim) sum_i |q_i r_i|
  * - l2:     |score - |q - r|^2|      <= g(dim + 2) |q - r|^2
  * - cosine: |score - cos(q, r)|      <= g(dim + 3)   (absolute; |cos| <= 1)
+ * Under cosine no sum overflows: the unit query is scaled by a power of two,
+ * 2^-s, so that the longest finite row's sum stays below 2^126, and each row's
+ * 1 / |r| (in double) by 2^s: a row longer than float32's range (3e38s) has a
+ * finite cosine through every kernel and dtype; s is 0 for rows that fit.
  * For dim = 100 the cosine bound is about 103 u = 6.1e-6; for dim = 768, about
  * 4.6e-5 (worst cases: a chain's typical error grows as sqrt(dim) u; tests/
  * test_format.c checks these against a double-precision reference through

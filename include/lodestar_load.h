@@ -453,8 +453,12 @@ LDS_API bool lds_url_supported(void);
  * name of 128 bytes or more too) is replaced by "REDACTED" (AWS SigV4 and
  * SigV2 presigned URLs, Google Cloud Storage and CloudFront signed URLs, OAuth
  * 2.0 tokens and codes in a query or fragment, RFC 6750 section 2.3 and RFC
- * 6749 sections 4.1.2 and 4.2.2, Azure SAS signatures, API keys). A secret
- * under another name is shown. Returns `buf`.
+ * 6749 sections 4.1.2 and 4.2.2, Azure SAS signatures, API keys). A URL inside
+ * any other parameter's value (a redirect's "?next=https://u:pw@h/y?token=T",
+ * "//u:pw@h", "/login?token=T") is redacted the same way in place, nested up to
+ * four deep (deeper, a value holding a URL is REDACTED whole); a value that is
+ * percent-encoded (up to three times over) and holds anything to redact once
+ * decoded is REDACTED whole. A secret under another name is shown. Returns `buf`.
  * Anything that is not a URL ("scheme:/...") is copied unchanged. Never fails;
  * `url` NULL is written as "(null)". Thread-safe.
  */

@@ -120,9 +120,134 @@ static bool secret_param(const char *name, size_t n)
     return false;
 }
 
+/* URLs inside parameter values are redacted too, nested up to this deep (a redirect's
+ * "?next=https://u:pw@h/?token=T" inside another's): a value deeper than that which holds a
+ * URL is replaced whole. */
+#define LDS__URL_NEST_MAX 4
+
+static void redact_into(char *buf, size_t cap, size_t *len, const char *url, int depth);
+static void put_rest(char *buf, size_t cap, size_t *len, const char *p, int depth);
+
+/* Where a URL ("scheme:/...", or "//host..." at the start) begins in s, or NULL. */
+static const char *nested_url(const char *s)
+{
+    static const char scheme[] =
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-";
+    if (s[0] == '/' && s[1] == '/')
+        return s;
+    for (const char *c = s; *c != '\0'; c++) {
+        bool letter = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z');
+        if (!letter || (c > s && strchr(scheme, c[-1]) != NULL))
+            continue;
+        size_t n = strspn(c, scheme);
+        if (c[n] == ':' && c[n + 1] == '/')
+            return c;
+    }
+    return NULL;
+}
+
+/* Writes the value `s` (NUL-terminated) with what it holds of a URL redacted: a URL in it
+ * from its start on, else a query or fragment of a relative one ("/p?token=T"). */
+static void put_value_text(char *buf, size_t cap, size_t *len, const char *s, int depth)
+{
+    const char *u = nested_url(s);
+    if (u != NULL) {
+        put(buf, cap, len, s, (size_t)(u - s));
+        if (u[0] == '/') {
+            /* "//u:pw@h/x": given a scheme to be read as a URL, which is then left out */
+            size_t n = strlen(u);
+            char *t = malloc(n + 3), *r = malloc(n + 3);
+            if (t == NULL || r == NULL) {
+                put(buf, cap, len, "REDACTED", 8);
+            } else {
+                memcpy(t, "x:", 2);
+                memcpy(t + 2, u, n + 1);
+                size_t rl = 0;
+                redact_into(r, n + 3, &rl, t, depth);
+                r[rl] = '\0';
+                put(buf, cap, len, r + 2, rl - 2);
+            }
+            free(t);
+            free(r);
+        } else {
+            redact_into(buf, cap, len, u, depth);
+        }
+    } else if (strpbrk(s, "?#") != NULL) {
+        put_rest(buf, cap, len, s, depth);
+    } else {
+        put(buf, cap, len, s, strlen(s));
+    }
+}
+
+/* Writes a parameter's value v[0, n) (or a pair without '=') with the credentials of any URL
+ * inside it redacted (found by a tester: "?next=https://u:secret@x/y" showed secret). A
+ * percent-encoded value (one to three times over) is decoded first; when the decoded text
+ * holds anything to redact, the whole value is written as REDACTED. */
+static void put_value(char *buf, size_t cap, size_t *len, const char *v, size_t n, int depth)
+{
+    if (n == 0 || (memchr(v, ':', n) == NULL && memchr(v, '%', n) == NULL &&
+                   memchr(v, '?', n) == NULL && memchr(v, '#', n) == NULL &&
+                   memchr(v, '/', n) == NULL)) {
+        put(buf, cap, len, v, n); /* no URL, no query, nothing encoded: as it is */
+        return;
+    }
+    char *d = malloc(n + 1);
+    size_t tcap = 9 * n + 64; /* each pair's value at worst REDACTED (8) */
+    char *t = malloc(tcap);
+    if (d == NULL || t == NULL || depth >= LDS__URL_NEST_MAX) {
+        free(d);
+        free(t);
+        bool url = false; /* too deep: a value holding a URL is hidden whole */
+        for (size_t i = 0; i + 1 < n && !url; i++)
+            url = (v[i] == ':' && v[i + 1] == '/') || v[i] == '%' || v[i] == '@';
+        if (url)
+            put(buf, cap, len, "REDACTED", 8);
+        else
+            put(buf, cap, len, v, n);
+        return;
+    }
+    memcpy(d, v, n);
+    d[n] = '\0';
+    bool encoded = false;
+    for (int round = 0; round < 3; round++) {
+        size_t k = 0;
+        bool changed = false;
+        for (size_t i = 0; d[i] != '\0'; i++) {
+            int hi, lo;
+            if (d[i] == '%' && (hi = hex_value(d[i + 1])) >= 0 && (lo = hex_value(d[i + 2])) >= 0 &&
+                (hi | lo) != 0) {
+                d[k++] = (char)(hi * 16 + lo);
+                i += 2;
+                changed = true;
+            } else {
+                d[k++] = d[i];
+            }
+        }
+        d[k] = '\0';
+        encoded |= changed;
+        if (!changed)
+            break;
+    }
+    if (!encoded) {
+        put_value_text(buf, cap, len, d, depth);
+    } else {
+        size_t tl = 0;
+        put_value_text(t, tcap, &tl, d, depth);
+        t[tl] = '\0';
+        if (strcmp(t, d) != 0)
+            put(buf, cap, len, "REDACTED", 8);
+        else
+            put(buf, cap, len, v, n);
+    }
+    free(d);
+    free(t);
+}
+
 /* Copies name=value pairs from *p up to the first byte of `stop` (or the end), separated
- * by '&', with a credential's value replaced by REDACTED; advances *p. */
-static void put_pairs(char *buf, size_t cap, size_t *len, const char **p, const char *stop)
+ * by '&', with a credential's value replaced by REDACTED and any other value's URL redacted
+ * (put_value); advances *p. */
+static void put_pairs(char *buf, size_t cap, size_t *len, const char **p, const char *stop,
+                      int depth)
 {
     const char *q = *p;
     char seps[8] = "&";
@@ -133,8 +258,11 @@ static void put_pairs(char *buf, size_t cap, size_t *len, const char **p, const 
         if (eq != NULL && secret_param(q, (size_t)(eq - q))) {
             put(buf, cap, len, q, (size_t)(eq - q) + 1);
             put(buf, cap, len, "REDACTED", 8);
+        } else if (eq != NULL) {
+            put(buf, cap, len, q, (size_t)(eq - q) + 1);
+            put_value(buf, cap, len, eq + 1, pair - (size_t)(eq - q) - 1, depth + 1);
         } else {
-            put(buf, cap, len, q, pair);
+            put_value(buf, cap, len, q, pair, depth + 1);
         }
         q += pair;
         if (*q == '&') {
@@ -145,6 +273,25 @@ static void put_pairs(char *buf, size_t cap, size_t *len, const char **p, const 
     *p = q;
 }
 
+/* The path from p, up to the query; then the query's and the fragment's pairs. */
+static void put_rest(char *buf, size_t cap, size_t *len, const char *p, int depth)
+{
+    size_t n = strcspn(p, "?#");
+    put(buf, cap, len, p, n);
+    p += n;
+    if (*p == '?') {
+        put(buf, cap, len, "?", 1);
+        p++;
+        put_pairs(buf, cap, len, &p, "#", depth);
+    }
+    if (*p == '#') {
+        put(buf, cap, len, "#", 1);
+        p++;
+        put_pairs(buf, cap, len, &p, "", depth);
+    }
+    put(buf, cap, len, p, strlen(p));
+}
+
 char *lds_url_redact(const char *url, char *buf, size_t cap)
 {
     if (buf == NULL || cap == 0)
@@ -152,6 +299,14 @@ char *lds_url_redact(const char *url, char *buf, size_t cap)
     if (url == NULL)
         url = "(null)";
     size_t len = 0;
+    redact_into(buf, cap, &len, url, 0);
+    buf[len] = '\0';
+    return buf;
+}
+
+/* lds_url_redact's work, appended at buf[*len] (not NUL-terminated), `depth` URLs deep. */
+static void redact_into(char *buf, size_t cap, size_t *len, const char *url, int depth)
+{
     const char *p = url;
     /* The authority follows "scheme:" and its slashes: "://" as a URL has it, or one slash
        too few or many, as a mistyped argument has it ("http:/user:pw@h/x" must not show pw
@@ -162,9 +317,8 @@ char *lds_url_redact(const char *url, char *buf, size_t cap)
         ((url[0] >= 'a' && url[0] <= 'z') || (url[0] >= 'A' && url[0] <= 'Z')))
         auth = url + sl + 1 + strspn(url + sl + 1, "/");
     if (auth == NULL) {
-        put(buf, cap, &len, url, strlen(url));
-        buf[len] = '\0';
-        return buf;
+        put(buf, cap, len, url, strlen(url));
+        return;
     }
     /* The authority ends at the first '/', '?' or '#'; its last '@' ends user:password. */
     size_t alen = strcspn(auth, "/?#");
@@ -188,25 +342,9 @@ char *lds_url_redact(const char *url, char *buf, size_t cap)
                 at = c;
         }
     }
-    put(buf, cap, &len, url, (size_t)(auth - url));
+    put(buf, cap, len, url, (size_t)(auth - url));
     p = at != NULL ? at + 1 : auth;
-    /* The path, up to the query. */
-    size_t n = strcspn(p, "?#");
-    put(buf, cap, &len, p, n);
-    p += n;
-    if (*p == '?') {
-        put(buf, cap, &len, "?", 1);
-        p++;
-        put_pairs(buf, cap, &len, &p, "#");
-    }
-    if (*p == '#') {
-        put(buf, cap, &len, "#", 1);
-        p++;
-        put_pairs(buf, cap, &len, &p, "");
-    }
-    put(buf, cap, &len, p, strlen(p));
-    buf[len] = '\0';
-    return buf;
+    put_rest(buf, cap, len, p, depth);
 }
 
 /* Room for the URL in messages (lds_error.message is 256 bytes). */

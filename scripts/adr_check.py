@@ -36,7 +36,8 @@ usage: adr_check.py [--build DIR] [--source-root DIR] [--dry] [--only NNNN[,NNNN
                 exist, says nothing about the decision
   --only LIST   only these records
   --list        print each record's parsed condition and the command it runs, run nothing
-  --keep DIR    keep each command's JSON and text output in DIR
+  --keep DIR    keep each command's JSON and text output in DIR (without it they go to a
+                temporary folder, removed when the check ends, however it ends)
   --strict      exit 1 if a condition cannot be evaluated (a command failed, a row is missing)
   --bound S     repeat a too-noisy condition's command until S seconds of its runs (90)
   --budget S    start no repeat that would end past S seconds of the whole check (570)
@@ -49,6 +50,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -381,8 +383,20 @@ def main(argv=None):
     env = dict(os.environ)
     env.setdefault("LODESTAR_LIB", os.path.join(build, "liblodestar.so"))
     env.setdefault("LODESTAR_BUILD", build)  # the Python scripts' lodestar program
+    # The runs' JSON and text go to --keep's folder (kept) or a temporary one, removed however
+    # the check ends (an exception, SIGTERM, a return).
     workdir = a.keep or tempfile.mkdtemp(prefix="lodestar-adr-check-")
     os.makedirs(workdir, exist_ok=True)
+    try:
+        return _check(a, build, records, bmap, env, workdir)
+    finally:
+        if not a.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _check(a, build, records, bmap, env, workdir):
+    """Runs the records' commands in `workdir` and prints the verdicts; main's exit status."""
+    root = os.path.abspath(a.source_root)
     cache = {}  # the same command's runs serve every record that names it: key -> [docs, secs]
     docs = []
     held = total = 0

@@ -383,19 +383,31 @@ bool lds__bf16_query(float *q, size_t nq, uint32_t dim, size_t qs, uint32_t *qb,
 /* One lock for every index's one-time build: builds are rare and short. */
 static pthread_mutex_t norm_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* 1 / |row| in double for every row (0 for a zero row or an infinite norm,
-   NaN for a row holding NaN), summed in double from the exact f32 values. */
+/* The cosine scale table: inv[r] = 2^s / |row r| in double for every row (0 for a zero row
+   or an infinite norm, NaN for a row holding NaN), |row| summed in double from the exact
+   f32 values; then inv[rows] = 2^-s, the factor the unit query is scaled by.
+
+   The kernels sum row x unit query in float32, a sum bounded by |row|: a row longer than
+   float32's range (3e38s: |row| up to sqrt(dim) x FLT_MAX) made that sum +-inf, and its
+   cosine too (found by a tester). So when the longest finite row passes 2^126 the query is
+   scaled down by the power of two s that brings it under, and the row's factor up by as
+   much: exact in binary arithmetic, the same for every kernel and dtype (the bf16 query
+   and the i8 quantization take the scaled query), and s = 0, nothing changed, for any
+   index whose rows fit (every one before this). */
+#define LDS__NORM_ROOM 126 /* |row| x 2^-s <= 2^126: two binades below FLT_MAX */
+
 static double *build_inv_norms(const lds_index *idx)
 {
-    if (idx->rows > SIZE_MAX / sizeof(double))
+    if (idx->rows > SIZE_MAX / sizeof(double) - 1)
         return NULL;
-    double *inv = (double *)malloc((size_t)(idx->rows ? idx->rows : 1) * sizeof(double));
+    double *inv = (double *)malloc((size_t)(idx->rows + 1) * sizeof(double));
     float *row = (float *)malloc((size_t)idx->dim * sizeof(float));
     if (!inv || !row) {
         free(inv);
         free(row);
         return NULL;
     }
+    double longest = 0.0;
     for (uint64_t r = 0; r < idx->rows; r++) {
         lds__row_to_f32(idx->vectors + r * idx->row_bytes, idx->dtype, idx->i8_scale, idx->dim,
                         row);
@@ -408,8 +420,17 @@ static double *build_inv_norms(const lds_index *idx)
             s[0] += (double)row[i] * row[i];
         double n = sqrt((s[0] + s[1]) + (s[2] + s[3]));
         inv[r] = n == 0.0 ? 0.0 : 1.0 / n;
+        if (isfinite(n) && n > longest)
+            longest = n;
     }
     free(row);
+    int e = 0;
+    frexp(longest, &e); /* longest < 2^e */
+    int shift = e > LDS__NORM_ROOM ? e - LDS__NORM_ROOM : 0;
+    if (shift > 0)
+        for (uint64_t r = 0; r < idx->rows; r++)
+            inv[r] = ldexp(inv[r], shift);
+    inv[idx->rows] = ldexp(1.0, -shift);
     return inv;
 }
 
@@ -747,12 +768,13 @@ static lds_status search_impl(const char *fn, const lds_index *idx, const float 
             const float *src = queries + (j0 + j) * dim;
             float *dst = qbuf + j * qs;
             if (cosine) {
-                /* The query is scaled to unit length, so the kernel's sum is
-                   bounded by |row| and a cosine is that sum times 1 / |row|. */
+                /* The query is scaled to unit length (times inv[rows], 2^-s: see
+                   build_inv_norms), so the kernel's sum is bounded by |row| 2^-s and a
+                   cosine is that sum times 2^s / |row|. */
                 double qq = 0.0;
                 for (size_t i = 0; i < dim; i++)
                     qq += (double)src[i] * src[i];
-                double s = 1.0 / sqrt(qq);
+                double s = inv[idx->rows] / sqrt(qq);
                 for (size_t i = 0; i < dim; i++)
                     dst[i] = (float)(src[i] * s);
             } else {

@@ -9,7 +9,8 @@ Python script writing adr-check's JSON shape. Checks that:
 - a superseded record is listed, not run and not counted, and --superseded runs it;
 - every command runs once whatever the budget, and no repeat starts that would end past
   --budget (the 10-minute bound of issue 30: repeats come after the first pass);
-- the summary line counts only current records and the machine line names THP and DAMON.
+- the summary line counts only current records and the machine line names THP and DAMON;
+- no check leaves its temporary folder behind, also one a run's exception ends.
 
 usage: test_adr_check_repeat.py SOURCE_ROOT
 """
@@ -104,6 +105,33 @@ def main():
         check(calls == {"settles": 1, "noisy": 1}
               and out.count("too noisy to say (the check's budget of 0.5 s spent)") == 2,
               "a budget the first pass has spent: each command once, no repeat (%s)" % calls)
+        # No run leaves its temporary folder behind, also when a run raises (found by a tester:
+        # every check left a lodestar-adr-check-* folder in /tmp).
+        tmpdir = os.path.join(tmp, "tmpdir")
+        os.makedirs(tmpdir)
+        saved_tempdir, tempfile.tempdir = tempfile.tempdir, tmpdir
+        saved_run = adr_check.run_command
+        try:
+            with redirect_stdout(io.StringIO()):
+                adr_check.main(["--source-root", tmp, "--build", tmp, "--only", "0001"])
+            left = os.listdir(tmpdir)
+
+            def interrupted(*args):
+                raise KeyboardInterrupt
+            adr_check.run_command = interrupted
+            raised = False
+            try:
+                with redirect_stdout(io.StringIO()):
+                    adr_check.main(["--source-root", tmp, "--build", tmp, "--only", "0001"])
+            except KeyboardInterrupt:
+                raised = True
+            left_raised = os.listdir(tmpdir)
+        finally:
+            tempfile.tempdir = saved_tempdir
+            adr_check.run_command = saved_run
+        check(left == [], "a finished check removes its temporary folder (left: %s)" % left)
+        check(raised and left_raised == [],
+              "an interrupted check removes its temporary folder (left: %s)" % left_raised)
     print("FAILED" if fails else "all ok")
     return 1 if fails else 0
 

@@ -225,9 +225,9 @@ def test_similar():
     check(
         out
         == "rank  cosine          row  key\n"
-        "   1  0.800000          1  queen\n"
-        "   2  0.600000          2  prince\n"
-        "   3  0.500000          3  royal\n",
+        "   1  0.8               1  queen\n"
+        "   2  0.6               2  prince\n"
+        "   3  0.5               3  royal\n",
         out,
     )
     # Default k is 10: all six others, ties (apple, pear at 0) in row order, never king itself.
@@ -235,7 +235,7 @@ def test_similar():
     expect(rc, out, err, 0)
     keys = [line.split()[3] for line in out.splitlines()[1:]]
     check(keys == ["queen", "prince", "royal", "apple", "pear", "banana"], keys)
-    check(out.splitlines()[-1].split()[1] == "-1.000000", out)
+    check(out.splitlines()[-1].split()[1] == "-1", out)
     rc, out, err = run("similar", "--json", INDEX, "apple", "-k", "2")
     expect(rc, out, err, 0)
     j = json.loads(out)
@@ -255,12 +255,13 @@ def test_similar_l2_and_other_dtypes():
     pack(TINY, l2, "--metric", "l2")
     rc, out, err = run("similar", l2, "king", "-k", "2")
     expect(rc, out, err, 0)
-    # Squared distances: queen 0.2^2 + 0.6^2 = 0.4, prince 0.4^2 + 0.8^2 = 0.8.
+    # Squared distances: queen 0.2^2 + 0.6^2 = 0.4 (0.40000004 in float32 arithmetic: the
+    # table shows the float exactly), prince 0.4^2 + 0.8^2 = 0.8.
     check(
         out
         == "rank  distance        row  key\n"
-        "   1  0.400000          1  queen\n"
-        "   2  0.800000          2  prince\n",
+        "   1  0.40000004        1  queen\n"
+        "   2  0.8               2  prince\n",
         out,
     )
     for dtype in ("f16", "bf16", "i8"):
@@ -281,7 +282,7 @@ def test_similar_vector_and_vector_file():
     expect(rc, out, err, 0)
     keys = [line.split()[3] for line in out.splitlines()[1:]]
     check(keys == ["king", "queen", "prince"], out)
-    check(out.splitlines()[1].split()[1] == "1.000000", out)
+    check(out.splitlines()[1].split()[1] == "1", out)
     vf = os.path.join(WORK, "query.txt")
     with open(vf, "w") as f:
         f.write("0 0\t0.6, 0.8\n")  # commas and white space, mixed
@@ -553,6 +554,17 @@ def test_secrets_in_arguments_never_printed():
             check("127.0.0.1" in err, f"{args}: the message still names the host: {err}")
 
 
+def test_url_refused_before_a_request_is_named_once():
+    """A URL the loader refuses before any request ("s3://b" without a key) was named twice,
+    "lodestar: s3://b: s3://b: an s3:// URL names..." (found by a tester): once, redacted."""
+    for url, shown in (("s3://b", "s3://b"), ("s3://AKID:pw0SECRET@b", "s3://b")):
+        for args in (("info", url), ("info", "--json", url), ("verify", url)):
+            rc, out, err = run(*args)
+            check(rc == 1, f"{args}: exit {rc}: {err}")
+            check(err.startswith(f"lodestar: {shown}: ") and err.count(shown) == 1
+                  and "pw0SECRET" not in out + err, f"{args}: {err}")
+
+
 def test_redacted_url_in_parentheses_keeps_the_closing_paren():
     """A URL in parentheses in a message ("(http://h/x?sig=SECRET)") printed
     "?sig=REDACTED" without the ')' (found by a tester): the token opened by '(' ends at
@@ -584,6 +596,47 @@ def test_diff_against_a_compressed_new_says_unknown():
     check(doc["payload_bytes"] is None and doc["bytes_read"] is None and doc["delta"] is False
           and doc["chunks_read"] is None,
           out)
+
+
+def test_diff_reads_a_compressed_old_through_zstd():
+    """A zstd OLD gives the same plan as OLD itself (a live index serving it holds it
+    decompressed and reloads by delta from it; diff said no delta, found by a tester); a
+    cut or damaged one is a failure naming it, not a plan."""
+    if shutil.which("zstd") is None:
+        return
+    z = os.path.join(WORK, "tiny-old.ldsi.zst")
+    subprocess.run(["zstd", "-qf", INDEX, "-o", z], check=True)
+    rc, plain, err = run("diff", "--json", INDEX, INDEX)
+    expect(rc, plain, err, 0)
+    rc, out, err = run("diff", "--json", z, INDEX)
+    expect(rc, out, err, 0)
+    check(json.loads(out) == json.loads(plain) and json.loads(out)["delta"] is True, out)
+    # Two frames, split inside the header: read across them as one stream.
+    with open(INDEX, "rb") as f:
+        raw = f.read()
+    two = os.path.join(WORK, "tiny-two.ldsi.zst")
+    with open(two, "wb") as f:
+        for part in (raw[:40], raw[40:]):
+            f.write(subprocess.run(["zstd", "-qc"], input=part, stdout=subprocess.PIPE,
+                                   check=True).stdout)
+    rc, out, err = run("diff", "--json", two, INDEX)
+    expect(rc, out, err, 0)
+    check(json.loads(out) == json.loads(plain), out)
+    with open(z, "rb") as f:
+        data = f.read()
+    cut = os.path.join(WORK, "tiny-cut.ldsi.zst")
+    with open(cut, "wb") as f:
+        f.write(data[:len(data) // 2])
+    rc, out, err = run("diff", cut, INDEX)
+    expect(rc, out, err, 1)
+    check(err.startswith(f"lodestar: {cut}: its zstd stream ends inside a frame after ")
+          and ("before its header" in err or "before its chunk table" in err), err)
+    bad = os.path.join(WORK, "tiny-bad.ldsi.zst")
+    with open(bad, "wb") as f:
+        f.write(data[:4] + b"\xff" * (len(data) - 4))
+    rc, out, err = run("diff", bad, INDEX)
+    expect(rc, out, err, 1)
+    check(err.startswith(f"lodestar: {bad}: zstd: "), err)
 
 
 def test_diff_names_a_directory_and_a_pipe():
@@ -835,6 +888,28 @@ def strict_json(text):
     return json.loads(text, parse_constant=refuse)
 
 
+def test_similar_prints_huge_and_tiny_scores_readably():
+    """A finite dot product of 2e38 printed with "%f" as 39 digits, and 1e-9 as 0.000000
+    (found by a tester): the table prints the shortest decimal that reads back as the same
+    float, as JSON does, the column kept for the usual scores."""
+    src = os.path.join(WORK, "huge.glove.txt")
+    with open(src, "w") as f:
+        f.write("big 1e19 1e19\nsmall 1 1\ntiny 1e-5 0\n")
+    dst = os.path.join(WORK, "huge.ldsi")
+    pack(src, dst, "--metric", "dot")
+    rc, out, err = run("similar", "--vector", "1e19,1e19", dst)
+    expect(rc, out, err, 0)
+    check(out == "rank  dot             row  key\n"
+          "   1  2e+38             0  big\n"
+          "   2  2e+19             1  small\n"
+          "   3  1e+14             2  tiny\n", out)
+    rc, out, err = run("similar", "--vector", "1e-4,0", dst)
+    expect(rc, out, err, 0)
+    check([l.split()[1] for l in out.splitlines()[1:]] == ["1e+15", "0.0001", "1e-09"], out)
+    rc, out, err = run("similar", "--json", "--vector", "1e-4,0", dst)
+    check([h["score"] for h in json.loads(out)["neighbours"]] == [1e15, 1e-4, 1e-9], out)
+
+
 def test_similar_json_infinite_scores_are_null_as_the_help_says():
     """An infinite score (a dot product past the float range) prints null in JSON, as NaN
     does; --help said only NaN (found by a tester). The table prints inf and -inf."""
@@ -853,6 +928,8 @@ def test_similar_json_infinite_scores_are_null_as_the_help_says():
     check([l.split()[1] for l in out.splitlines()[1:]] == ["inf", "inf", "-inf"], out)
     rc, out, err = run("similar", "--help")
     expect(rc, out, err, 0)
+    check("Scores are printed as the shortest decimal that\nreads back as the same float"
+          in out, out)
     check("that is NaN (a row holding NaN ranks last) or +/-infinite (a dot product\n"
           "past the float range) is null" in out, out)
 
@@ -939,7 +1016,7 @@ def test_index_without_keys():
     check(out == "row:    1\ndim:    4\nvector: 0.8 0.6 0 0\n", repr(out))
     rc, out, err = run("similar", "--row", "0", idx, "-k", "1")
     expect(rc, out, err, 0)
-    check(out == "rank  cosine          row\n   1  0.800000          1\n", repr(out))
+    check(out == "rank  cosine          row\n   1  0.8               1\n", repr(out))
     rc, out, err = run("get", "--json", "--row", "1", idx)
     check(json.loads(out)["key"] is None, out)
 

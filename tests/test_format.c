@@ -3372,6 +3372,89 @@ static void test_bf16_step_matches_cpu(void **state)
 #endif
 }
 
+/* Cosine of rows whose length is past float32's range (found by a tester: +-inf): a row of
+   3e38s has a finite cosine with any query, and every kernel this CPU runs, for every
+   dtype (f32, bf16, native i8 and i8 through f32, f16), one query and a batch, gives it.
+   Rows: +M..., -M..., 1..., +M -M +M ...; queries: 1... and 1 -1 1 ... (M = 3e38, or
+   6e4 for f16, whose rows cannot overflow: the same answers). */
+static void test_search_cosine_of_huge_rows_is_finite(void **state)
+{
+    (void)state;
+    static const uint32_t dims[] = {2, 17, 40, 300};
+    static const struct {
+        lds_dtype dt;
+        float m, tol;
+    } cases[] = {{LDS_DTYPE_F32, 3e38f, 1e-5f},
+                 {LDS_DTYPE_BF16, 3e38f, 1e-2f},
+                 {LDS_DTYPE_I8, 3e38f, 1e-2f},
+                 {LDS_DTYPE_F16, 6e4f, 1e-3f}};
+    enum { R = 4, Q = 2 };
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+            const uint32_t dim = dims[di];
+            const float m = cases[ci].m;
+            float *data = malloc((size_t)R * dim * sizeof(float));
+            float *q = malloc((size_t)Q * dim * sizeof(float));
+            assert_non_null(data);
+            assert_non_null(q);
+            for (uint32_t i = 0; i < dim; i++) {
+                float alt = i % 2 ? -1.0f : 1.0f;
+                data[i] = m;
+                data[dim + i] = -m;
+                data[2 * dim + i] = 1.0f;
+                data[3 * dim + i] = alt * m;
+                q[i] = 1.0f;
+                q[dim + i] = alt;
+            }
+            /* cosines of row r with query j; i8's grid of M / 127 holds the row of ones as
+               zeros, whose cosine is 0 */
+            const double odd = dim % 2 ? 1.0 / dim : 0.0;
+            const double one = cases[ci].dt == LDS_DTYPE_I8 ? 0.0 : 1.0;
+            const double want[Q][R] = {{1, -1, one, odd}, {odd, -odd, one * odd, 1}};
+            spec sp = {.dtype = cases[ci].dt, .metric = LDS_METRIC_COSINE, .dim = dim,
+                       .rows = R, .data = data,
+                       .scale = cases[ci].dt == LDS_DTYPE_I8 ? m / 127.0f : 0.0f};
+            bytes f = build(&sp);
+            lds_index *idx = NULL;
+            assert_int_equal(parse_file(&f, NULL, &idx, NULL), LDS_OK);
+            for (size_t kn = 0; kn < lds__search_kernel_count(); kn++) {
+                if (!lds__search_kernel_runs(kn))
+                    continue;
+                assert_true(lds__search_kernel_force(lds__search_kernel_at(kn)->name));
+                lds_hit hits[Q * R];
+                size_t n[Q];
+                assert_int_equal(lds_index_search_batch(idx, q, Q, dim, R, NULL, hits, n, NULL),
+                                 LDS_OK);
+                for (size_t j = 0; j < Q; j++) {
+                    lds_hit one[R];
+                    size_t n1 = 0;
+                    assert_int_equal(lds_index_search(idx, q + j * dim, dim, R, one, &n1, NULL),
+                                     LDS_OK);
+                    assert_int_equal(n[j], R);
+                    assert_int_equal(n1, R);
+                    for (size_t h = 0; h < R; h++) {
+                        const lds_hit *b = &hits[j * R + h];
+                        double w = want[j][b->row];
+                        if (!isfinite(b->score) || fabs(b->score - w) > cases[ci].tol ||
+                            !isfinite(one[h].score) || fabs(one[h].score - want[j][one[h].row]) >
+                                                           cases[ci].tol)
+                            fail_msg("%s, dim %u, %s: query %zu row %llu cosine %g (one query: "
+                                     "row %llu %g), want %g",
+                                     lds__search_kernel_at(kn)->name, dim,
+                                     lds_dtype_name(cases[ci].dt), j, (unsigned long long)b->row,
+                                     (double)b->score, (unsigned long long)one[h].row,
+                                     (double)one[h].score, w);
+                    }
+                }
+            }
+            assert_true(lds__search_kernel_force(NULL));
+            lds_index_free(idx);
+            free(f.p);
+            free(data);
+            free(q);
+        }
+}
+
 /* bf16 under dot and cosine (ADR 0056): every kernel this CPU runs gives the same bits
    (vdpbf16ps's, or its emulation), one at a time, batched and threaded, on ordinary rows
    and on rows and queries with denormals, tiny and huge magnitudes, infinities and NaN
@@ -3757,6 +3840,7 @@ int main(void)
         cmocka_unit_test(test_search_fused_kernels_agree),
         cmocka_unit_test(test_bf16_step_matches_cpu),
         cmocka_unit_test(test_search_bf16_native_kernels_agree),
+        cmocka_unit_test(test_search_cosine_of_huge_rows_is_finite),
         cmocka_unit_test(test_search_i8_exact),
         cmocka_unit_test(test_i8_query_scale_in_double),
         cmocka_unit_test(test_search_dispatcher_rule),

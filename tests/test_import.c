@@ -512,6 +512,39 @@ static void test_i8_scale(void **state)
     import_fail(p, &o, LDS_E_INVALID_ARG, 0);
 }
 
+/* A forced chunk layout whose 32 MiB chunks outweigh the vectors is refused by the writer at
+   finish; the result then says what was read, so that a caller (lodestar pack) tells the
+   vectors' bytes without parsing the message (found by a tester: pack read them from it). */
+static void test_layout_refusal_reports_the_result(void **state)
+{
+    (void)state;
+    const char *p = write_text("pad.txt", "a 1 2 3\nb 4 5 6\nc 7 8 9\nd 1 1 1\n");
+    lds_import_options o = opts_for(LDS_IMPORT_GLOVE, NULL);
+    o.dtype = LDS_DTYPE_F16;
+    o.chunk_bytes = 32u << 20;
+    o.layout = LDS_LAYOUT_CHUNK_ALIGNED;
+    const char *out = tmp_path("pad.ldsi");
+    unlink(out);
+    int before = tmpdir_entries();
+    lds_import_result res;
+    memset(&res, 0xAB, sizeof res);
+    res.size = sizeof res;
+    lds_error err;
+    lds_error_init(&err);
+    assert_int_equal(lds_import_file(p, out, &o, &res, &err), LDS_E_INVALID_ARG);
+    assert_string_equal(err.field, "lds_writer_options.layout");
+    assert_contains(err.message, "longer than the 24 bytes of vectors");
+    assert_false(exists(out));
+    assert_int_equal(tmpdir_entries(), before);
+    /* 4 rows x 3 x 2 bytes (f16) = the 24 of the message */
+    assert_int_equal(res.size, sizeof res);
+    assert_int_equal(res.rows, 4);
+    assert_int_equal(res.dim, 3);
+    assert_int_equal(res.duplicates_skipped, 0);
+    assert_int_equal(res.format, LDS_IMPORT_GLOVE);
+    assert_int_equal(res.rows * res.dim * lds_dtype_size(o.dtype), 24);
+}
+
 /* normalize: a row of zeros has no direction and is refused by its line. */
 static void test_normalize_zero_row(void **state)
 {
@@ -1498,6 +1531,7 @@ int main(void)
         cmocka_unit_test_teardown(test_format_names, test_teardown),
         cmocka_unit_test_teardown(test_byte_order_mark, test_teardown),
         cmocka_unit_test_teardown(test_i8_scale, test_teardown),
+        cmocka_unit_test_teardown(test_layout_refusal_reports_the_result, test_teardown),
         cmocka_unit_test_teardown(test_normalize_zero_row, test_teardown),
         cmocka_unit_test_teardown(test_text_details, test_teardown),
         cmocka_unit_test_teardown(test_inputs_across_chunks, test_teardown),

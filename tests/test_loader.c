@@ -2140,9 +2140,45 @@ static void test_url_redact_query_secrets(void **state)
         {"s3:///u:pw@b/k", "s3:///b/k"},
         {"C:/data/x.ldsi", "C:/data/x.ldsi"},
         {"relative/a:b@c", "relative/a:b@c"},
+        /* a URL inside a parameter's value keeps none of its secrets (found by a tester:
+           "?next=https://u:secret@x/y" showed secret): raw, redacted in place */
+        {"https://h/p?next=https://u:secret@x/y", "https://h/p?next=https://x/y"},
+        {"https://h/p?a=1&next=https://u:secret@x/y?token=T&b=2#f",
+         "https://h/p?a=1&next=https://x/y?token=REDACTED&b=2#f"},
+        {"https://h/p?next=http://x/y?sig=S1", "https://h/p?next=http://x/y?sig=REDACTED"},
+        {"https://h/p#next=s3://AKID:secret@b/k", "https://h/p#next=s3://b/k"},
+        {"https://h/p?go=see+https://u:secret@x/", "https://h/p?go=see+https://x/"},
+        {"https://h/p?next=//u:secret@x/y", "https://h/p?next=//x/y"},
+        {"https://h/p?next=/login?token=T", "https://h/p?next=/login?token=REDACTED"},
+        /* a pair without '=' holding one reads as a password with a raw '?' (above): shown
+           from its '@' on, the safe side */
+        {"https://h/p?https://u:secret@x/y", "https://x/y"},
+        {"https://h/p?a=1&https://u:secret@x/y", "https://h/p?a=1&https://x/y"},
+        /* nested twice over */
+        {"https://h/p?next=https://x/y?then=https://u:secret@z/w",
+         "https://h/p?next=https://x/y?then=https://z/w"},
+        /* percent-encoded (once or twice, any case): the value hidden whole */
+        {"https://h/p?next=https%3A%2F%2Fu%3Asecret%40x%2Fy&n=1", "https://h/p?next=REDACTED&n=1"},
+        {"https://h/p?next=https%3a%2f%2fu%3asecret%40x%2fy", "https://h/p?next=REDACTED"},
+        {"https://h/p?next=https%253A%252F%252Fu%253Asecret%2540x", "https://h/p?next=REDACTED"},
+        {"https://h/p?next=https%3A%2F%2Fx%2Fy%3Ftoken%3DT", "https://h/p?next=REDACTED"},
+        {"https://h/p?next=https://u%3Asecret@x/y", "https://h/p?next=REDACTED"},
+        /* encoded values holding nothing to hide, and ordinary ones, are shown */
+        {"https://h/p?next=https%3A%2F%2Fx%2Fy&q=100%25&t=10:00&path=a/b",
+         "https://h/p?next=https%3A%2F%2Fx%2Fy&q=100%25&t=10:00&path=a/b"},
+        {"https://h/p?next=https://x/y", "https://h/p?next=https://x/y"},
     };
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
         assert_string_equal(lds_url_redact(more[i].in, b, sizeof b), more[i].out);
+    /* Nested deeper than four URLs: a value that still holds one is hidden whole. */
+    char deep[512] = "https://h/p", want_deep[512];
+    for (int i = 0; i < 6; i++)
+        strcat(deep, "?n=https://h/p");
+    strcat(deep, "?n=https://u:secret@x/");
+    assert_null(strstr(lds_url_redact(deep, b, sizeof b), "secret"));
+    snprintf(want_deep, sizeof want_deep, "%s",
+             "https://h/p?n=https://h/p?n=https://h/p?n=https://h/p?n=REDACTED");
+    assert_string_equal(b, want_deep);
     /* Cut short: never a byte of the secret. */
     char small[24];
     assert_string_equal(lds_url_redact("http://h/x?sig=ABCDEFGHIJKLMNOP", small, sizeof small),

@@ -27,7 +27,8 @@ search over the f32 rows (ties with the k-th row count as hits). dtype i8: lodes
 index (f32 queries against rows stored round(x / scale)) against usearch's Int8Array rows
 and queries quantized with the same scale (its dot is over the integers).
 
-Vectors: the index named by --index (it must exist); without --index, GloVe
+Vectors: the index named by --index (a missing file, a directory or a file that is not an index
+is a usage error, exit 2); without --index, GloVe
 (/work/glove/glove-100d.ldsi, else .cache/glove/...) when present, else 341,479 x 100
 generated; --rows/--dim generate that shape instead. The report names the source: the index
 file's path, or "generated N x D".
@@ -42,6 +43,7 @@ import json
 import os
 import statistics
 import subprocess
+import shutil
 import sys
 import tempfile
 import time
@@ -96,8 +98,12 @@ if args.dim < 1:
     ap.error("--dim must be >= 1, got %d" % args.dim)
 if args.rounds < 1 or args.warmup < 0:
     ap.error("--rounds must be >= 1 and --warmup >= 0, got %d and %d" % (args.rounds, args.warmup))
-if args.index is not None and not os.path.isfile(args.index):
+if args.index is not None and os.path.isdir(args.index):
+    ap.error("--index %s: is a directory, not an index file" % args.index)
+if args.index is not None and not os.path.exists(args.index):
     ap.error("--index %s: no such file" % args.index)
+if args.index is not None and not os.path.isfile(args.index):
+    ap.error("--index %s: not a regular file" % args.index)
 if args.index is not None and (args.rows or args.dry):
     ap.error("--index reads its rows; --rows/--dim and --dry generate them: give one or the other")
 _dtypes = [d for d in args.dtypes.split(",") if d]
@@ -140,8 +146,13 @@ import lodestar  # noqa: E402
 
 def vectors():
     if args.index is not None:
-        with lodestar.load(args.index) as idx:
-            x = np.array(idx.as_float32(), dtype=np.float32)
+        # A file that is not an index (or cannot be read) is a usage error naming the file and
+        # lodestar's reason, before usearch is looked for (it was a traceback).
+        try:
+            with lodestar.load(args.index) as idx:
+                x = np.array(idx.as_float32(), dtype=np.float32)
+        except (lodestar.Error, OSError) as e:
+            ap.error("--index %s: not a readable lodestar index: %s" % (args.index, e))
         if x.shape[0] < max(NQ, args.k):
             fail("--index %s: %d rows, fewer than the %d queries or --k %d" % (
                 args.index, x.shape[0], NQ, args.k))
@@ -176,11 +187,15 @@ class Usearch:
         self.p = subprocess.Popen([args.node, os.path.join(HERE, "usearch_child.cjs"),
                                    args.usearch_dir, rp, qp, str(x.shape[1])],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.info = self.ask({"op": "info"})
-        os.unlink(rp)
-        os.unlink(qp)
-        if self.info.get("rows") != x.shape[0] or self.info.get("queries") != q.shape[0]:
-            raise RuntimeError("usearch child read %r" % self.info)
+        try:
+            self.info = self.ask({"op": "info"})
+            if self.info.get("rows") != x.shape[0] or self.info.get("queries") != q.shape[0]:
+                raise RuntimeError("usearch child read %r" % self.info)
+            os.unlink(rp)  # the child holds them now; main's finally removes them otherwise
+            os.unlink(qp)
+        except BaseException:
+            self.close()
+            raise
 
     def ask(self, req):
         self.p.stdin.write(json.dumps(req) + "\n")
@@ -188,7 +203,10 @@ class Usearch:
         line = self.p.stdout.readline()
         if not line:
             raise RuntimeError("usearch child ended (exit %s)" % self.p.wait())
-        out = json.loads(line)
+        try:
+            out = json.loads(line)
+        except ValueError:
+            raise RuntimeError("usearch child wrote %r, not JSON" % line[:200])
         if "error" in out:
             raise RuntimeError("usearch child: " + out["error"])
         return out
@@ -199,8 +217,16 @@ class Usearch:
         return r["wall_ms"], r["cpu_ms"], r.get("keys")
 
     def close(self):
-        self.p.stdin.close()
-        self.p.wait()
+        """Ends the child: EOF on its input, then a kill if it has not ended within 10 s."""
+        try:
+            self.p.stdin.close()
+        except OSError:  # a child that has ended: the pipe is broken
+            pass
+        try:
+            self.p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
 
 
 class Lodestar:
@@ -227,6 +253,7 @@ class Lodestar:
 
 
 def main():
+    x, source = vectors()
     missing = usearch_present()
     if missing:
         fail(missing)
@@ -234,12 +261,13 @@ def main():
     rounds = 2 if args.dry else args.rounds
     if args.dry:
         args.warmup = 0
-    x, source = vectors()
     n, d = x.shape
     rng = np.random.default_rng(11)
     q = x[rng.choice(n, NQ, replace=False)] + rng.standard_normal((NQ, d)).astype(np.float32) * 0.05
     q = np.ascontiguousarray(q, dtype=np.float32)
     scale = float(np.abs(x).max()) / 127.0
+    # The temporary folder (the rows and queries handed to the child, each index while it is
+    # loaded) is removed however the run ends: a failed child, a failed write, Ctrl-C.
     tmp = tempfile.mkdtemp(prefix="lds-usearch-")
     lds, us = {}, None
     try:
@@ -271,12 +299,15 @@ def main():
                     cpu.setdefault((who, dt, b, t), []).append(c)
                     if keys is not None:
                         rec[(who, dt, b, t)] = recall(keys, ref[:len(keys)], args.k)
+    except RuntimeError as e:  # the child failed: said in one line, not a traceback
+        print("compare_usearch: %s" % e, file=sys.stderr)
+        sys.exit(1)
     finally:
         for c in lds.values():
             c.close()
         if us is not None:
             us.close()
-        os.rmdir(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
 
     print("# compare_usearch: exact top-%d, dot product, %s, %d queries (batch 1: "
           "the first %d, one call each), %d rounds after %d warm-up, lodestar and usearch "

@@ -1,7 +1,8 @@
 """bench/compare/compare_usearch.py on a small generated index: lodestar and usearch's
 exactSearch (npm usearch in .cache/npm, scripts/lab-npm.sh) both exact, every row and ratio
 present. Skipped when usearch or node is not installed; the argument checks run without
-them (they are made before the script looks for usearch)."""
+them (they are made before the script looks for usearch), and a failed child with a fake
+node."""
 import json
 import math
 import os
@@ -105,3 +106,37 @@ def test_bad_arguments_are_argparse_errors(argv, msg):
     assert r.returncode == 2, r.stdout + r.stderr
     assert "compare_usearch.py: error: " in r.stderr and msg in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_index_that_is_a_directory_or_not_an_index_is_refused():
+    # Found by a tester: a directory said "no such file", and a file that is not an index
+    # ended in lodestar's traceback (after usearch was found).
+    r = _run("--index", ROOT)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--index %s: is a directory, not an index file" % ROOT in r.stderr, r.stderr
+    r = _run("--index", SCRIPT)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--index %s: not a readable lodestar index: E_BAD_MAGIC" % SCRIPT in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_failed_child_says_so_and_removes_its_temporary_folder(tmp_path):
+    # Found by a tester: a usearch child that ended at once left lds-usearch-* (the rows and
+    # queries written for it) behind, under a traceback. A fake node: --version works, the
+    # child exits 3 without a word.
+    usearch = tmp_path / "usearch"
+    usearch.mkdir()
+    (usearch / "package.json").write_text("{}")
+    node = tmp_path / "node"
+    node.write_text('#!/bin/sh\n[ "$1" = --version ] && { echo v0; exit 0; }\nexit 3\n')
+    node.chmod(0o755)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    r = subprocess.run([sys.executable, SCRIPT, "--rows", "200", "--dim", "4", "--rounds", "1",
+                        "--warmup", "0", "--dtypes", "f32", "--usearch-dir", str(usearch),
+                        "--node", str(node)], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, TMPDIR=str(tmp)))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "compare_usearch: usearch child ended (exit 3)" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert os.listdir(tmp) == []

@@ -397,3 +397,45 @@ def test_delta_reload_over_http(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+def test_diff_agrees_with_the_delta_reload_from_a_zstd_old(tmp_path, cli):
+    """`lodestar diff OLD NEW` plans what a live index serving OLD reads on a delta reload
+    from NEW. With OLD compressed (zstd) diff said no delta could be used, while the live
+    index, which holds OLD decompressed, made one (found by a tester): now both read the
+    same chunks and bytes; a zstd NEW falls back in both."""
+    import json
+    import shutil
+    import subprocess
+    if shutil.which("zstd") is None:
+        pytest.skip("no zstd program")
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((256, 16)).astype(np.float32)
+    b = a.copy()
+    b[40] += 1.0
+    b[200] -= 1.0
+    pa, pb = str(tmp_path / "a.ldsi"), str(tmp_path / "b.ldsi")
+    lodestar.write(pa, a, chunk_bytes=1024)
+    lodestar.write(pb, b, chunk_bytes=1024)
+    za, zb = pa + ".zst", pb + ".zst"
+    for p, z in ((pa, za), (pb, zb)):
+        subprocess.run(["zstd", "-qf", p, "-o", z], check=True)
+
+    def diff(old, new):
+        r = subprocess.run([cli, "diff", "--json", old, new], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    plain, packed = diff(pa, pb), diff(za, pb)
+    assert packed["delta"] is True and "why" not in packed, packed
+    assert packed == plain
+    with lodestar.Live(za, delta=True) as live:
+        live.reload(pb)
+        info = live.last_reload()
+        assert info["delta_fallback"] is False
+        assert (info["chunks_read"], info["bytes_read"], info["bytes_copied"]) == (
+            packed["chunks_read"], packed["bytes_read"], packed["bytes_copied"])
+        live.reload(zb)
+        assert live.last_reload()["delta_fallback"] is True
+    d = diff(pa, zb)
+    assert d["delta"] is False and "NEW is compressed (zstd)" in d["why"], d
