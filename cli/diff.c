@@ -67,7 +67,7 @@ static int read_zstd_dfile(dfile *f, int fd)
     }
     uint64_t pos = 0, off = 0; /* decompressed bytes seen; compressed bytes read */
     uint64_t t0 = 0, tn = 0;   /* the table's decompressed byte range, once the header is read */
-    bool have_header = false, frame_open = false;
+    bool have_header = false, frame_open = false, table_done = false;
     for (;;) {
         ssize_t r = pread(fd, in, in_cap, (off_t)off);
         if (r < 0 && errno == EINTR)
@@ -134,26 +134,58 @@ static int read_zstd_dfile(dfile *f, int fd)
                 if (s < e)
                     memcpy(f->table + (s - t0), out + (s - pos), (size_t)(e - s));
                 i = ob.pos;
-                if (end >= t0 + tn) {
+                if (end >= t0 + tn && !table_done) {
                     size_t n = (size_t)tn;
                     lds_error err;
                     lds_error_init(&err);
                     lds_status st = lds_chunk_table_check(&f->h, f->table, n, &err);
-                    if (st != LDS_OK)
+                    if (st != LDS_OK) {
                         rc = cli_fail(f->path, st, &err);
-                    else
-                        f->chunked = true;
-                    goto done;
+                        goto done;
+                    }
+                    table_done = true; /* the frame's end is still to be checked */
                 }
             }
             pos += ob.pos;
+            if (!frame_open) {
+                /* The loader reads one frame holding exactly the header and the payload,
+                   and refuses bytes after it (found by a tester: diff planned a delta from
+                   files of several frames, or with bytes after the frame, that no live
+                   index can load). */
+                uint64_t want = LDS_HEADER_SIZE + (have_header ? f->h.payload_length : 0);
+                if (!table_done || pos != want) {
+                    rc = cli_failf("%s: its zstd frame ends after %" PRIu64 " decompressed bytes, "
+                                   "%s %" PRIu64 " (a compressed index is one frame, as the "
+                                   "loader reads it)",
+                                   f->path, pos, pos < want ? "short of" : "past",
+                                   want);
+                    goto done;
+                }
+                bool more = ib.pos < ib.size;
+                if (!more) {
+                    unsigned char b;
+                    ssize_t r2;
+                    do
+                        r2 = pread(fd, &b, 1, (off_t)(off + ib.size));
+                    while (r2 < 0 && errno == EINTR);
+                    more = r2 != 0;
+                }
+                if (more) {
+                    rc = cli_failf("%s: bytes follow its zstd frame at compressed byte %" PRIu64
+                                   " (the loader refuses them)",
+                                   f->path, off + ib.pos);
+                    goto done;
+                }
+                f->chunked = true;
+                goto done;
+            }
         }
-        off += (uint64_t)r; /* all of it consumed: frames follow one another in it */
+        off += (uint64_t)r;
     }
     rc = cli_failf("%s: its zstd stream ends%s after %" PRIu64 " decompressed bytes, before its "
                    "%s",
                    f->path, frame_open ? " inside a frame" : "", pos,
-                   have_header ? "chunk table" : "header");
+                   have_header ? (table_done ? "frame's end" : "chunk table") : "header");
 done:
     free(in);
     free(out);
