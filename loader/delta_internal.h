@@ -155,8 +155,8 @@ extern bool lds__delta_uring_off;
 extern void (*lds__delta_uring_res_hook)(uint64_t s, int *res);
 
 /* Tests only: the runs a reader must have brought to its flushes in one load before it sets
- * up its io_uring (default DELTA_BATCH, 64: those first runs, and all of a smaller delta's,
- * are read with pread, paying no ring set-up); tests lower it to 1 to send a few runs
+ * up its io_uring (default DELTA_RING_AFTER, 24: those first runs, and all of a smaller
+ * delta's, are read with pread, paying no ring set-up); tests lower it to 1 to send a few runs
  * through the ring. Set it before a load. */
 extern unsigned lds__delta_uring_min_runs;
 

@@ -1582,11 +1582,13 @@ static void delta_rings_free(delta_job *d)
             delta_ring_drop(d, i);
 }
 
-/* A reader sets up its ring only once its flushes in this load have brought this many runs
- * (a full batch, DELTA_BATCH): a delta of fewer runs is read with pread and never pays
- * io_uring_queue_init (about 0.1-0.2 ms a reader on this VM, more than the reads it saves);
- * once set up, the ring serves the reader's later flushes. Tests lower it. */
-unsigned lds__delta_uring_min_runs = DELTA_BATCH;
+/* A reader sets up its ring only once its flushes in this load have brought this many runs:
+ * a delta of fewer runs is read with pread and never pays io_uring_queue_init and exit
+ * (73 us median, 175 us p90 for 64 entries on this VM, docs/adr/0055 amendment of
+ * 2026-12-03, second session), about what 24 preads cost over 24 batched reads (~3 us a run
+ * saved); once set up, the ring serves the reader's later flushes. Tests lower it. */
+#define DELTA_RING_AFTER 24u
+unsigned lds__delta_uring_min_runs = DELTA_RING_AFTER;
 void (*lds__delta_uring_wait_hook)(int *k);
 
 /* How long a flush waits for its submitted reads before it cancels them: DELTA_WAIT_SLICES

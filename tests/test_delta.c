@@ -602,6 +602,9 @@ static void test_delta_corrupt_chunk_keeps_serving(void **state)
     lds_pool_free(pool);
 }
 
+/* The library's default, restored by the tests that lower lds__delta_uring_min_runs. */
+#define MIN_RUNS_DEFAULT 24u
+
 /* The delta fill's batched reads (io_uring, docs/adr/0055 amendment of 2026-12-03) and its
  * pread fallback (forced by lds__delta_uring_off, as when liburing is absent or
  * io_uring_setup fails) both give what a full load gives; the batched path is taken when
@@ -641,7 +644,7 @@ static void test_delta_uring_and_fallback_equal_full(void **state)
         lds_pool_free(pool);
     }
     lds__delta_uring_off = false;
-    lds__delta_uring_min_runs = 64;
+    lds__delta_uring_min_runs = MIN_RUNS_DEFAULT;
 }
 
 static _Atomic int g_uring_calls;
@@ -681,7 +684,7 @@ static void test_delta_uring_short_read_reread(void **state)
     lds_load_info_init(&info);
     lds_status st = lds_live_reload_path_delta(live, pb, true, &o, NULL, &info, NULL);
     lds__delta_uring_res_hook = NULL;
-    lds__delta_uring_min_runs = 64;
+    lds__delta_uring_min_runs = MIN_RUNS_DEFAULT;
     assert_int_equal(st, LDS_OK);
     assert_true(atomic_load(&g_uring_calls) > 3);
     assert_same_as_full(live, pb, pool);
@@ -696,7 +699,7 @@ static void test_delta_uring_corrupt_chunk(void **state)
     uint64_t before = atomic_load(&lds__delta_uring_runs);
     lds__delta_uring_min_runs = 1; /* one run: ring it anyway */
     test_delta_corrupt_chunk_keeps_serving(state);
-    lds__delta_uring_min_runs = 64;
+    lds__delta_uring_min_runs = MIN_RUNS_DEFAULT;
     if (lds__delta_uring_available())
         assert_true(atomic_load(&lds__delta_uring_runs) > before);
     lds__delta_uring_off = true;
@@ -706,10 +709,10 @@ static void test_delta_uring_corrupt_chunk(void **state)
     assert_int_equal(atomic_load(&lds__delta_uring_runs), before);
 }
 
-/* A tiny delta (a few runs, fewer than a full batch) is read with pread: no reader sets up
+/* A tiny delta (a few runs, fewer than 24 per reader) is read with pread: no reader sets up
  * a ring (io_uring_queue_init cost more than the reads it saved, 0.28-0.55 ms -> 0.53-0.92
  * ms at 20k-100k rows); a delta of 64 single-chunk runs (every other chunk changed) sets
- * one up once its reader has met 64 runs and reads its last runs through it. Both equal a
+ * one up once its reader has met 24 runs and reads its later runs through it. Both equal a
  * full load. */
 static void test_delta_uring_tiny_delta_no_ring(void **state)
 {
@@ -790,7 +793,7 @@ static void test_delta_uring_stuck_read_cancelled(void **state)
     assert_int_equal(s.generation, gen);
     assert_same_as_full(live, pa, pool);
     assert_int_equal(lds_live_reload_path_delta(live, pb, true, &o, NULL, NULL, NULL), LDS_OK);
-    lds__delta_uring_min_runs = 64;
+    lds__delta_uring_min_runs = MIN_RUNS_DEFAULT;
     assert_same_as_full(live, pb, pool);
     assert_int_equal(lds_live_close(live, NULL), LDS_OK);
     lds_pool_free(pool);
