@@ -101,6 +101,10 @@ typedef struct bench_alt {
 uint64_t bench_now_ns(void);
 uint64_t bench_minflt(void); /* minor page faults of the process so far */
 uint64_t bench_rss(void);    /* resident bytes now (statm) */
+/* Makes the file at `path` resident in the page cache before a "warm" timing: the pages
+   mincore(2) finds absent (evicted, e.g. by a DAMON pageout scheme) are read back with
+   pread. Returns the bytes it read (0: all resident already), UINT64_MAX on an error. */
+uint64_t bench_file_resident(const char *path);
 size_t bench_page_size(void);
 /* Keeps the compiler from removing work whose result is unused. */
 static inline void bench_escape(const void *p)

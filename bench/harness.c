@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,6 +64,47 @@ uint64_t bench_rss(void)
         resident = 0;
     fclose(f);
     return (uint64_t)resident * bench_page_size();
+}
+
+uint64_t bench_file_resident(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return UINT64_MAX;
+    struct stat st;
+    uint64_t cold = UINT64_MAX;
+    if (fstat(fd, &st) != 0 || st.st_size <= 0) {
+        close(fd);
+        return st.st_size == 0 ? 0 : UINT64_MAX;
+    }
+    size_t n = (size_t)st.st_size, page = bench_page_size(), pages = (n + page - 1) / page;
+    void *m = mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0);
+    unsigned char *vec = malloc(pages);
+    if (m != MAP_FAILED && vec != NULL && mincore(m, n, vec) == 0) {
+        cold = 0;
+        static unsigned char buf[1u << 20];
+        for (size_t i = 0; i < pages;) {
+            if (vec[i] & 1) {
+                i++;
+                continue;
+            }
+            size_t j = i;
+            while (j < pages && !(vec[j] & 1) && (j - i) * page < sizeof buf)
+                j++;
+            size_t off = i * page, len = (j - i) * page;
+            if (off + len > n)
+                len = n - off;
+            if (pread(fd, buf, len, (off_t)off) < 0)
+                break;
+            cold += len;
+            i = j;
+        }
+    }
+    if (m != MAP_FAILED)
+        munmap(m, n);
+    free(vec);
+    close(fd);
+    return cold;
 }
 
 void bench_touch_pages(void *p, size_t n)
