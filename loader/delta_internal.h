@@ -154,6 +154,17 @@ extern bool lds__delta_uring_off;
  * (a short read, -EINTR, -EIO) to exercise the re-read of that run with pread. */
 extern void (*lds__delta_uring_res_hook)(uint64_t s, int *res);
 
+/* Tests only: the runs a reader must have brought to its flushes in one load before it sets
+ * up its io_uring (default DELTA_RING_AFTER, 24: those first runs, and all of a smaller
+ * delta's, are read with pread, paying no ring set-up); tests lower it to 1 to send a few runs
+ * through the ring. Set it before a load. */
+extern unsigned lds__delta_uring_min_runs;
+
+/* Tests only: called on the reading thread with each wait for a batched read's completion
+ * (k: 0, or -errno such as -ETIME); the test sets *k = -ETIME to make the reads look stuck,
+ * so the flush cancels them and fails the reload with LDS_E_IO naming the chunk. */
+extern void (*lds__delta_uring_wait_hook)(int *k);
+
 /* Tests and benchmarks: how many runs were read through io_uring since the process began
  * (0 when liburing is absent or io_uring is unavailable). */
 extern _Atomic uint64_t lds__delta_uring_runs;

@@ -1496,6 +1496,8 @@ typedef struct delta_job {
        reader has ended */
     struct delta_ring *ring[LDS__READ_THREADS_MAX];
     bool ring_failed[LDS__READ_THREADS_MAX];
+    /* per reader: the runs it has read so far in this load (until its ring is set up) */
+    uint64_t runs_seen[LDS__READ_THREADS_MAX];
 } delta_job;
 
 /* Runs of chunks to read that one reader queues before it reads them all at once: one
@@ -1506,6 +1508,7 @@ typedef struct delta_run {
     uint64_t k, k2; /* chunks [k, k2) */
     uint64_t s, e;  /* their payload bytes */
     bool whole;     /* the batched read returned all of [s, e) */
+    bool back;      /* its batched read completed (delta_ring_read) */
 } delta_run;
 
 bool lds__delta_uring_off = false;
@@ -1579,19 +1582,42 @@ static void delta_rings_free(delta_job *d)
             delta_ring_drop(d, i);
 }
 
+/* A reader sets up its ring only once its flushes in this load have brought this many runs:
+ * a delta of fewer runs is read with pread and never pays io_uring_queue_init and exit
+ * (73 us median, 175 us p90 for 64 entries on this VM, docs/adr/0055 amendment of
+ * 2026-12-03, second session), about what 24 preads cost over 24 batched reads (~3 us a run
+ * saved); once set up, the ring serves the reader's later flushes. Tests lower it. */
+#define DELTA_RING_AFTER 24u
+unsigned lds__delta_uring_min_runs = DELTA_RING_AFTER;
+void (*lds__delta_uring_wait_hook)(int *k);
+
+/* How long a flush waits for its submitted reads before it cancels them: DELTA_WAIT_SLICES
+ * waits of one second each (an EINTR also spends a slice), so a read that never completes
+ * (a stuck device, a hung network file system) fails the reload instead of hanging it. */
+#define DELTA_WAIT_SLICES 30u
+
 /* Reads the queued runs through the reader's ring: every submitted read is reaped before
  * this returns (none is left in flight into the buffer); a run whose read did not return
  * all its bytes (short, EINTR/EAGAIN, an error, or never submitted) keeps whole false, to
- * be read again with delta_pread, which continues, retries, or names the failure. */
-static void delta_ring_read(delta_job *d, unsigned reader, delta_run *runs, size_t n,
-                            size_t offset, unsigned char *p)
+ * be read again with delta_pread, which continues, retries, or names the failure. Reads
+ * not completed within DELTA_WAIT_SLICES seconds are cancelled and waited for (the buffer
+ * cannot be given back while the kernel may still write into it; a cancelled read of a
+ * regular file ends promptly), the ring is dropped, and LDS_E_IO names the first run's
+ * chunk that had not completed. */
+static lds_status delta_ring_read(delta_job *d, unsigned reader, delta_run *runs, size_t n,
+                                  size_t offset, unsigned char *p, lds_error *err)
 {
     for (size_t i = 0; i < n; i++)
         runs[i].whole = false;
 #if LDS_HAVE_URING
+    if (reader < LDS__READ_THREADS_MAX && d->ring[reader] == NULL) {
+        d->runs_seen[reader] += n;
+        if (d->runs_seen[reader] < lds__delta_uring_min_runs)
+            return LDS_OK;
+    }
     struct delta_ring *dr = delta_ring_of(d, reader);
     if (dr == NULL)
-        return;
+        return LDS_OK;
     struct io_uring *r = &dr->ring;
     size_t queued = 0;
     for (; queued < n; queued++) {
@@ -1618,29 +1644,77 @@ static void delta_ring_read(delta_job *d, unsigned reader, delta_run *runs, size
         broken = true; /* entries may remain queued: this ring is not used again */
         break;
     }
-    for (size_t reaped = 0; reaped < submitted;) {
+    size_t reaped = 0;
+    bool stuck = false;
+    for (size_t i = 0; i < n; i++)
+        runs[i].back = false;
+    for (unsigned slices = 0; reaped < submitted;) {
         struct io_uring_cqe *cqe;
-        int k = io_uring_wait_cqe(r, &cqe);
-        if (k < 0)
-            continue; /* EINTR: the submitted reads still complete; wait for each */
+        struct __kernel_timespec ts = {.tv_sec = 1, .tv_nsec = 0};
+        int k = io_uring_wait_cqe_timeout(r, &cqe, &ts);
+        if (lds__delta_uring_wait_hook != NULL)
+            lds__delta_uring_wait_hook(&k);
+        if (k < 0) {
+            if ((k == -EINTR || k == -ETIME || k == -EAGAIN) && ++slices < DELTA_WAIT_SLICES)
+                continue;
+            stuck = true;
+            break;
+        }
         uint64_t i = io_uring_cqe_get_data64(cqe);
         int res = cqe->res;
         io_uring_cqe_seen(r, cqe);
         reaped++;
         if (i >= n)
             continue;
+        runs[i].back = true;
         if (lds__delta_uring_res_hook != NULL)
             lds__delta_uring_res_hook(runs[i].s, &res);
         runs[i].whole = res >= 0 && (uint64_t)res == runs[i].e - runs[i].s;
     }
+    lds_status st = LDS_OK;
+    if (stuck) {
+        size_t first = 0;
+        while (first + 1 < submitted && runs[first].back)
+            first++;
+        st = lds__load_fail(err, LDS_E_IO, "chunk",
+                            d->c->base + LDS_HEADER_SIZE + runs[first].s, 0, NULL,
+                            "the read of chunk %llu (payload bytes %llu..%llu) through io_uring "
+                            "did not complete within %u s: cancelled",
+                            (unsigned long long)runs[first].k, (unsigned long long)runs[first].s,
+                            (unsigned long long)(runs[first].e - 1), DELTA_WAIT_SLICES);
+        /* Cancel every read of this file on the ring, then wait for each outstanding one
+           (and the cancel's own completion): the buffer cannot be released while the
+           kernel may still write into it. */
+        size_t more = submitted - reaped;
+        struct io_uring_sqe *sqe = io_uring_get_sqe(r);
+        if (sqe != NULL) {
+            io_uring_prep_cancel_fd(sqe, d->fd, IORING_ASYNC_CANCEL_ALL);
+            io_uring_sqe_set_data64(sqe, UINT64_MAX);
+            if (io_uring_submit(r) == 1)
+                more++;
+        }
+        while (more > 0) {
+            struct io_uring_cqe *cqe;
+            int k = io_uring_wait_cqe(r, &cqe);
+            if (k == -EINTR || k == -EAGAIN)
+                continue;
+            if (k < 0)
+                break; /* the ring itself failed: nothing more completes on it */
+            io_uring_cqe_seen(r, cqe);
+            more--;
+        }
+    }
     atomic_fetch_add(&lds__delta_uring_runs, submitted);
-    if (broken || queued < n)
+    if (stuck || broken || queued < n)
         delta_ring_drop(d, reader);
+    return st;
 #else
     (void)d;
     (void)reader;
     (void)offset;
     (void)p;
+    (void)err;
+    return LDS_OK;
 #endif
 }
 
@@ -1681,7 +1755,9 @@ static lds_status delta_flush(delta_job *d, unsigned reader, delta_run *runs, si
     const lds_header *h = d->h;
     size_t n = *queued;
     *queued = 0;
-    delta_ring_read(d, reader, runs, n, offset, p);
+    lds_status rst = delta_ring_read(d, reader, runs, n, offset, p, err);
+    if (rst != LDS_OK)
+        return rst;
     for (size_t i = 0; i < n; i++) {
         lds_status st = LDS_OK;
         if (!runs[i].whole)

@@ -602,6 +602,9 @@ static void test_delta_corrupt_chunk_keeps_serving(void **state)
     lds_pool_free(pool);
 }
 
+/* The library's default, restored by the tests that lower lds__delta_uring_min_runs. */
+#define MIN_RUNS_DEFAULT 24u
+
 /* The delta fill's batched reads (io_uring, docs/adr/0055 amendment of 2026-12-03) and its
  * pread fallback (forced by lds__delta_uring_off, as when liburing is absent or
  * io_uring_setup fails) both give what a full load gives; the batched path is taken when
@@ -615,6 +618,7 @@ static void test_delta_uring_and_fallback_equal_full(void **state)
     for (int r = 0; r < ROWS; r += 97) /* scattered rows: many separate runs */
         ver[r] = 1;
     const char *pb = write_gen("b.ldsi", ROWS, ver, CHUNK);
+    lds__delta_uring_min_runs = 1; /* ~40 runs, fewer than a full batch: ring them anyway */
     for (int off = 0; off <= 1; off++) {
         lds__delta_uring_off = off == 1;
         lds_pool *pool = new_pool();
@@ -640,6 +644,7 @@ static void test_delta_uring_and_fallback_equal_full(void **state)
         lds_pool_free(pool);
     }
     lds__delta_uring_off = false;
+    lds__delta_uring_min_runs = MIN_RUNS_DEFAULT;
 }
 
 static _Atomic int g_uring_calls;
@@ -674,10 +679,12 @@ static void test_delta_uring_short_read_reread(void **state)
     assert_int_equal(lds_live_reload_path_delta(live, pa, true, &o, NULL, NULL, NULL), LDS_OK);
     atomic_store(&g_uring_calls, 0);
     lds__delta_uring_res_hook = spoil_uring_res;
+    lds__delta_uring_min_runs = 1;
     lds_load_info info;
     lds_load_info_init(&info);
     lds_status st = lds_live_reload_path_delta(live, pb, true, &o, NULL, &info, NULL);
     lds__delta_uring_res_hook = NULL;
+    lds__delta_uring_min_runs = MIN_RUNS_DEFAULT;
     assert_int_equal(st, LDS_OK);
     assert_true(atomic_load(&g_uring_calls) > 3);
     assert_same_as_full(live, pb, pool);
@@ -690,7 +697,9 @@ static void test_delta_uring_short_read_reread(void **state)
 static void test_delta_uring_corrupt_chunk(void **state)
 {
     uint64_t before = atomic_load(&lds__delta_uring_runs);
+    lds__delta_uring_min_runs = 1; /* one run: ring it anyway */
     test_delta_corrupt_chunk_keeps_serving(state);
+    lds__delta_uring_min_runs = MIN_RUNS_DEFAULT;
     if (lds__delta_uring_available())
         assert_true(atomic_load(&lds__delta_uring_runs) > before);
     lds__delta_uring_off = true;
@@ -698,6 +707,96 @@ static void test_delta_uring_corrupt_chunk(void **state)
     test_delta_corrupt_chunk_keeps_serving(state);
     lds__delta_uring_off = false;
     assert_int_equal(atomic_load(&lds__delta_uring_runs), before);
+}
+
+/* A tiny delta (a few runs, fewer than 24 per reader) is read with pread: no reader sets up
+ * a ring (io_uring_queue_init cost more than the reads it saved, 0.28-0.55 ms -> 0.53-0.92
+ * ms at 20k-100k rows); a delta of 64 single-chunk runs (every other chunk changed) sets
+ * one up once its reader has met 24 runs and reads its later runs through it. Both equal a
+ * full load. */
+static void test_delta_uring_tiny_delta_no_ring(void **state)
+{
+    (void)state;
+    static unsigned ver[ROWS];
+    memset(ver, 0, sizeof ver);
+    const char *pa = write_gen("a.ldsi", ROWS, NULL, CHUNK);
+    for (int i = 0; i < 5; i++) /* 5 rows in 5 separate chunks (0, 16, 32, 48, 64) */
+        ver[5 + i * 16 * 32] = 1;
+    const char *pb = write_gen("b.ldsi", ROWS, ver, CHUNK);
+    memset(ver, 0, sizeof ver);
+    for (int r = 3; r < ROWS; r += 2 * 32) /* every other chunk: 64 runs */
+        ver[r] = 2;
+    const char *pc = write_gen("c.ldsi", ROWS, ver, CHUNK);
+    lds_pool *pool = new_pool();
+    lds_live *live = new_live();
+    lds_load_options o = opts_for(pool, 1);
+    assert_int_equal(lds_live_reload_path_delta(live, pa, true, &o, NULL, NULL, NULL), LDS_OK);
+    uint64_t before = atomic_load(&lds__delta_uring_runs);
+    lds_load_info info;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_live_reload_path_delta(live, pb, true, &o, NULL, &info, NULL), LDS_OK);
+    assert_false(info.delta_fallback);
+    assert_true(info.chunks_read >= 5 && info.chunks_read < 16); /* and the table's */
+    assert_int_equal(atomic_load(&lds__delta_uring_runs) - before, 0);
+    assert_same_as_full(live, pb, pool);
+    assert_int_equal(lds_live_reload_path_delta(live, pa, true, &o, NULL, NULL, NULL), LDS_OK);
+    before = atomic_load(&lds__delta_uring_runs);
+    lds_load_info_init(&info);
+    assert_int_equal(lds_live_reload_path_delta(live, pc, true, &o, NULL, &info, NULL), LDS_OK);
+    assert_true(info.chunks_read >= 64);
+    if (lds__delta_uring_available())
+        assert_true(atomic_load(&lds__delta_uring_runs) - before >= 1);
+    assert_same_as_full(live, pc, pool);
+    assert_int_equal(lds_live_close(live, NULL), LDS_OK);
+    lds_pool_free(pool);
+}
+
+static _Atomic int g_wait_calls;
+static void stall_uring_wait(int *k)
+{
+    atomic_fetch_add(&g_wait_calls, 1);
+    *k = -ETIME;
+}
+
+/* Batched reads that never complete (every wait times out) are waited for a bounded
+ * number of slices, then cancelled and reaped: the reload fails with LDS_E_IO naming the
+ * chunk, generation 1 keeps serving, and the next reload (reads completing) succeeds. */
+static void test_delta_uring_stuck_read_cancelled(void **state)
+{
+    (void)state;
+    if (!lds__delta_uring_available())
+        skip();
+    static unsigned ver[ROWS];
+    memset(ver, 0, sizeof ver);
+    const char *pa = write_gen("a.ldsi", ROWS, NULL, CHUNK);
+    ver[40] = 1; /* chunk 1 */
+    const char *pb = write_gen("b.ldsi", ROWS, ver, CHUNK);
+    lds_pool *pool = new_pool();
+    lds_live *live = new_live();
+    lds_load_options o = opts_for(pool, 1);
+    uint64_t gen = 0;
+    assert_int_equal(lds_live_reload_path_delta(live, pa, true, &o, &gen, NULL, NULL), LDS_OK);
+    lds__delta_uring_min_runs = 1;
+    lds__delta_uring_wait_hook = stall_uring_wait;
+    atomic_store(&g_wait_calls, 0);
+    lds_error err;
+    lds_error_init(&err);
+    lds_status st = lds_live_reload_path_delta(live, pb, true, &o, NULL, NULL, &err);
+    lds__delta_uring_wait_hook = NULL;
+    assert_int_equal(st, LDS_E_IO);
+    assert_int_equal(atomic_load(&g_wait_calls), 30);
+    assert_string_equal(err.field, "chunk");
+    assert_int_equal(err.offset, LDS_HEADER_SIZE + CHUNK);
+    assert_non_null(strstr(err.message, "chunk 1 (payload bytes 4096..8191)"));
+    assert_non_null(strstr(err.message, "did not complete"));
+    lds_live_stats s = stats_of(live);
+    assert_int_equal(s.generation, gen);
+    assert_same_as_full(live, pa, pool);
+    assert_int_equal(lds_live_reload_path_delta(live, pb, true, &o, NULL, NULL, NULL), LDS_OK);
+    lds__delta_uring_min_runs = MIN_RUNS_DEFAULT;
+    assert_same_as_full(live, pb, pool);
+    assert_int_equal(lds_live_close(live, NULL), LDS_OK);
+    lds_pool_free(pool);
 }
 
 typedef struct feed_arg {
@@ -1251,6 +1350,8 @@ int main(void)
         cmocka_unit_test(test_reload_refuses_repeated_keys),
         cmocka_unit_test(test_delta_uring_short_read_reread),
         cmocka_unit_test(test_delta_uring_corrupt_chunk),
+        cmocka_unit_test(test_delta_uring_tiny_delta_no_ring),
+        cmocka_unit_test(test_delta_uring_stuck_read_cancelled),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }
