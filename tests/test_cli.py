@@ -626,8 +626,11 @@ def test_diff_reads_a_compressed_old_through_zstd():
                                  check=True).stdout for part in parts]
         with open(path, "wb") as f:
             f.write(b"".join(frames) + tail)
+        # what the loader says, and no hint to pack it: it is a compressed index already
+        # (found by a tester: the hint proposed a pack that refuses it)
         rc, out, err = run("info", path)
-        check(rc != 0, out + err)  # what the loader says
+        check(rc != 0 and "lodestar pack" not in err and "not a lodestar index" not in err,
+              out + err)
         rc, out, err = run("diff", "--json", path, INDEX)
         expect(rc, out, err, 1)
         if len(parts) == 2 and len(parts[0]) == 40:
