@@ -73,10 +73,10 @@ uint64_t bench_file_resident(const char *path)
         return UINT64_MAX;
     struct stat st;
     uint64_t cold = UINT64_MAX;
-    if (fstat(fd, &st) != 0 || st.st_size <= 0) {
-        bool empty = fstat(fd, &st) == 0 && st.st_size == 0; /* st is set only on success */
+    int fr = fstat(fd, &st); /* st is set only on success */
+    if (fr != 0 || st.st_size <= 0) {
         close(fd);
-        return empty ? 0 : UINT64_MAX;
+        return fr == 0 && st.st_size == 0 ? 0 : UINT64_MAX;
     }
     size_t n = (size_t)st.st_size, page = bench_page_size(), pages = (n + page - 1) / page;
     void *m = mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0);
