@@ -81,6 +81,7 @@ typedef struct reader {
     size_t nq;
     uint64_t wrong;
     uint64_t unpin_max_ns, unpin_slow; /* slowest unpin; unpins over 1 ms */
+    _Atomic int tid;                   /* its thread id, once it runs (task_minflt) */
 } reader;
 
 /* The files reloaded, by *step*: a phase loads step 0 (untimed), then steps 1, 2, ...
@@ -370,6 +371,7 @@ static void *reader_main(void *p)
     reader *rd = p;
     live_bench *lb = rd->lb;
     uint64_t x = rd->seed;
+    atomic_store(&rd->tid, (int)gettid());
     while (!atomic_load_explicit(&lb->stop, memory_order_relaxed)) {
         uint64_t t0 = bench_now_ns();
         lds_pin pin;
@@ -392,11 +394,40 @@ static void *reader_main(void *p)
 
 /* ---- reloads ---- */
 
-static uint64_t thread_minflt(void)
+/* Minor faults of the whole process, ended threads included (a reload's reader threads). */
+static uint64_t process_minflt(void)
 {
     struct rusage ru;
-    getrusage(RUSAGE_THREAD, &ru);
+    getrusage(RUSAGE_SELF, &ru);
     return (uint64_t)ru.ru_minflt;
+}
+
+/* Minor faults of thread `tid` of this process (field 10 of /proc/self/task/TID/stat, after
+   the command's closing parenthesis); 0 when it cannot be read. */
+static uint64_t task_minflt(int tid)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    FILE *f = tid > 0 ? fopen(path, "r") : NULL;
+    if (f == NULL)
+        return 0;
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[n] = '\0';
+    const char *q = strrchr(line, ')');
+    unsigned long long v = 0;
+    if (q == NULL || sscanf(q + 1, " %*c %*d %*d %*d %*d %*d %*u %llu", &v) != 1)
+        return 0;
+    return (uint64_t)v;
+}
+
+/* The query threads' minor faults, summed: taken out of the process's to count a reload's. */
+static uint64_t queries_minflt(reader *rd, int n)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += task_minflt(atomic_load(&rd[i].tid));
+    return sum;
 }
 
 static uint64_t g_rss_peak; /* reloader thread only */
@@ -485,6 +516,20 @@ static void phases_ms(lds_live *live, double *ms)
         ms[i] = (double)v[i] / 1e6;
 }
 
+/* The fill's parts, summed over its readers (lds__live_phases_ns values 11-14): copy (with
+   the re-hash), read, verify, and the re-hash alone; in ms. */
+#define N_FILL_PARTS 4
+static const char *const fill_part_names[N_FILL_PARTS] = {"fill_copy", "fill_read",
+                                                          "fill_verify", "fill_rehash"};
+
+static void fill_parts_ms(lds_live *live, double *ms)
+{
+    uint64_t v[11 + N_FILL_PARTS] = {0};
+    lds__live_phases_ns(live, v, 11 + N_FILL_PARTS);
+    for (int i = 0; i < N_FILL_PARTS; i++)
+        ms[i] = (double)v[11 + i] / 1e6;
+}
+
 typedef struct acc {
     double *in_us, *during_us; /* query latencies outside / during reload windows */
     size_t n_in, n_during, cap_in, cap_during;
@@ -494,6 +539,7 @@ typedef struct acc {
     double bytes_read[MAX_RELOADS], bytes_shared[MAX_RELOADS], bytes_copied[MAX_RELOADS];
     double full_ms[MAX_RELOADS];
     double phase_ms[N_PHASES][MAX_RELOADS]; /* lds__live_phases of each timed reload */
+    double part_ms[N_FILL_PARTS][MAX_RELOADS]; /* the fill's parts (fill_parts_ms) */
     size_t n_reloads, n_faults3, n_full;
     uint64_t wrong, max_retired, unpin_max_ns, unpin_slow;
     uint64_t own_rents, own_warm; /* the live index's own pool, summed over phases */
@@ -579,7 +625,7 @@ static int phase(live_bench *lb, enum strat s, int threads, int per, int period_
     int rc = 0, nt = 0;
     for (; nt < threads; nt++) {
         rd[nt] = (reader){lb, 0, 0x9E3779B97F4A7C15u * (uint64_t)(nt + 1) + a->n_reloads,
-                          NULL, 0, 0, 0, 0};
+                          NULL, 0, 0, 0, 0, 0};
         rd[nt].q = malloc(MAX_QUERY * sizeof *rd[nt].q);
         if (!rd[nt].q || pthread_create(&rd[nt].t, NULL, reader_main, &rd[nt]) != 0) {
             free(rd[nt].q);
@@ -602,10 +648,13 @@ static int phase(live_bench *lb, enum strat s, int threads, int per, int period_
            (DAMON's pageout here) are read back first, outside the timed reload */
         a->cold_bytes += warm_file(lb, step);
         g_rss_peak = bench_rss();
-        uint64_t f0 = thread_minflt(), t0 = bench_now_ns();
+        /* the reload's faults: the process's minus the query threads' (the reloader's own
+           and its reader threads', which end with the load) */
+        uint64_t q0 = queries_minflt(rd, nt), f0 = process_minflt(), t0 = bench_now_ns();
         if (reload_once(lb, s, step, lb->delta) != LDS_OK)
             rc = -1;
-        uint64_t t1 = bench_now_ns(), f1 = thread_minflt();
+        uint64_t t1 = bench_now_ns(), f1 = process_minflt(), q1 = queries_minflt(rd, nt);
+        f1 -= q1 - q0 < f1 - f0 ? q1 - q0 : f1 - f0;
         gen++;
         uint64_t rss = bench_rss();
         if (rss > g_rss_peak)
@@ -627,17 +676,20 @@ static int phase(live_bench *lb, enum strat s, int threads, int per, int period_
         a->bytes_read[k] = (double)ls.last_load.bytes_read;
         a->bytes_shared[k] = (double)ls.last_load.bytes_shared;
         a->bytes_copied[k] = (double)ls.last_load.bytes_copied;
-        double ms[N_PHASES];
+        double ms[N_PHASES], sub[N_FILL_PARTS];
         phases_ms(lb->live, ms);
+        fill_parts_ms(lb->live, sub);
         for (int i = 0; i < N_PHASES; i++)
             a->phase_ms[i][k] = ms[i];
+        for (int i = 0; i < N_FILL_PARTS; i++)
+            a->part_ms[i][k] = sub[i];
         if (g_trace)
             fprintf(stderr,
                     "live trace: %-20s reload       step %2d: %.1f ms (table %.2f plan %.2f rent "
-                    "%.2f fill %.2f parse %.2f keys %.2f swap %.2f other %.2f) read %.1f MiB "
-                    "kept %.1f MiB copied %.1f MiB, %.0f faults\n",
-                    strat_names[s], step, a->reload_ms[k], ms[0], ms[1], ms[2], ms[3], ms[4],
-                    ms[5], ms[6], ms[7], a->bytes_read[k] / 1048576.0,
+                    "%.2f fill %.2f [copy %.2f (rehash %.2f) read %.2f verify %.2f] parse %.2f keys %.2f swap "
+                    "%.2f other %.2f) read %.1f MiB kept %.1f MiB copied %.1f MiB, %.0f faults\n",
+                    strat_names[s], step, a->reload_ms[k], ms[0], ms[1], ms[2], ms[3], sub[0],
+                    sub[3], sub[1], sub[2], ms[4], ms[5], ms[6], ms[7], a->bytes_read[k] / 1048576.0,
                     a->bytes_shared[k] / 1048576.0, a->bytes_copied[k] / 1048576.0, a->faults[k]);
         if (ls.reloads_done >= 3)
             a->faults3[a->n_faults3++] = a->faults[k];
@@ -739,6 +791,12 @@ static void add_row(bench_report *rep, enum strat s, acc *a, uint64_t payload, s
         snprintf(col, sizeof col, "%s_ms", phase_names[i]);
         bench_row_set(row, "reload phases (median ms)", col, BENCH_NUM,
                       pct(a->phase_ms[i], a->n_reloads, 0.5));
+    }
+    for (int i = 0; i < N_FILL_PARTS; i++) {
+        char col[32];
+        snprintf(col, sizeof col, "%s_ms", fill_part_names[i]);
+        bench_row_set(row, "fill parts (median ms, summed over readers)", col, BENCH_NUM,
+                      pct(a->part_ms[i], a->n_reloads, 0.5));
     }
     bench_row_set(row, "queries outside reloads", "queries", BENCH_COUNT, (double)a->n_in);
     bench_row_set(row, "queries outside reloads", "p50_us", BENCH_NUM, pct(a->in_us, a->n_in, 0.5));
@@ -946,7 +1004,8 @@ int bench_live(const bench_opts *o)
             if (on[k])
                 add_row(rep, (enum strat)k, &a[k], payload, bench_page_size(), lb->pool[k]);
         bench_note(rep, "time columns: reload ms (median/min/max over every timed reload); faults = "
-                        "minor faults of the reloader thread per reload (median; "
+                        "minor faults of the reload per reload: the reloader's and its reader "
+                        "threads' (the process's minus the query threads'; median; "
                         "faults_from_third_pct: over each live index's third reload and later); "
                         "peak RSS over payload = the largest over the phase's reloads of (peak process "
                         "RSS during the reload - (RSS before the phase - this strategy's retained "

@@ -1491,6 +1491,8 @@ typedef struct delta_job {
     uint64_t file_at; /* file offset of payload byte 0 */
     _Atomic uint64_t bytes_read, bytes_copied, chunks_read, chunks_copied;
     _Atomic uint64_t bytes_kept, chunks_kept;
+    /* time inside the fill, summed over readers (lds__delta_phases.fill_copy_ns ...) */
+    _Atomic uint64_t copy_ns, rehash_ns, read_ns, verify_ns;
     /* per reader: its io_uring, set up at its first read run (NULL: not yet, or none:
        ring_failed); each reader touches only its own; freed by delta_rings_free once every
        reader has ended */
@@ -1755,13 +1757,20 @@ static lds_status delta_flush(delta_job *d, unsigned reader, delta_run *runs, si
     const lds_header *h = d->h;
     size_t n = *queued;
     *queued = 0;
+    uint64_t t0 = lds__now_ns();
     lds_status rst = delta_ring_read(d, reader, runs, n, offset, p, err);
-    if (rst != LDS_OK)
+    uint64_t read_ns = lds__now_ns() - t0, verify_ns = 0;
+    if (rst != LDS_OK) {
+        atomic_fetch_add(&d->read_ns, read_ns);
         return rst;
+    }
+    lds_status st = LDS_OK;
     for (size_t i = 0; i < n; i++) {
-        lds_status st = LDS_OK;
+        uint64_t t1 = lds__now_ns();
         if (!runs[i].whole)
             st = delta_pread(d, reader, runs[i].s, runs[i].e, p + (runs[i].s - offset), err);
+        uint64_t t2 = lds__now_ns();
+        read_ns += t2 - t1;
         for (uint64_t j = runs[i].k; st == LDS_OK && j < runs[i].k2; j++) {
             uint64_t js, je;
             lds_chunk_range(h, j, &js, &je);
@@ -1772,10 +1781,13 @@ static lds_status delta_flush(delta_job *d, unsigned reader, delta_run *runs, si
                     lds__error_rebase(err, d->c->base);
             }
         }
+        verify_ns += lds__now_ns() - t2;
         if (st != LDS_OK)
-            return st;
+            break;
     }
-    return LDS_OK;
+    atomic_fetch_add(&d->read_ns, read_ns);
+    atomic_fetch_add(&d->verify_ns, verify_ns);
+    return st;
 }
 
 /* Fills one range of whole chunks: a reused chunk is copied from the base and hashed again
@@ -1790,6 +1802,7 @@ static lds_status delta_fill(void *ctx, unsigned reader, size_t offset, unsigned
     const lds_header *h = d->h;
     uint64_t cb = h->chunk_bytes, end = offset + n;
     uint64_t read_b = 0, copy_b = 0, read_k = 0, copy_k = 0, keep_b = 0, keep_k = 0;
+    uint64_t copy_ns = 0, rehash_ns = 0;
     lds_status st = LDS_OK;
     delta_run runs[DELTA_BATCH];
     size_t queued = 0;
@@ -1822,10 +1835,16 @@ static lds_status delta_fill(void *ctx, unsigned reader, size_t offset, unsigned
             }
             /* The standby changed in memory since it was verified: read the chunk. */
         } else if (d->from[k] >= 0) {
+            uint64_t t0 = lds__now_ns();
             memcpy(q, d->base->payload + (uint64_t)d->from[k] * cb, (size_t)(e - s));
             if (lds__delta_copy_hook != NULL)
                 lds__delta_copy_hook(k, q, (size_t)(e - s));
-            if (!lds__delta_rehash || lds__xxh3(q, (size_t)(e - s)) == want) {
+            uint64_t t1 = lds__now_ns();
+            bool same = !lds__delta_rehash || lds__xxh3(q, (size_t)(e - s)) == want;
+            uint64_t t2 = lds__now_ns();
+            copy_ns += t2 - t0;
+            rehash_ns += t2 - t1;
+            if (same) {
                 copy_b += e - s;
                 copy_k++;
                 k++;
@@ -1859,6 +1878,8 @@ static lds_status delta_fill(void *ctx, unsigned reader, size_t offset, unsigned
     atomic_fetch_add(&d->chunks_copied, copy_k);
     atomic_fetch_add(&d->bytes_kept, keep_b);
     atomic_fetch_add(&d->chunks_kept, keep_k);
+    atomic_fetch_add(&d->copy_ns, copy_ns);
+    atomic_fetch_add(&d->rehash_ns, rehash_ns);
     return st;
 }
 
@@ -2218,6 +2239,10 @@ static lds_status load_delta_fd(load_ctx *c, int fd, const lds__delta_base *b,
     delta_rings_free(&d); /* every reader has ended */
     t0 = now_ns();
     ph.fill_ns = t0 - t1;
+    ph.fill_copy_ns = atomic_load(&d.copy_ns);
+    ph.fill_read_ns = atomic_load(&d.read_ns);
+    ph.fill_verify_ns = atomic_load(&d.verify_ns);
+    ph.fill_rehash_ns = atomic_load(&d.rehash_ns);
     c->info.capacity_bytes = pb.cap;
     c->info.bytes_read = atomic_load(&d.bytes_read) + table_n;
     c->info.bytes_copied = atomic_load(&d.bytes_copied);
