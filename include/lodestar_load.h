@@ -458,7 +458,12 @@ LDS_API bool lds_url_supported(void);
  * "//u:pw@h", "/login?token=T") is redacted the same way in place, nested up to
  * four deep (deeper, a value holding a URL is REDACTED whole); a value that is
  * percent-encoded (up to three times over) and holds anything to redact once
- * decoded is REDACTED whole. A secret under another name is shown. Returns `buf`.
+ * decoded is REDACTED whole, and so is one still encoded after three decodes.
+ * Path parameters (";name=value" in a segment, RFC 3986 section 3.3:
+ * "/app;jsessionid=S/x") are read as query pairs are. A backslash counts as a
+ * slash after a scheme and in an authority ("https:\\u:pw@h", "https:\/\/u:pw@h",
+ * as browsers read them: WHATWG URL standard). A secret under another name is
+ * shown. Returns `buf`.
  * Anything that is not a URL ("scheme:/...") is copied unchanged. Never fails;
  * `url` NULL is written as "(null)". Thread-safe.
  */

@@ -125,22 +125,36 @@ static bool secret_param(const char *name, size_t n)
  * URL is replaced whole. */
 #define LDS__URL_NEST_MAX 4
 
+/* Percent-decodings applied to a parameter's value before it is looked at; a value that still
+ * holds a "%XX" after that many is REDACTED whole (docs/adr/0034, amendment
+ * 2026-12-03 (b)). */
+#define LDS__URL_DECODE_MAX 3
+
 static void redact_into(char *buf, size_t cap, size_t *len, const char *url, int depth);
 static void put_rest(char *buf, size_t cap, size_t *len, const char *p, int depth);
 
-/* Where a URL ("scheme:/...", or "//host..." at the start) begins in s, or NULL. */
+/* Whether c is a slash as a browser reads one after a special scheme: '/' or a backslash (the
+ * WHATWG URL standard's "special authority slashes" state takes one for a slash, so
+ * "https:\\u:pw@h" and a JSON-escaped "https:\/\/u:pw@h" both reach host h as user u). */
+static bool is_slash(char c)
+{
+    return c == '/' || c == '\\';
+}
+
+/* Where a URL ("scheme:/...", "scheme:\\...", or "//host..." at the start) begins in s, or
+ * NULL. */
 static const char *nested_url(const char *s)
 {
     static const char scheme[] =
         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-";
-    if (s[0] == '/' && s[1] == '/')
+    if (is_slash(s[0]) && is_slash(s[1]))
         return s;
     for (const char *c = s; *c != '\0'; c++) {
         bool letter = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z');
         if (!letter || (c > s && strchr(scheme, c[-1]) != NULL))
             continue;
         size_t n = strspn(c, scheme);
-        if (c[n] == ':' && c[n + 1] == '/')
+        if (c[n] == ':' && is_slash(c[n + 1]))
             return c;
     }
     return NULL;
@@ -153,7 +167,7 @@ static void put_value_text(char *buf, size_t cap, size_t *len, const char *s, in
     const char *u = nested_url(s);
     if (u != NULL) {
         put(buf, cap, len, s, (size_t)(u - s));
-        if (u[0] == '/') {
+        if (is_slash(u[0])) {
             /* "//u:pw@h/x": given a scheme to be read as a URL, which is then left out */
             size_t n = strlen(u);
             char *t = malloc(n + 3), *r = malloc(n + 3);
@@ -172,7 +186,7 @@ static void put_value_text(char *buf, size_t cap, size_t *len, const char *s, in
         } else {
             redact_into(buf, cap, len, u, depth);
         }
-    } else if (strpbrk(s, "?#") != NULL) {
+    } else if (strpbrk(s, "?#;") != NULL) {
         put_rest(buf, cap, len, s, depth);
     } else {
         put(buf, cap, len, s, strlen(s));
@@ -181,13 +195,16 @@ static void put_value_text(char *buf, size_t cap, size_t *len, const char *s, in
 
 /* Writes a parameter's value v[0, n) (or a pair without '=') with the credentials of any URL
  * inside it redacted (found by a tester: "?next=https://u:secret@x/y" showed secret). A
- * percent-encoded value (one to three times over) is decoded first; when the decoded text
- * holds anything to redact, the whole value is written as REDACTED. */
+ * percent-encoded value is decoded first, up to LDS__URL_DECODE_MAX times over; when the
+ * decoded text holds anything to redact, or would still decode once more (encoded four or
+ * more times: what it holds is unknown, so it fails closed), the whole value is written as
+ * REDACTED. */
 static void put_value(char *buf, size_t cap, size_t *len, const char *v, size_t n, int depth)
 {
     if (n == 0 || (memchr(v, ':', n) == NULL && memchr(v, '%', n) == NULL &&
                    memchr(v, '?', n) == NULL && memchr(v, '#', n) == NULL &&
-                   memchr(v, '/', n) == NULL)) {
+                   memchr(v, '/', n) == NULL && memchr(v, '\\', n) == NULL &&
+                   memchr(v, ';', n) == NULL)) {
         put(buf, cap, len, v, n); /* no URL, no query, nothing encoded: as it is */
         return;
     }
@@ -199,7 +216,7 @@ static void put_value(char *buf, size_t cap, size_t *len, const char *v, size_t 
         free(t);
         bool url = false; /* too deep: a value holding a URL is hidden whole */
         for (size_t i = 0; i + 1 < n && !url; i++)
-            url = (v[i] == ':' && v[i + 1] == '/') || v[i] == '%' || v[i] == '@';
+            url = (v[i] == ':' && is_slash(v[i + 1])) || v[i] == '%' || v[i] == '@';
         if (url)
             put(buf, cap, len, "REDACTED", 8);
         else
@@ -208,10 +225,10 @@ static void put_value(char *buf, size_t cap, size_t *len, const char *v, size_t 
     }
     memcpy(d, v, n);
     d[n] = '\0';
-    bool encoded = false;
-    for (int round = 0; round < 3; round++) {
+    bool encoded = false, changed = true;
+    for (int round = 0; round <= LDS__URL_DECODE_MAX && changed; round++) {
         size_t k = 0;
-        bool changed = false;
+        changed = false;
         for (size_t i = 0; d[i] != '\0'; i++) {
             int hi, lo;
             if (d[i] == '%' && (hi = hex_value(d[i + 1])) >= 0 && (lo = hex_value(d[i + 2])) >= 0 &&
@@ -224,9 +241,14 @@ static void put_value(char *buf, size_t cap, size_t *len, const char *v, size_t 
             }
         }
         d[k] = '\0';
+        if (changed && round == LDS__URL_DECODE_MAX) {
+            /* still encoded after the limit: what it holds is unknown, so it fails closed */
+            put(buf, cap, len, "REDACTED", 8);
+            free(d);
+            free(t);
+            return;
+        }
         encoded |= changed;
-        if (!changed)
-            break;
     }
     if (!encoded) {
         put_value_text(buf, cap, len, d, depth);
@@ -273,11 +295,63 @@ static void put_pairs(char *buf, size_t cap, size_t *len, const char **p, const 
     *p = q;
 }
 
+/* Whether the path parameter value v[0, m), which a slash ends, begins a URL that runs on
+ * past that slash ("https:" of ";next=https://u:pw@x/y", or "" of ";next=//u:pw@x"); `rest`
+ * bytes from v on are the rest of the path. */
+static bool value_runs_on(const char *v, size_t m, size_t rest)
+{
+    char *c = malloc(rest + 1);
+    if (c == NULL)
+        return true; /* unknown: the rest of the path is taken as the value */
+    memcpy(c, v, rest);
+    c[rest] = '\0';
+    const char *u = nested_url(c);
+    bool yes = u != NULL && (size_t)(u - c) <= m;
+    free(c);
+    return yes;
+}
+
+/* Copies the path p[0, n) with its path parameters (";name=value" in a segment, RFC 3986
+ * section 3.3: a Java servlet's ";jsessionid=") read as a query's pairs are (found by a
+ * tester: "/app;jsessionid=S/x" showed S): a credential's value (secret_param) is REDACTED,
+ * any other value is written through put_value. A value ends at the next ';', slash or the
+ * path's end; one that begins a URL runs on to the path's end. */
+static void put_path(char *buf, size_t cap, size_t *len, const char *p, size_t n, int depth)
+{
+    size_t i = 0;
+    while (i < n) {
+        const char *semi = memchr(p + i, ';', n - i);
+        size_t k = semi != NULL ? (size_t)(semi - p) : n;
+        put(buf, cap, len, p + i, k - i);
+        if (k == n)
+            return;
+        put(buf, cap, len, ";", 1);
+        i = k + 1;
+        size_t e = i, eq;
+        while (e < n && p[e] != ';' && !is_slash(p[e]))
+            e++;
+        for (eq = i; eq < e && p[eq] != '='; eq++)
+            ;
+        if (eq < e && secret_param(p + i, eq - i)) {
+            put(buf, cap, len, p + i, eq - i + 1);
+            put(buf, cap, len, "REDACTED", 8);
+            i = e;
+            continue;
+        }
+        size_t v = eq < e ? eq + 1 : i;
+        put(buf, cap, len, p + i, v - i);
+        if (e < n && is_slash(p[e]) && value_runs_on(p + v, e - v, n - v))
+            e = n;
+        put_value(buf, cap, len, p + v, e - v, depth + 1);
+        i = e;
+    }
+}
+
 /* The path from p, up to the query; then the query's and the fragment's pairs. */
 static void put_rest(char *buf, size_t cap, size_t *len, const char *p, int depth)
 {
     size_t n = strcspn(p, "?#");
-    put(buf, cap, len, p, n);
+    put_path(buf, cap, len, p, n, depth);
     p += n;
     if (*p == '?') {
         put(buf, cap, len, "?", 1);
@@ -313,15 +387,16 @@ static void redact_into(char *buf, size_t cap, size_t *len, const char *url, int
        either). Without a scheme and a slash it is not a URL: copied as is. */
     size_t sl = strspn(url, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-");
     const char *auth = NULL;
-    if (sl > 0 && url[sl] == ':' && url[sl + 1] == '/' &&
+    if (sl > 0 && url[sl] == ':' && is_slash(url[sl + 1]) &&
         ((url[0] >= 'a' && url[0] <= 'z') || (url[0] >= 'A' && url[0] <= 'Z')))
-        auth = url + sl + 1 + strspn(url + sl + 1, "/");
+        auth = url + sl + 1 + strspn(url + sl + 1, "/\\");
     if (auth == NULL) {
         put(buf, cap, len, url, strlen(url));
         return;
     }
-    /* The authority ends at the first '/', '?' or '#'; its last '@' ends user:password. */
-    size_t alen = strcspn(auth, "/?#");
+    /* The authority ends at the first slash (is_slash), '?' or '#'; its last '@' ends
+       user:password. */
+    size_t alen = strcspn(auth, "/\\?#");
     const char *at = NULL;
     for (size_t i = 0; i < alen; i++)
         if (auth[i] == '@')

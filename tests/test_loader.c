@@ -2188,6 +2188,59 @@ static void test_url_redact_query_secrets(void **state)
                         "http://h/x?sig=RE");
 }
 
+/* Found by a tester (issue of 2026-12-03): lds_url_redact showed a secret in a path
+ * parameter, in a URL written with backslashes inside a parameter's value, and in a value
+ * percent-encoded four or more times. Each case below leaked before (docs/adr/0034,
+ * amendment of 2026-12-03). */
+static void test_url_redact_path_params_backslashes_deep_encoding(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        /* path parameters with a credential's name: the value hidden, the path kept */
+        {"https://h/app;jsessionid=SECRET/x?y=1", "https://h/app;jsessionid=REDACTED/x?y=1"},
+        {"https://h/p;token=SECRET", "https://h/p;token=REDACTED"},
+        {"https://h/a;v=2;sig=SECRET;w=3/b.ldsi", "https://h/a;v=2;sig=REDACTED;w=3/b.ldsi"},
+        {"https://u:pw@h/p;X-Amz-Signature=SECRET#f", "https://h/p;X-Amz-Signature=REDACTED#f"},
+        /* a URL in a path parameter's value (it runs on to the path's end) */
+        {"https://h/p;next=https://u:SECRET@x/y?a=1", "https://h/p;next=https://x/y?a=1"},
+        {"https://h/p;next=//u:SECRET@x/y", "https://h/p;next=//x/y"},
+        {"https://h/p;next=https%3A%2F%2Fu%3ASECRET%40x", "https://h/p;next=REDACTED"},
+        /* ... and in a nested URL's path */
+        {"https://h/?next=https://x/app;jsessionid=SECRET",
+         "https://h/?next=https://x/app;jsessionid=REDACTED"},
+        {"https://h/?next=/app;token=SECRET/x", "https://h/?next=/app;token=REDACTED/x"},
+        /* backslashes for slashes (WHATWG URL: special authority slashes) */
+        {"https://h/?next=https:\\\\u:SECRET@x/y", "https://h/?next=https:\\\\x/y"},
+        {"https://h/?next=https:\\/\\/u:SECRET@x", "https://h/?next=https:\\/\\/x"},
+        {"https://h/?next=\\\\u:SECRET@x/y", "https://h/?next=\\\\x/y"},
+        {"https:\\\\u:SECRET@h/x", "https:\\\\h/x"},
+        /* encoded four and five times: still decodable after three decodes, hidden whole */
+        {"https://h/p?next=https%2525253A%2525252F%2525252Fu%2525253ASECRET%25252540x&n=1",
+         "https://h/p?next=REDACTED&n=1"},
+        {"https://h/p?next=https%252525253A%252525252F%252525252Fu%252525253ASECRET%2525252540x",
+         "https://h/p?next=REDACTED"},
+        {"https://h/p?q=100%25252525", "https://h/p?q=REDACTED"},
+    };
+    char b[256];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_string_equal(lds_url_redact(cases[i].in, b, sizeof b), cases[i].out);
+        assert_null(strstr(b, "SECRET"));
+    }
+    /* Unchanged: ordinary path parameters, backslashes in a Windows path, values encoded
+       up to three times that hold nothing to hide. */
+    static const char *const same[] = {
+        "https://h/a;v=2/b;type=i.ldsi?x=1",
+        "https://h/a;/b;;c",
+        "C:\\data\\x.ldsi",
+        "https://h/p?q=100%252525&r=a%2Fb",
+        "https://h/p?next=https:\\\\x/y",
+    };
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        assert_string_equal(lds_url_redact(same[i], b, sizeof b), same[i]);
+}
+
 /* lds_url_redact drops user:password from the authority only, and cuts safely. */
 static void test_url_redact(void **state)
 {
@@ -2259,6 +2312,7 @@ int main(void)
         cmocka_unit_test(test_mapped_path_and_fallback),
         cmocka_unit_test(test_url_redact),
         cmocka_unit_test(test_url_redact_query_secrets),
+        cmocka_unit_test(test_url_redact_path_params_backslashes_deep_encoding),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }
