@@ -296,11 +296,13 @@ int cli_analogy_run(cli_analogy *an, const lds_index *idx, const char *file, uin
         rc = print_analogy_json(an, idx, hits, kept);
     } else {
         /* The table of `lodestar similar KEY`. */
-        printf("%4s  %-10s %8s  key\n", "rank", "cosine", "row");
+        int sw, rw;
+        cli_hit_widths(hits, kept, 10, 8, &sw, &rw);
+        printf("%4s  %-*s %*s  key\n", "rank", sw, "cosine", rw, "row");
         for (size_t i = 0; i < kept; i++) {
             char score[32]; /* as query.c: the shortest decimal that reads back */
             cli_format_float(score, sizeof score, hits[i].score);
-            printf("%4zu  %-10s %8" PRIu64 "  ", i + 1, score, hits[i].row);
+            printf("%4zu  %-*s %*" PRIu64 "  ", i + 1, sw, score, rw, hits[i].row);
             const char *key = NULL;
             size_t len = 0;
             if (lds_index_key(idx, hits[i].row, &key, &len) == LDS_OK)

@@ -148,6 +148,14 @@ void cli_print_float(FILE *f, float x);
 /* Writes the shortest decimal form of `x` into buf (at least 32 bytes). */
 void cli_format_float(char *buf, size_t cap, float x);
 
+/* The widths of a hit table's score and row columns (similar's and the analogy's): the
+   longest of hits[0, n)'s scores as cli_format_float writes them and of their row numbers,
+   at least `score_min` and `row_min` (the headers' widths), so that a long score
+   ("-1.2345679e-38") keeps the columns in line (found by a tester: "%-10s" pushed the rest
+   of its line right). */
+void cli_hit_widths(const lds_hit *hits, size_t n, int score_min, int row_min, int *score_w,
+                    int *row_w);
+
 /* The key of `row` as a new JSON string (json-c), or NULL (JSON null) without keys
    (cli/json.c: used by get and similar in query.c and by the analogy in analogy.c). */
 struct json_object *cli_json_key(const lds_index *idx, uint64_t row);

@@ -858,15 +858,17 @@ int cli_similar(int argc, char **argv)
         rc = print_json(similar_json(idx, &q, hits, kept));
     } else {
         bool keys = lds_index_has_keys(idx);
-        printf("%4s  %-10s %8s%s\n", "rank",
-               lds_index_metric(idx) == LDS_METRIC_L2 ? "distance" : metric, "row",
+        int sw, rw;
+        cli_hit_widths(hits, kept, 10, 8, &sw, &rw);
+        printf("%4s  %-*s %*s%s\n", "rank", sw,
+               lds_index_metric(idx) == LDS_METRIC_L2 ? "distance" : metric, rw, "row",
                keys ? "  key" : "");
         for (size_t i = 0; i < kept; i++) {
             /* The shortest decimal that reads back as the score, as JSON has it: "%f" wrote
                a dot product of 1e38 as 39 digits, and 1e-7 as 0.000000. */
             char score[32];
             cli_format_float(score, sizeof score, hits[i].score);
-            printf("%4zu  %-10s %8" PRIu64, i + 1, score, hits[i].row);
+            printf("%4zu  %-*s %*" PRIu64, i + 1, sw, score, rw, hits[i].row);
             if (keys) {
                 fputs("  ", stdout);
                 print_key(idx, hits[i].row);

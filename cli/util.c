@@ -565,6 +565,23 @@ static int shortest_scientific(char *buf, size_t cap, float x)
 #endif
 }
 
+void cli_hit_widths(const lds_hit *hits, size_t n, int score_min, int row_min, int *score_w,
+                    int *row_w)
+{
+    *score_w = score_min;
+    *row_w = row_min;
+    for (size_t i = 0; i < n; i++) {
+        char s[32];
+        cli_format_float(s, sizeof s, hits[i].score);
+        int w = (int)strlen(s);
+        if (w > *score_w)
+            *score_w = w;
+        w = snprintf(s, sizeof s, "%" PRIu64, hits[i].row);
+        if (w > *row_w)
+            *row_w = w;
+    }
+}
+
 void cli_format_float(char *buf, size_t cap, float x)
 {
     /* One spelling for NaN whatever its sign and payload bits ("%g" writes "-nan" too). */

@@ -925,6 +925,52 @@ def test_similar_prints_huge_and_tiny_scores_readably():
     check([h["score"] for h in json.loads(out)["neighbours"]] == [1e15, 1e-4, 1e-9], out)
 
 
+def test_similar_table_columns_stay_in_line_with_a_long_score():
+    """A score longer than the 10-character column ("-0.12345678", "-1.2345679e-38") pushed
+    its row and key right of the others' (found by a tester): the score column is as wide as
+    the longest score printed, the row column as the longest row number, in the tables of
+    `similar --vector`, `similar KEY` and the analogy (`--positive`)."""
+
+    def in_line(out):
+        lines = out.splitlines()
+        check(len(lines) >= 3, out)
+        edge = lines[0].index("row") + 3  # the right edge of the row column
+        for line in lines[1:]:
+            check(line[:edge].split()[-1].isdigit() and line[edge:edge + 2] == "  " and
+                  line[edge + 2] != " ", out)
+            check(line[6:].split()[0] == line.split()[1], out)  # scores start at column 6
+
+    src = os.path.join(WORK, "long-score.glove.txt")
+    with open(src, "w") as f:
+        f.write("one 1 0\nneg -0.12345678 0\ntiny -1.2345679e-38 0\nhalf 0.5 0\n")
+    dst = os.path.join(WORK, "long-score.ldsi")
+    pack(src, dst, "--metric", "dot")
+    rc, out, err = run("similar", "--vector", "1,0", dst, "-k", "4")
+    expect(rc, out, err, 0)
+    check(out == "rank  dot                 row  key\n"
+          "   1  1                     0  one\n"
+          "   2  0.5                   3  half\n"
+          "   3  -1.2345679e-38        2  tiny\n"
+          "   4  -0.12345678           1  neg\n", out)
+    in_line(out)
+    rc, out, err = run("similar", dst, "one", "-k", "3")
+    expect(rc, out, err, 0)
+    in_line(out)
+    # Usual scores keep the 10-character column.
+    rc, out, err = run("similar", "--vector", "1,0", dst, "-k", "2")
+    check(out.splitlines()[1] == "   1  1                 0  one", out)
+    src = os.path.join(WORK, "long-cosine.glove.txt")
+    with open(src, "w") as f:
+        f.write("one 1 0\nneg -1 -1\nhalf 1 1\nfar 0.1 1\n")
+    dst = os.path.join(WORK, "long-cosine.ldsi")
+    pack(src, dst)
+    rc, out, err = run("similar", dst, "--positive", "one", "-k", "3")
+    expect(rc, out, err, 0)
+    check([l.split()[1] for l in out.splitlines()[1:]] == ["0.70710677", "0.09950372",
+                                                            "-0.70710677"], out)
+    in_line(out)
+
+
 def test_similar_json_infinite_scores_are_null_as_the_help_says():
     """An infinite score (a dot product past the float range) prints null in JSON, as NaN
     does; --help said only NaN (found by a tester). The table prints inf and -inf."""
