@@ -133,6 +133,13 @@ int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info);
    format that packs it; NULL for "-", a URL, a file that cannot be read, or no kind known. */
 const char *cli_sniff_path(const char *path, lds_import_format *format);
 
+/* Where the first zstd frame of the file `fd` (of `size` bytes) starts: 0 when the file starts
+   with one; past the skippable frames it starts with (RFC 8878 section 3.1.2: magic
+   0x184D2A50..0x184D2A5F, then the content's size in 4 little-endian bytes; at most 16 of
+   them, each inside the file) when a zstd frame follows them; -1 otherwise (not zstd, or
+   skippable frames that run past the file's end, are too many or end in something else). */
+int64_t cli_zstd_frame_at(int fd, uint64_t size);
+
 /* When the file at `path` (shown as `file`) is not a lodestar index but a kind that
    lds_import_sniff knows, prints to stderr what it is and what to do (the `lodestar pack`
    command that converts it; for a shard manifest, lodestar.search_shards) and returns

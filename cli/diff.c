@@ -54,7 +54,7 @@ typedef struct dfile {
    index serving OLD holds it decompressed and plans a delta from it like any other (found
    by a tester: diff said a zstd OLD could not give a delta, and the live index made one).
    NEW cannot be compressed: a delta reads NEW's chunks at their offsets. */
-static int read_zstd_dfile(dfile *f, int fd)
+static int read_zstd_dfile(dfile *f, int fd, uint64_t start)
 {
     ZSTD_DCtx *z = ZSTD_createDCtx();
     size_t in_cap = ZSTD_DStreamInSize(), out_cap = ZSTD_DStreamOutSize();
@@ -65,8 +65,10 @@ static int read_zstd_dfile(dfile *f, int fd)
         rc = cli_failf("%s: no memory to decompress it", f->path);
         goto done;
     }
-    uint64_t pos = 0, off = 0; /* decompressed bytes seen; compressed bytes read */
-    uint64_t t0 = 0, tn = 0;   /* the table's decompressed byte range, once the header is read */
+    /* decompressed bytes seen; compressed bytes read (from the zstd frame, past any skippable
+       frames before it: they end a frame that decompresses to nothing) */
+    uint64_t pos = 0, off = start;
+    uint64_t t0 = 0, tn = 0; /* the table's decompressed byte range, once the header is read */
     bool have_header = false, frame_open = false, table_done = false;
     for (;;) {
         ssize_t r = pread(fd, in, in_cap, (off_t)off);
@@ -242,10 +244,17 @@ static int open_dfile(dfile *f)
     lds_error_init(&err);
     if (read_at(fd, hb, sizeof hb, 0) != 0) {
         rc = cli_failf("%s: cannot read its %d-byte header", f->path, LDS_HEADER_SIZE);
-    } else if (hb[0] == 0x28 && hb[1] == 0xB5 && hb[2] == 0x2F && hb[3] == 0xFD) {
+    } else if ((hb[0] == 0x28 && hb[1] == 0xB5 && hb[2] == 0x2F && hb[3] == 0xFD) ||
+               ((hb[0] & 0xF0) == 0x50 && hb[1] == 0x2A && hb[2] == 0x4D && hb[3] == 0x18)) {
+        /* a zstd frame, or a skippable frame (RFC 8878 section 3.1.2) before one */
         f->compressed = true;
-        if (f->old)
-            rc = read_zstd_dfile(f, fd);
+        int64_t start = cli_zstd_frame_at(fd, (uint64_t)sb.st_size);
+        if (start < 0)
+            rc = cli_failf("%s: its skippable zstd frames (RFC 8878 section 3.1.2) are not "
+                           "followed by a zstd frame inside the file (at most 16 are read)",
+                           f->path);
+        else if (f->old)
+            rc = read_zstd_dfile(f, fd, (uint64_t)start);
         else
             f->why = "is compressed (zstd): a delta reads NEW's chunks at their offsets";
     } else {

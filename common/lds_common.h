@@ -112,8 +112,19 @@ size_t lds__page_round(size_t n);
 #define LDS__ZSTD_MAGIC      0xFD2FB528u
 #define LDS__ZSTD_MAGIC_SIZE 4
 
-/* Whether b[0, n) starts with the zstd frame magic. */
+/* A skippable frame (RFC 8878 §3.1.2) starts with one of the 16 magics 0x184D2A50..0x184D2A5F
+ * (little-endian), then the size of its content in 4 little-endian bytes; a decoder skips it. */
+#define LDS__ZSTD_SKIPPABLE_MAGIC  0x184D2A50u
+#define LDS__ZSTD_SKIPPABLE_MASK   0xFFFFFFF0u
+#define LDS__ZSTD_SKIPPABLE_HEADER 8
+
+/* Whether b[0, n) starts zstd data: a zstd frame's magic, or a skippable frame's (that a
+ * compressed index may begin with, found by a tester: such a file was called not a lodestar
+ * file). */
 bool lds__is_zstd(const void *b, size_t n);
+
+/* Whether b[0, n) starts with a skippable frame's magic (RFC 8878 §3.1.2). */
+bool lds__is_zstd_skippable(const void *b, size_t n);
 
 /* ==== fault recovery ==================================================== */
 

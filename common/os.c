@@ -38,12 +38,21 @@ size_t lds__page_round(size_t n)
     return n > SIZE_MAX - pg ? n : (n + pg - 1) / pg * pg;
 }
 
+static uint32_t le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+bool lds__is_zstd_skippable(const void *b, size_t n)
+{
+    return n >= LDS__ZSTD_MAGIC_SIZE &&
+           (le32(b) & LDS__ZSTD_SKIPPABLE_MASK) == LDS__ZSTD_SKIPPABLE_MAGIC;
+}
+
 bool lds__is_zstd(const void *b, size_t n)
 {
-    const unsigned char *p = b;
-    return n >= LDS__ZSTD_MAGIC_SIZE &&
-           ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24) ==
-               LDS__ZSTD_MAGIC;
+    return (n >= LDS__ZSTD_MAGIC_SIZE && le32(b) == LDS__ZSTD_MAGIC) ||
+           lds__is_zstd_skippable(b, n);
 }
 
 int lds__os_open(const char *path, int flags, int *fd)

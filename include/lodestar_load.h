@@ -3,7 +3,8 @@
  *
  * Loads an index from a path, a file descriptor, a FILE*, caller memory or a
  * user read callback. Input compressed with zstd is recognised by its magic
- * number and decoded on the fly. The format is docs/format.md; the choices
+ * number (after up to 16 skippable frames, RFC 8878 section 3.1.2, holding at
+ * most 64 MiB; ADR 0018) and decoded on the fly. The format is docs/format.md; the choices
  * behind the paths are the ADRs in docs/adr/ (0006 growable, 0007 mapped);
  * in short:
  *

@@ -69,8 +69,16 @@ typedef struct lds__source {
 /* Sets up `src` over the given transport; nothing is read yet. */
 void lds__source_init(lds__source *src, enum lds__source_kind kind, const lds_load_options *opts);
 
+/* Skippable frames (RFC 8878 §3.1.2) before the zstd frame: at most this many, holding at most
+ * this many bytes together, are read through (docs/adr/0018, amendment 2026-12-03). */
+#define LDS__ZSTD_SKIP_FRAMES_MAX 16
+#define LDS__ZSTD_SKIP_BYTES_MAX  ((uint64_t)64 << 20)
+
 /* Reads ahead up to LDS_HEADER_SIZE raw bytes and, if they start with the zstd
  * magic, switches the source to decoding (src->compressed, frame_content_size).
+ * Skippable frames the input starts with are read through first (LDS_E_TRUNCATED
+ * for one the input ends inside, LDS_E_LIMIT past LDS__ZSTD_SKIP_FRAMES_MAX or
+ * LDS__ZSTD_SKIP_BYTES_MAX, LDS_E_ZSTD when no zstd frame follows them).
  * LDS_E_ZSTD if the frame header is invalid, LDS_E_NOMEM, transport errors. */
 lds_status lds__source_open(lds__source *src, lds_error *err);
 

@@ -172,22 +172,99 @@ static lds_status raw_read(lds__source *src, void *buf, size_t cap, size_t *got,
     return LDS_OK;
 }
 
-lds_status lds__source_open(lds__source *src, lds_error *err)
+/* Moves the peeked bytes not yet read to the front of src->peek and tops it up from the
+ * transport, as far as the transport has bytes; returns how many it holds in *have. */
+static lds_status peek_fill(lds__source *src, size_t *have, lds_error *err)
 {
-    size_t have = 0;
-    while (have < sizeof src->peek) {
+    size_t n = src->peek_len - src->peek_pos;
+    memmove(src->peek, src->peek + src->peek_pos, n);
+    src->peek_len = src->peek_pos = 0; /* raw_read reads the transport, not the peek */
+    while (n < sizeof src->peek) {
         size_t got = 0;
-        lds_status st = raw_read(src, src->peek + have, sizeof src->peek - have, &got, err);
+        lds_status st = raw_read(src, src->peek + n, sizeof src->peek - n, &got, err);
         if (st != LDS_OK)
             return st;
         if (got == 0)
             break;
-        have += got;
+        n += got;
     }
-    src->peek_len = have;
-    src->peek_pos = 0;
+    src->peek_len = *have = n;
+    return LDS_OK;
+}
+
+/* Reads through the skippable frames (RFC 8878 §3.1.2) that the input starts with, at most
+ * LDS__ZSTD_SKIP_FRAMES_MAX of them holding LDS__ZSTD_SKIP_BYTES_MAX bytes together; a frame
+ * that declares more than the input holds is LDS_E_TRUNCATED, more frames or bytes than those
+ * limits LDS_E_LIMIT. On return the peek holds what follows them. */
+static lds_status skip_skippable(lds__source *src, size_t *have, lds_error *err)
+{
+    uint64_t skipped = 0;
+    for (unsigned frames = 0; lds__is_zstd_skippable(src->peek, *have); frames++) {
+        uint64_t at = src->raw_bytes - *have; /* the frame's compressed offset */
+        if (*have < LDS__ZSTD_SKIPPABLE_HEADER)
+            return lds__load_fail(err, LDS_E_TRUNCATED, "zstd.skippable_frame", at, 0, NULL,
+                                  "the input ends inside the header of the skippable frame at "
+                                  "compressed byte %llu",
+                                  (unsigned long long)at);
+        if (frames == LDS__ZSTD_SKIP_FRAMES_MAX)
+            return lds__load_fail(err, LDS_E_LIMIT, "zstd.skippable_frame", at, 0, NULL,
+                                  "more than %d skippable frames before the zstd frame",
+                                  LDS__ZSTD_SKIP_FRAMES_MAX);
+        const unsigned char *p = src->peek;
+        uint64_t size =
+            (uint64_t)p[4] | (uint64_t)p[5] << 8 | (uint64_t)p[6] << 16 | (uint64_t)p[7] << 24;
+        if (size > LDS__ZSTD_SKIP_BYTES_MAX - skipped)
+            return lds__load_fail(err, LDS_E_LIMIT, "zstd.skippable_frame.size", at + 4, 0, NULL,
+                                  "the skippable frame at compressed byte %llu declares %llu "
+                                  "bytes; at most %llu bytes of skippable frames are read "
+                                  "before the zstd frame",
+                                  (unsigned long long)at, (unsigned long long)size,
+                                  (unsigned long long)LDS__ZSTD_SKIP_BYTES_MAX);
+        skipped += size;
+        uint64_t left = LDS__ZSTD_SKIPPABLE_HEADER + size;
+        size_t from_peek = left < *have ? (size_t)left : *have;
+        src->peek_pos = from_peek;
+        left -= from_peek;
+        while (left > 0) {
+            unsigned char scratch[4096];
+            size_t got = 0;
+            lds_status st = raw_read(
+                src, scratch, left < sizeof scratch ? (size_t)left : sizeof scratch, &got, err);
+            if (st != LDS_OK)
+                return st;
+            if (got == 0)
+                return lds__load_fail(
+                    err, LDS_E_TRUNCATED, "zstd.skippable_frame.size", at + 4, 0, NULL,
+                    "the skippable frame at compressed byte %llu declares %llu bytes, but the "
+                    "input ends %llu bytes short of them",
+                    (unsigned long long)at, (unsigned long long)size, (unsigned long long)left);
+            left -= got;
+        }
+        lds_status st = peek_fill(src, have, err);
+        if (st != LDS_OK)
+            return st;
+        if (!lds__is_zstd(src->peek, *have))
+            return lds__load_fail(err, *have == 0 ? LDS_E_TRUNCATED : LDS_E_ZSTD, "zstd.frame",
+                                  src->raw_bytes - *have, 0, NULL,
+                                  "%s the skippable frame at compressed byte %llu",
+                                  *have == 0 ? "no zstd frame follows (the input ends after)"
+                                             : "not a zstd frame after",
+                                  (unsigned long long)at);
+    }
+    return LDS_OK;
+}
+
+lds_status lds__source_open(lds__source *src, lds_error *err)
+{
+    size_t have = 0;
+    lds_status st = peek_fill(src, &have, err);
+    if (st != LDS_OK)
+        return st;
     if (!lds__is_zstd(src->peek, have))
         return LDS_OK;
+    st = skip_skippable(src, &have, err);
+    if (st != LDS_OK)
+        return st;
 
     src->compressed = true;
     unsigned long long fcs = ZSTD_getFrameContentSize(src->peek, have);

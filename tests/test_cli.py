@@ -654,6 +654,63 @@ def test_diff_reads_a_compressed_old_through_zstd():
     check(err.startswith(f"lodestar: {bad}: zstd: "), err)
 
 
+def test_a_compressed_index_after_skippable_frames():
+    """A zstd file may begin with skippable frames (RFC 8878 section 3.1.2: magic
+    0x184D2A50..0x184D2A5F, a 4-byte little-endian size, content a decoder skips); such a
+    compressed index was called "not a lodestar file" (found by a tester). info, verify,
+    similar and diff read it; a skippable frame larger than the first KiB the CLI sniffs, one
+    that runs past the file's end, and an uncompressed index after one are told apart."""
+    if shutil.which("zstd") is None:
+        return
+    pack(TINY, INDEX)
+    z = subprocess.run(["zstd", "-qc", INDEX], stdout=subprocess.PIPE, check=True).stdout
+
+    def skippable(magic_low, content):
+        return struct.pack("<II", 0x184D2A50 + magic_low, len(content)) + content
+
+    path = os.path.join(WORK, "tiny-skip.ldsi.zst")
+    with open(path, "wb") as f:
+        f.write(skippable(0, b"meta") + skippable(15, b"\0" * 3000) + z)
+    rc, out, err = run("info", path)
+    expect(rc, out, err, 0)
+    check("rows:       7" in out, out)
+    rc, out, err = run("verify", path)
+    expect(rc, out, err, 0)
+    rc, out, err = run("similar", path, "king", "-k", "2")
+    expect(rc, out, err, 0)
+    rc, plain, err = run("diff", "--json", INDEX, INDEX)
+    rc, out, err = run("diff", "--json", path, INDEX)
+    expect(rc, out, err, 0)
+    check(json.loads(out) == json.loads(plain), out)
+    rc, out, err = run("diff", INDEX, path)
+    expect(rc, out, err, 0)
+    check("no delta: NEW is compressed (zstd)" in out, out)
+    # Bytes after the frame: the loader's message, no hint to pack a compressed index.
+    tail = os.path.join(WORK, "tiny-skip-tail.ldsi.zst")
+    with open(tail, "wb") as f:
+        f.write(skippable(1, b"\0" * 3000) + z + b"garbage")
+    rc, out, err = run("info", tail)
+    expect(rc, out, err, 1)
+    check("bytes follow the zstd frame" in err and "lodestar pack" not in err, err)
+    # A skippable frame declared past the end, and one before an uncompressed index.
+    for name, data, says in (
+            ("tiny-skip-long.ldsi.zst", skippable(2, b"x" * 100)[:80],
+             "the skippable frame at compressed byte 0 declares 100 bytes, but the input "
+             "ends 28 bytes short of them"),
+            ("tiny-skip-raw.ldsi", skippable(3, b"") + open(INDEX, "rb").read(),
+             "not a zstd frame after the skippable frame at compressed byte 0")):
+        bad = os.path.join(WORK, name)
+        with open(bad, "wb") as f:
+            f.write(data)
+        rc, out, err = run("info", bad)
+        expect(rc, out, err, 1)
+        check(err.startswith(f"lodestar: {bad}: {says}"), err)
+        rc, out, err = run("diff", bad, INDEX)
+        expect(rc, out, err, 1)
+        check(f"{bad}: its skippable zstd frames (RFC 8878 section 3.1.2) are not followed by "
+              "a zstd frame inside the file" in err, err)
+
+
 def test_diff_names_a_directory_and_a_pipe():
     """diff reads at offsets: a directory and a pipe are said as such, not as a short header
     (found by a tester)."""

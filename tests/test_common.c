@@ -280,6 +280,13 @@ static void test_page_and_zstd(void **state)
     assert_true(lds__is_zstd(z, 4));
     assert_false(lds__is_zstd(z, 3));
     assert_false(lds__is_zstd("\x89LDS", 4));
+    assert_false(lds__is_zstd_skippable(z, 4));
+    /* A skippable frame's 16 magics (RFC 8878 section 3.1.2) start zstd data too. */
+    assert_true(lds__is_zstd("\x50\x2A\x4D\x18", 4));
+    assert_true(lds__is_zstd_skippable("\x5F\x2A\x4D\x18", 4));
+    assert_false(lds__is_zstd_skippable("\x5F\x2A\x4D\x18", 3));
+    assert_false(lds__is_zstd("\x60\x2A\x4D\x18", 4));
+    assert_false(lds__is_zstd("\x4F\x2A\x4D\x18", 4));
     uint64_t a = lds__now_ns(), b = lds__now_ns();
     assert_true(b >= a);
     int fd = -1;

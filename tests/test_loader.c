@@ -1023,6 +1023,117 @@ static void test_zstd_with_content_size_is_pooled(void **state)
     free(b.p);
 }
 
+/* `z` after skippable frames (RFC 8878 section 3.1.2) of the given content sizes, magics
+ * 0x184D2A50 + i; each frame's content is bytes of 0xA5. */
+static bytes skippable_then(const bytes *z, const uint32_t *sizes, size_t frames)
+{
+    size_t n = z->n;
+    for (size_t i = 0; i < frames; i++)
+        n += 8 + sizes[i];
+    bytes t = {malloc(n), n};
+    assert_non_null(t.p);
+    size_t at = 0;
+    for (size_t i = 0; i < frames; i++) {
+        uint32_t magic = 0x184D2A50u + (uint32_t)(i % 16);
+        for (int k = 0; k < 4; k++) {
+            t.p[at + (size_t)k] = (unsigned char)(magic >> (8 * k));
+            t.p[at + 4 + (size_t)k] = (unsigned char)(sizes[i] >> (8 * k));
+        }
+        memset(t.p + at + 8, 0xA5, sizes[i]);
+        at += 8 + sizes[i];
+    }
+    memcpy(t.p + at, z->p, z->n);
+    return t;
+}
+
+/* Found by a tester: a compressed index that begins with a skippable frame (as zstd writes
+ * them for metadata; RFC 8878 section 3.1.2) was refused as "not a lodestar file" (BAD_MAGIC
+ * on header.magic). It loads from a path (mapped or not), memory and a callback; skippable
+ * frames past the limits, or declared longer than the input, or followed by something other
+ * than a zstd frame, are refused naming the field and offset. */
+static void test_zstd_after_skippable_frames(void **state)
+{
+    (void)state;
+    cfg c = {.rows = 300, .dim = 16, .keys = true};
+    bytes b = make_index(&c);
+    lds_index *ref = reference(&b);
+    bytes z = zstd_frame(&b, true);
+    lds_pool *pool = sentinel_pool();
+    lds_load_options o = opts_for(pool);
+    static const uint32_t sizes[] = {5, 0, 10000};
+    bytes t = skippable_then(&z, sizes, 3);
+    const char *path = tmp_path("skip.lds.zst");
+    write_file(path, t.p, t.n);
+    lds_index *idx = NULL;
+    lds_load_info info;
+    lds_error err;
+    for (int mapped = 0; mapped < 2; mapped++) {
+        o.use_mmap = mapped == 1;
+        lds_load_info_init(&info);
+        lds_error_init(&err);
+        assert_int_equal(lds_load_path(path, &o, &idx, &info, &err), LDS_OK);
+        assert_int_equal(info.path, LDS_LOAD_POOLED);
+        assert_true(info.compressed);
+        assert_true(info.checksum_verified);
+        assert_int_equal(info.payload_bytes, payload_len(&b));
+        assert_same_index(idx, ref);
+        lds_index_free(idx);
+        assert_pool_clear(pool);
+    }
+    o.use_mmap = false;
+    assert_int_equal(lds_load_memory(t.p, t.n, false, &o, &idx, NULL, NULL), LDS_OK);
+    assert_same_index(idx, ref);
+    lds_index_free(idx);
+    mem_reader m = reader_over(&t);
+    m.max_read = 7;
+    assert_int_equal(lds_load_callback(mem_read, &m, &o, &idx, NULL, NULL), LDS_OK);
+    assert_same_index(idx, ref);
+    lds_index_free(idx);
+    assert_pool_clear(pool);
+
+    /* 16 skippable frames are read through; a 17th is LDS_E_LIMIT. */
+    uint32_t many[17] = {0};
+    bytes t16 = skippable_then(&z, many, 16), t17 = skippable_then(&z, many, 17);
+    assert_int_equal(lds_load_memory(t16.p, t16.n, false, &o, &idx, NULL, NULL), LDS_OK);
+    lds_index_free(idx);
+    lds_error_init(&err);
+    assert_int_equal(lds_load_memory(t17.p, t17.n, false, &o, &idx, NULL, &err), LDS_E_LIMIT);
+    assert_string_equal(err.field, "zstd.skippable_frame");
+    assert_int_equal(err.offset, 16 * 8);
+    /* One declaring more than LDS__ZSTD_SKIP_BYTES_MAX (64 MiB): refused from its header. */
+    uint32_t big = (64u << 20) + 1;
+    lds_error_init(&err);
+    unsigned char hb[8] = {0x5F, 0x2A, 0x4D, 0x18};
+    memcpy(hb + 4, &big, 4); /* little-endian host (x86-64, aarch64) */
+    assert_int_equal(lds_load_memory(hb, sizeof hb, false, &o, &idx, NULL, &err), LDS_E_LIMIT);
+    assert_string_equal(err.field, "zstd.skippable_frame.size");
+    assert_int_equal(err.offset, 4);
+    /* One that runs past the input's end. */
+    bytes cut = {t.p, 8 + 5 + 8 + 100};
+    lds_error_init(&err);
+    assert_int_equal(lds_load_memory(cut.p, cut.n, false, &o, &idx, NULL, &err), LDS_E_TRUNCATED);
+    assert_string_equal(err.field, "zstd.skippable_frame.size");
+    assert_int_equal(err.offset, 21 + 4); /* the third frame, 10000 bytes declared */
+    /* Followed by an uncompressed index, or by nothing. */
+    bytes raw = skippable_then(&b, sizes, 1);
+    lds_error_init(&err);
+    assert_int_equal(lds_load_memory(raw.p, raw.n, false, &o, &idx, NULL, &err), LDS_E_ZSTD);
+    assert_string_equal(err.field, "zstd.frame");
+    assert_int_equal(err.offset, 13);
+    lds_error_init(&err);
+    assert_int_equal(lds_load_memory(t.p, 13, false, &o, &idx, NULL, &err), LDS_E_TRUNCATED);
+    assert_string_equal(err.field, "zstd.frame");
+    assert_pool_clear(pool);
+    free(raw.p);
+    free(t16.p);
+    free(t17.p);
+    free(t.p);
+    lds_pool_free(pool);
+    lds_index_free(ref);
+    free(z.p);
+    free(b.p);
+}
+
 static void test_zstd_without_content_size(void **state)
 {
     (void)state;
@@ -2295,6 +2406,7 @@ int main(void)
         cmocka_unit_test(test_max_payload_refused_before_renting),
         cmocka_unit_test(test_lying_length_costs_only_bytes_sent),
         cmocka_unit_test(test_zstd_with_content_size_is_pooled),
+        cmocka_unit_test(test_zstd_after_skippable_frames),
         cmocka_unit_test(test_zstd_without_content_size),
         cmocka_unit_test(test_zstd_corrupt_frame),
         cmocka_unit_test(test_zstd_lying_content_size),
