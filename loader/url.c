@@ -837,11 +837,33 @@ static char *s3_http_url(const char *url, const char *shown, lds_error *err)
                        "%s: an s3:// URL names a bucket and a key (s3://BUCKET/KEY)", shown);
         return NULL;
     }
+    /* One sentence on what is wrong with the bucket field (found by a tester: for
+       "s3://u:pw@b/k" the message named "s3://b/k", credentials redacted, and blamed a bucket
+       name that looked right). user:password or a port ahead of the bucket is said as such,
+       never shown; the name is shown only when it holds no ':' or '@' (then it is what the
+       redacted URL shows too). */
+    const char *at = NULL;
+    for (size_t i = 0; i < blen; i++)
+        if (bucket[i] == '@')
+            at = bucket + i;
+    if (at != NULL || memchr(bucket, ':', blen) != NULL) {
+        lds__load_fail(err, LDS_E_INVALID_ARG, "url.bucket", 0, 0, NULL,
+                       "%s: the bucket field of an s3:// URL holds the bucket name only, no "
+                       "user, password or port (credentials come from AWS_ACCESS_KEY_ID and "
+                       "AWS_SECRET_ACCESS_KEY, an endpoint from AWS_ENDPOINT_URL)",
+                       shown);
+        return NULL;
+    }
     for (size_t i = 0; i < blen; i++)
         if (!isalnum((unsigned char)bucket[i]) && bucket[i] != '-' && bucket[i] != '.' &&
             bucket[i] != '_') {
-            lds__load_fail(err, LDS_E_INVALID_ARG, "url", 0, 0, NULL,
-                           "%s: the bucket name has a character S3 does not allow", shown);
+            char c[8];
+            unsigned char b = (unsigned char)bucket[i];
+            snprintf(c, sizeof c, b > 0x20 && b < 0x7f ? "'%c'" : "byte %02x", b);
+            lds__load_fail(err, LDS_E_INVALID_ARG, "url.bucket", 0, 0, NULL,
+                           "%s: the bucket name \"%.*s\" has %s, which S3 does not allow "
+                           "(letters, digits, '.', '-' and '_' only)",
+                           shown, (int)(blen < 63 ? blen : 63), bucket, c);
             return NULL;
         }
     const char *key = bucket + blen + 1;

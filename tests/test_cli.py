@@ -554,6 +554,26 @@ def test_secrets_in_arguments_never_printed():
             check("127.0.0.1" in err, f"{args}: the message still names the host: {err}")
 
 
+def test_s3_bucket_with_credentials_is_one_clear_sentence():
+    """`info s3://u:pw@bad_bucket!/k` showed "s3://bad_bucket!/k: the bucket name has a
+    character S3 does not allow", and a good bucket name behind user:password the same
+    (found by a tester): one line that names the bucket field, credentials never shown."""
+    if "built without libcurl" in run("info", "s3://b/k")[2]:
+        skip("built without libcurl")
+    for url, shown in (("s3://u:pw@bad_bucket!/k", "s3://bad_bucket!/k"),
+                       ("s3://u:pw@goodbucket/k", "s3://goodbucket/k")):
+        rc, out, err = run("info", url)
+        expect(rc, out, err, 1)
+        check(err == f"lodestar: {shown}: the bucket field of an s3:// URL holds the bucket "
+              "name only, no user, password or port (credentials come from AWS_ACCESS_KEY_ID "
+              "and AWS_SECRET_ACCESS_KEY, an endpoint from AWS_ENDPOINT_URL)\n", err)
+        check("pw" not in err, err)
+    rc, out, err = run("info", "s3://bad_bucket!/k")
+    expect(rc, out, err, 1)
+    check(err == "lodestar: s3://bad_bucket!/k: the bucket name \"bad_bucket!\" has '!', which "
+          "S3 does not allow (letters, digits, '.', '-' and '_' only)\n", err)
+
+
 def test_url_refused_before_a_request_is_named_once():
     """A URL the loader refuses before any request ("s3://b" without a key) was named twice,
     "lodestar: s3://b: s3://b: an s3:// URL names..." (found by a tester): once, redacted."""

@@ -2392,6 +2392,41 @@ static void test_url_redact(void **state)
     assert_string_equal(err.field, "url.size");
 }
 
+/* Found by a tester: "s3://u:pw@bad_bucket!/k" was refused as "s3://bad_bucket!/k: the
+ * bucket name has a character S3 does not allow", and "s3://u:pw@goodbucket/k" the same way
+ * under a bucket name that looked right: user:password (or a port) in the bucket field is
+ * said as such, a bad character is named with the bucket, field "url.bucket", before any
+ * request, and no credential is shown. */
+static void test_s3_url_bucket_field_messages(void **state)
+{
+    (void)state;
+    if (!lds_url_supported())
+        skip();
+    static const struct {
+        const char *url, *says;
+    } cases[] = {
+        {"s3://u:pw@bad_bucket!/k", "s3://bad_bucket!/k: the bucket field of an s3:// URL holds "
+                                    "the bucket name only, no user, password or port"},
+        {"s3://u:pw@goodbucket/k", "s3://goodbucket/k: the bucket field of an s3:// URL holds "
+                                   "the bucket name only"},
+        {"s3://AKIDpw:pw/x@b/k", "s3://b/k: the bucket field of an s3:// URL holds"},
+        {"s3://b:9000/k", "s3://b:9000/k: the bucket field of an s3:// URL holds"},
+        {"s3://bad_bucket!/k", "s3://bad_bucket!/k: the bucket name \"bad_bucket!\" has '!', "
+                               "which S3 does not allow (letters, digits, '.', '-' and '_' "
+                               "only)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lds_index *idx = (lds_index *)1;
+        lds_error err;
+        lds_error_init(&err);
+        assert_int_equal(lds_load_url(cases[i].url, NULL, &idx, NULL, &err), LDS_E_INVALID_ARG);
+        assert_null(idx);
+        assert_string_equal(err.field, "url.bucket");
+        assert_ptr_equal(strstr(err.message, cases[i].says), err.message);
+        assert_null(strstr(err.message, "pw"));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2424,6 +2459,7 @@ int main(void)
         cmocka_unit_test(test_mapped_path_and_fallback),
         cmocka_unit_test(test_url_redact),
         cmocka_unit_test(test_url_redact_query_secrets),
+        cmocka_unit_test(test_s3_url_bucket_field_messages),
         cmocka_unit_test(test_url_redact_path_params_backslashes_deep_encoding),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
