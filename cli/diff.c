@@ -221,7 +221,7 @@ static int open_dfile(dfile *f)
 {
     int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO: no wait */
     if (fd < 0)
-        return cli_failf("cannot open %s: %s", f->path, strerror(errno));
+        return cli_failf("%s: cannot open: %s", f->path, strerror(errno));
     /* diff reads the header and the chunk table at their offsets: a regular file only
        (a directory, a pipe or a device said as such, not as a short header) */
     struct stat sb;

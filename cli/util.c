@@ -28,6 +28,23 @@ int cli_fail(const char *what, lds_status status, const lds_error *err)
     bool writer = own && strncmp(detail, "writer: ", 8) == 0;
     if (writer)
         detail += 8;
+    /* The library's message names the file too ("cannot open F: ...", "cannot open the keys
+       file F: ...", "F is a directory"), after the "F: " put before it: once is enough
+       (found by a tester: "lodestar: F: cannot open F: No such file or directory"). */
+    char once[sizeof err->message];
+    size_t wn = what ? strlen(what) : 0;
+    if (own && wn > 0) {
+        const char *at = NULL;
+        for (const char *s = strstr(detail, what); s && !at; s = strstr(s + 1, what))
+            if (s > detail && s[-1] == ' ' && s[wn] == ':')
+                at = s - 1; /* " F:" */
+        if (at != NULL) {
+            snprintf(once, sizeof once, "%.*s%s", (int)(at - detail), detail, at + 1 + wn);
+            detail = once;
+        } else if (strncmp(detail, what, wn) == 0 && strncmp(detail + wn, " is ", 4) == 0) {
+            detail += wn + 1; /* "F is ..." */
+        }
+    }
     int len = (int)strlen(detail);
     /* A file that cannot be opened has no byte to point at: drop the loader's "(at byte 0)". */
     static const char at0[] = " (at byte 0)";

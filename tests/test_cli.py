@@ -1181,7 +1181,7 @@ def test_messages():
     missing = os.path.join(WORK, "no-such-file.ldsi")
     rc, out, err = run("info", missing)
     expect(rc, out, err, 1)
-    check(err == f"lodestar: {missing}: cannot open {missing}: No such file or directory\n", err)
+    check(err == f"lodestar: {missing}: cannot open: No such file or directory\n", err)
     # The writer's failures name the output file.
     out_path = os.path.join(WORK, "no-such-dir", "x.ldsi")
     rc, out, err = run("pack", TINY, out_path, "--format", "glove")
@@ -1196,6 +1196,39 @@ def test_messages():
     rc, out, err = run("pack", TINY, os.path.join(WORK, "k.ldsi"), "--keys", TINY)
     expect(rc, out, err, 2)
     check(err.startswith("lodestar pack: --keys is for npy, npz, fvecs and hdf5") and "drop --keys" in err,
+          err)
+
+
+def test_a_file_is_named_once_in_a_message():
+    """`lodestar info /missing` said "lodestar: /missing: cannot open /missing: No such file or
+    directory" (found by a tester), and so did every command that loads or packs a file, with
+    "D: D is a directory" from pack and the keys file named twice too: the file once, after
+    "lodestar: ". diff, which said "cannot open F: ..." without the "F: " before it, now
+    puts it as the others do."""
+    pack(TINY, INDEX)
+    missing = os.path.join(WORK, "no-such-file.ldsi")
+    enoent = f"lodestar: {missing}: cannot open: No such file or directory\n"
+    for args in (("info", missing), ("verify", missing), ("get", missing, "king"),
+                 ("similar", missing, "king"), ("similar", missing, "--positive", "king"),
+                 ("similar", "--vector", "1,0,0,0", missing), ("keys", missing),
+                 ("export", missing, os.path.join(WORK, "never.npy")),
+                 ("split", missing, os.path.join(WORK, "never-split"), "--shards", "2"),
+                 ("pack", missing, os.path.join(WORK, "never.ldsi"), "--format", "glove"),
+                 ("diff", missing, INDEX), ("diff", INDEX, missing)):
+        rc, out, err = run(*args)
+        expect(rc, out, err, 1)
+        check(err == enoent, f"{args}: {err}")
+    rc, out, err = run("pack", WORK, os.path.join(WORK, "never.ldsi"), "--format", "glove")
+    expect(rc, out, err, 1)
+    check(err == f"lodestar: {WORK}: is a directory\n", err)
+    npy = os.path.join(WORK, "two.npy")
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }"
+    header += b" " * (64 - 10 - len(header) - 1) + b"\n"
+    with open(npy, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header + b"\0" * 16)
+    rc, out, err = run("pack", npy, os.path.join(WORK, "never.ldsi"), "--keys", missing)
+    expect(rc, out, err, 1)
+    check(err == f"lodestar: {missing}: cannot open the keys file: No such file or directory\n",
           err)
 
 
