@@ -52,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 enum strat { S_ADOPT, S_SIZED, S_SHARED, S_COPY, S_MALLOC, S_MAPPED, S_ADOPT_TC, S_COUNT };
@@ -503,6 +504,13 @@ extern void lds__live_phases_ns(lds_live *live, uint64_t *out, size_t n);
 extern bool lds__delta_rehash;
 /* loader/delta_internal.h: true reads every delta run with pread (the io_uring fallback) */
 extern bool lds__delta_uring_off;
+/* live/live.c (loader/delta_internal.h): the standby's pages faulted in ahead.
+   LODESTAR_BENCH_LIVE_POPULATE_STANDBY=1 calls it, untimed, before each timed delta reload
+   with the new file's payload length: a what-if that takes the first touch of the bytes a
+   growing file adds (fresh memory) out of the delta reload (ADR 0055, third session); the
+   full reload after it still grows its own buffer. Never the library's behaviour. */
+extern size_t lds__live_populate_standby(lds_live *live, size_t length);
+static bool g_populate_standby;
 
 static void phases_ms(lds_live *live, double *ms)
 {
@@ -647,6 +655,11 @@ static int phase(live_bench *lb, enum strat s, int threads, int per, int period_
         /* page cache warm, as the targets say: pages evicted since the file was last read
            (DAMON's pageout here) are read back first, outside the timed reload */
         a->cold_bytes += warm_file(lb, step);
+        if (g_populate_standby && lb->delta) {
+            struct stat st;
+            if (stat(lb->file[step_file(lb, step)], &st) == 0 && st.st_size > 64)
+                (void)lds__live_populate_standby(lb->live, (size_t)st.st_size - 64);
+        }
         g_rss_peak = bench_rss();
         /* the reload's faults: the process's minus the query threads' (the reloader's own
            and its reader threads', which end with the load) */
@@ -859,6 +872,7 @@ int bench_live(const bench_opts *o)
     g_trace = getenv("LODESTAR_BENCH_LIVE_TRACE") != NULL;
     if (getenv("LODESTAR_BENCH_LIVE_NO_REHASH") != NULL)
         lds__delta_rehash = false;
+    g_populate_standby = getenv("LODESTAR_BENCH_LIVE_POPULATE_STANDBY") != NULL;
     /* LODESTAR_BENCH_DELTA_PREAD set: the delta fill's pread path, to price io_uring */
     lds__delta_uring_off = getenv("LODESTAR_BENCH_DELTA_PREAD") != NULL;
     bool on[S_COUNT];

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/membarrier.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -1179,6 +1180,29 @@ void lds__live_phases(lds_live *live, lds__delta_phases *out)
 const lds__delta_scratch *lds__live_scratch(lds_live *live)
 {
     return &live->scratch;
+}
+
+size_t lds__live_populate_standby(lds_live *live, size_t length)
+{
+    size_t done = 0;
+#ifdef MADV_POPULATE_WRITE
+    long pg = sysconf(_SC_PAGESIZE);
+    uintptr_t page = pg > 0 ? (uintptr_t)pg : 4096u;
+    pthread_mutex_lock(&live->mtx);
+    const lds__delta_standby *sb = &live->standby;
+    if (sb->lease.ptr != NULL && !sb->taken) {
+        size_t n = length < sb->lease.capacity ? length : sb->lease.capacity;
+        uintptr_t a = ((uintptr_t)sb->lease.ptr + page - 1) & ~(page - 1);
+        uintptr_t e = ((uintptr_t)sb->lease.ptr + n) & ~(page - 1);
+        if (e > a && madvise((void *)a, e - a, MADV_POPULATE_WRITE) == 0)
+            done = n;
+    }
+    pthread_mutex_unlock(&live->mtx);
+#else
+    (void)live;
+    (void)length;
+#endif
+    return done;
 }
 
 void lds__live_phases_ns(lds_live *live, uint64_t *out, size_t n)

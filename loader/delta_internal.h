@@ -126,6 +126,14 @@ void lds__live_phases_ns(struct lds_live *live, uint64_t *out, size_t n);
 /* Tests only: the live index's kept plan scratch (lds__delta_scratch). */
 const lds__delta_scratch *lds__live_scratch(struct lds_live *live);
 
+/* Benchmarks only (a what-if of docs/adr/0055's third-session amendment): faults in the
+ * whole pages of the standby's first `length` bytes (at most its capacity) with
+ * MADV_POPULATE_WRITE, which leaves their contents as they are, so the next delta reload
+ * finds them resident; under the live index's mutex (the standby cannot be replaced
+ * meanwhile). Returns the bytes covered, 0 when there is no standby or the kernel lacks
+ * MADV_POPULATE_WRITE (Linux 5.14). Never called by the library itself. */
+size_t lds__live_populate_standby(struct lds_live *live, size_t length);
+
 /* As lds__load_delta, writing into `standby` (may be NULL; ignored unless its lease is
  * from the options' pool and its capacity holds the new payload) instead of a fresh
  * rental. When it is used, standby->taken is set: on success the new index owns the

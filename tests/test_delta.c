@@ -1026,6 +1026,42 @@ static void test_delta_scratch_kept_across_reloads(void **state)
 
 /* docs/adr/0055: each reload's phase times are filled, a delta's loader phases only for a
  * delta, and the phases sum to at most the whole reload, which the caller's clock bounds. */
+/* The benchmarks' what-if (lds__live_populate_standby) faults the standby's pages in without
+ * changing a byte: the next delta reload keeps its chunks (not hashed again) and serves
+ * what a full load serves; with no standby it does nothing. */
+static void test_populate_standby_keeps_contents(void **state)
+{
+    (void)state;
+    static unsigned ver[ROWS + 256];
+    memset(ver, 0, sizeof ver);
+    const char *p0 = write_gen("q0.ldsi", ROWS, ver, CHUNK);
+    ver[7] = 1;
+    const char *p1 = write_gen("q1.ldsi", ROWS + 256, ver, CHUNK); /* grows */
+    lds_pool *check = new_pool();
+    lds_live *live = new_delta_live();
+    lds_load_options o = opts_for(NULL, 2);
+    assert_int_equal(lds__live_populate_standby(live, 1u << 20), 0); /* no standby */
+    assert_int_equal(lds_live_reload_path(live, p0, &o, NULL, NULL, NULL), LDS_OK);
+    assert_int_equal(lds_live_reload_path(live, p1, &o, NULL, NULL, NULL), LDS_OK);
+    /* the standby now holds p0's verified payload; fault in past its end, as p1 needs */
+    size_t want = (size_t)(ROWS + 256) * DIM * sizeof(float) * 2;
+    size_t got = lds__live_populate_standby(live, want);
+    if (got == 0) {
+        lds_live_close(live, NULL);
+        lds_pool_free(check);
+        skip(); /* a kernel without MADV_POPULATE_WRITE */
+    }
+    assert_true(got > 0 && got <= want);
+    lds_load_info info;
+    lds_load_info_init(&info);
+    assert_int_equal(lds_live_reload_path(live, p1, &o, NULL, &info, NULL), LDS_OK);
+    assert_false(info.delta_fallback);
+    assert_true(info.bytes_shared > 0); /* p0's chunks kept from the populated standby */
+    assert_same_as_full(live, p1, check);
+    assert_int_equal(lds_live_close(live, NULL), LDS_OK);
+    lds_pool_free(check);
+}
+
 static void test_delta_phases(void **state)
 {
     (void)state;
@@ -1365,6 +1401,7 @@ int main(void)
         cmocka_unit_test(test_delta_guard_mode_child),
         cmocka_unit_test(test_delta_uring_and_fallback_equal_full),
         cmocka_unit_test(test_delta_scratch_kept_across_reloads),
+        cmocka_unit_test(test_populate_standby_keeps_contents),
         cmocka_unit_test(test_reload_refuses_repeated_keys),
         cmocka_unit_test(test_delta_uring_short_read_reread),
         cmocka_unit_test(test_delta_uring_corrupt_chunk),
