@@ -522,10 +522,6 @@ const char *cli_sniff_path(const char *path, lds_import_format *format)
     close(fd);
     if (at >= 0 && zstd_holds_index(head, n))
         return "a lodestar index"; /* compressed: the loader's own message says what is wrong */
-    if (at > 0) {
-        *format = LDS_IMPORT_AUTO;
-        return "a zstd-compressed file (after skippable frames)";
-    }
     return kind;
 }
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lds_common.h"
 #include "lodestar_import.h"
 #include "lodestar_index.h"
 
@@ -131,7 +132,7 @@ const char *lds_import_sniff(const void *head, size_t len, lds_import_format *fo
     }
     if (starts(h, len, "\x1f\x8b", 2))
         return "a gzip-compressed file";
-    if (starts(h, len, "\x28\xb5\x2f\xfd", 4))
+    if (lds__is_zstd(h, len)) /* a zstd frame, or a skippable frame (RFC 8878 3.1.2) first */
         return "a zstd-compressed file";
     if (starts(h, len,
                "\xfd"

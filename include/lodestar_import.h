@@ -413,7 +413,8 @@ LDS_API lds_status lds_import_format_from_name(const char *name, lds_import_form
  * LDS_IMPORT_GLOVE; LDS_IMPORT_AUTO for the compressed kinds (pack looks through them
  * and decides on what they hold), a lodestar index or manifest, and NULL.
  * Magics: lodestar (docs/format.md), NumPy format ("\x93NUMPY"), zip local file header
- * ("PK\3\4"), gzip (RFC 1952), zstd frame (RFC 8878), xz (.xz file format 1.1.0),
+ * ("PK\3\4"), gzip (RFC 1952), zstd frame or skippable frame (RFC 8878 sections
+ * 3.1.1 and 3.1.2), xz (.xz file format 1.1.0),
  * HDF5 superblock signature ("\x89HDF\r\n\x1a\n", at offset 0). word2vec text: a first
  * line of two decimal integers; GloVe text: a first line of a key and then numbers only
  * (at least one). Reads nothing outside head[0, len); pure; safe from any thread.

@@ -2219,6 +2219,10 @@ def _foreign_files():
     put("a.npz", b"PK\x03\x04" + b"\0" * 60)
     put("a.txt.gz", b"\x1f\x8b\x08\x00" + b"\0" * 60)
     put("a.txt.zst", b"\x28\xb5\x2f\xfd" + b"\0" * 60)
+    # after a skippable frame (RFC 8878 3.1.2), small or larger than the first KiB sniffed
+    put("s.txt.zst", struct.pack("<II", 0x184D2A50, 4) + b"meta" + b"\x28\xb5\x2f\xfd" + b"\0" * 60)
+    put("s2.txt.zst", struct.pack("<II", 0x184D2A5F, 4000) + b"m" * 4000 + b"\x28\xb5\x2f\xfd" +
+        b"\0" * 60)
     put("a.txt.xz", b"\xfd7zXZ\x00" + b"\0" * 60)
     put("a.hdf5", b"\x89HDF\r\n\x1a\n" + b"\0" * 120)
     return files
@@ -2239,6 +2243,8 @@ def test_info_says_what_a_foreign_file_is_and_how_to_convert_it():
         "a.txt.gz": "is a gzip-compressed file, not a lodestar index: if it holds embeddings, "
                     "`lodestar pack %s a.ldsi`",
         "a.txt.zst": "is a zstd-compressed file",
+        "s.txt.zst": "is a zstd-compressed file, not a lodestar index: if it holds embeddings",
+        "s2.txt.zst": "is a zstd-compressed file, not a lodestar index: if it holds embeddings",
         "a.txt.xz": "is an xz-compressed file",
     }
     for name, text in want.items():
