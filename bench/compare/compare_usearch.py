@@ -198,8 +198,13 @@ class Usearch:
             raise
 
     def ask(self, req):
-        self.p.stdin.write(json.dumps(req) + "\n")
-        self.p.stdin.flush()
+        try:
+            self.p.stdin.write(json.dumps(req) + "\n")
+            self.p.stdin.flush()
+        except BrokenPipeError:
+            # ended before reading the request (the suite's fake child, at times): the same
+            # one line as an end after it, no traceback
+            raise RuntimeError("usearch child ended (exit %s)" % self.p.wait()) from None
         line = self.p.stdout.readline()
         if not line:
             raise RuntimeError("usearch child ended (exit %s)" % self.p.wait())

@@ -140,3 +140,22 @@ def test_failed_child_says_so_and_removes_its_temporary_folder(tmp_path):
     assert "compare_usearch: usearch child ended (exit 3)" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
     assert os.listdir(tmp) == []
+
+
+def test_a_child_gone_before_the_request_is_one_line(monkeypatch):
+    # Found by edges2 in the quick suite (1 run in 4): when the fake child of the test above
+    # had ended before the first request was flushed, the write raised BrokenPipeError and
+    # the run ended in a traceback. Here the child has surely ended before ask() writes.
+    import importlib.util
+
+    monkeypatch.setattr(sys, "argv", [SCRIPT])
+    spec = importlib.util.spec_from_file_location("compare_usearch_under_test", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    us = mod.Usearch.__new__(mod.Usearch)
+    us.p = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    us.p.wait()
+    with pytest.raises(RuntimeError, match=r"^usearch child ended \(exit 3\)$"):
+        us.ask({"op": "info"})
+    us.close()
