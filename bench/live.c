@@ -524,11 +524,11 @@ static void phases_ms(lds_live *live, double *ms)
         ms[i] = (double)v[i] / 1e6;
 }
 
-/* The fill's parts, summed over its readers (lds__live_phases_ns values 11-14): copy (with
-   the re-hash), read, verify, and the re-hash alone; in ms. */
-#define N_FILL_PARTS 4
+/* The fill's parts, summed over its readers (lds__live_phases_ns values 11-13): copy (with
+   the re-hash), read, verify; in ms. */
+#define N_FILL_PARTS 3
 static const char *const fill_part_names[N_FILL_PARTS] = {"fill_copy", "fill_read",
-                                                          "fill_verify", "fill_rehash"};
+                                                          "fill_verify"};
 
 static void fill_parts_ms(lds_live *live, double *ms)
 {
@@ -699,10 +699,10 @@ static int phase(live_bench *lb, enum strat s, int threads, int per, int period_
         if (g_trace)
             fprintf(stderr,
                     "live trace: %-20s reload       step %2d: %.1f ms (table %.2f plan %.2f rent "
-                    "%.2f fill %.2f [copy %.2f (rehash %.2f) read %.2f verify %.2f] parse %.2f keys %.2f swap "
+                    "%.2f fill %.2f [copy %.2f read %.2f verify %.2f] parse %.2f keys %.2f swap "
                     "%.2f other %.2f) read %.1f MiB kept %.1f MiB copied %.1f MiB, %.0f faults\n",
                     strat_names[s], step, a->reload_ms[k], ms[0], ms[1], ms[2], ms[3], sub[0],
-                    sub[3], sub[1], sub[2], ms[4], ms[5], ms[6], ms[7], a->bytes_read[k] / 1048576.0,
+                    sub[1], sub[2], ms[4], ms[5], ms[6], ms[7], a->bytes_read[k] / 1048576.0,
                     a->bytes_shared[k] / 1048576.0, a->bytes_copied[k] / 1048576.0, a->faults[k]);
         if (ls.reloads_done >= 3)
             a->faults3[a->n_faults3++] = a->faults[k];

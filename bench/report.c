@@ -49,7 +49,7 @@ typedef struct table {
 
 typedef struct note {
     int table;
-    char text[320];
+    char text[2048]; /* the longest note (live's, about 1 KB) whole */
 } note;
 
 struct bench_report {

@@ -1211,8 +1211,7 @@ void lds__live_phases_ns(lds_live *live, uint64_t *out, size_t n)
     lds__live_phases(live, &p);
     uint64_t v[] = {p.table_ns, p.plan_ns, p.rent_ns,  p.fill_ns, p.parse_ns,
                     p.keys_ns,  p.swap_ns, p.total_ns, p.delta,   p.keys_spare,
-                    p.keys_extended, p.fill_copy_ns, p.fill_read_ns, p.fill_verify_ns,
-                    p.fill_rehash_ns};
+                    p.keys_extended, p.fill_copy_ns, p.fill_read_ns, p.fill_verify_ns};
     for (size_t i = 0; i < n && i < sizeof v / sizeof v[0]; i++)
         out[i] = v[i];
 }

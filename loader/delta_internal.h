@@ -110,15 +110,16 @@ typedef struct lds__delta_phases {
     bool keys_spare;   /* live: the key table was built into the spare key table's slots */
     bool keys_extended; /* live: the serving generation's key table was extended in place */
     /* Inside fill, summed over its readers (so up to readers x fill_ns): copying chunks from
-       the serving generation and hashing them again; reading chunks from the source;
-       verifying the chunks read against the new table; of fill_copy_ns, the re-hash. */
-    uint64_t fill_copy_ns, fill_read_ns, fill_verify_ns, fill_rehash_ns;
+       the serving generation and hashing them again (timed by streaks of copied chunks: the
+       count of the chunks between is in it); reading chunks from the source; verifying the
+       chunks read against the new table (each timed by batches of runs). */
+    uint64_t fill_copy_ns, fill_read_ns, fill_verify_ns;
 } lds__delta_phases;
 
 /* The phases of the last reload of `live` that succeeded or failed (zeros before any), as
  * the struct, or (for benchmarks, which do not include this header) as up to `n` values in
  * the struct's order: table, plan, rent, fill, parse, keys, swap, total (ns), delta (0/1),
- * keys_spare (0/1), keys_extended (0/1), fill_copy, fill_read, fill_verify, fill_rehash (ns). */
+ * keys_spare (0/1), keys_extended (0/1), fill_copy, fill_read, fill_verify (ns). */
 struct lds_live;
 void lds__live_phases(struct lds_live *live, lds__delta_phases *out);
 void lds__live_phases_ns(struct lds_live *live, uint64_t *out, size_t n);
