@@ -130,7 +130,9 @@ void cli_print_max_payload_help(FILE *f);
 int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info);
 
 /* What the file at `path` is (lds_import_sniff of its first KiB) and, in *format, the
-   format that packs it; NULL for "-", a URL, a file that cannot be read, or no kind known. */
+   format that packs it; NULL for "-", a URL, a file that cannot be read or is not a regular
+   file (a FIFO is never opened a second time: opened O_NONBLOCK, then fstat), or no kind
+   known. */
 const char *cli_sniff_path(const char *path, lds_import_format *format);
 
 /* Where the first zstd frame of the file `fd` (of `size` bytes) starts: 0 when the file starts

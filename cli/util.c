@@ -504,17 +504,24 @@ const char *cli_sniff_path(const char *path, lds_import_format *format)
     *format = LDS_IMPORT_AUTO;
     if (strcmp(path, "-") == 0 || cli_is_url(path))
         return NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Only a regular file is read for a hint: a FIFO (or a terminal, a socket) was consumed
+       by the load, and opening it again waits for a writer forever (found by a tester:
+       `lodestar info FIFO` never ended). O_NONBLOCK makes the open itself return at once. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return NULL;
+    }
     unsigned char head[1024];
     ssize_t r = pread_at(fd, head, sizeof head, 0);
     size_t n = r > 0 ? (size_t)r : 0;
     const char *kind = lds_import_sniff(head, n, format);
     /* A zstd frame, maybe after skippable frames (found by a tester: a compressed index that
        starts with one was called something else): its start read again for zstd_holds_index */
-    struct stat sb;
-    int64_t at = n >= 4 && fstat(fd, &sb) == 0 ? cli_zstd_frame_at(fd, (uint64_t)sb.st_size) : -1;
+    int64_t at = n >= 4 ? cli_zstd_frame_at(fd, (uint64_t)st.st_size) : -1;
     if (at > 0) {
         r = pread_at(fd, head, sizeof head, (uint64_t)at);
         n = r > 0 ? (size_t)r : 0;

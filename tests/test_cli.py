@@ -2299,5 +2299,46 @@ def test_similar_on_a_manifest_points_to_python():
           in err, err)
 
 
+def run_fifo(cmd, feed, *extra):
+    """Runs `lodestar CMD FIFO EXTRA...` with a FIFO a writer process fills with `feed` and
+    closes; (exit code, stderr), or None when it did not end within 20 s (killed)."""
+    ff = os.path.join(WORK, "fifo-%s" % cmd)
+    if os.path.exists(ff):
+        os.unlink(ff)
+    os.mkfifo(ff)
+    writer = subprocess.Popen([sys.executable, "-c",
+                               "import sys; f = open(sys.argv[1], 'wb'); "
+                               "f.write(bytes.fromhex(sys.argv[2])); f.close()",
+                               ff, feed.hex()])
+    try:
+        p = subprocess.run([LODESTAR, cmd, ff, *extra], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=20)
+        return p.returncode, p.stderr.decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        return None
+    finally:
+        # a writer still waiting for a reader (the program never opened the FIFO) is ended
+        try:
+            writer.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            writer.kill()
+            writer.wait()
+        os.unlink(ff)
+
+
+def test_a_fifo_is_not_opened_again_for_a_hint():
+    """A FIFO holding a cut index or zeros is refused and the program ends (found by a
+    tester: the hint opened the FIFO a second time and waited for a writer forever)."""
+    pack(TINY, INDEX)
+    with open(INDEX, "rb") as f:
+        head = f.read(64)
+    for cmd, feed, extra in (("info", head, ()), ("verify", head, ()),
+                             ("similar", head, ("king",)), ("info", bytes(10), ())):
+        got = run_fifo(cmd, feed, *extra)
+        check(got is not None, f"lodestar {cmd} on a FIFO of {len(feed)} bytes did not end")
+        rc, err = got
+        check(rc == 1 and "fifo-" + cmd in err and "lodestar pack" not in err, f"{rc} {err}")
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(globals(), WORK))
