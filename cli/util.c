@@ -312,21 +312,35 @@ static bool closes_paren(const char *s, size_t len, size_t k, int depth)
     return j >= len || strchr(" \t\n\"'", s[j]);
 }
 
-/* Where a URL-looking token ("scheme:/...") starts at s[i]: at the start or after a space,
-   quote or '(' (so "a:/b" inside a word is not one); its length up to the next white space,
-   quote, ": " (a message's "URL: reason"), or, after '(', the ')' closing it, else 0. */
+/* The length of the scheme "[A-Za-z][A-Za-z0-9+.-]*" at s[i] (without its ':'), when a ':'
+   follows it; else 0. */
+static size_t scheme_at(const char *s, size_t len, size_t i)
+{
+    size_t k = i;
+    if (k >= len || !((s[k] >= 'a' && s[k] <= 'z') || (s[k] >= 'A' && s[k] <= 'Z')))
+        return 0;
+    while (k < len && (isalnum((unsigned char)s[k]) || s[k] == '+' || s[k] == '.' || s[k] == '-'))
+        k++;
+    return k < len && s[k] == ':' ? k - i : 0;
+}
+
+/* Where a URL-looking token ("scheme:" and anything but white space or a second ':' after
+   it: "http://", "http:/", "http:\\", "https:\/\/", "HTTP:", "http:u:pw@h", found by a
+   tester: the backslash and slash-less forms were printed with their password) starts at
+   s[i]: at the start or after a space, quote or '(' (so "a:/b" inside a word is not one); its
+   length up to the next white space, quote, ": " (a message's "URL: reason"), or, after '(',
+   the ')' closing it, else 0. */
 static size_t url_token(const char *s, size_t len, size_t i)
 {
     if (i > 0 && !strchr(" \t\"'(", s[i - 1]))
         return 0;
     bool paren = i > 0 && s[i - 1] == '(';
     int depth = 0;
-    size_t k = i;
-    if (k >= len || !((s[k] >= 'a' && s[k] <= 'z') || (s[k] >= 'A' && s[k] <= 'Z')))
+    size_t k = scheme_at(s, len, i);
+    if (k == 0)
         return 0;
-    while (k < len && (isalnum((unsigned char)s[k]) || s[k] == '+' || s[k] == '.' || s[k] == '-'))
-        k++;
-    if (k + 1 >= len || s[k] != ':' || s[k + 1] != '/')
+    k += i;
+    if (k + 1 >= len || strchr(" \t\n\"':", s[k + 1]))
         return 0;
     while (k < len && s[k] != ' ' && s[k] != '\t' && s[k] != '\n' && s[k] != '"' && s[k] != '\'' &&
            !(s[k] == ':' && k + 1 < len && s[k + 1] == ' ') &&
@@ -348,12 +362,30 @@ static void put_redacted(FILE *f, const char *s, size_t len, bool backslash)
         if (n == 0)
             continue;
         put_escaped(f, s + from, i - from, backslash);
+        /* lds_url_redact takes a name for a URL when a slash (or backslash) follows its
+           scheme; "http:u:pw@h/x" gets one for the redaction, taken out of what is shown. */
         char url[2048], shown[2048];
-        size_t m = n < sizeof url - 1 ? n : sizeof url - 1;
-        memcpy(url, s + i, m);
-        url[m] = '\0';
+        size_t sl = scheme_at(s, len, i);
+        if (sl + 3 > sizeof url) { /* a "scheme" of 2 KiB: nothing of the token shown */
+            fputs("(name not shown)", f);
+            i += n - 1;
+            from = i + 1;
+            continue;
+        }
+        bool slash = s[i + sl + 1] == '/' || s[i + sl + 1] == '\\';
+        size_t m = n < sizeof url - 2 ? n : sizeof url - 2;
+        memcpy(url, s + i, sl + 1);
+        if (!slash)
+            url[sl + 1] = '/';
+        memcpy(url + sl + 1 + !slash, s + i + sl + 1, m - sl - 1);
+        url[m + !slash] = '\0';
         lds_url_redact(url, shown, sizeof shown);
-        put_escaped(f, shown, strlen(shown), backslash);
+        size_t w = strlen(shown);
+        if (!slash && w > sl + 1) {
+            memmove(shown + sl + 1, shown + sl + 2, w - sl - 1); /* with its NUL */
+            w--;
+        }
+        put_escaped(f, shown, w, backslash);
         i += n - 1;
         from = i + 1;
     }
@@ -561,10 +593,25 @@ bool cli_explain_file(const char *file, const char *path)
     const char *kind = cli_sniff_path(path, &f);
     if (!kind || strcmp(kind, "a lodestar index") == 0)
         return false;
+    /* The name in the hint's commands through the redactor as well: a file whose name
+       starts like a URL shows no password there either. */
+    char *named = NULL;
+    size_t named_len = 0;
+    FILE *m = open_memstream(&named, &named_len);
+    if (m != NULL) {
+        cli_put_message(m, file, strlen(file));
+        if (fclose(m) != 0) {
+            free(named);
+            named = NULL;
+        }
+    }
+    if (named == NULL)
+        return false;
     char out[512];
-    ldsi_name(path, out, sizeof out);
+    ldsi_name(named, out, sizeof out);
     fputs("lodestar: ", stderr);
     cli_put_escaped(stderr, file, strlen(file));
+    file = named;
     if (strstr(kind, "manifest")) {
         fprintf(stderr,
                 " is %s, written by `lodestar split`: a split is searched through "
@@ -582,6 +629,7 @@ bool cli_explain_file(const char *file, const char *path)
                 f == LDS_IMPORT_HDF5 || f == LDS_IMPORT_NPZ ? lds_import_format_name(f) : "", file,
                 out);
     }
+    free(named);
     return true;
 }
 
@@ -594,7 +642,9 @@ int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info)
        "URL: ..." for one refused before any request: "s3://b: an s3:// URL names a bucket
        and a key"); the file is not put before them a second time. */
     size_t lead = url_token(err.message, strlen(err.message), 0);
-    bool named = strncmp(err.message, "GET ", 4) == 0 || (lead > 0 && err.message[lead] == ':');
+    size_t sl = scheme_at(err.message, strlen(err.message), 0);
+    bool named = strncmp(err.message, "GET ", 4) == 0 ||
+                 (lead > 0 && err.message[lead] == ':' && err.message[sl + 1] == '/');
     if (st == LDS_OK && info->path == LDS_LOAD_MAPPED) {
         /* Installed only while a mapped index is in use: the process ends with it. */
         struct sigaction sa;

@@ -2340,5 +2340,31 @@ def test_a_fifo_is_not_opened_again_for_a_hint():
         check(rc == 1 and "fifo-" + cmd in err and "lodestar pack" not in err, f"{rc} {err}")
 
 
+def test_backslash_and_slashless_urls_hide_their_password():
+    """A name that starts with a URL scheme is shown redacted whatever follows the ':'
+    (found by a tester: "http:\\\\u:pw@h\\x" and "http:u:pw@h/x" were printed with the
+    password); a Windows-looking name and a plain path are shown as they are."""
+    for name in ("http:\\\\u:s3cret@127.0.0.1:1\\x.ldsi", "https:\\/\\/u:s3cret@h/x",
+                 "HTTP:\\\\u:s3cret@h/x", "http:u:s3cret@h/x", "http:/u:s3cret@h/x"):
+        for cmd in (("info", name), ("verify", name), ("similar", name, "king")):
+            rc, out, err = run(*cmd)
+            check(rc == 1 and "s3cret" not in err and "s3cret" not in out and err.strip(),
+                  f"{cmd}: {rc} {err}")
+    rc, out, err = run("info", "http:u:s3cret@h/x")
+    check(err.startswith("lodestar: http:h/x: "), err)
+    rc, out, err = run("info", "C:\\x")
+    check(err.startswith("lodestar: C:\\\\x: cannot open"), err)
+    # an existing file by such a name, with a hint to pack it: the hint's commands too
+    npy = "http:u:s3cret@h.npy"
+    with open(os.path.join(WORK, npy), "wb") as f:
+        f.write(b"\x93NUMPY")
+    p = subprocess.run([LODESTAR, "info", npy], cwd=WORK, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    err = p.stderr.decode(errors="replace")
+    check("`lodestar pack http:h.npy http:h.ldsi`" in err and "s3cret" not in err, err)
+    rc, out, err = run("info", "no/such/dir.ldsi")
+    check(err.startswith("lodestar: no/such/dir.ldsi: cannot open"), err)
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(globals(), WORK))
