@@ -145,9 +145,10 @@ int64_t cli_zstd_frame_at(int fd, uint64_t size);
 /* When the file at `path` (shown as `file`) is not a lodestar index but a kind that
    lds_import_sniff knows, prints to stderr what it is and what to do (the `lodestar pack`
    command that converts it; for a shard manifest, lodestar.search_shards) and returns
-   true; else prints nothing and returns false. A zstd file whose first bytes decompress
-   to a lodestar magic is a compressed index (cut, or of several frames: the loader says
-   what is wrong), not explained. */
+   true; else prints nothing and returns false. A zstd file whose first frame (after any
+   skippable frames; streamed, at most 4 MiB of it read) decompresses to a lodestar magic is
+   a compressed index (cut, or of several frames: the loader says what is wrong), not
+   explained. */
 bool cli_explain_file(const char *file, const char *path);
 
 /* Writes `x` in the shortest decimal form that reads back as the same float (from one

@@ -472,22 +472,43 @@ static void mapped_file_changed(int sig)
     _exit(CLI_FAIL);
 }
 
-/* Whether the zstd frame starting `head` decompresses to a lodestar magic: then the file is
-   a compressed index (cut, or of several frames, or with bytes after it: the loader says
+/* pread of up to n bytes at off, through EINTR; the count read, or -1. */
+static ssize_t pread_at(int fd, void *b, size_t n, uint64_t off);
+
+/* How much compressed input zstd_holds_index reads at most: a frame's first block is at most
+   128 KiB of content (RFC 8878 section 3.1.1.2.4) and compresses to about that at worst. */
+#define CLI_SNIFF_ZSTD_MAX ((uint64_t)4 << 20)
+
+/* Whether the zstd frame at byte `at` of `fd` decompresses to a lodestar magic: then the file
+   is a compressed index (cut, or of several frames, or with bytes after it: the loader says
    which), not something for `lodestar pack` (found by a tester: the hint told users to pack
-   a damaged compressed index, which pack refuses). */
-static bool zstd_holds_index(const unsigned char *head, size_t n)
+   a damaged compressed index, which pack refuses). The frame is streamed until 8 bytes come
+   out, reading at most CLI_SNIFF_ZSTD_MAX bytes (found by a tester: its first 1 KiB alone
+   held no whole block of a real index, which was then called "not a lodestar index"). */
+static bool zstd_holds_index(int fd, uint64_t at)
 {
     ZSTD_DCtx *z = ZSTD_createDCtx();
     unsigned char out[LDS_MAGIC_SIZE];
     bool yes = false;
     if (z != NULL) {
-        ZSTD_inBuffer ib = {head, n, 0};
+        unsigned char in[1 << 16];
         ZSTD_outBuffer ob = {out, sizeof out, 0};
-        while (ob.pos < ob.size && ib.pos < ib.size) {
-            size_t before = ib.pos, got = ob.pos;
-            if (ZSTD_isError(ZSTD_decompressStream(z, &ob, &ib)) ||
-                (ib.pos == before && ob.pos == got))
+        for (uint64_t off = at; ob.pos < ob.size && off - at < CLI_SNIFF_ZSTD_MAX;) {
+            ssize_t r = pread_at(fd, in, sizeof in, off);
+            if (r <= 0)
+                break;
+            off += (uint64_t)r;
+            ZSTD_inBuffer ib = {in, (size_t)r, 0};
+            bool stuck = false;
+            while (ob.pos < ob.size && ib.pos < ib.size) {
+                size_t before = ib.pos, got = ob.pos;
+                size_t ret = ZSTD_decompressStream(z, &ob, &ib);
+                if (ZSTD_isError(ret) || ret == 0 || (ib.pos == before && ob.pos == got)) {
+                    stuck = true; /* an error, or the frame's end (ret 0) */
+                    break;
+                }
+            }
+            if (stuck)
                 break;
         }
         yes = ob.pos == sizeof out && memcmp(out, LDS_MAGIC, LDS_MAGIC_SIZE) == 0;
@@ -554,12 +575,9 @@ const char *cli_sniff_path(const char *path, lds_import_format *format)
     /* A zstd frame, maybe after skippable frames (found by a tester: a compressed index that
        starts with one was called something else): its start read again for zstd_holds_index */
     int64_t at = n >= 4 ? cli_zstd_frame_at(fd, (uint64_t)st.st_size) : -1;
-    if (at > 0) {
-        r = pread_at(fd, head, sizeof head, (uint64_t)at);
-        n = r > 0 ? (size_t)r : 0;
-    }
+    bool index = at >= 0 && zstd_holds_index(fd, (uint64_t)at);
     close(fd);
-    if (at >= 0 && zstd_holds_index(head, n))
+    if (index)
         return "a lodestar index"; /* compressed: the loader's own message says what is wrong */
     return kind;
 }

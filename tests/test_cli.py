@@ -2366,5 +2366,44 @@ def test_backslash_and_slashless_urls_hide_their_password():
     check(err.startswith("lodestar: no/such/dir.ldsi: cannot open"), err)
 
 
+BIG = os.path.join(WORK, "big.ldsi")
+
+
+def big_index():
+    """A 3 MiB index (12000 rows x 64 dims of pseudo-random values, which zstd hardly
+    shrinks: its first block is far past the first KiB of the compressed file)."""
+    if not os.path.exists(BIG):
+        import random
+        rnd = random.Random(7)
+        src = os.path.join(WORK, "big.txt")
+        with open(src, "w") as f:
+            for i in range(12000):
+                f.write("w%d %s\n" % (i, " ".join("%.5f" % rnd.uniform(-1, 1)
+                                                 for _ in range(64))))
+        pack(src, BIG)
+    return BIG
+
+
+def test_a_cut_compressed_index_gets_no_pack_hint():
+    """A multi-MB compressed index cut mid-way is a compressed index, not a file to pack
+    (found by a tester: only the first KiB of the zstd frame was decompressed, which held no
+    whole block, and the hint said "not a lodestar index ... lodestar pack")."""
+    for tool in ("zstd", "pzstd"):
+        if shutil.which(tool) is None:
+            if tool == "zstd":
+                skip("no zstd program")
+            continue
+        z = subprocess.run([tool, "-qc", big_index()], stdout=subprocess.PIPE,
+                           check=True).stdout
+        check(len(z) > 2_000_000, len(z))
+        cut = os.path.join(WORK, "big-cut-%s.ldsi.zst" % tool)
+        with open(cut, "wb") as f:
+            f.write(z[:500000])
+        rc, out, err = run("info", cut)
+        check(rc == 1 and "lodestar pack" not in err and "not a lodestar index" not in err
+              and "the input ended inside the zstd frame after 500000 compressed bytes" in err,
+              f"{tool}: {rc} {err}")
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(globals(), WORK))
