@@ -147,8 +147,9 @@ int64_t cli_zstd_frame_at(int fd, uint64_t size);
    command that converts it; for a shard manifest, lodestar.search_shards) and returns
    true; else prints nothing and returns false. A zstd file whose first frame (after any
    skippable frames; streamed, at most 4 MiB of it read) decompresses to a lodestar magic is
-   a compressed index (cut, or of several frames: the loader says what is wrong), not
-   explained. */
+   a compressed index, not explained as something to pack: when another zstd (or skippable)
+   frame follows its first frame, a line says that a compressed index must be one frame and
+   what to do (returns true); else nothing (the loader's message says what is wrong). */
 bool cli_explain_file(const char *file, const char *path);
 
 /* Writes `x` in the shortest decimal form that reads back as the same float (from one

@@ -2405,5 +2405,30 @@ def test_a_cut_compressed_index_gets_no_pack_hint():
               f"{tool}: {rc} {err}")
 
 
+def test_a_compressed_index_of_several_frames_says_so():
+    """An index compressed as two zstd frames (found by a tester: only "the input ended after
+    699936 of the ... declared payload bytes" was said) gets the line that says a compressed
+    index is one frame and what to do; one frame, or one cut, does not."""
+    if shutil.which("zstd") is None:
+        skip("no zstd program")
+    with open(big_index(), "rb") as f:
+        raw = f.read()
+    frames = [subprocess.run(["zstd", "-qc"], input=part, stdout=subprocess.PIPE,
+                             check=True).stdout for part in (raw[:700000], raw[700000:])]
+    mf = os.path.join(WORK, "big-two.ldsi.zst")
+    with open(mf, "wb") as f:
+        f.write(b"".join(frames))
+    line = (f"lodestar: {mf}: a compressed index must be one zstd frame; this file has "
+            "several: decompress it first (zstd -d) or recompress it as one frame")
+    for cmd in (("info", mf), ("verify", mf), ("similar", mf, "w1")):
+        rc, out, err = run(*cmd)
+        check(rc == 1 and line in err and "lodestar pack" not in err, f"{cmd}: {rc} {err}")
+    one = os.path.join(WORK, "big-one-cut.ldsi.zst")
+    with open(one, "wb") as f:
+        f.write(frames[0][:len(frames[0]) // 2])
+    rc, out, err = run("info", one)
+    check(rc == 1 and "one zstd frame" not in err, err)
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(globals(), WORK))
