@@ -2366,7 +2366,7 @@ def test_backslash_and_slashless_urls_hide_their_password():
     check(err.startswith("lodestar: no/such/dir.ldsi: cannot open"), err)
 
 
-BIG = os.path.join(WORK, "big.ldsi")
+BIG = os.path.join(WORK, "edges-3mib.ldsi")
 
 
 def big_index():
@@ -2375,7 +2375,7 @@ def big_index():
     if not os.path.exists(BIG):
         import random
         rnd = random.Random(7)
-        src = os.path.join(WORK, "big.txt")
+        src = os.path.join(WORK, "edges-3mib.txt")
         with open(src, "w") as f:
             for i in range(12000):
                 f.write("w%d %s\n" % (i, " ".join("%.5f" % rnd.uniform(-1, 1)
