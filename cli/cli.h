@@ -130,7 +130,9 @@ void cli_print_max_payload_help(FILE *f);
 int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info);
 
 /* What the file at `path` is (lds_import_sniff of its first KiB) and, in *format, the
-   format that packs it; NULL for "-", a URL, a file that cannot be read, or no kind known. */
+   format that packs it; NULL for "-", a URL, a file that cannot be read or is not a regular
+   file (a FIFO is never opened a second time: opened O_NONBLOCK, then fstat), or no kind
+   known. */
 const char *cli_sniff_path(const char *path, lds_import_format *format);
 
 /* Where the first zstd frame of the file `fd` (of `size` bytes) starts: 0 when the file starts
@@ -143,9 +145,11 @@ int64_t cli_zstd_frame_at(int fd, uint64_t size);
 /* When the file at `path` (shown as `file`) is not a lodestar index but a kind that
    lds_import_sniff knows, prints to stderr what it is and what to do (the `lodestar pack`
    command that converts it; for a shard manifest, lodestar.search_shards) and returns
-   true; else prints nothing and returns false. A zstd file whose first bytes decompress
-   to a lodestar magic is a compressed index (cut, or of several frames: the loader says
-   what is wrong), not explained. */
+   true; else prints nothing and returns false. A zstd file whose first frame (after any
+   skippable frames; streamed, at most 4 MiB of it read) decompresses to a lodestar magic is
+   a compressed index, not explained as something to pack: when another zstd (or skippable)
+   frame follows its first frame, a line says that a compressed index must be one frame and
+   what to do (returns true); else nothing (the loader's message says what is wrong). */
 bool cli_explain_file(const char *file, const char *path);
 
 /* Writes `x` in the shortest decimal form that reads back as the same float (from one

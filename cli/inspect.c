@@ -334,7 +334,7 @@ static void print_bad_chunk(void *ctx, const lds_bad_chunk *b)
    (mapped, on every core) and names each bad one. Returns the number found. */
 static uint64_t list_bad_chunks(const char *file)
 {
-    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO: no second wait */
     if (fd < 0)
         return 0;
     struct stat st;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -312,21 +313,35 @@ static bool closes_paren(const char *s, size_t len, size_t k, int depth)
     return j >= len || strchr(" \t\n\"'", s[j]);
 }
 
-/* Where a URL-looking token ("scheme:/...") starts at s[i]: at the start or after a space,
-   quote or '(' (so "a:/b" inside a word is not one); its length up to the next white space,
-   quote, ": " (a message's "URL: reason"), or, after '(', the ')' closing it, else 0. */
+/* The length of the scheme "[A-Za-z][A-Za-z0-9+.-]*" at s[i] (without its ':'), when a ':'
+   follows it; else 0. */
+static size_t scheme_at(const char *s, size_t len, size_t i)
+{
+    size_t k = i;
+    if (k >= len || !((s[k] >= 'a' && s[k] <= 'z') || (s[k] >= 'A' && s[k] <= 'Z')))
+        return 0;
+    while (k < len && (isalnum((unsigned char)s[k]) || s[k] == '+' || s[k] == '.' || s[k] == '-'))
+        k++;
+    return k < len && s[k] == ':' ? k - i : 0;
+}
+
+/* Where a URL-looking token ("scheme:" and anything but white space or a second ':' after
+   it: "http://", "http:/", "http:\\", "https:\/\/", "HTTP:", "http:u:pw@h", found by a
+   tester: the backslash and slash-less forms were printed with their password) starts at
+   s[i]: at the start or after a space, quote or '(' (so "a:/b" inside a word is not one); its
+   length up to the next white space, quote, ": " (a message's "URL: reason"), or, after '(',
+   the ')' closing it, else 0. */
 static size_t url_token(const char *s, size_t len, size_t i)
 {
     if (i > 0 && !strchr(" \t\"'(", s[i - 1]))
         return 0;
     bool paren = i > 0 && s[i - 1] == '(';
     int depth = 0;
-    size_t k = i;
-    if (k >= len || !((s[k] >= 'a' && s[k] <= 'z') || (s[k] >= 'A' && s[k] <= 'Z')))
+    size_t k = scheme_at(s, len, i);
+    if (k == 0)
         return 0;
-    while (k < len && (isalnum((unsigned char)s[k]) || s[k] == '+' || s[k] == '.' || s[k] == '-'))
-        k++;
-    if (k + 1 >= len || s[k] != ':' || s[k + 1] != '/')
+    k += i;
+    if (k + 1 >= len || strchr(" \t\n\"':", s[k + 1]))
         return 0;
     while (k < len && s[k] != ' ' && s[k] != '\t' && s[k] != '\n' && s[k] != '"' && s[k] != '\'' &&
            !(s[k] == ':' && k + 1 < len && s[k + 1] == ' ') &&
@@ -348,12 +363,30 @@ static void put_redacted(FILE *f, const char *s, size_t len, bool backslash)
         if (n == 0)
             continue;
         put_escaped(f, s + from, i - from, backslash);
+        /* lds_url_redact takes a name for a URL when a slash (or backslash) follows its
+           scheme; "http:u:pw@h/x" gets one for the redaction, taken out of what is shown. */
         char url[2048], shown[2048];
-        size_t m = n < sizeof url - 1 ? n : sizeof url - 1;
-        memcpy(url, s + i, m);
-        url[m] = '\0';
+        size_t sl = scheme_at(s, len, i);
+        if (sl + 3 > sizeof url) { /* a "scheme" of 2 KiB: nothing of the token shown */
+            fputs("(name not shown)", f);
+            i += n - 1;
+            from = i + 1;
+            continue;
+        }
+        bool slash = s[i + sl + 1] == '/' || s[i + sl + 1] == '\\';
+        size_t m = n < sizeof url - 2 ? n : sizeof url - 2;
+        memcpy(url, s + i, sl + 1);
+        if (!slash)
+            url[sl + 1] = '/';
+        memcpy(url + sl + 1 + !slash, s + i + sl + 1, m - sl - 1);
+        url[m + !slash] = '\0';
         lds_url_redact(url, shown, sizeof shown);
-        put_escaped(f, shown, strlen(shown), backslash);
+        size_t w = strlen(shown);
+        if (!slash && w > sl + 1) {
+            memmove(shown + sl + 1, shown + sl + 2, w - sl - 1); /* with its NUL */
+            w--;
+        }
+        put_escaped(f, shown, w, backslash);
         i += n - 1;
         from = i + 1;
     }
@@ -440,22 +473,43 @@ static void mapped_file_changed(int sig)
     _exit(CLI_FAIL);
 }
 
-/* Whether the zstd frame starting `head` decompresses to a lodestar magic: then the file is
-   a compressed index (cut, or of several frames, or with bytes after it: the loader says
+/* pread of up to n bytes at off, through EINTR; the count read, or -1. */
+static ssize_t pread_at(int fd, void *b, size_t n, uint64_t off);
+
+/* How much compressed input zstd_holds_index reads at most: a frame's first block is at most
+   128 KiB of content (RFC 8878 section 3.1.1.2.4) and compresses to about that at worst. */
+#define CLI_SNIFF_ZSTD_MAX ((uint64_t)4 << 20)
+
+/* Whether the zstd frame at byte `at` of `fd` decompresses to a lodestar magic: then the file
+   is a compressed index (cut, or of several frames, or with bytes after it: the loader says
    which), not something for `lodestar pack` (found by a tester: the hint told users to pack
-   a damaged compressed index, which pack refuses). */
-static bool zstd_holds_index(const unsigned char *head, size_t n)
+   a damaged compressed index, which pack refuses). The frame is streamed until 8 bytes come
+   out, reading at most CLI_SNIFF_ZSTD_MAX bytes (found by a tester: its first 1 KiB alone
+   held no whole block of a real index, which was then called "not a lodestar index"). */
+static bool zstd_holds_index(int fd, uint64_t at)
 {
     ZSTD_DCtx *z = ZSTD_createDCtx();
     unsigned char out[LDS_MAGIC_SIZE];
     bool yes = false;
     if (z != NULL) {
-        ZSTD_inBuffer ib = {head, n, 0};
+        unsigned char in[1 << 16];
         ZSTD_outBuffer ob = {out, sizeof out, 0};
-        while (ob.pos < ob.size && ib.pos < ib.size) {
-            size_t before = ib.pos, got = ob.pos;
-            if (ZSTD_isError(ZSTD_decompressStream(z, &ob, &ib)) ||
-                (ib.pos == before && ob.pos == got))
+        for (uint64_t off = at; ob.pos < ob.size && off - at < CLI_SNIFF_ZSTD_MAX;) {
+            ssize_t r = pread_at(fd, in, sizeof in, off);
+            if (r <= 0)
+                break;
+            off += (uint64_t)r;
+            ZSTD_inBuffer ib = {in, (size_t)r, 0};
+            bool stuck = false;
+            while (ob.pos < ob.size && ib.pos < ib.size) {
+                size_t before = ib.pos, got = ob.pos;
+                size_t ret = ZSTD_decompressStream(z, &ob, &ib);
+                if (ZSTD_isError(ret) || ret == 0 || (ib.pos == before && ob.pos == got)) {
+                    stuck = true; /* an error, or the frame's end (ret 0) */
+                    break;
+                }
+            }
+            if (stuck)
                 break;
         }
         yes = ob.pos == sizeof out && memcmp(out, LDS_MAGIC, LDS_MAGIC_SIZE) == 0;
@@ -504,25 +558,59 @@ const char *cli_sniff_path(const char *path, lds_import_format *format)
     *format = LDS_IMPORT_AUTO;
     if (strcmp(path, "-") == 0 || cli_is_url(path))
         return NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Only a regular file is read for a hint: a FIFO (or a terminal, a socket) was consumed
+       by the load, and opening it again waits for a writer forever (found by a tester:
+       `lodestar info FIFO` never ended). O_NONBLOCK makes the open itself return at once. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return NULL;
+    }
     unsigned char head[1024];
     ssize_t r = pread_at(fd, head, sizeof head, 0);
     size_t n = r > 0 ? (size_t)r : 0;
     const char *kind = lds_import_sniff(head, n, format);
     /* A zstd frame, maybe after skippable frames (found by a tester: a compressed index that
        starts with one was called something else): its start read again for zstd_holds_index */
-    struct stat sb;
-    int64_t at = n >= 4 && fstat(fd, &sb) == 0 ? cli_zstd_frame_at(fd, (uint64_t)sb.st_size) : -1;
-    if (at > 0) {
-        r = pread_at(fd, head, sizeof head, (uint64_t)at);
-        n = r > 0 ? (size_t)r : 0;
-    }
+    int64_t at = n >= 4 ? cli_zstd_frame_at(fd, (uint64_t)st.st_size) : -1;
+    bool index = at >= 0 && zstd_holds_index(fd, (uint64_t)at);
     close(fd);
-    if (at >= 0 && zstd_holds_index(head, n))
+    if (index)
         return "a lodestar index"; /* compressed: the loader's own message says what is wrong */
     return kind;
+}
+
+/* Whether the regular file at `path` is zstd whose first frame (after any skippable frames)
+   ends before the file does, another frame (zstd or skippable) following it: a compressed
+   index in several frames, which the loader refuses (it reads one frame, ADR 0018). Only the
+   frames' block headers are read (ZSTD_findFrameCompressedSize on a mapping). */
+static bool zstd_frames_follow(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return false;
+    struct stat st;
+    bool yes = false;
+    int64_t at = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0
+                     ? cli_zstd_frame_at(fd, (uint64_t)st.st_size)
+                     : -1;
+    if (at >= 0) {
+        size_t size = (size_t)st.st_size;
+        const unsigned char *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p != MAP_FAILED) {
+            size_t n = ZSTD_findFrameCompressedSize(p + at, size - (size_t)at);
+            if (!ZSTD_isError(n) && size - (size_t)at - n >= 4) {
+                uint32_t next = le32(p + at + n);
+                yes = next == 0xFD2FB528u || (next & 0xFFFFFFF0u) == 0x184D2A50u;
+            }
+            munmap((void *)p, size);
+        }
+    }
+    close(fd);
+    return yes;
 }
 
 /* `name` without its last extension (and a compression suffix before it), plus ".ldsi":
@@ -552,12 +640,37 @@ bool cli_explain_file(const char *file, const char *path)
 {
     lds_import_format f;
     const char *kind = cli_sniff_path(path, &f);
+    if (kind && strcmp(kind, "a lodestar index") == 0 && zstd_frames_follow(path)) {
+        /* found by a tester: the loader's "the input ended after N of M declared payload
+           bytes" alone did not say why */
+        fputs("lodestar: ", stderr);
+        cli_put_escaped(stderr, file, strlen(file));
+        fputs(": a compressed index must be one zstd frame; this file has several: decompress "
+              "it first (zstd -d) or recompress it as one frame\n",
+              stderr);
+        return true;
+    }
     if (!kind || strcmp(kind, "a lodestar index") == 0)
         return false;
+    /* The name in the hint's commands through the redactor as well: a file whose name
+       starts like a URL shows no password there either. */
+    char *named = NULL;
+    size_t named_len = 0;
+    FILE *m = open_memstream(&named, &named_len);
+    if (m != NULL) {
+        cli_put_message(m, file, strlen(file));
+        if (fclose(m) != 0) {
+            free(named);
+            named = NULL;
+        }
+    }
+    if (named == NULL)
+        return false;
     char out[512];
-    ldsi_name(path, out, sizeof out);
+    ldsi_name(named, out, sizeof out);
     fputs("lodestar: ", stderr);
     cli_put_escaped(stderr, file, strlen(file));
+    file = named;
     if (strstr(kind, "manifest")) {
         fprintf(stderr,
                 " is %s, written by `lodestar split`: a split is searched through "
@@ -575,6 +688,7 @@ bool cli_explain_file(const char *file, const char *path)
                 f == LDS_IMPORT_HDF5 || f == LDS_IMPORT_NPZ ? lds_import_format_name(f) : "", file,
                 out);
     }
+    free(named);
     return true;
 }
 
@@ -587,7 +701,9 @@ int cli_load(const cli_load_request *req, lds_index **out, lds_load_info *info)
        "URL: ..." for one refused before any request: "s3://b: an s3:// URL names a bucket
        and a key"); the file is not put before them a second time. */
     size_t lead = url_token(err.message, strlen(err.message), 0);
-    bool named = strncmp(err.message, "GET ", 4) == 0 || (lead > 0 && err.message[lead] == ':');
+    size_t sl = scheme_at(err.message, strlen(err.message), 0);
+    bool named = strncmp(err.message, "GET ", 4) == 0 ||
+                 (lead > 0 && err.message[lead] == ':' && err.message[sl + 1] == '/');
     if (st == LDS_OK && info->path == LDS_LOAD_MAPPED) {
         /* Installed only while a mapped index is in use: the process ends with it. */
         struct sigaction sa;

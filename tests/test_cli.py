@@ -2299,5 +2299,136 @@ def test_similar_on_a_manifest_points_to_python():
           in err, err)
 
 
+def run_fifo(cmd, feed, *extra):
+    """Runs `lodestar CMD FIFO EXTRA...` with a FIFO a writer process fills with `feed` and
+    closes; (exit code, stderr), or None when it did not end within 20 s (killed)."""
+    ff = os.path.join(WORK, "fifo-%s" % cmd)
+    if os.path.exists(ff):
+        os.unlink(ff)
+    os.mkfifo(ff)
+    writer = subprocess.Popen([sys.executable, "-c",
+                               "import sys; f = open(sys.argv[1], 'wb'); "
+                               "f.write(bytes.fromhex(sys.argv[2])); f.close()",
+                               ff, feed.hex()])
+    try:
+        p = subprocess.run([LODESTAR, cmd, ff, *extra], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=20)
+        return p.returncode, p.stderr.decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        return None
+    finally:
+        # a writer still waiting for a reader (the program never opened the FIFO) is ended
+        try:
+            writer.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            writer.kill()
+            writer.wait()
+        os.unlink(ff)
+
+
+def test_a_fifo_is_not_opened_again_for_a_hint():
+    """A FIFO holding a cut index or zeros is refused and the program ends (found by a
+    tester: the hint opened the FIFO a second time and waited for a writer forever)."""
+    pack(TINY, INDEX)
+    with open(INDEX, "rb") as f:
+        head = f.read(64)
+    for cmd, feed, extra in (("info", head, ()), ("verify", head, ()),
+                             ("similar", head, ("king",)), ("info", bytes(10), ())):
+        got = run_fifo(cmd, feed, *extra)
+        check(got is not None, f"lodestar {cmd} on a FIFO of {len(feed)} bytes did not end")
+        rc, err = got
+        check(rc == 1 and "fifo-" + cmd in err and "lodestar pack" not in err, f"{rc} {err}")
+
+
+def test_backslash_and_slashless_urls_hide_their_password():
+    """A name that starts with a URL scheme is shown redacted whatever follows the ':'
+    (found by a tester: "http:\\\\u:pw@h\\x" and "http:u:pw@h/x" were printed with the
+    password); a Windows-looking name and a plain path are shown as they are."""
+    for name in ("http:\\\\u:s3cret@127.0.0.1:1\\x.ldsi", "https:\\/\\/u:s3cret@h/x",
+                 "HTTP:\\\\u:s3cret@h/x", "http:u:s3cret@h/x", "http:/u:s3cret@h/x"):
+        for cmd in (("info", name), ("verify", name), ("similar", name, "king")):
+            rc, out, err = run(*cmd)
+            check(rc == 1 and "s3cret" not in err and "s3cret" not in out and err.strip(),
+                  f"{cmd}: {rc} {err}")
+    rc, out, err = run("info", "http:u:s3cret@h/x")
+    check(err.startswith("lodestar: http:h/x: "), err)
+    rc, out, err = run("info", "C:\\x")
+    check(err.startswith("lodestar: C:\\\\x: cannot open"), err)
+    # an existing file by such a name, with a hint to pack it: the hint's commands too
+    npy = "http:u:s3cret@h.npy"
+    with open(os.path.join(WORK, npy), "wb") as f:
+        f.write(b"\x93NUMPY")
+    p = subprocess.run([LODESTAR, "info", npy], cwd=WORK, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    err = p.stderr.decode(errors="replace")
+    check("`lodestar pack http:h.npy http:h.ldsi`" in err and "s3cret" not in err, err)
+    rc, out, err = run("info", "no/such/dir.ldsi")
+    check(err.startswith("lodestar: no/such/dir.ldsi: cannot open"), err)
+
+
+BIG = os.path.join(WORK, "edges-3mib.ldsi")
+
+
+def big_index():
+    """A 3 MiB index (12000 rows x 64 dims of pseudo-random values, which zstd hardly
+    shrinks: its first block is far past the first KiB of the compressed file)."""
+    if not os.path.exists(BIG):
+        import random
+        rnd = random.Random(7)
+        src = os.path.join(WORK, "edges-3mib.txt")
+        with open(src, "w") as f:
+            for i in range(12000):
+                f.write("w%d %s\n" % (i, " ".join("%.5f" % rnd.uniform(-1, 1)
+                                                 for _ in range(64))))
+        pack(src, BIG)
+    return BIG
+
+
+def test_a_cut_compressed_index_gets_no_pack_hint():
+    """A multi-MB compressed index cut mid-way is a compressed index, not a file to pack
+    (found by a tester: only the first KiB of the zstd frame was decompressed, which held no
+    whole block, and the hint said "not a lodestar index ... lodestar pack")."""
+    for tool in ("zstd", "pzstd"):
+        if shutil.which(tool) is None:
+            if tool == "zstd":
+                skip("no zstd program")
+            continue
+        z = subprocess.run([tool, "-qc", big_index()], stdout=subprocess.PIPE,
+                           check=True).stdout
+        check(len(z) > 2_000_000, len(z))
+        cut = os.path.join(WORK, "big-cut-%s.ldsi.zst" % tool)
+        with open(cut, "wb") as f:
+            f.write(z[:500000])
+        rc, out, err = run("info", cut)
+        check(rc == 1 and "lodestar pack" not in err and "not a lodestar index" not in err
+              and "the input ended inside the zstd frame after 500000 compressed bytes" in err,
+              f"{tool}: {rc} {err}")
+
+
+def test_a_compressed_index_of_several_frames_says_so():
+    """An index compressed as two zstd frames (found by a tester: only "the input ended after
+    699936 of the ... declared payload bytes" was said) gets the line that says a compressed
+    index is one frame and what to do; one frame, or one cut, does not."""
+    if shutil.which("zstd") is None:
+        skip("no zstd program")
+    with open(big_index(), "rb") as f:
+        raw = f.read()
+    frames = [subprocess.run(["zstd", "-qc"], input=part, stdout=subprocess.PIPE,
+                             check=True).stdout for part in (raw[:700000], raw[700000:])]
+    mf = os.path.join(WORK, "big-two.ldsi.zst")
+    with open(mf, "wb") as f:
+        f.write(b"".join(frames))
+    line = (f"lodestar: {mf}: a compressed index must be one zstd frame; this file has "
+            "several: decompress it first (zstd -d) or recompress it as one frame")
+    for cmd in (("info", mf), ("verify", mf), ("similar", mf, "w1")):
+        rc, out, err = run(*cmd)
+        check(rc == 1 and line in err and "lodestar pack" not in err, f"{cmd}: {rc} {err}")
+    one = os.path.join(WORK, "big-one-cut.ldsi.zst")
+    with open(one, "wb") as f:
+        f.write(frames[0][:len(frames[0]) // 2])
+    rc, out, err = run("info", one)
+    check(rc == 1 and "one zstd frame" not in err, err)
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(globals(), WORK))
