@@ -1757,9 +1757,9 @@ static lds_status delta_flush(delta_job *d, unsigned reader, delta_run *runs, si
     const lds_header *h = d->h;
     size_t n = *queued;
     *queued = 0;
-    /* Timed as two parts with three clock reads a batch (a read per run cost as much as
-       a 4 KiB read's tenth): every read first, then every verify, in payload order. A
-       verify failure before a failed read is the one reported, as run by run. */
+    /* Timed as two parts with three clock reads a batch (three a run cost about a tenth
+       of a 4 KiB read): every read first, then every verify, in payload order. A verify
+       failure before a failed read is the one reported, as run by run. */
     uint64_t t0 = lds__now_ns();
     lds_status st = delta_ring_read(d, reader, runs, n, offset, p, err);
     size_t got = 0; /* runs [0, got) are read whole */
