@@ -363,29 +363,14 @@ static void put_redacted(FILE *f, const char *s, size_t len, bool backslash)
         if (n == 0)
             continue;
         put_escaped(f, s + from, i - from, backslash);
-        /* lds_url_redact takes a name for a URL when a slash (or backslash) follows its
-           scheme; "http:u:pw@h/x" gets one for the redaction, taken out of what is shown. */
+        /* lds_url_redact reads "http:u:pw@h/x" (a special scheme without slashes) as the URL
+           it is; a name that only looks like one ("a:b", "C:\x") comes back as it was. */
         char url[2048], shown[2048];
-        size_t sl = scheme_at(s, len, i);
-        if (sl + 3 > sizeof url) { /* a "scheme" of 2 KiB: nothing of the token shown */
-            fputs("(name not shown)", f);
-            i += n - 1;
-            from = i + 1;
-            continue;
-        }
-        bool slash = s[i + sl + 1] == '/' || s[i + sl + 1] == '\\';
-        size_t m = n < sizeof url - 2 ? n : sizeof url - 2;
-        memcpy(url, s + i, sl + 1);
-        if (!slash)
-            url[sl + 1] = '/';
-        memcpy(url + sl + 1 + !slash, s + i + sl + 1, m - sl - 1);
-        url[m + !slash] = '\0';
+        size_t m = n < sizeof url - 1 ? n : sizeof url - 1;
+        memcpy(url, s + i, m);
+        url[m] = '\0';
         lds_url_redact(url, shown, sizeof shown);
         size_t w = strlen(shown);
-        if (!slash && w > sl + 1) {
-            memmove(shown + sl + 1, shown + sl + 2, w - sl - 1); /* with its NUL */
-            w--;
-        }
         put_escaped(f, shown, w, backslash);
         i += n - 1;
         from = i + 1;

@@ -11,6 +11,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "http_parse.h"
 #include "load_internal.h"
@@ -139,6 +140,17 @@ static void put_rest(char *buf, size_t cap, size_t *len, const char *p, int dept
 static bool is_slash(char c)
 {
     return c == '/' || c == '\\';
+}
+
+/* Whether url[0, n) names a special scheme of the WHATWG URL standard (http, https, ws,
+   wss, ftp, file), or s3, in any case. */
+static bool special_scheme(const char *url, size_t n)
+{
+    static const char *const names[] = {"http", "https", "ws", "wss", "ftp", "file", "s3"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == n && strncasecmp(url, names[i], n) == 0)
+            return true;
+    return false;
 }
 
 /* Where a URL ("scheme:/...", "scheme:\\...", or "//host..." at the start) begins in s, or
@@ -390,6 +402,10 @@ static void redact_into(char *buf, size_t cap, size_t *len, const char *url, int
     if (sl > 0 && url[sl] == ':' && is_slash(url[sl + 1]) &&
         ((url[0] >= 'a' && url[0] <= 'z') || (url[0] >= 'A' && url[0] <= 'Z')))
         auth = url + sl + 1 + strspn(url + sl + 1, "/\\");
+    /* A special scheme's authority needs no slash at all (WHATWG URL standard: "http:u:pw@h/x"
+       is http://u:pw@h/x); other schemes ("mailto:u@x", "a:b") are not URLs here. */
+    if (auth == NULL && sl > 0 && url[sl] == ':' && special_scheme(url, sl))
+        auth = url + sl + 1;
     if (auth == NULL) {
         put(buf, cap, len, url, strlen(url));
         return;

@@ -2309,6 +2309,11 @@ static void test_url_redact_path_params_backslashes_deep_encoding(void **state)
     static const struct {
         const char *in, *out;
     } cases[] = {
+        /* a special scheme without slashes (WHATWG): the authority is still one */
+        {"http:u:pw@h/x", "http:h/x"},
+        {"HTTPS:u:pw@h", "HTTPS:h"},
+        {"mailto:u@x", "mailto:u@x"},
+        {"a:b@c", "a:b@c"},
         /* path parameters with a credential's name: the value hidden, the path kept */
         {"https://h/app;jsessionid=SECRET/x?y=1", "https://h/app;jsessionid=REDACTED/x?y=1"},
         {"https://h/p;token=SECRET", "https://h/p;token=REDACTED"},
