@@ -341,7 +341,7 @@ static size_t url_token(const char *s, size_t len, size_t i)
     if (k == 0)
         return 0;
     k += i;
-    if (k + 1 >= len || strchr(" \t\n\"':", s[k + 1]))
+    if (k + 1 >= len || strchr(" \t\n\"'", s[k + 1]))
         return 0;
     while (k < len && s[k] != ' ' && s[k] != '\t' && s[k] != '\n' && s[k] != '"' && s[k] != '\'' &&
            !(s[k] == ':' && k + 1 < len && s[k + 1] == ' ') &&
@@ -366,9 +366,14 @@ static void put_redacted(FILE *f, const char *s, size_t len, bool backslash)
         /* lds_url_redact reads "http:u:pw@h/x" (a special scheme without slashes) as the URL
            it is; a name that only looks like one ("a:b", "C:\x") comes back as it was. */
         char url[2048], shown[2048];
-        size_t m = n < sizeof url - 1 ? n : sizeof url - 1;
-        memcpy(url, s + i, m);
-        url[m] = '\0';
+        if (n >= sizeof url) { /* too long to redact here: none of it shown (fails closed) */
+            fprintf(f, "(a name of %zu bytes, not shown)", n);
+            i += n - 1;
+            from = i + 1;
+            continue;
+        }
+        memcpy(url, s + i, n);
+        url[n] = '\0';
         lds_url_redact(url, shown, sizeof shown);
         size_t w = strlen(shown);
         put_escaped(f, shown, w, backslash);

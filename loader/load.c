@@ -1282,8 +1282,12 @@ lds_status lds_load_path(const char *path, const lds_load_options *opts, lds_ind
     int fd = -1;
     int e = lds__os_open(path, O_RDONLY, &fd);
     if (e != 0) {
+        /* a path that reads as a URL ("http:u:pw@h/x") is named without its password,
+           redacted whole before the message cuts it */
+        char shown[200];
+        lds_url_redact(path, shown, sizeof shown);
         return finish(&c,
-                      lds__load_fail(err, LDS_E_IO, "path", 0, e, NULL, "cannot open %s: %s", path,
+                      lds__load_fail(err, LDS_E_IO, "path", 0, e, NULL, "cannot open %s: %s", shown,
                                      strerror(e)),
                       info);
     }

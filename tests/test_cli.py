@@ -2344,7 +2344,8 @@ def test_backslash_and_slashless_urls_hide_their_password():
     """A name that starts with a URL scheme is shown redacted whatever follows the ':'
     (found by a tester: "http:\\\\u:pw@h\\x" and "http:u:pw@h/x" were printed with the
     password); a Windows-looking name and a plain path are shown as they are."""
-    for name in ("http:\\\\u:s3cret@127.0.0.1:1\\x.ldsi", "https:\\/\\/u:s3cret@h/x",
+    for name in ("ftp::s3cret@h", "http::s3cret@h/x", "http:u:s3cret" + "a" * 3000 + "@h/x",
+                 "http:\\\\u:s3cret@127.0.0.1:1\\x.ldsi", "https:\\/\\/u:s3cret@h/x",
                  "HTTP:\\\\u:s3cret@h/x", "http:u:s3cret@h/x", "http:/u:s3cret@h/x"):
         for cmd in (("info", name), ("verify", name), ("similar", name, "king")):
             rc, out, err = run(*cmd)
